@@ -1,0 +1,506 @@
+// config.cc - YAML loading and whole-file validation of cleaved's configuration.
+//
+// yaml-cpp 0.7 accepts duplicate keys and reports conversions only as "bad conversion", so this
+// file walks every mapping itself: unknown and duplicate keys, types, ranges and cross-field
+// rules each get a message at the node's position. A null value (`key:` or `key: ~`) means
+// "not given": the default applies.
+#include "config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+#include <sstream>
+#include <tuple>
+#include <utility>
+
+namespace cleave::dp {
+
+std::string ConfigError::str() const {
+  if (line == 0) return file + ": " + message;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + message;
+}
+
+namespace {
+
+constexpr uint32_t kMaxPorts = 16;
+constexpr size_t kMaxIfNameLen = 15;  // IFNAMSIZ - 1
+
+bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+bool is_ifname(std::string_view s) {
+  return !s.empty() && s.size() <= kMaxIfNameLen &&
+         std::all_of(s.begin(), s.end(), [](char c) { return is_name_char(c) || c == '.'; });
+}
+
+// Collects errors for one file; every check reads one node and reports at its position.
+class Checker {
+ public:
+  Checker(std::string_view file, std::vector<ConfigError>& errors) : file_(file), errors_(errors) {}
+
+  void error(const YAML::Mark& m, std::string msg) {
+    // yaml-cpp marks are 0-based; a mark of -1 means "no position".
+    errors_.push_back(
+        {file_, m.line < 0 ? 1 : m.line + 1, m.column < 0 ? 1 : m.column + 1, std::move(msg)});
+  }
+  void error(const YAML::Node& n, std::string msg) { error(n.Mark(), std::move(msg)); }
+
+  // Checks that n is a mapping whose keys are all in `allowed`, each at most once.
+  bool mapping(const YAML::Node& n, const std::string& what,
+               std::initializer_list<std::string_view> allowed) {
+    if (!n.IsMap()) {
+      error(n, what + ": expected a mapping of keys to values");
+      return false;
+    }
+    std::map<std::string, YAML::Mark> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      YAML::Node key = it->first;  // a copy: `it->` is a proxy temporary
+      if (!key.IsScalar()) {
+        error(key, what + ": keys must be plain names");
+        continue;
+      }
+      const std::string& k = key.Scalar();
+      auto [prev, fresh] = seen.emplace(k, key.Mark());
+      if (!fresh) {
+        error(key, "duplicate key '" + join(what, k) + "' (first given at line " +
+                       std::to_string(prev->second.line + 1) + ")");
+      } else if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+        std::string list;
+        for (auto a : allowed)
+          list += (list.empty() ? "" : ", ") + std::string(a);
+        error(key, "unknown key '" + join(what, k) + "' (expected one of: " + list + ")");
+      }
+    }
+    return true;
+  }
+
+  // An undefined node: "not given". (A default-constructed YAML::Node is a defined null.)
+  static YAML::Node absent() { return YAML::Node(YAML::NodeType::Undefined); }
+
+  // Returns the value at key, or absent() when the key is missing or its value is null.
+  static YAML::Node value(const YAML::Node& map, std::string_view key) {
+    const YAML::Node& m = map;
+    YAML::Node v = m[std::string(key)];
+    if (!v.IsDefined() || v.IsNull()) return absent();
+    return v;
+  }
+
+  bool scalar(const YAML::Node& v, const std::string& what, std::string_view expected) {
+    if (v.IsScalar()) return true;
+    error(v, what + ": expected " + std::string(expected) + ", got a " +
+                 (v.IsMap() ? "mapping" : "list"));
+    return false;
+  }
+
+  template <typename T>
+  void number(const YAML::Node& map, std::string_view key, const std::string& path, T& out,
+              uint64_t lo, uint64_t hi) {
+    YAML::Node v = value(map, key);
+    std::string what = join(path, key);
+    std::string expect = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+    if (!v.IsDefined() || !scalar(v, what, expect)) return;
+    const std::string& s = v.Scalar();
+    uint64_t x = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (ec != std::errc{} || end != s.data() + s.size() || x < lo || x > hi) {
+      error(v, what + ": expected " + expect + ", got '" + s + "'");
+      return;
+    }
+    out = static_cast<T>(x);
+  }
+
+  void boolean(const YAML::Node& map, std::string_view key, const std::string& path, bool& out) {
+    YAML::Node v = value(map, key);
+    std::string what = join(path, key);
+    if (!v.IsDefined() || !scalar(v, what, "true or false")) return;
+    if (v.Scalar() == "true") {
+      out = true;
+    } else if (v.Scalar() == "false") {
+      out = false;
+    } else {
+      error(v, what + ": expected true or false, got '" + v.Scalar() + "'");
+    }
+  }
+
+  // A non-empty string; returns the node so callers can report format errors at it.
+  YAML::Node string(const YAML::Node& map, std::string_view key, const std::string& path,
+                    std::string& out) {
+    YAML::Node v = value(map, key);
+    if (!v.IsDefined() || !scalar(v, join(path, key), "a string")) return absent();
+    if (v.Scalar().empty()) {
+      error(v, join(path, key) + ": must not be empty");
+      return absent();
+    }
+    out = v.Scalar();
+    return v;
+  }
+
+  template <typename E>
+  void choice(const YAML::Node& map, std::string_view key, const std::string& path, E& out,
+              std::initializer_list<std::pair<std::string_view, E>> options) {
+    YAML::Node v = value(map, key);
+    std::string what = join(path, key);
+    std::string list;
+    for (auto& [name, e] : options)
+      list += (list.empty() ? "" : ", ") + std::string(name);
+    if (!v.IsDefined() || !scalar(v, what, "one of " + list)) return;
+    for (auto& [name, e] : options) {
+      if (v.Scalar() == name) {
+        out = e;
+        return;
+      }
+    }
+    error(v, what + ": expected one of " + list + ", got '" + v.Scalar() + "'");
+  }
+
+  void required(const YAML::Node& map, std::string_view key, const std::string& path) {
+    if (!value(map, key).IsDefined()) {
+      error(map,
+            (path.empty() ? "" : path + ": ") + "missing required key '" + std::string(key) + "'");
+    }
+  }
+
+  static std::string join(const std::string& path, std::string_view key) {
+    return path.empty() ? std::string(key) : path + "." + std::string(key);
+  }
+
+ private:
+  std::string file_;
+  std::vector<ConfigError>& errors_;
+};
+
+void check_log(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "log", {"level", "format"})) return;
+  c.choice<std::string>(n, "level", "log", cfg.log.level,
+                        {{"trace", "trace"},
+                         {"debug", "debug"},
+                         {"info", "info"},
+                         {"warn", "warn"},
+                         {"error", "error"},
+                         {"critical", "critical"},
+                         {"off", "off"}});
+  c.choice(n, "format", "log", cfg.log.format,
+           {{"auto", LogFormat::kAuto},
+            {"journald", LogFormat::kJournald},
+            {"plain", LogFormat::kPlain}});
+}
+
+void check_eal(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "eal",
+                 {"main_lcore", "hugepages", "memory_mb", "file_prefix", "telemetry", "args"})) {
+    return;
+  }
+  c.number(n, "main_lcore", "eal", cfg.eal.main_lcore, 0, 1023);
+  c.choice(n, "hugepages", "eal", cfg.eal.hugepages,
+           {{"auto", HugepageMode::kAuto}, {"on", HugepageMode::kOn}, {"off", HugepageMode::kOff}});
+  c.number(n, "memory_mb", "eal", cfg.eal.memory_mb, 64, 1 << 20);
+  if (YAML::Node v = c.string(n, "file_prefix", "eal", cfg.eal.file_prefix); v.IsDefined()) {
+    const std::string& p = cfg.eal.file_prefix;
+    if (!std::all_of(p.begin(), p.end(), is_name_char)) {
+      c.error(v, "eal.file_prefix: only letters, digits, '_' and '-' are allowed, got '" + p + "'");
+    }
+  }
+  c.boolean(n, "telemetry", "eal", cfg.eal.telemetry);
+  if (YAML::Node args = Checker::value(n, "args"); args.IsDefined()) {
+    if (!args.IsSequence()) {
+      c.error(args, "eal.args: expected a list of strings");
+      return;
+    }
+    for (const YAML::Node& a : args) {
+      if (c.scalar(a, "eal.args", "a string")) cfg.eal.args.push_back(a.Scalar());
+    }
+  }
+}
+
+void check_dataplane(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(
+          n, "dataplane",
+          {"lcore", "burst", "rx_descriptors", "tx_descriptors", "mbufs", "idle_sleep_us"})) {
+    return;
+  }
+  auto& d = cfg.dataplane;
+  c.number(n, "lcore", "dataplane", d.lcore, 0, 1023);
+  c.number(n, "burst", "dataplane", d.burst, 1, 512);
+  c.number(n, "rx_descriptors", "dataplane", d.rx_descriptors, 64, 16384);
+  c.number(n, "tx_descriptors", "dataplane", d.tx_descriptors, 64, 16384);
+  c.number(n, "mbufs", "dataplane", d.mbufs, 1023, (1 << 24) - 1);
+  c.number(n, "idle_sleep_us", "dataplane", d.idle_sleep_us, 0, 100000);
+}
+
+void check_arp(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "arp",
+                 {"max_entries", "reachable_ms", "retry_ms", "retries", "failed_hold_ms"})) {
+    return;
+  }
+  auto& a = cfg.arp;
+  c.number(n, "max_entries", "arp", a.max_entries, 16, 1 << 20);
+  c.number(n, "reachable_ms", "arp", a.reachable_ms, 1000, 3600000);
+  c.number(n, "retry_ms", "arp", a.retry_ms, 10, 60000);
+  c.number(n, "retries", "arp", a.retries, 1, 100);
+  c.number(n, "failed_hold_ms", "arp", a.failed_hold_ms, 0, 3600000);
+}
+
+std::optional<Ipv4> ipv4_value(Checker& c, const YAML::Node& map, std::string_view key,
+                               const std::string& path) {
+  std::string s;
+  YAML::Node v = c.string(map, key, path, s);
+  if (!v.IsDefined()) return std::nullopt;
+  auto a = Ipv4::parse(s);
+  if (!a) c.error(v, Checker::join(path, key) + ": expected an IPv4 address, got '" + s + "'");
+  return a;
+}
+
+void check_route(Checker& c, const YAML::Node& n, const std::string& path, const PortConfig& port,
+                 std::vector<Route>& out) {
+  if (!c.mapping(n, path, {"dst", "via"})) return;
+  c.required(n, "dst", path);
+  c.required(n, "via", path);
+  Route r;
+  bool ok = true;
+  std::string s;
+  if (YAML::Node v = c.string(n, "dst", path, s); v.IsDefined()) {
+    auto p = Ipv4Prefix::parse(s, true);
+    if (!p) {
+      c.error(v, path + ".dst: expected a prefix such as 10.1.0.0/16, got '" + s + "'");
+      ok = false;
+    } else if (p->network() != p->addr) {
+      c.error(v, path + ".dst: '" + s + "' has host bits set; did you mean " +
+                     Ipv4Prefix{p->network(), p->len}.str() + "?");
+      ok = false;
+    } else {
+      r.dst = *p;
+    }
+  } else {
+    ok = false;
+  }
+  if (auto via = ipv4_value(c, n, "via", path)) {
+    if (port.ipv4.len != 0 && !port.ipv4.contains(*via)) {
+      c.error(Checker::value(n, "via"),
+              path + ".via: " + via->str() + " is not on-link for port '" + port.name + "' (" +
+                  port.ipv4.network().str() + "/" + std::to_string(port.ipv4.len) + ")");
+      ok = false;
+    }
+    r.via = *via;
+  } else {
+    ok = false;
+  }
+  if (ok) out.push_back(r);
+}
+
+void check_port(Checker& c, const YAML::Node& n, const std::string& path, PortConfig& p) {
+  if (!c.mapping(n, path,
+                 {"name", "device", "mac", "mtu", "ipv4", "gateway", "routes", "exception_tap"})) {
+    return;
+  }
+  c.required(n, "name", path);
+  c.required(n, "device", path);
+  c.required(n, "ipv4", path);
+  if (YAML::Node v = c.string(n, "name", path, p.name); v.IsDefined()) {
+    if (p.name.size() > kMaxIfNameLen || !std::all_of(p.name.begin(), p.name.end(), is_name_char)) {
+      c.error(v, path + ".name: use up to 15 letters, digits, '_' or '-', got '" + p.name + "'");
+    }
+  }
+  c.string(n, "device", path, p.device);
+  std::string s;
+  if (YAML::Node v = c.string(n, "mac", path, s); v.IsDefined()) {
+    auto m = Mac::parse(s);
+    if (!m) {
+      c.error(v, path + ".mac: expected an address such as 02:00:00:00:00:01, got '" + s + "'");
+    } else if (m->is_multicast() || m->is_zero()) {
+      c.error(v, path + ".mac: " + s + " is not a unicast address");
+    } else {
+      p.mac = m;
+    }
+  }
+  c.number(n, "mtu", path, p.mtu, 68, 9000);
+  if (YAML::Node v = c.string(n, "ipv4", path, s); v.IsDefined()) {
+    auto pre = Ipv4Prefix::parse(s, true);
+    if (!pre || pre->len == 0) {
+      c.error(v,
+              path + ".ipv4: expected address/prefix-length such as 10.0.0.1/24, got '" + s + "'");
+    } else if (pre->addr.host == 0 || (pre->addr.host >> 28) >= 0xe) {
+      c.error(v, path + ".ipv4: " + pre->addr.str() + " cannot be an interface address");
+    } else if (pre->len < 31 && (pre->addr == pre->network() ||
+                                 pre->addr.host == (pre->network().host | ~pre->mask()))) {
+      c.error(v, path + ".ipv4: " + pre->addr.str() + " is the network or broadcast address of " +
+                     pre->network().str() + "/" + std::to_string(pre->len));
+    } else {
+      p.ipv4 = *pre;
+    }
+  }
+  if (auto gw = ipv4_value(c, n, "gateway", path)) {
+    YAML::Node v = Checker::value(n, "gateway");
+    if (p.ipv4.len != 0 && !p.ipv4.contains(*gw)) {
+      c.error(v, path + ".gateway: " + gw->str() + " is not on-link for " + p.ipv4.str());
+    } else if (p.ipv4.len != 0 && *gw == p.ipv4.addr) {
+      c.error(v, path + ".gateway: " + gw->str() + " is this port's own address");
+    } else {
+      p.gateway = gw;
+    }
+  }
+  if (YAML::Node routes = Checker::value(n, "routes"); routes.IsDefined()) {
+    if (!routes.IsSequence()) {
+      c.error(routes, path + ".routes: expected a list of {dst, via}");
+    } else {
+      for (size_t i = 0; i < routes.size(); i++) {
+        check_route(c, routes[i], path + ".routes[" + std::to_string(i) + "]", p, p.routes);
+      }
+    }
+  }
+  if (YAML::Node v = c.string(n, "exception_tap", path, p.exception_tap); v.IsDefined()) {
+    if (!is_ifname(p.exception_tap)) {
+      c.error(v, path + ".exception_tap: not a valid interface name: '" + p.exception_tap + "'");
+    }
+  }
+}
+
+// Rules that span ports: unique names, devices, taps and prefixes; one default gateway.
+void check_ports_together(Checker& c, const YAML::Node& seq, const std::vector<PortConfig>& ports) {
+  const PortConfig* gw_port = nullptr;
+  for (size_t i = 0; i < ports.size(); i++) {
+    const PortConfig& p = ports[i];
+    const YAML::Node& n = seq[i];
+    std::string path = "ports[" + std::to_string(i) + "]";
+    for (size_t j = 0; j < i; j++) {
+      const PortConfig& q = ports[j];
+      if (!p.name.empty() && p.name == q.name) {
+        c.error(
+            Checker::value(n, "name"),
+            path + ".name: '" + p.name + "' is already used by ports[" + std::to_string(j) + "]");
+      }
+      if (!p.device.empty() && p.device == q.device) {
+        c.error(Checker::value(n, "device"),
+                path + ".device: '" + p.device + "' is already used by port '" + q.name + "'");
+      }
+      if (!p.exception_tap.empty() && p.exception_tap == q.exception_tap) {
+        c.error(Checker::value(n, "exception_tap"), path + ".exception_tap: '" + p.exception_tap +
+                                                        "' is already used by port '" + q.name +
+                                                        "'");
+      }
+      if (p.ipv4.len != 0 && q.ipv4.len != 0 &&
+          (p.ipv4.contains(q.ipv4.addr) || q.ipv4.contains(p.ipv4.addr))) {
+        c.error(Checker::value(n, "ipv4"), path + ".ipv4: " + p.ipv4.str() + " overlaps port '" +
+                                               q.name + "' (" + q.ipv4.str() + ")");
+      }
+    }
+    if (p.gateway) {
+      if (gw_port != nullptr) {
+        c.error(Checker::value(n, "gateway"),
+                path + ".gateway: port '" + gw_port->name + "' already has the default gateway");
+      }
+      gw_port = &p;
+    }
+  }
+}
+
+// The first of several section.key values that the file gives, else the root: where to report
+// an error that involves several keys, some of which may be defaults.
+YAML::Node first_given(const YAML::Node& root,
+                       std::initializer_list<std::pair<std::string_view, std::string_view>> keys) {
+  for (auto [section, key] : keys) {
+    YAML::Node s = Checker::value(root, section);
+    if (!s.IsDefined() || !s.IsMap()) continue;
+    if (YAML::Node v = Checker::value(s, key); v.IsDefined()) return v;
+  }
+  return root;
+}
+
+}  // namespace
+
+ConfigResult parse_config(std::string_view text, std::string_view name) {
+  ConfigResult r;
+  Checker c(name, r.errors);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    c.error(e.mark, "YAML syntax error: " + e.msg);
+    return r;
+  }
+  if (!root.IsDefined() || root.IsNull()) {
+    r.errors.push_back(
+        {std::string(name), 1, 1, "the configuration is empty: 'ports' is required"});
+    return r;
+  }
+  Config cfg;
+  cfg.source = name;
+  if (!c.mapping(root, "", {"runtime_dir", "log", "eal", "dataplane", "arp", "ports"})) return r;
+
+  if (YAML::Node v = c.string(root, "runtime_dir", "", cfg.runtime_dir); v.IsDefined()) {
+    if (cfg.runtime_dir[0] != '/' || cfg.runtime_dir.size() > 80) {
+      c.error(v, "runtime_dir: expected an absolute path of at most 80 characters, got '" +
+                     cfg.runtime_dir + "'");
+    }
+  }
+  if (YAML::Node n = Checker::value(root, "log"); n.IsDefined()) check_log(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "eal"); n.IsDefined()) check_eal(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "dataplane"); n.IsDefined()) check_dataplane(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "arp"); n.IsDefined()) check_arp(c, n, cfg);
+
+  if (cfg.dataplane.lcore == cfg.eal.main_lcore) {
+    c.error(first_given(root, {{"dataplane", "lcore"}, {"eal", "main_lcore"}}),
+            "dataplane.lcore: " + std::to_string(cfg.dataplane.lcore) +
+                " is also eal.main_lcore; the polling core needs an lcore of its own");
+  }
+
+  YAML::Node ports = Checker::value(root, "ports");
+  if (!ports.IsDefined()) {
+    c.error(root, "missing required key 'ports' (at least one port)");
+  } else if (!ports.IsSequence() || ports.size() == 0) {
+    c.error(ports, "ports: expected a non-empty list of ports");
+  } else if (ports.size() > kMaxPorts) {
+    c.error(ports, "ports: at most " + std::to_string(kMaxPorts) + " ports are supported, got " +
+                       std::to_string(ports.size()));
+  } else {
+    cfg.ports.resize(ports.size());
+    for (size_t i = 0; i < ports.size(); i++) {
+      check_port(c, ports[i], "ports[" + std::to_string(i) + "]", cfg.ports[i]);
+    }
+    check_ports_together(c, ports, cfg.ports);
+    // Every RX ring full, every TX ring full, and a burst in flight per port and stage.
+    const auto& d = cfg.dataplane;
+    uint64_t per_port = uint64_t{d.rx_descriptors} + d.tx_descriptors + uint64_t{2} * d.burst;
+    uint64_t need = cfg.ports.size() * per_port + uint64_t{4} * d.burst;
+    // Exception taps are ports too: one RX ring and one TX ring each.
+    for (const PortConfig& p : cfg.ports) {
+      if (!p.exception_tap.empty()) {
+        need += uint64_t{d.rx_descriptors} + d.tx_descriptors;
+      }
+    }
+    if (cfg.dataplane.mbufs < need) {
+      c.error(first_given(root, {{"dataplane", "mbufs"}, {"dataplane", "rx_descriptors"}}),
+              "dataplane.mbufs: " + std::to_string(cfg.dataplane.mbufs) +
+                  " packet buffers cannot fill the rings of " + std::to_string(cfg.ports.size()) +
+                  " port(s); at least " + std::to_string(need) + " are needed");
+    }
+  }
+  // Checks run by kind; an operator reads the file top to bottom.
+  std::stable_sort(r.errors.begin(), r.errors.end(),
+                   [](const ConfigError& a, const ConfigError& b) {
+                     return std::tie(a.line, a.col) < std::tie(b.line, b.col);
+                   });
+  if (r.errors.empty()) r.config = std::move(cfg);
+  return r;
+}
+
+ConfigResult load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    ConfigResult r;
+    r.errors.push_back({path, 0, 0, std::string("cannot read file: ") + std::strerror(errno)});
+    return r;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+}  // namespace cleave::dp

@@ -1,0 +1,92 @@
+// config.h - cleaved's configuration: the schema as plain structs, and the validating loader.
+//
+// The loader checks the whole file before anything starts and reports every problem it finds as
+// file:line:col (1-based) with a message, so an operator fixes a file in one pass.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net.h"
+
+namespace cleave::dp {
+
+// The default configuration compiled into cleaved (config/cleaved.yaml).
+extern const std::string_view kDefaultConfigYaml;
+inline constexpr std::string_view kDefaultConfigName = "<embedded>";
+
+enum class HugepageMode { kAuto, kOn, kOff };
+enum class LogFormat { kAuto, kJournald, kPlain };
+
+struct Route {
+  Ipv4Prefix dst;
+  Ipv4 via;
+};
+
+struct PortConfig {
+  std::string name;
+  std::string device;      // DPDK device: vdev spec or PCI address, with devargs
+  std::optional<Mac> mac;  // unset: keep the device's address
+  uint16_t mtu = 1500;
+  Ipv4Prefix ipv4;              // interface address and on-link prefix
+  std::optional<Ipv4> gateway;  // default route through this port
+  std::vector<Route> routes;    // static routes through this port
+  std::string exception_tap;    // empty: unmatched packets are dropped
+};
+
+struct Config {
+  std::string source;  // file name, or kDefaultConfigName
+  std::string runtime_dir = "/run/cleave";
+  struct {
+    std::string level = "info";
+    LogFormat format = LogFormat::kAuto;
+  } log;
+  struct {
+    uint32_t main_lcore = 0;
+    HugepageMode hugepages = HugepageMode::kAuto;
+    uint32_t memory_mb = 512;
+    std::string file_prefix = "cleave";
+    bool telemetry = true;
+    std::vector<std::string> args;
+  } eal;
+  struct {
+    uint32_t lcore = 1;
+    uint32_t burst = 32;
+    uint32_t rx_descriptors = 1024;
+    uint32_t tx_descriptors = 1024;
+    uint32_t mbufs = 8191;
+    uint32_t idle_sleep_us = 0;
+  } dataplane;
+  struct {
+    uint32_t max_entries = 1024;
+    uint32_t reachable_ms = 30000;
+    uint32_t retry_ms = 1000;
+    uint32_t retries = 3;
+    uint32_t failed_hold_ms = 5000;
+  } arp;
+  std::vector<PortConfig> ports;
+};
+
+struct ConfigError {
+  std::string file;
+  int line = 0;  // 1-based; 0 when the error has no position (e.g. the file cannot be read)
+  int col = 0;   // 1-based
+  std::string message;
+
+  std::string str() const;  // "file:line:col: message"
+};
+
+struct ConfigResult {
+  std::optional<Config> config;  // set only when errors is empty
+  std::vector<ConfigError> errors;
+};
+
+// Parses and validates YAML text. `name` is used in error positions.
+ConfigResult parse_config(std::string_view text, std::string_view name);
+// Reads and validates a file.
+ConfigResult load_config_file(const std::string& path);
+
+}  // namespace cleave::dp

@@ -1,0 +1,89 @@
+// ctl_channel.h - requests from management threads to the dataplane lcore, and their answers.
+//
+// The management thread and the telemetry thread never read dataplane state. They put a request
+// on a multi-producer/single-consumer rte_ring; the dataplane takes it between bursts, fills in
+// the answer in the request itself and publishes `done` with release order. The requester owns
+// the request and preallocates any room the answer needs, so the dataplane never allocates.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "arp.h"
+#include "net.h"
+#include "stats.h"
+
+struct rte_ring;
+
+namespace cleave::dp {
+
+enum class CtlOp : uint8_t {
+  kStats,     // copy of every counter
+  kArpTable,  // the neighbour cache
+  kRouteGet,  // route and next hop for `addr`, resolving the next hop's MAC
+};
+
+struct ArpRow {
+  Ipv4 ip;
+  Mac mac;
+  uint8_t port = 0;
+  ArpState state = ArpState::kIncomplete;
+  bool pinned = false;
+  uint64_t age_cycles = 0;  // since the neighbour last answered
+};
+
+struct RouteAnswer {
+  bool found = false;
+  uint8_t port = 0;
+  Ipv4Prefix dst;
+  bool connected = false;
+  Ipv4 next_hop;
+  bool neighbour_known = false;  // an ARP entry exists
+  ArpState state = ArpState::kIncomplete;
+  Mac mac;
+};
+
+struct CtlRequest {
+  CtlOp op = CtlOp::kStats;
+  Ipv4 addr;  // kRouteGet
+
+  // Answers, written by the dataplane before `done`.
+  uint64_t tsc_hz = 0;
+  DataplaneStats stats;
+  std::vector<ArpRow> arp;  // capacity reserved by the requester; the dataplane never grows it
+  bool arp_truncated = false;
+  RouteAnswer route;
+
+  std::atomic<bool> done{false};
+};
+
+class CtlChannel {
+ public:
+  explicit CtlChannel(unsigned capacity = 64);
+  CtlChannel(const CtlChannel&) = delete;
+  CtlChannel& operator=(const CtlChannel&) = delete;
+  ~CtlChannel();
+
+  // Any management thread. Sends the request and waits up to `timeout` for the answer. Returns
+  // the answered request, or null when the dataplane did not answer in time or the ring is full;
+  // an unanswered request is kept alive until the dataplane finishes with it.
+  std::unique_ptr<CtlRequest> call(std::unique_ptr<CtlRequest> req,
+                                   std::chrono::milliseconds timeout);
+
+  // Dataplane lcore only.
+  unsigned take(CtlRequest** out, unsigned n);
+  static void answer(CtlRequest* r) { r->done.store(true, std::memory_order_release); }
+
+ private:
+  void reap_orphans();
+
+  rte_ring* ring_;
+  std::mutex orphans_mu_;
+  std::vector<std::unique_ptr<CtlRequest>> orphans_;
+};
+
+}  // namespace cleave::dp

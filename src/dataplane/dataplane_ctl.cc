@@ -1,0 +1,73 @@
+// dataplane_ctl.cc - the dataplane's side of the control channel: answers management requests
+// between bursts, on the dataplane lcore, from state only this lcore touches.
+#include <rte_cycles.h>
+
+#include "dataplane.h"
+
+namespace cleave::dp {
+
+namespace {
+constexpr unsigned kRequestsPerPass = 4;
+}
+
+void Dataplane::serve_control(uint64_t now) {
+  last_ctl_ = now;
+  heartbeat_.store(heartbeat_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  CtlRequest* reqs[kRequestsPerPass];
+  unsigned n = ctl_.take(reqs, kRequestsPerPass);
+  for (unsigned i = 0; i < n; i++) {
+    CtlRequest* r = reqs[i];
+    r->tsc_hz = tsc_hz_;
+    switch (r->op) {
+      case CtlOp::kStats:
+        r->stats = stats_;
+        break;
+      case CtlOp::kArpTable:
+        answer_arp_table(r, now);
+        break;
+      case CtlOp::kRouteGet:
+        answer_route_get(r, now);
+        break;
+    }
+    CtlChannel::answer(r);
+  }
+}
+
+void Dataplane::answer_arp_table(CtlRequest* r, uint64_t now) {
+  r->arp.clear();
+  r->arp_truncated = false;
+  arp_.for_each([&](const ArpEntry& e) {
+    if (r->arp.size() == r->arp.capacity()) {
+      r->arp_truncated = true;
+      return;
+    }
+    r->arp.push_back({e.ip, e.mac, e.port, e.state, e.pinned, now - e.confirmed});
+  });
+}
+
+void Dataplane::answer_route_get(CtlRequest* r, uint64_t now) {
+  RouteAnswer& a = r->route;
+  a = RouteAnswer{};
+  auto hop = routes_.lookup(r->addr);
+  if (!hop) return;
+  a.found = true;
+  a.port = hop->port;
+  a.dst = hop->route->dst;
+  a.connected = !hop->route->via;
+  a.next_hop = hop->addr;
+  if (hop->addr == ports_[hop->port].conf.ipv4.addr) {
+    // Our own address: nothing to resolve.
+    a.neighbour_known = true;
+    a.state = ArpState::kReachable;
+    a.mac = ports_[hop->port].conf.mac;
+    return;
+  }
+  arp_.resolve(hop->port, hop->addr, now);  // starts resolution when the neighbour is unknown
+  if (const ArpEntry* e = arp_.find(hop->port, hop->addr)) {
+    a.neighbour_known = true;
+    a.state = e->state;
+    a.mac = e->mac;
+  }
+}
+
+}  // namespace cleave::dp

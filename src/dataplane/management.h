@@ -1,0 +1,64 @@
+// management.h - the answers to management commands, as JSON (mgmt_protocol.h).
+//
+// Serves both the control socket (main thread) and DPDK telemetry (telemetry thread), so every
+// method is safe to call from several threads: dataplane state is reached only through the
+// CtlChannel; ethdev stats, link and xstats are read from the PMD, which DPDK allows from any
+// thread; the rest is fixed after start-up.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "ctl_channel.h"
+#include "dataplane.h"
+#include "route.h"
+
+namespace cleave::dp {
+
+struct MgmtError : std::runtime_error {
+  MgmtError(std::string_view code_, const std::string& message)
+      : std::runtime_error(message), code(code_) {}
+  std::string code;
+};
+
+struct DaemonInfo {
+  std::string config_source;
+  std::string runtime_dir;
+  bool hugepages = false;
+  unsigned main_lcore = 0;
+  unsigned dataplane_lcore = 0;
+  std::chrono::steady_clock::time_point started;
+};
+
+class Management {
+ public:
+  Management(DaemonInfo info, const Config& cfg, const std::vector<DpPort>& ports,
+             const RouteTable& routes, CtlChannel& ctl);
+
+  // Runs one command; throws MgmtError for anything the client should be told.
+  nlohmann::json handle(std::string_view command, const nlohmann::json& args);
+
+  nlohmann::json status();
+  nlohmann::json ports(const std::string& name);  // empty name: all ports
+  nlohmann::json arp();
+  nlohmann::json routes();
+  nlohmann::json route_get(const std::string& addr);
+  nlohmann::json stats();
+
+ private:
+  std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);
+  const std::string& port_name(uint8_t index) const { return ports_[index].name; }
+
+  DaemonInfo info_;
+  const Config& cfg_;
+  const std::vector<DpPort>& ports_;
+  const RouteTable& routes_;
+  CtlChannel& ctl_;
+};
+
+}  // namespace cleave::dp

@@ -1,0 +1,48 @@
+// net.h - IPv4 and Ethernet address value types for control code: parse, format, compare.
+//
+// Addresses are kept in host byte order here; the data path converts at the packet edge.
+// No DPDK in this header, so config and tools can use it without EAL.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cleave::dp {
+
+struct Ipv4 {
+  uint32_t host = 0;  // host byte order
+
+  static std::optional<Ipv4> parse(std::string_view s);
+  std::string str() const;
+  bool operator==(const Ipv4&) const = default;
+  auto operator<=>(const Ipv4&) const = default;
+};
+
+struct Ipv4Prefix {
+  Ipv4 addr;
+  uint8_t len = 0;
+
+  // "a.b.c.d/len"; with allow_host_bits the address may have bits set past len (an interface
+  // address such as 10.0.0.1/24), otherwise it must be a network address (10.0.0.0/24).
+  static std::optional<Ipv4Prefix> parse(std::string_view s, bool allow_host_bits);
+  uint32_t mask() const { return len == 0 ? 0 : ~uint32_t{0} << (32 - len); }
+  bool contains(Ipv4 a) const { return (a.host & mask()) == (addr.host & mask()); }
+  Ipv4 network() const { return Ipv4{addr.host & mask()}; }
+  std::string str() const;
+  bool operator==(const Ipv4Prefix&) const = default;
+};
+
+struct Mac {
+  std::array<uint8_t, 6> b{};
+
+  static std::optional<Mac> parse(std::string_view s);
+  std::string str() const;
+  bool is_zero() const { return b == std::array<uint8_t, 6>{}; }
+  bool is_multicast() const { return (b[0] & 1) != 0; }
+  bool operator==(const Mac&) const = default;
+};
+
+}  // namespace cleave::dp

@@ -1,0 +1,89 @@
+// stats.h - the dataplane's counters: per lcore, per port, per protocol, drops by reason.
+//
+// Written only by the dataplane lcore as plain integers; other threads see them only through a
+// snapshot the dataplane copies into a control request (ctl_channel.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace cleave::dp {
+
+// X(enumerator, name shown to operators, meaning)
+#define CLEAVE_DROP_REASONS(X)                                                              \
+  X(kRunt, "runt", "frame shorter than its headers claim")                                  \
+  X(kNotForUs, "not_for_us", "destination MAC is not ours, broadcast or multicast")         \
+  X(kUnknownEthertype, "unknown_ethertype", "not ARP or IPv4, and no exception tap")        \
+  X(kArpMalformed, "arp_malformed", "ARP not Ethernet/IPv4, or bad opcode")                 \
+  X(kArpNotForUs, "arp_not_for_us", "ARP request for an address that is not ours")          \
+  X(kIpv4Malformed, "ipv4_malformed", "bad version, header length or total length")         \
+  X(kIpv4BadChecksum, "ipv4_bad_checksum", "IPv4 header checksum mismatch")                 \
+  X(kIpv4NotOurs, "ipv4_not_ours", "IPv4 destination is not this port's address")           \
+  X(kIpv4Fragment, "ipv4_fragment", "IPv4 fragment, and no exception tap")                  \
+  X(kIcmpMalformed, "icmp_malformed", "ICMP shorter than its header")                       \
+  X(kIcmpBadChecksum, "icmp_bad_checksum", "ICMP checksum mismatch")                        \
+  X(kIcmpUnhandled, "icmp_unhandled", "ICMP other than echo request, and no exception tap") \
+  X(kNoHandler, "no_handler", "IPv4 protocol no flow handles, and no exception tap")        \
+  X(kExceptionFull, "exception_full", "the exception tap's TX queue was full")              \
+  X(kTxFull, "tx_full", "the port's TX queue was full")                                     \
+  X(kNoMbuf, "no_mbuf", "no packet buffer for a copy")
+
+enum class Drop : uint8_t {
+#define CLEAVE_X(e, name, what) e,
+  CLEAVE_DROP_REASONS(CLEAVE_X)
+#undef CLEAVE_X
+      kCount
+};
+
+inline constexpr std::array<std::string_view, static_cast<size_t>(Drop::kCount)> kDropNames = {
+#define CLEAVE_X(e, name, what) name,
+    CLEAVE_DROP_REASONS(CLEAVE_X)
+#undef CLEAVE_X
+};
+
+inline constexpr std::array<std::string_view, static_cast<size_t>(Drop::kCount)> kDropMeanings = {
+#define CLEAVE_X(e, name, what) what,
+    CLEAVE_DROP_REASONS(CLEAVE_X)
+#undef CLEAVE_X
+};
+
+struct LcoreStats {
+  uint64_t iterations = 0;
+  uint64_t busy_iterations = 0;
+  uint64_t busy_cycles = 0;  // TSC cycles in iterations that moved packets or fired timers
+  uint64_t idle_cycles = 0;  // TSC cycles in iterations that found nothing (sleep included)
+};
+
+struct PortStats {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t to_kernel = 0;    // handed to the exception tap
+  uint64_t from_kernel = 0;  // sent on behalf of the exception tap
+};
+
+struct ProtoStats {
+  uint64_t arp_requests_rx = 0;
+  uint64_t arp_replies_rx = 0;
+  uint64_t arp_requests_tx = 0;
+  uint64_t arp_replies_tx = 0;
+  uint64_t arp_conflicts = 0;   // someone else claims one of our addresses
+  uint64_t arp_resolved = 0;    // neighbours that answered
+  uint64_t arp_failed = 0;      // neighbours that did not answer all retries
+  uint64_t arp_table_full = 0;  // could not add a neighbour: cache full
+  uint64_t icmp_echo_requests = 0;
+  uint64_t icmp_echo_replies = 0;
+};
+
+inline constexpr size_t kMaxPorts = 16;
+
+struct DataplaneStats {
+  LcoreStats lcore;
+  std::array<PortStats, kMaxPorts> ports;
+  ProtoStats proto;
+  std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
+};
+
+}  // namespace cleave::dp

@@ -1,0 +1,245 @@
+// config_test.cc - every class of configuration error, at the right line and column.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config.h"
+
+namespace cleave::dp {
+namespace {
+
+constexpr const char* kPort = R"(ports:
+  - name: p0
+    device: net_null0
+    ipv4: 10.0.0.1/24
+)";
+
+ConfigResult parse(const std::string& text) {
+  return parse_config(text, "t.yaml");
+}
+
+// Expects exactly one error, at line:col, whose message contains `part`.
+void expect_error(const std::string& text, int line, int col, const std::string& part) {
+  ConfigResult r = parse(text);
+  ASSERT_FALSE(r.config.has_value()) << text;
+  ASSERT_EQ(r.errors.size(), 1u) << text << "\nfirst: " << r.errors[0].str();
+  const ConfigError& e = r.errors[0];
+  EXPECT_EQ(e.file, "t.yaml");
+  EXPECT_EQ(e.line, line) << e.str();
+  EXPECT_EQ(e.col, col) << e.str();
+  EXPECT_NE(e.message.find(part), std::string::npos) << e.str();
+}
+
+TEST(Config, EmbeddedDefaultIsValid) {
+  ConfigResult r = parse_config(kDefaultConfigYaml, kDefaultConfigName);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
+  const Config& c = *r.config;
+  ASSERT_EQ(c.ports.size(), 1u);
+  EXPECT_EQ(c.ports[0].device, "net_tap0,iface=cleave0");
+  EXPECT_EQ(c.ports[0].ipv4.str(), "198.18.0.1/24");
+  EXPECT_EQ(c.runtime_dir, "/run/cleave");
+  EXPECT_NE(c.dataplane.lcore, c.eal.main_lcore);
+}
+
+TEST(Config, MinimalFileTakesDefaults) {
+  ConfigResult r = parse(kPort);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
+  const Config& c = *r.config;
+  EXPECT_EQ(c.source, "t.yaml");
+  EXPECT_EQ(c.dataplane.burst, 32u);
+  EXPECT_EQ(c.arp.retries, 3u);
+  EXPECT_EQ(c.ports[0].mtu, 1500);
+  EXPECT_FALSE(c.ports[0].mac.has_value());
+  EXPECT_EQ(c.eal.hugepages, HugepageMode::kAuto);
+}
+
+TEST(Config, FullPortIsRead) {
+  ConfigResult r = parse(R"(eal:
+  args: [--log-level, "*:debug"]
+ports:
+  - name: p0
+    device: net_af_packet0,iface=va
+    mac: 02:00:00:00:00:01
+    mtu: 9000
+    ipv4: 10.0.0.1/24
+    gateway: 10.0.0.254
+    routes:
+      - {dst: 10.1.0.0/16, via: 10.0.0.2}
+    exception_tap: cl-exc0
+)");
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
+  const PortConfig& p = r.config->ports[0];
+  EXPECT_EQ(p.mac->str(), "02:00:00:00:00:01");
+  EXPECT_EQ(p.mtu, 9000);
+  EXPECT_EQ(p.gateway->str(), "10.0.0.254");
+  ASSERT_EQ(p.routes.size(), 1u);
+  EXPECT_EQ(p.routes[0].dst.str(), "10.1.0.0/16");
+  EXPECT_EQ(p.routes[0].via.str(), "10.0.0.2");
+  EXPECT_EQ(p.exception_tap, "cl-exc0");
+  EXPECT_EQ(r.config->eal.args, (std::vector<std::string>{"--log-level", "*:debug"}));
+}
+
+TEST(Config, NullMeansDefault) {
+  ConfigResult r = parse(std::string("log:\n  level: ~\n") + kPort);
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
+  EXPECT_EQ(r.config->log.level, "info");
+}
+
+TEST(Config, SyntaxError) {
+  expect_error("ports: [\n  {name: p0\n", 3, 1, "YAML syntax error");
+}
+
+TEST(Config, EmptyFile) {
+  expect_error("", 1, 1, "empty");
+}
+
+TEST(Config, UnknownKeyTopLevel) {
+  expect_error(std::string(kPort) + "colour: blue\n", 5, 1, "unknown key 'colour'");
+}
+
+TEST(Config, UnknownKeyNested) {
+  expect_error(std::string("dataplane:\n  lcore: 1\n  bursts: 64\n") + kPort, 3, 3,
+               "unknown key 'dataplane.bursts'");
+}
+
+TEST(Config, UnknownKeyInPort) {
+  expect_error(std::string(kPort) + "    speed: 100\n", 5, 5, "unknown key 'ports[0].speed'");
+}
+
+TEST(Config, DuplicateKey) {
+  expect_error(std::string("runtime_dir: /run/a\n") + kPort + "runtime_dir: /run/b\n", 6, 1,
+               "duplicate key 'runtime_dir' (first given at line 1)");
+}
+
+TEST(Config, DuplicateKeyInPort) {
+  expect_error(std::string(kPort) + "    ipv4: 10.0.0.2/24\n", 5, 5,
+               "duplicate key 'ports[0].ipv4'");
+}
+
+TEST(Config, WrongTypeNumber) {
+  expect_error(std::string("dataplane:\n  burst: lots\n") + kPort, 2, 10,
+               "dataplane.burst: expected an integer from 1 to 512, got 'lots'");
+}
+
+TEST(Config, WrongTypeMappingForScalar) {
+  expect_error(std::string("dataplane:\n  burst: {a: 1}\n") + kPort, 2, 10, "got a mapping");
+}
+
+TEST(Config, WrongTypeSectionNotMapping) {
+  expect_error(std::string("eal: 7\n") + kPort, 1, 6, "eal: expected a mapping");
+}
+
+TEST(Config, OutOfRange) {
+  expect_error(std::string(kPort) + "    mtu: 9001\n", 5, 10,
+               "ports[0].mtu: expected an integer from 68 to 9000, got '9001'");
+}
+
+TEST(Config, NegativeNumber) {
+  expect_error(std::string("arp:\n  retries: -1\n") + kPort, 2, 12, "got '-1'");
+}
+
+TEST(Config, BadEnum) {
+  expect_error(std::string("log:\n  level: loud\n") + kPort, 2, 10,
+               "log.level: expected one of trace, debug, info, warn, error, critical, off");
+}
+
+TEST(Config, BadBool) {
+  expect_error(std::string("eal:\n  telemetry: yes\n") + kPort, 2, 14, "expected true or false");
+}
+
+TEST(Config, MissingRequiredKey) {
+  expect_error("ports:\n  - name: p0\n    ipv4: 10.0.0.1/24\n", 2, 5,
+               "ports[0]: missing required key 'device'");
+}
+
+TEST(Config, MissingPorts) {
+  expect_error("runtime_dir: /run/x\n", 1, 1, "'ports'");
+}
+
+TEST(Config, EmptyPorts) {
+  expect_error("ports: []\n", 1, 8, "non-empty list");
+}
+
+TEST(Config, BadAddress) {
+  expect_error("ports:\n  - name: p0\n    device: d\n    ipv4: 10.0.0.256/24\n", 4, 11,
+               "expected address/prefix-length");
+}
+
+TEST(Config, NetworkAddressAsInterface) {
+  expect_error("ports:\n  - name: p0\n    device: d\n    ipv4: 10.0.0.0/24\n", 4, 11,
+               "network or broadcast");
+}
+
+TEST(Config, BadMac) {
+  expect_error(std::string(kPort) + "    mac: 02:00:00:00:00\n", 5, 10, "ports[0].mac");
+}
+
+TEST(Config, MulticastMac) {
+  expect_error(std::string(kPort) + "    mac: 01:00:5e:00:00:01\n", 5, 10, "not a unicast");
+}
+
+TEST(Config, GatewayOffLink) {
+  expect_error(std::string(kPort) + "    gateway: 10.0.1.1\n", 5, 14, "not on-link");
+}
+
+TEST(Config, RouteWithHostBits) {
+  expect_error(std::string(kPort) + "    routes:\n      - {dst: 10.1.2.3/16, via: 10.0.0.2}\n", 6,
+               15, "did you mean 10.1.0.0/16?");
+}
+
+TEST(Config, RouteViaOffLink) {
+  expect_error(std::string(kPort) + "    routes:\n      - {dst: 10.1.0.0/16, via: 10.2.0.2}\n", 6,
+               33, "not on-link for port 'p0'");
+}
+
+TEST(Config, SameLcoreTwice) {
+  expect_error(std::string("eal:\n  main_lcore: 1\n") + kPort, 2, 15,
+               "polling core needs an lcore of its own");
+}
+
+TEST(Config, DuplicatePortName) {
+  expect_error(std::string(kPort) + "  - name: p0\n    device: net_null1\n    ipv4: 10.0.1.1/24\n",
+               5, 11, "'p0' is already used by ports[0]");
+}
+
+TEST(Config, OverlappingPrefixes) {
+  expect_error(std::string(kPort) + "  - name: p1\n    device: net_null1\n    ipv4: 10.0.0.9/16\n",
+               7, 11, "overlaps port 'p0'");
+}
+
+TEST(Config, TooFewMbufs) {
+  expect_error(std::string("dataplane:\n  mbufs: 2000\n") + kPort, 2, 10,
+               "dataplane.mbufs: 2000 packet buffers cannot fill");
+}
+
+TEST(Config, RelativeRuntimeDir) {
+  expect_error(std::string("runtime_dir: run/cleave\n") + kPort, 1, 14, "absolute path");
+}
+
+TEST(Config, EveryErrorIsReportedInOnePass) {
+  ConfigResult r = parse(R"(dataplane:
+  burst: 0
+  colour: red
+ports:
+  - name: p0
+    device: d
+    ipv4: 10.0.0.1/24
+    mtu: 10
+)");
+  ASSERT_EQ(r.errors.size(), 3u);
+  EXPECT_EQ(r.errors[0].str(),
+            "t.yaml:2:10: dataplane.burst: expected an integer from 1 to 512, got '0'");
+  EXPECT_EQ(r.errors[1].line, 3);
+  EXPECT_EQ(r.errors[2].line, 8);
+}
+
+TEST(Config, UnreadableFile) {
+  ConfigResult r = load_config_file("/nonexistent/cleaved.yaml");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].line, 0);
+  EXPECT_EQ(r.errors[0].str(),
+            "/nonexistent/cleaved.yaml: cannot read file: No such file or directory");
+}
+
+}  // namespace
+}  // namespace cleave::dp

@@ -1,0 +1,460 @@
+// dataplane_test.cc - the real Dataplane on DPDK ring ports: ARP, ICMP echo, drops by reason,
+// the exception path, next-hop resolution with retries, and the control channel.
+//
+// EAL runs without hugepages or root. Each test gets fresh ports made from rte_rings; the test
+// plays the wire peer by enqueueing frames into the port's RX ring and reading its TX ring.
+#include <gtest/gtest.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "ctl_channel.h"
+#include "dataplane.h"
+#include "frames.h"
+#include "port.h"
+#include "route.h"
+
+namespace cleave::dp {
+namespace {
+
+using test::Bytes;
+using test::MacBytes;
+
+rte_mempool* g_pool = nullptr;
+rte_mempool* g_jumbo_pool = nullptr;  // buffers for a 9000-byte MTU in one segment
+int g_seq = 0;
+
+constexpr uint32_t kOurIp = 0x0a000001;   // 10.0.0.1
+constexpr uint32_t kPeerIp = 0x0a000002;  // 10.0.0.2
+constexpr uint32_t kGwIp = 0x0a0000fe;    // 10.0.0.254
+constexpr MacBytes kPeerMac = {0x02, 0, 0, 0, 0, 0x02};
+constexpr MacBytes kGwMac = {0x02, 0, 0, 0, 0, 0xfe};
+
+// A port made of two rings: the test writes `in` (the port's RX) and reads `out` (its TX).
+struct RingPort {
+  rte_ring* in = nullptr;
+  rte_ring* out = nullptr;
+  uint16_t port_id = kNoPort;
+
+  explicit RingPort(const std::string& name) {
+    in = rte_ring_create((name + "i").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    out = rte_ring_create((name + "o").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    int id = rte_eth_from_rings(name.c_str(), &in, 1, &out, 1, SOCKET_ID_ANY);
+    EXPECT_GE(id, 0);
+    port_id = static_cast<uint16_t>(id);
+  }
+  ~RingPort() {
+    rte_eth_dev_stop(port_id);
+    rte_eth_dev_close(port_id);
+    for (rte_ring* r : {in, out}) {
+      void* m;
+      while (rte_ring_dequeue(r, &m) == 0)
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+      rte_ring_free(r);
+    }
+  }
+  void send(const Bytes& frame) {
+    rte_mbuf* m = rte_pktmbuf_alloc(frame.size() > 1518 ? g_jumbo_pool : g_pool);
+    ASSERT_NE(m, nullptr);
+    char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size()));
+    ASSERT_NE(p, nullptr);
+    std::memcpy(p, frame.data(), frame.size());
+    ASSERT_EQ(rte_ring_enqueue(in, m), 0);
+  }
+  std::vector<Bytes> take() {
+    std::vector<Bytes> frames;
+    void* m;
+    while (rte_ring_dequeue(out, &m) == 0) {
+      auto* mb = static_cast<rte_mbuf*>(m);
+      Bytes b(mb->pkt_len);
+      // rte_pktmbuf_read copies only when the data is not contiguous; else it points at it.
+      const void* p = rte_pktmbuf_read(mb, 0, mb->pkt_len, b.data());
+      if (p != b.data()) std::memcpy(b.data(), p, mb->pkt_len);
+      frames.push_back(std::move(b));
+      rte_pktmbuf_free(mb);
+    }
+    return frames;
+  }
+};
+
+class DataplaneTest : public ::testing::Test {
+ protected:
+  // Builds the dataplane over fresh ring ports. `yaml_port_extra` is appended to the port.
+  void build(const std::string& yaml_port_extra = "", bool exception = false,
+             const std::string& arp = "arp: {retry_ms: 20, retries: 3, failed_hold_ms: 100}\n",
+             uint16_t mtu = 1500) {
+    std::string tag = "t" + std::to_string(g_seq++);
+    wire = std::make_unique<RingPort>(tag + "w");
+    std::string text = arp + "ports:\n  - name: p0\n    device: " + tag +
+                       "w\n    ipv4: 10.0.0.1/24\n" + yaml_port_extra;
+    ConfigResult r = parse_config(text, "test");
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
+    cfg = *r.config;
+    DpPort p;
+    p.name = "p0";
+    p.port_id = wire->port_id;
+    p.ipv4 = cfg.ports[0].ipv4;
+    p.mtu = mtu;
+    rte_mempool* pool = mtu > 1500 ? g_jumbo_pool : g_pool;
+    p.mac = setup_port(p.port_id, "wire", mtu, std::nullopt, 256, 256, pool);
+    if (exception) {
+      tap = std::make_unique<RingPort>(tag + "x");
+      setup_port(tap->port_id, "tap", 1500, std::nullopt, 256, 256, g_pool);
+      p.exception_port_id = tap->port_id;
+    }
+    std::memcpy(our_mac.data(), p.mac.b.data(), 6);
+    routes = std::make_unique<RouteTable>(cfg.ports);
+    ctl = std::make_unique<CtlChannel>();
+    dp = std::make_unique<Dataplane>(DataplaneParams::from_config(cfg, rte_get_tsc_hz()),
+                                     std::vector<DpPort>{p}, *routes, pool, *ctl);
+  }
+  void TearDown() override {
+    dp.reset();
+    ctl.reset();
+    tap.reset();
+    wire.reset();
+  }
+
+  // Polls until `n` frames came out of the wire (or `ms` passed); returns them.
+  std::vector<Bytes> poll_wire(size_t n, int ms = 200) {
+    std::vector<Bytes> out;
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (out.size() < n && std::chrono::steady_clock::now() < end) {
+      dp->poll_once();
+      for (Bytes& b : wire->take())
+        out.push_back(std::move(b));
+    }
+    return out;
+  }
+  void poll_for(int ms) { poll_wire(SIZE_MAX, ms); }
+
+  DataplaneStats stats() {
+    auto req = std::make_unique<CtlRequest>();
+    req->op = CtlOp::kStats;
+    return ask(std::move(req))->stats;
+  }
+  uint64_t drops(Drop d) { return stats().drops[static_cast<size_t>(d)]; }
+
+  // Sends a control request from another thread while this one runs the loop, as in cleaved.
+  std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req) {
+    std::unique_ptr<CtlRequest> answer;
+    std::atomic<bool> finished{false};
+    std::thread t([&] {
+      answer = ctl->call(std::move(req), std::chrono::milliseconds(2000));
+      finished.store(true);
+    });
+    while (!finished.load())
+      dp->poll_once();
+    t.join();
+    EXPECT_NE(answer, nullptr);
+    return answer;
+  }
+
+  RouteAnswer route_get(uint32_t addr) {
+    auto req = std::make_unique<CtlRequest>();
+    req->op = CtlOp::kRouteGet;
+    req->addr = Ipv4{addr};
+    return ask(std::move(req))->route;
+  }
+
+  Bytes echo_request(size_t data_len) {
+    return test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 1, test::icmp(8, 0x77, 5, data_len));
+  }
+
+  Config cfg;
+  std::unique_ptr<RingPort> wire, tap;
+  std::unique_ptr<RouteTable> routes;
+  std::unique_ptr<CtlChannel> ctl;
+  std::unique_ptr<Dataplane> dp;
+  MacBytes our_mac{};
+};
+
+TEST_F(DataplaneTest, StartAnnouncesAndResolvesGateway) {
+  build("    gateway: 10.0.0.254\n");
+  dp->start();
+  auto out = poll_wire(2);
+  ASSERT_EQ(out.size(), 2u);
+  // Gratuitous ARP: request, sender = target = our address, broadcast.
+  EXPECT_EQ(test::get_mac(out[0], 0), test::kBroadcast);
+  EXPECT_EQ(test::get16(out[0], 20), 1);
+  EXPECT_EQ(test::get32(out[0], 28), kOurIp);
+  EXPECT_EQ(test::get32(out[0], 38), kOurIp);
+  EXPECT_GE(out[0].size(), 60u);  // padded to the Ethernet minimum
+  // Request for the gateway.
+  EXPECT_EQ(test::get32(out[1], 38), kGwIp);
+  EXPECT_EQ(test::get_mac(out[1], 22), our_mac);
+}
+
+TEST_F(DataplaneTest, AnswersArpRequestForOurAddress) {
+  build();
+  wire->send(test::arp(1, test::kBroadcast, kPeerMac, kPeerIp, {}, kOurIp));
+  auto out = poll_wire(1);
+  ASSERT_EQ(out.size(), 1u);
+  const Bytes& r = out[0];
+  EXPECT_EQ(test::get_mac(r, 0), kPeerMac);  // to the asker
+  EXPECT_EQ(test::get_mac(r, 6), our_mac);
+  EXPECT_EQ(test::get16(r, 12), 0x0806);
+  EXPECT_EQ(test::get16(r, 20), 2);           // reply
+  EXPECT_EQ(test::get_mac(r, 22), our_mac);   // sha
+  EXPECT_EQ(test::get32(r, 28), kOurIp);      // spa
+  EXPECT_EQ(test::get_mac(r, 32), kPeerMac);  // tha
+  EXPECT_EQ(test::get32(r, 38), kPeerIp);     // tpa
+  // The asker was learned (RFC 826: we were the target).
+  RouteAnswer a = route_get(kPeerIp);
+  EXPECT_TRUE(a.neighbour_known);
+  EXPECT_EQ(a.state, ArpState::kReachable);
+  EXPECT_EQ(a.mac.str(), "02:00:00:00:00:02");
+  DataplaneStats s = stats();
+  EXPECT_EQ(s.proto.arp_requests_rx, 1u);
+  EXPECT_EQ(s.proto.arp_replies_tx, 1u);
+}
+
+TEST_F(DataplaneTest, IgnoresArpForOthersAndCountsConflicts) {
+  build();
+  wire->send(test::arp(1, test::kBroadcast, kPeerMac, kPeerIp, {}, 0x0a000063));
+  wire->send(test::arp(2, our_mac, kGwMac, kOurIp, our_mac, kOurIp));  // someone claims our IP
+  wire->send(test::arp(3, test::kBroadcast, kPeerMac, kPeerIp, {}, kOurIp));  // bad opcode
+  EXPECT_TRUE(poll_wire(1, 50).empty());
+  DataplaneStats s = stats();
+  EXPECT_EQ(s.drops[size_t(Drop::kArpNotForUs)], 2u);
+  EXPECT_EQ(s.drops[size_t(Drop::kArpMalformed)], 1u);
+  EXPECT_EQ(s.proto.arp_conflicts, 1u);
+  EXPECT_FALSE(route_get(kPeerIp).state == ArpState::kReachable);  // not learned: not for us
+}
+
+TEST_F(DataplaneTest, AnswersEchoRequests) {
+  build();
+  for (size_t len : {0u, 56u, 1472u}) {
+    Bytes req = echo_request(len);
+    wire->send(req);
+    auto out = poll_wire(1);
+    ASSERT_EQ(out.size(), 1u) << len;
+    const Bytes& r = out[0];
+    ASSERT_EQ(r.size(), req.size());
+    EXPECT_EQ(test::get_mac(r, 0), kPeerMac);
+    EXPECT_EQ(test::get_mac(r, 6), our_mac);
+    EXPECT_EQ(test::get32(r, 14 + 12), kOurIp);
+    EXPECT_EQ(test::get32(r, 14 + 16), kPeerIp);
+    EXPECT_EQ(r[14 + 8], 64);                                            // TTL
+    EXPECT_EQ(test::inet_checksum(r, 14, 20), 0);                        // valid IP header checksum
+    EXPECT_EQ(r[34], 0);                                                 // echo reply
+    EXPECT_EQ(test::inet_checksum(r, 34, r.size() - 34), 0);             // valid ICMP checksum
+    EXPECT_TRUE(std::equal(r.begin() + 38, r.end(), req.begin() + 38));  // id, seq, data
+  }
+  DataplaneStats s = stats();
+  EXPECT_EQ(s.proto.icmp_echo_requests, 3u);
+  EXPECT_EQ(s.proto.icmp_echo_replies, 3u);
+  EXPECT_EQ(s.ports[0].rx_packets, 3u);
+  EXPECT_EQ(s.ports[0].tx_packets, 3u);
+}
+
+TEST_F(DataplaneTest, AnswersJumboEchoAtMtu9000) {
+  build("", false, "", 9000);
+  Bytes req = echo_request(9000 - 20 - 8);  // a full 9000-byte IP packet
+  ASSERT_EQ(req.size(), 9014u);
+  wire->send(req);
+  auto out = poll_wire(1);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].size(), req.size());
+  EXPECT_EQ(test::inet_checksum(out[0], 34, out[0].size() - 34), 0);
+  EXPECT_TRUE(std::equal(out[0].begin() + 38, out[0].end(), req.begin() + 38));
+}
+
+TEST_F(DataplaneTest, TrimsEthernetPaddingFromEcho) {
+  build();
+  Bytes req = echo_request(4);  // 14 + 20 + 12 = 46 bytes: padded to 60 on a real wire
+  size_t real = req.size();
+  req.resize(60, 0xee);
+  wire->send(req);
+  auto out = poll_wire(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].size(), real);
+  EXPECT_EQ(test::inet_checksum(out[0], 34, real - 34), 0);
+}
+
+// Each malformed or unmatched packet is dropped and counted under its own reason.
+TEST_F(DataplaneTest, DropsByReason) {
+  build();
+  Bytes good = echo_request(8);
+  struct Case {
+    Bytes frame;
+    Drop reason;
+  };
+  std::vector<Case> cases;
+  cases.push_back({Bytes(10, 0), Drop::kRunt});
+  cases.push_back(
+      {test::ipv4(kGwMac, kPeerMac, kPeerIp, kOurIp, 1, test::icmp(8, 1, 1, 8)), Drop::kNotForUs});
+  cases.push_back({test::ether(our_mac, kPeerMac, 0x86dd), Drop::kUnknownEthertype});
+  {
+    Bytes b = good;
+    b[14 + 10] ^= 0xff;  // IP checksum
+    cases.push_back({b, Drop::kIpv4BadChecksum});
+  }
+  {
+    Bytes b = good;
+    test::put16(b, 14 + 2, 200);  // total length beyond the frame
+    test::put16(b, 14 + 10, 0);
+    test::put16(b, 14 + 10, test::inet_checksum(b, 14, 20));
+    cases.push_back({b, Drop::kIpv4Malformed});
+  }
+  {
+    Bytes b = good;
+    b[14] = 0x65;  // version 6 in an IPv4 frame
+    cases.push_back({b, Drop::kIpv4Malformed});
+  }
+  {
+    Bytes b = good;
+    b[b.size() - 1] ^= 0x5a;  // payload corrupted: ICMP checksum fails
+    cases.push_back({b, Drop::kIcmpBadChecksum});
+  }
+  cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, 0x0a000009, 1, test::icmp(8, 1, 1, 8)),
+                   Drop::kIpv4NotOurs});
+  cases.push_back(
+      {test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 1, test::icmp(8, 1, 1, 8), 0x2000),
+       Drop::kIpv4Fragment});
+  cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 1, test::icmp(13, 1, 1, 12)),
+                   Drop::kIcmpUnhandled});
+  cases.push_back(
+      {test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 1, Bytes(4, 0)), Drop::kIcmpMalformed});
+  cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, test::udp(1000, 2000, 10)),
+                   Drop::kNoHandler});
+  for (const Case& c : cases) {
+    uint64_t before = drops(c.reason);
+    wire->send(c.frame);
+    EXPECT_TRUE(poll_wire(1, 20).empty()) << kDropNames[size_t(c.reason)];
+    EXPECT_EQ(drops(c.reason), before + 1) << kDropNames[size_t(c.reason)];
+  }
+  DataplaneStats s = stats();
+  uint64_t total = 0;
+  for (uint64_t d : s.drops)
+    total += d;
+  EXPECT_EQ(total, cases.size());
+  EXPECT_EQ(s.proto.icmp_echo_replies, 0u);
+}
+
+TEST_F(DataplaneTest, ExceptionTapCarriesUnmatchedTrafficBothWays) {
+  build("    exception_tap: cl-test\n", true);
+  Bytes u = test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, test::udp(1000, 53, 20));
+  Bytes v6 = test::ether(our_mac, kPeerMac, 0x86dd);
+  v6.resize(60);
+  wire->send(u);
+  wire->send(v6);
+  wire->send(echo_request(8));  // still answered by cleaved, not the kernel
+  auto answered = poll_wire(1);
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_EQ(answered[0][34], 0);
+  auto to_kernel = tap->take();
+  ASSERT_EQ(to_kernel.size(), 2u);
+  EXPECT_EQ(to_kernel[0], u);
+  EXPECT_EQ(to_kernel[1], v6);
+  // What the kernel writes to its tap goes out the port untouched.
+  Bytes from_kernel = test::ipv4(kPeerMac, our_mac, kOurIp, kPeerIp, 17, test::udp(53, 1000, 30));
+  tap->send(from_kernel);
+  auto out = poll_wire(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], from_kernel);
+  // ARP replies are shown to the kernel too, so it can resolve its own neighbours.
+  Bytes reply = test::arp(2, our_mac, kPeerMac, kPeerIp, our_mac, kOurIp);
+  wire->send(reply);
+  poll_for(5);
+  auto arp_to_kernel = tap->take();
+  ASSERT_EQ(arp_to_kernel.size(), 1u);
+  EXPECT_EQ(arp_to_kernel[0], reply);
+  DataplaneStats s = stats();
+  EXPECT_EQ(s.ports[0].to_kernel, 3u);
+  EXPECT_EQ(s.ports[0].from_kernel, 1u);
+  EXPECT_EQ(s.drops[size_t(Drop::kNoHandler)], 0u);
+}
+
+TEST_F(DataplaneTest, RouteGetResolvesTheNextHop) {
+  build("    gateway: 10.0.0.254\n");
+  RouteAnswer a = route_get(0x08080808);
+  EXPECT_TRUE(a.found);
+  EXPECT_FALSE(a.connected);
+  EXPECT_EQ(a.next_hop, Ipv4{kGwIp});
+  EXPECT_EQ(a.state, ArpState::kIncomplete);
+  auto out = poll_wire(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(test::get16(out[0], 20), 1);
+  EXPECT_EQ(test::get32(out[0], 38), kGwIp);
+  wire->send(test::arp(2, our_mac, kGwMac, kGwIp, our_mac, kOurIp));
+  poll_for(5);
+  a = route_get(0x08080808);
+  EXPECT_EQ(a.state, ArpState::kReachable);
+  EXPECT_EQ(a.mac.str(), "02:00:00:00:00:fe");
+  EXPECT_EQ(stats().proto.arp_resolved, 1u);
+  EXPECT_TRUE(route_get(0x0b000001).found);  // the default route covers everything
+}
+
+TEST_F(DataplaneTest, UnansweredNeighbourIsRetriedThenFails) {
+  build();
+  route_get(kPeerIp);
+  auto requests = poll_wire(4, 150);  // retries: 3 requests 20 ms apart, then failure
+  ASSERT_EQ(requests.size(), 3u);
+  for (const Bytes& r : requests)
+    EXPECT_EQ(test::get32(r, 38), kPeerIp);
+  EXPECT_EQ(route_get(kPeerIp).state, ArpState::kFailed);
+  EXPECT_EQ(stats().proto.arp_failed, 1u);
+  poll_for(150);  // failed_hold: the entry is forgotten, and a new lookup asks again
+  route_get(kPeerIp);
+  EXPECT_EQ(poll_wire(1).size(), 1u);
+}
+
+TEST_F(DataplaneTest, NoRouteIsReported) {
+  build();
+  RouteAnswer a = route_get(0x08080808);
+  EXPECT_FALSE(a.found);
+}
+
+TEST_F(DataplaneTest, CountsLoopIterationsAndCycles) {
+  build();
+  std::thread runner([&] { dp->run(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kStats;
+  auto a = ctl->call(std::move(req), std::chrono::milliseconds(1000));
+  dp->request_stop();
+  runner.join();
+  ASSERT_NE(a, nullptr);
+  EXPECT_GT(a->stats.lcore.iterations, 100u);
+  EXPECT_GT(a->stats.lcore.idle_cycles, 0u);
+  EXPECT_GT(dp->heartbeat(), 0u);
+}
+
+}  // namespace
+}  // namespace cleave::dp
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  std::string prefix = "--file-prefix=cleave-dptest-" + std::to_string(getpid());
+  const char* eal_argv[] = {
+      "dataplane_tests", "--no-huge",           "--no-shconf", "-m", "256", "--no-pci", "-l", "0",
+      "--no-telemetry",  "--log-level=*:error", prefix.c_str()};
+  int eal_argc = static_cast<int>(sizeof eal_argv / sizeof eal_argv[0]);
+  if (rte_eal_init(eal_argc, const_cast<char**>(eal_argv)) < 0) {
+    std::fprintf(stderr, "EAL init failed\n");
+    return 1;
+  }
+  cleave::dp::g_pool =
+      rte_pktmbuf_pool_create("test_pool", 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  cleave::dp::g_jumbo_pool =
+      rte_pktmbuf_pool_create("test_jumbo", 511, 0, 0, RTE_PKTMBUF_HEADROOM + 9216, SOCKET_ID_ANY);
+  int rc = RUN_ALL_TESTS();
+  rte_mempool_free(cleave::dp::g_jumbo_pool);
+  rte_mempool_free(cleave::dp::g_pool);
+  rte_eal_cleanup();
+  return rc;
+}

@@ -1,0 +1,249 @@
+#!/usr/bin/python3
+"""test_cli.py - command lines and exit codes of cleaved and cleavectl, without a daemon.
+
+cleavectl is tested against a fake cleaved that speaks the management protocol, so every
+answer a real daemon could give (and some it should not) can be produced on demand.
+Needs no root and no DPDK.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+CLEAVED = os.environ.get("CLEAVED", "build/src/dataplane/cleaved")
+CLEAVECTL = os.environ.get("CLEAVECTL", "build/tools/cleavectl")
+
+
+def run(cmd, timeout=20):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+class CleavedCommandLine(unittest.TestCase):
+    def write(self, text):
+        f = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+        f.write(text)
+        f.close()
+        self.addCleanup(os.unlink, f.name)
+        return f.name
+
+    def test_embedded_default_checks(self):
+        p = run([CLEAVED, "--check-config"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, "<embedded>: configuration is valid\n")
+
+    def test_good_file_checks(self):
+        path = self.write("ports:\n  - {name: p0, device: net_null0, ipv4: 10.0.0.1/24}\n")
+        p = run([CLEAVED, "--check-config", "-c", path])
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_errors_are_file_line_col_and_exit_2(self):
+        path = self.write("dataplane:\n  burst: 0\n  colour: red\nports:\n"
+                          "  - {name: p0, device: d, ipv4: 10.0.0.1/24, mtu: 10}\n")
+        p = run([CLEAVED, "--check-config", "-c", path])
+        self.assertEqual(p.returncode, 2)
+        lines = p.stderr.splitlines()
+        self.assertEqual(lines[0],
+                         f"{path}:2:10: dataplane.burst: expected an integer from 1 to 512, got '0'")
+        self.assertTrue(lines[1].startswith(f"{path}:3:3: unknown key 'dataplane.colour'"))
+        self.assertTrue(lines[2].startswith(f"{path}:5:"), lines[2])
+        self.assertIn("ports[0].mtu", lines[2])
+        self.assertEqual(lines[3], f"cleaved: 3 error(s) in {path}; nothing was started")
+
+    def test_running_with_a_bad_config_starts_nothing(self):
+        path = self.write("ports: 5\n")
+        p = run([CLEAVED, "-c", path])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f"{path}:1:8: ports: expected a non-empty list", p.stderr)
+
+    def test_missing_file(self):
+        p = run([CLEAVED, "-c", "/nonexistent.yaml"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("/nonexistent.yaml: cannot read file", p.stderr)
+
+    def test_version_help_and_bad_option(self):
+        p = run([CLEAVED, "--version"])
+        self.assertEqual(p.returncode, 0)
+        self.assertRegex(p.stdout, r"^cleaved \d+\.\d+\.\d+\n$")
+        p = run([CLEAVED, "--help"])
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("--check-config", p.stdout)
+        self.assertIn("Exit codes", p.stdout)
+        p = run([CLEAVED, "--frobnicate"])
+        self.assertEqual(p.returncode, 2)
+
+
+class FakeDaemon:
+    """A unix socket server that answers each request line with `reply(request)`."""
+
+    def __init__(self, reply):
+        self.dir = tempfile.mkdtemp(prefix="cleave-fake-")
+        self.path = os.path.join(self.dir, "cleaved.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(4)
+        self.reply = reply
+        self.requests = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                self.answer(c)
+
+    def answer(self, c):
+        buf = b""
+        while True:
+            data = c.recv(65536)
+            if not data:
+                return
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                req = json.loads(line)
+                self.requests.append(req)
+                out = self.reply(req)
+                if out == "close":
+                    return
+                if isinstance(out, bytes):
+                    c.sendall(out)
+                elif out is not None:
+                    c.sendall((json.dumps(out) + "\n").encode())
+
+    def close(self):
+        self.sock.close()
+        os.unlink(self.path)
+        os.rmdir(self.dir)
+
+
+def ok(req, result):
+    return {"version": 1, "id": req.get("id"), "ok": True, "result": result}
+
+
+class CleavectlAgainstFakeDaemon(unittest.TestCase):
+    def fake(self, reply):
+        d = FakeDaemon(reply)
+        self.addCleanup(d.close)
+        return d
+
+    def ctl(self, d, *args, timeout=20):
+        return run([CLEAVECTL, "-s", d.path] + list(args), timeout=timeout)
+
+    def test_request_carries_version_command_and_args(self):
+        d = self.fake(lambda r: ok(r, [{"name": "p0"}]))
+        p = self.ctl(d, "-j", "port", "show", "p0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), [{"name": "p0"}])
+        req = d.requests[0]
+        self.assertEqual(req["version"], 1)
+        self.assertEqual(req["command"], "port.show")
+        self.assertEqual(req["args"], {"name": "p0"})
+
+    def test_verb_defaults_to_show(self):
+        d = self.fake(lambda r: ok(r, []))
+        self.assertEqual(self.ctl(d, "-j", "route").returncode, 0)
+        self.assertEqual(d.requests[0]["command"], "route.show")
+
+    def test_daemon_error_is_exit_1_with_its_message(self):
+        d = self.fake(lambda r: {"version": 1, "id": r["id"], "ok": False,
+                                 "error": {"code": "not_found", "message": "no port named 'x'"}})
+        p = self.ctl(d, "port", "show", "x")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "cleavectl: no port named 'x'\n")
+
+    def test_malformed_answer_is_exit_2(self):
+        d = self.fake(lambda r: b"this is not json\n")
+        p = self.ctl(d, "status")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("malformed JSON", p.stderr)
+
+    def test_daemon_closing_early_is_exit_2(self):
+        d = self.fake(lambda r: "close")
+        p = self.ctl(d, "status")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("closed the connection before answering", p.stderr)
+
+    def test_silent_daemon_times_out_with_exit_2(self):
+        d = self.fake(lambda r: None)
+        p = self.ctl(d, "status", timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no answer from cleaved within 5 s", p.stderr)
+
+    def test_tables_for_humans(self):
+        arp = {"entries": [{"port": "p0", "ip": "10.0.0.2", "mac": "02:00:00:00:00:02",
+                            "state": "reachable", "pinned": True, "age_ms": 1500}],
+               "truncated": False, "capacity": 1024}
+        d = self.fake(lambda r: ok(r, arp))
+        p = self.ctl(d, "arp", "show")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["PORT", "ADDRESS", "MAC", "STATE", "AGE"])
+        self.assertEqual(lines[1].split(), ["p0", "10.0.0.2", "02:00:00:00:00:02", "reachable",
+                                            "1.5s", "pinned"])
+
+    def test_route_get_waits_for_resolution(self):
+        answers = iter(["incomplete", "incomplete", "reachable"])
+
+        def reply(r):
+            state = next(answers)
+            return ok(r, {"addr": "10.1.1.1", "dst": "0.0.0.0/0", "kind": "default", "port": "p0",
+                          "next_hop": "10.0.0.254",
+                          "neighbour": {"state": state,
+                                        "mac": None if state == "incomplete" else "02:00:00:00:00:fe"}})
+        d = self.fake(reply)
+        p = self.ctl(d, "route", "get", "10.1.1.1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(d.requests), 3)
+        self.assertIn("10.1.1.1 via 10.0.0.254 port p0 (default 0.0.0.0/0)", p.stdout)
+        self.assertIn("lladdr 02:00:00:00:00:fe reachable", p.stdout)
+
+
+class CleavectlUsage(unittest.TestCase):
+    def test_usage_errors_are_exit_2(self):
+        for args in ([], ["frob"], ["port", "frob"], ["route", "get"], ["arp", "show", "x"],
+                     ["status", "now"], ["--frobnicate", "status"]):
+            p = run([CLEAVECTL, "-s", "/nonexistent.sock"] + args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertTrue(p.stderr.startswith("cleavectl: ") or p.stderr.startswith("Usage"),
+                            (args, p.stderr))
+
+    def test_help_is_exit_0(self):
+        for args in (["help"], ["-h"], ["--help"]):
+            p = run([CLEAVECTL] + args)
+            self.assertEqual(p.returncode, 0)
+            self.assertIn("Objects and verbs", p.stdout)
+
+    def test_no_daemon_says_what_to_do(self):
+        p = run([CLEAVECTL, "-s", "/nonexistent/cleaved.sock", "status"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("cannot connect to cleaved at /nonexistent/cleaved.sock", p.stderr)
+        self.assertIn("is cleaved running?", p.stderr)
+
+    def test_stale_socket_is_explained(self):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "cleaved.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        s.close()  # the file stays, nobody listens
+        p = run([CLEAVECTL, "-s", path, "status"])
+        os.unlink(path)
+        os.rmdir(d)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("stale socket", p.stderr)
+
+    def test_socket_from_environment(self):
+        p = subprocess.run([CLEAVECTL, "status"], capture_output=True, text=True,
+                           env=dict(os.environ, CLEAVE_SOCKET="/nonexistent/env.sock"))
+        self.assertIn("/nonexistent/env.sock", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

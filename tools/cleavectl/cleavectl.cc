@@ -1,0 +1,449 @@
+// cleavectl.cc - the operator's command line for cleaved, in the manner of iproute2:
+//   cleavectl [-j] [-s SOCKET] OBJECT [VERB] [ARGS]
+// Talks the management protocol (src/ipc/mgmt_protocol.h) over cleaved's unix socket.
+// Exit codes: 0 success, 1 the daemon reported an error, 2 usage or connection error.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cleave_version.h"
+#include "mgmt_protocol.h"
+#include "stats.h"
+
+namespace {
+
+using nlohmann::json;
+namespace mgmt = cleave::mgmt;
+
+constexpr int kExitOk = 0;
+constexpr int kExitDaemonError = 1;
+constexpr int kExitUsage = 2;
+constexpr auto kAnswerTimeout = std::chrono::seconds(5);
+
+// An error that ends the program with an exit code and a message on stderr.
+struct Fatal {
+  int code;
+  std::string message;
+};
+
+class Connection {
+ public:
+  explicit Connection(const std::string& path) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path)
+      throw Fatal{kExitUsage, "socket path too long: " + path};
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw Fatal{kExitUsage, std::string("socket: ") + std::strerror(errno)};
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      int err = errno;
+      close(fd_);
+      std::string hint;
+      if (err == ENOENT) {
+        hint = "is cleaved running? Check 'systemctl status cleaved', or give its socket with -s";
+      } else if (err == ECONNREFUSED) {
+        hint =
+            "nothing listens there: cleaved has stopped (a stale socket), or -s names the "
+            "wrong file";
+      } else if (err == EACCES) {
+        hint = "run as root or as a member of the socket's group";
+      }
+      throw Fatal{kExitUsage, "cannot connect to cleaved at " + path + ": " + std::strerror(err) +
+                                  (hint.empty() ? "" : "\n  " + hint)};
+    }
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() { close(fd_); }
+
+  // Sends one request and returns the result; daemon errors become Fatal{1}.
+  json call(const std::string& command, const json& args = json::object()) {
+    json req = {
+        {"version", mgmt::kProtocolVersion}, {"id", ++id_}, {"command", command}, {"args", args}};
+    std::string line = req.dump() + "\n";
+    for (size_t off = 0; off < line.size();) {
+      ssize_t n = send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+      if (n < 0)
+        throw Fatal{kExitUsage,
+                    std::string("lost the connection to cleaved: ") + std::strerror(errno)};
+      off += static_cast<size_t>(n);
+    }
+    json ans = read_answer();
+    if (!ans.is_object() || !ans.contains("ok")) {
+      throw Fatal{kExitUsage, "cleaved sent an answer this cleavectl does not understand"};
+    }
+    if (!ans["ok"].get<bool>()) {
+      const json& e = ans["error"];
+      std::string msg = e.is_object() && e.contains("message") ? e["message"].get<std::string>()
+                                                               : "unspecified error";
+      throw Fatal{kExitDaemonError, msg};
+    }
+    return ans["result"];
+  }
+
+ private:
+  json read_answer() {
+    auto deadline = std::chrono::steady_clock::now() + kAnswerTimeout;
+    for (;;) {
+      if (size_t nl = buf_.find('\n'); nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        try {
+          return json::parse(line);
+        } catch (const json::exception&) {
+          throw Fatal{kExitUsage, "cleaved sent malformed JSON"};
+        }
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) == 0) {
+        throw Fatal{kExitUsage, "no answer from cleaved within " +
+                                    std::to_string(kAnswerTimeout.count()) + " s"};
+      }
+      char chunk[65536];
+      ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
+      if (n <= 0) throw Fatal{kExitUsage, "cleaved closed the connection before answering"};
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  int fd_ = -1;
+  int id_ = 0;
+  std::string buf_;
+};
+
+// ---- human output ----
+
+std::string str(const json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  return v.dump();
+}
+
+// A table with left-aligned columns sized to their widest cell.
+void print_table(const std::vector<std::string>& head,
+                 const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w(head.size());
+  for (size_t i = 0; i < head.size(); i++)
+    w[i] = head[i].size();
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size() && i < w.size(); i++)
+      w[i] = std::max(w[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t i = 0; i < cells.size(); i++) {
+      out += cells[i];
+      if (i + 1 < cells.size()) out += std::string(w[i] - cells[i].size() + 2, ' ');
+    }
+    std::printf("%s\n", out.c_str());
+  };
+  line(head);
+  for (const auto& r : rows)
+    line(r);
+}
+
+std::string duration(double seconds) {
+  auto s = static_cast<long long>(seconds);
+  char buf[64];
+  if (s >= 86400) {
+    std::snprintf(buf, sizeof buf, "%lldd %lldh %lldm", s / 86400, s % 86400 / 3600, s % 3600 / 60);
+  } else if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lldh %lldm %llds", s / 3600, s % 3600 / 60, s % 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%lldm %llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  }
+  return buf;
+}
+
+void show_status(const json& s) {
+  std::printf("cleaved %s (pid %s), up %s, management protocol %s\n", str(s["version"]).c_str(),
+              str(s["pid"]).c_str(), duration(s["uptime_s"].get<double>()).c_str(),
+              str(s["protocol"]).c_str());
+  std::printf("  config       %s\n", str(s["config"]).c_str());
+  std::printf("  runtime dir  %s\n", str(s["runtime_dir"]).c_str());
+  std::printf("  dataplane    lcore %s, %s\n", str(s["dataplane"]["lcore"]).c_str(),
+              str(s["dataplane"]["state"]).c_str());
+  std::printf("  ports        %s of %s link up\n", str(s["ports"]["link_up"]).c_str(),
+              str(s["ports"]["total"]).c_str());
+  std::printf("  hugepages    %s\n", str(s["hugepages"]).c_str());
+  std::printf("  log level    %s\n", str(s["log_level"]).c_str());
+}
+
+void show_ports(const json& ports, bool details) {
+  for (const json& p : ports) {
+    const json& l = p["link"];
+    std::string link = l.is_null() ? "unknown"
+                                   : std::string(l["up"].get<bool>() ? "up" : "down") + " " +
+                                         str(l["speed_mbps"]) + " Mb/s " + str(l["duplex"]);
+    std::printf("%s: %s  port %s  driver %s  link %s  mtu %s\n", str(p["name"]).c_str(),
+                str(p["device"]).c_str(), str(p["port_id"]).c_str(), str(p["driver"]).c_str(),
+                link.c_str(), str(p["mtu"]).c_str());
+    std::printf("    mac %s  ipv4 %s  gateway %s  exception tap %s\n", str(p["mac"]).c_str(),
+                str(p["ipv4"]).c_str(), str(p["gateway"]).c_str(), str(p["exception_tap"]).c_str());
+    for (const json& r : p["routes"]) {
+      std::printf("    route %s via %s\n", str(r["dst"]).c_str(), str(r["via"]).c_str());
+    }
+    const json& c = p["counters"];
+    if (!c.is_null()) {
+      std::printf("    RX: packets %s  bytes %s  missed %s  errors %s  nombuf %s\n",
+                  str(c["rx_packets"]).c_str(), str(c["rx_bytes"]).c_str(),
+                  str(c["rx_missed"]).c_str(), str(c["rx_errors"]).c_str(),
+                  str(c["rx_nombuf"]).c_str());
+      std::printf("    TX: packets %s  bytes %s  errors %s\n", str(c["tx_packets"]).c_str(),
+                  str(c["tx_bytes"]).c_str(), str(c["tx_errors"]).c_str());
+    }
+    size_t hidden = 0;
+    std::string xs;
+    for (const auto& [name, v] : p["xstats"].items()) {
+      if (!details && v.get<uint64_t>() == 0) {
+        hidden++;
+        continue;
+      }
+      xs += "      " + name + " " + str(v) + "\n";
+    }
+    std::printf("    xstats%s:\n%s", details ? "" : " (non-zero; -d for all)", xs.c_str());
+    if (hidden != 0) std::printf("      (%zu at zero)\n", hidden);
+  }
+}
+
+void show_arp(const json& a) {
+  std::vector<std::vector<std::string>> rows;
+  for (const json& e : a["entries"]) {
+    char age[32];
+    std::snprintf(age, sizeof age, "%.1fs", e["age_ms"].get<double>() / 1000.0);
+    rows.push_back({str(e["port"]), str(e["ip"]), str(e["mac"]), str(e["state"]), age,
+                    e["pinned"].get<bool>() ? "pinned" : ""});
+  }
+  print_table({"PORT", "ADDRESS", "MAC", "STATE", "AGE", ""}, rows);
+  if (a["truncated"].get<bool>()) std::printf("(more entries than shown)\n");
+}
+
+void show_routes(const json& routes) {
+  std::vector<std::vector<std::string>> rows;
+  for (const json& r : routes) {
+    rows.push_back({str(r["dst"]), str(r["via"]), str(r["port"]), str(r["kind"])});
+  }
+  print_table({"DESTINATION", "VIA", "PORT", "KIND"}, rows);
+}
+
+void show_route_get(const json& r) {
+  std::string via = r["next_hop"] == r["addr"] ? "" : " via " + str(r["next_hop"]);
+  std::printf("%s%s port %s (%s %s)\n", str(r["addr"]).c_str(), via.c_str(), str(r["port"]).c_str(),
+              str(r["kind"]).c_str(), str(r["dst"]).c_str());
+  const json& n = r["neighbour"];
+  if (n.is_null()) {
+    std::printf("    neighbour %s: unknown\n", str(r["next_hop"]).c_str());
+  } else {
+    std::printf("    neighbour %s lladdr %s %s\n", str(r["next_hop"]).c_str(),
+                str(n["mac"]).c_str(), str(n["state"]).c_str());
+  }
+}
+
+void show_stats(const json& s) {
+  for (const json& l : s["lcores"]) {
+    std::printf("lcore %s (%s): busy %.2f%%  iterations %s (%s busy)  cycles busy %s idle %s\n",
+                str(l["lcore"]).c_str(), str(l["role"]).c_str(), l["busy_percent"].get<double>(),
+                str(l["iterations"]).c_str(), str(l["busy_iterations"]).c_str(),
+                str(l["busy_cycles"]).c_str(), str(l["idle_cycles"]).c_str());
+  }
+  for (const auto& [name, p] : s["ports"].items()) {
+    std::printf(
+        "port %s: rx %s packets %s bytes  tx %s packets %s bytes  to kernel %s  from "
+        "kernel %s\n",
+        name.c_str(), str(p["rx_packets"]).c_str(), str(p["rx_bytes"]).c_str(),
+        str(p["tx_packets"]).c_str(), str(p["tx_bytes"]).c_str(), str(p["to_kernel"]).c_str(),
+        str(p["from_kernel"]).c_str());
+  }
+  const json& a = s["arp"];
+  std::printf(
+      "arp: requests rx %s tx %s  replies rx %s tx %s  resolved %s  failed %s  conflicts "
+      "%s  table full %s\n",
+      str(a["requests_rx"]).c_str(), str(a["requests_tx"]).c_str(), str(a["replies_rx"]).c_str(),
+      str(a["replies_tx"]).c_str(), str(a["resolved"]).c_str(), str(a["failed"]).c_str(),
+      str(a["conflicts"]).c_str(), str(a["table_full"]).c_str());
+  std::printf("icmp: echo requests %s  echo replies %s\n", str(s["icmp"]["echo_requests"]).c_str(),
+              str(s["icmp"]["echo_replies"]).c_str());
+  std::printf("drops: %s\n", str(s["drops_total"]).c_str());
+  for (size_t i = 0; i < cleave::dp::kDropNames.size(); i++) {
+    std::string name(cleave::dp::kDropNames[i]);
+    const json& v = s["drops"][name];
+    if (v.is_number() && v.get<uint64_t>() != 0) {
+      std::printf("  %-20s %12s  %s\n", name.c_str(), str(v).c_str(),
+                  std::string(cleave::dp::kDropMeanings[i]).c_str());
+    }
+  }
+}
+
+// route get: ask until the next hop is resolved or has failed (ARP retries take seconds).
+json route_get(Connection& c, const std::string& addr, int wait_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    json r = c.call("route.get", {{"addr", addr}});
+    const json& n = r["neighbour"];
+    bool settled = !n.is_null() && n["state"] != "incomplete";
+    if (settled || std::chrono::steady_clock::now() >= deadline) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+const char* kHelp = R"(Usage: cleavectl [OPTIONS] OBJECT [VERB] [ARGS]
+
+Objects and verbs (the verb defaults to show):
+  status                  daemon version, uptime, configuration, dataplane state
+  port show [NAME]        ports: device, link, MAC, IPv4, MTU, NIC counters, xstats
+  arp show                the neighbour cache
+  route show              the routing table
+  route get ADDR          the route to ADDR and its next hop, resolving the next hop's MAC
+  stats show              dataplane counters: lcore busy/idle, per port, ARP, ICMP, drops
+  log level [LEVEL]       show, or set, the daemon's log level
+                          (trace, debug, info, warn, error, critical, off)
+  help                    this text
+
+Options:
+  -j, --json              print the daemon's JSON answer instead of tables
+  -p, --pretty            indent JSON output
+  -d, --details           more detail (port show: every xstat, zeros included)
+  -s, --socket PATH       cleaved's control socket
+                          (default $CLEAVE_SOCKET, else /run/cleave/cleaved.sock)
+  -w, --wait MS           route get: how long to wait for ARP resolution (default 5000)
+  -V, --version           print cleavectl's version
+
+Exit status: 0 success, 1 cleaved reported an error, 2 usage or connection error.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cleavectl - control and inspect cleaved", "cleavectl"};
+  app.set_help_flag();  // our own help text below
+  bool json_out = false, pretty = false, details = false, help = false;
+  int wait_ms = 5000;
+  const char* env_sock = std::getenv("CLEAVE_SOCKET");
+  std::string sock = env_sock != nullptr ? env_sock
+                                         : std::string(mgmt::kDefaultRuntimeDir) + "/" +
+                                               std::string(mgmt::kSocketName);
+  app.add_flag("-j,--json", json_out);
+  app.add_flag("-p,--pretty", pretty);
+  app.add_flag("-d,--details", details);
+  app.add_flag("-h,--help", help);
+  app.add_option("-s,--socket", sock);
+  app.add_option("-w,--wait", wait_ms)->check(CLI::Range(0, 600000));
+  app.set_version_flag("-V,--version", std::string("cleavectl ") + CLEAVE_VERSION);
+  std::vector<std::string> words;
+  app.add_option("words", words);
+  app.positionals_at_end(false);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "cleavectl: %s\nTry 'cleavectl help'.\n", e.what());
+    return kExitUsage;
+  }
+  if (help || (!words.empty() && words[0] == "help")) {
+    std::fputs(kHelp, stdout);
+    return kExitOk;
+  }
+  if (words.empty()) {
+    std::fputs(kHelp, stderr);
+    return kExitUsage;
+  }
+
+  auto usage = [](const std::string& msg) {
+    return Fatal{kExitUsage, msg + "\nTry 'cleavectl help'."};
+  };
+  struct Command {
+    const char* object;
+    const char* verb;
+    size_t min_args, max_args;
+    std::function<json(Connection&, const std::vector<std::string>&)> fetch;
+    std::function<void(const json&, const std::vector<std::string>&)> show;
+  };
+  auto simple = [](const char* command) {
+    return [command](Connection& c, const std::vector<std::string>&) { return c.call(command); };
+  };
+  const Command commands[] = {
+      {"status", "show", 0, 0, simple("status"),
+       [](const json& r, const auto&) { show_status(r); }},
+      {"port", "show", 0, 1,
+       [](Connection& c, const auto& a) {
+         return c.call("port.show", a.empty() ? json::object() : json{{"name", a[0]}});
+       },
+       [&](const json& r, const auto&) { show_ports(r, details); }},
+      {"arp", "show", 0, 0, simple("arp.show"), [](const json& r, const auto&) { show_arp(r); }},
+      {"route", "show", 0, 0, simple("route.show"),
+       [](const json& r, const auto&) { show_routes(r); }},
+      {"route", "get", 1, 1,
+       [&](Connection& c, const auto& a) { return route_get(c, a[0], wait_ms); },
+       [](const json& r, const auto&) { show_route_get(r); }},
+      {"stats", "show", 0, 0, simple("stats.show"),
+       [](const json& r, const auto&) { show_stats(r); }},
+      {"log", "level", 0, 1,
+       [](Connection& c, const auto& a) {
+         return a.empty() ? c.call("log.get") : c.call("log.set", {{"level", a[0]}});
+       },
+       [](const json& r, const auto& a) {
+         if (a.empty()) {
+           std::printf("%s\n", str(r["level"]).c_str());
+         } else {
+           std::printf("log level %s (was %s)\n", str(r["level"]).c_str(),
+                       str(r["previous"]).c_str());
+         }
+       }},
+  };
+
+  try {
+    const std::string& object = words[0];
+    std::string verb = words.size() > 1 ? words[1] : "show";
+    if (object == "log" && words.size() == 1) verb = "level";
+    std::vector<std::string> args(words.begin() + std::min<size_t>(words.size(), 2), words.end());
+    const Command* cmd = nullptr;
+    bool known_object = false;
+    for (const Command& c : commands) {
+      known_object |= object == c.object;
+      if (object == c.object && verb == c.verb) cmd = &c;
+    }
+    if (cmd == nullptr) {
+      throw usage(known_object ? "unknown verb '" + verb + "' for '" + object + "'"
+                               : "unknown object '" + object + "'");
+    }
+    if (args.size() < cmd->min_args || args.size() > cmd->max_args) {
+      throw usage("wrong number of arguments for '" + object + " " + verb + "'");
+    }
+    Connection conn(sock);
+    json r = cmd->fetch(conn, args);
+    if (json_out) {
+      std::cout << r.dump(pretty ? 2 : -1) << "\n";
+    } else {
+      cmd->show(r, args);
+    }
+  } catch (const Fatal& f) {
+    std::fprintf(stderr, "cleavectl: %s\n", f.message.c_str());
+    return f.code;
+  } catch (const json::exception& e) {
+    std::fprintf(stderr, "cleavectl: unexpected answer from cleaved: %s\n", e.what());
+    return kExitUsage;
+  }
+  return kExitOk;
+}
