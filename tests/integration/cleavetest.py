@@ -1,0 +1,173 @@
+"""cleavetest.py - shared helpers for tests that run the real cleaved.
+
+Network namespaces joined by veth pairs stand in for hosts; the Linux kernel in a namespace is
+the peer. Everything a test creates (namespaces, processes, files) is registered for cleanup
+and removed when the test ends, also when it fails or is interrupted.
+Paths to the binaries come from the environment (CLEAVED, CLEAVECTL), set by meson.
+"""
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+CLEAVED = os.environ.get("CLEAVED", "build/src/dataplane/cleaved")
+CLEAVECTL = os.environ.get("CLEAVECTL", "build/tools/cleavectl")
+SKIP = 77  # meson's "skipped" exit code
+
+_cleanups = []
+
+
+def _run_cleanups():
+    while _cleanups:
+        fn = _cleanups.pop()
+        try:
+            fn()
+        except Exception as e:  # keep cleaning up the rest
+            print(f"cleanup failed: {e}", file=sys.stderr)
+
+
+atexit.register(_run_cleanups)
+for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(_sig, lambda s, f: sys.exit(128 + s))
+
+
+def require_root():
+    if os.geteuid() != 0:
+        print("skipped: needs root for network namespaces", file=sys.stderr)
+        sys.exit(SKIP)
+
+
+def sh(cmd, check=True, ns=None, timeout=30, **kw):
+    """Runs cmd (a list) in namespace ns; returns CompletedProcess with text output."""
+    if ns:
+        cmd = ["ip", "netns", "exec", ns] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p
+
+
+def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Net:
+    """Two namespaces, a (cleaved's side) and b (the kernel peer), joined by a veth pair."""
+
+    def __init__(self, tag, peer_addr="10.99.0.2/24"):
+        base = f"cl{os.getpid() % 100000}{tag}"
+        self.a, self.b = base + "a", base + "b"
+        self.va, self.vb = base + "va", base + "vb"
+        for ns in (self.a, self.b):
+            sh(["ip", "netns", "add", ns])
+            _cleanups.append(lambda ns=ns: sh(["ip", "netns", "del", ns], check=False))
+            sh(["ip", "link", "set", "lo", "up"], ns=ns)
+        sh(["ip", "link", "add", self.va, "netns", self.a, "type", "veth", "peer", "name",
+            self.vb, "netns", self.b])
+        sh(["ip", "link", "set", self.va, "up"], ns=self.a)
+        sh(["ip", "link", "set", self.vb, "up"], ns=self.b)
+        sh(["ip", "addr", "add", peer_addr, "dev", self.vb], ns=self.b)
+        # af_packet hands over what the kernel gives it: no offloads that make frames larger
+        # than the MTU or leave checksums for later (reference/DPDK.md).
+        sh(["ethtool", "-K", self.va, "tso", "off", "gso", "off", "gro", "off"], ns=self.a)
+        sh(["ethtool", "-K", self.vb, "tso", "off", "gso", "off", "gro", "off", "tx", "off"],
+           ns=self.b)
+        self.peer_mac = json.loads(sh(["ip", "-j", "link", "show", self.vb], ns=self.b).stdout)[0][
+            "address"]
+
+    def close(self):
+        for ns in (self.a, self.b):
+            sh(["ip", "netns", "del", ns], check=False)
+
+
+class Daemon:
+    """cleaved running in a namespace on a config written from `yaml` (with {run} and {prefix}
+    filled in), with its own runtime directory."""
+
+    def __init__(self, yaml, ns=None, env=None, wait_ready=True):
+        self.dir = tempfile.mkdtemp(prefix="cleave-it-")
+        _cleanups.append(lambda: shutil.rmtree(self.dir, ignore_errors=True))
+        self.run_dir = os.path.join(self.dir, "run")
+        self.prefix = "clit" + str(os.getpid()) + os.path.basename(self.dir)[-6:]
+        self.socket = os.path.join(self.run_dir, "cleaved.sock")
+        self.config = os.path.join(self.dir, "cleaved.yaml")
+        with open(self.config, "w") as f:
+            f.write(yaml.format(run=self.run_dir, prefix=self.prefix))
+        self.log_path = os.path.join(self.dir, "cleaved.log")
+        self.ns = ns
+        self.proc = None
+        self.start(env=env, wait_ready=wait_ready)
+
+    def start(self, env=None, wait_ready=True):
+        cmd = [CLEAVED, "-c", self.config]
+        if self.ns:
+            cmd = ["ip", "netns", "exec", self.ns] + cmd
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **(env or {})))
+        _cleanups.append(self.kill)
+        if wait_ready:
+            wait_until(lambda: self.ready(), timeout=15, what="cleaved to answer on its socket")
+
+    def ready(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"cleaved exited with {self.proc.returncode}:\n{self.logs()}")
+        return os.path.exists(self.socket) and self.ctl("status", check=False)[0] == 0
+
+    def ctl(self, *args, check=True):
+        """cleavectl -j ARGS: returns (exit code, parsed JSON or None, stderr)."""
+        p = subprocess.run([CLEAVECTL, "-j", "-s", self.socket] + list(args), capture_output=True,
+                           text=True, timeout=20)
+        out = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else None
+        if check and p.returncode != 0:
+            raise AssertionError(f"cleavectl {' '.join(args)} failed: {p.stderr}")
+        return p.returncode, out, p.stderr
+
+    def stats(self):
+        return self.ctl("stats", "show")[1]
+
+    def stop(self, sig=signal.SIGTERM, timeout=5):
+        """Signals cleaved and waits; returns (exit code, seconds it took)."""
+        t0 = time.monotonic()
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=timeout)
+        return code, time.monotonic() - t0
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if not self.log.closed:
+            self.log.close()
+
+    def logs(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+
+class TestCase(unittest.TestCase):
+    def tearDown(self):
+        _run_cleanups()
+
+
+def main():
+    require_root()
+    for tool in ("ip", "ethtool"):
+        if shutil.which(tool) is None:
+            print(f"skipped: {tool} is not installed", file=sys.stderr)
+            sys.exit(SKIP)
+    unittest.main(verbosity=2)

@@ -1,0 +1,294 @@
+#!/usr/bin/python3
+"""test_daemon.py - cleaved on a veth (net_af_packet) with the Linux kernel as the peer.
+
+Namespace a holds cleaved, namespace b the kernel at 10.99.0.2. Checks what an operator sees:
+ping and ARP from Linux, next-hop resolution, cleavectl output field by field, drops by reason,
+the exception tap carrying kernel traffic both ways, telemetry, SIGTERM shutdown, a second
+instance refused, a broken management client.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import cleavetest as ct
+
+OUR_MAC = "02:00:00:00:00:01"
+
+CONFIG = """
+runtime_dir: {run}
+log:
+  format: plain
+eal:
+  file_prefix: {prefix}
+dataplane:
+  idle_sleep_us: 20
+arp:
+  retry_ms: 100
+ports:
+  - name: p0
+    device: net_af_packet0,iface=%(va)s
+    mac: %(mac)s
+    ipv4: 10.99.0.1/24
+    gateway: 10.99.0.2
+    routes:
+      - dst: 10.98.0.0/16
+        via: 10.99.0.2
+      - dst: 10.97.0.0/16
+        via: 10.99.0.77
+%(extra)s
+"""
+
+
+class DaemonTest(ct.TestCase):
+    def start(self, extra=""):
+        self.net = ct.Net("d")
+        text = CONFIG % {"va": self.net.va, "mac": OUR_MAC, "extra": extra}
+        self.d = ct.Daemon(text, ns=self.net.a)
+        return self.d
+
+    def test_kernel_pings_cleaved_and_learns_its_mac(self):
+        d = self.start()
+        before = d.stats()["icmp"]["echo_requests"]
+        p = ct.sh(["ping", "-c", "10", "-i", "0.05", "-W", "1", "10.99.0.1"], ns=self.net.b)
+        self.assertIn("10 received", p.stdout)
+        neigh = json.loads(ct.sh(["ip", "-j", "neigh", "show", "10.99.0.1"], ns=self.net.b).stdout)
+        self.assertEqual(neigh[0]["lladdr"], OUR_MAC)
+        s = d.stats()
+        self.assertEqual(s["icmp"]["echo_requests"] - before, 10)
+        self.assertEqual(s["icmp"]["echo_replies"] - before, 10)
+        self.assertGreaterEqual(s["ports"]["p0"]["rx_packets"], 10)
+        self.assertGreaterEqual(s["ports"]["p0"]["tx_packets"], 10)
+        lcore = s["lcores"][0]
+        self.assertEqual(lcore["role"], "dataplane")
+        self.assertGreater(lcore["iterations"], 0)
+        self.assertGreater(lcore["busy_iterations"], 0)
+        self.assertGreater(lcore["idle_cycles"], 0)
+
+    def test_port_show_field_by_field(self):
+        d = self.start()
+        ct.sh(["ping", "-c", "3", "-i", "0.05", "10.99.0.1"], ns=self.net.b)
+        _, ports, _ = d.ctl("port", "show")
+        self.assertEqual(len(ports), 1)
+        p = ports[0]
+        self.assertEqual(p["name"], "p0")
+        self.assertEqual(p["driver"], "net_af_packet")
+        self.assertEqual(p["device"], f"net_af_packet0,iface={self.net.va}")
+        self.assertEqual(p["mac"], OUR_MAC)
+        self.assertEqual(p["mtu"], 1500)
+        self.assertEqual(p["ipv4"], "10.99.0.1/24")
+        self.assertEqual(p["gateway"], "10.99.0.2")
+        self.assertEqual(p["routes"], [{"dst": "10.98.0.0/16", "via": "10.99.0.2"},
+                                       {"dst": "10.97.0.0/16", "via": "10.99.0.77"}])
+        self.assertIsNone(p["exception_tap"])
+        self.assertTrue(p["link"]["up"])
+        self.assertGreaterEqual(p["counters"]["rx_packets"], 3)
+        self.assertGreaterEqual(p["counters"]["tx_packets"], 3)
+        self.assertEqual(p["xstats"]["rx_good_packets"], p["counters"]["rx_packets"])
+        # The kernel's own view of the veth agrees with the NIC counters (the MAC was applied).
+        link = json.loads(ct.sh(["ip", "-j", "link", "show", self.net.va], ns=self.net.a).stdout)[0]
+        self.assertEqual(link["address"], OUR_MAC)
+        # By name, and an unknown name.
+        self.assertEqual(d.ctl("port", "show", "p0")[1][0]["name"], "p0")
+        code, _, err = d.ctl("port", "show", "nope", check=False)
+        self.assertEqual(code, 1)
+        self.assertIn("no port named 'nope'", err)
+
+    def test_gateway_is_resolved_and_kept(self):
+        d = self.start()
+        entries = ct.wait_until(
+            lambda: [e for e in d.ctl("arp", "show")[1]["entries"]
+                     if e["ip"] == "10.99.0.2" and e["state"] == "reachable"],
+            what="the gateway to resolve")
+        self.assertEqual(entries[0]["mac"], self.net.peer_mac)
+        self.assertTrue(entries[0]["pinned"])
+        self.assertEqual(entries[0]["port"], "p0")
+
+    def test_route_get_resolves_the_kernels_mac(self):
+        d = self.start()
+        _, r, _ = d.ctl("route", "get", "10.98.5.5")
+        self.assertEqual(r["next_hop"], "10.99.0.2")
+        self.assertEqual(r["kind"], "static")
+        self.assertEqual(r["dst"], "10.98.0.0/16")
+        self.assertEqual(r["port"], "p0")
+        self.assertEqual(r["neighbour"]["state"], "reachable")
+        self.assertEqual(r["neighbour"]["mac"], self.net.peer_mac)
+        _, r, _ = d.ctl("route", "get", "192.0.2.1")
+        self.assertEqual(r["kind"], "default")
+        self.assertEqual(r["neighbour"]["mac"], self.net.peer_mac)
+        # A next hop nobody answers for: retried, then reported failed, with no MAC.
+        _, r, _ = d.ctl("route", "get", "10.97.1.1")
+        self.assertEqual(r["next_hop"], "10.99.0.77")
+        self.assertEqual(r["neighbour"]["state"], "failed")
+        self.assertIsNone(r["neighbour"]["mac"])
+        self.assertGreaterEqual(d.stats()["arp"]["failed"], 1)
+        _, routes, _ = d.ctl("route", "show")
+        self.assertEqual([(x["dst"], x["kind"]) for x in routes],
+                         [("10.99.0.0/24", "connected"), ("10.98.0.0/16", "static"),
+                          ("10.97.0.0/16", "static"), ("0.0.0.0/0", "default")])
+        code, _, err = d.ctl("route", "get", "not-an-ip", check=False)
+        self.assertEqual(code, 1)
+        self.assertIn("not an IPv4 address", err)
+
+    def test_unmatched_traffic_is_dropped_by_reason(self):
+        d = self.start()
+        before = d.stats()["drops"]
+        # UDP to cleaved: no flow and no exception tap.
+        ct.sh(["/usr/bin/python3", "-c",
+               "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+               "for i in range(5): s.sendto(b'x'*100, ('10.99.0.1', 9999))"], ns=self.net.b)
+        after = ct.wait_until(
+            lambda: (lambda s: s if s["drops"]["no_handler"] - before["no_handler"] >= 5 else None)(
+                d.stats()), what="no_handler drops")["drops"]
+        self.assertEqual(after["no_handler"] - before["no_handler"], 5)
+        self.assertEqual(after["ipv4_bad_checksum"], before["ipv4_bad_checksum"])
+
+    def test_exception_tap_gives_the_kernel_unmatched_traffic(self):
+        tap = f"clx{os.getpid() % 100000}"
+        d = self.start(extra=f"    exception_tap: {tap}\n")
+        a, b = self.net.a, self.net.b
+        link = json.loads(ct.sh(["ip", "-j", "link", "show", tap], ns=a).stdout)[0]
+        self.assertEqual(link["address"], OUR_MAC)  # the tap shares the port's MAC
+        ct.sh(["ip", "addr", "add", "10.99.0.1/24", "dev", tap], ns=a)
+        ct.sh(["ip", "link", "set", tap, "up"], ns=a)
+        # A UDP echo server in the kernel behind cleaved, a client in the peer namespace.
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", a, "/usr/bin/python3", "-c",
+             "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             "s.bind(('10.99.0.1', 7777))\n"
+             "while True:\n  m, peer = s.recvfrom(2048); s.sendto(m.upper(), peer)"])
+        ct._cleanups.append(lambda: (server.kill(), server.wait()))
+        time.sleep(0.3)
+        reply = ct.sh(["/usr/bin/python3", "-c",
+                       "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                       "s.settimeout(1)\n"
+                       "for i in range(10):\n"
+                       "  s.sendto(b'hello cleave', ('10.99.0.1', 7777))\n"
+                       "  try: print(s.recv(100).decode()); break\n"
+                       "  except OSError: pass"], ns=b)
+        self.assertEqual(reply.stdout.strip(), "HELLO CLEAVE")
+        s = d.stats()
+        self.assertGreater(s["ports"]["p0"]["to_kernel"], 0)
+        self.assertGreater(s["ports"]["p0"]["from_kernel"], 0)
+        self.assertEqual(d.ctl("port", "show")[1][0]["exception_tap"], tap)
+        # ICMP echo is still answered by cleaved itself.
+        before = s["icmp"]["echo_requests"]
+        ct.sh(["ping", "-c", "2", "-i", "0.05", "10.99.0.1"], ns=b)
+        self.assertEqual(d.stats()["icmp"]["echo_requests"] - before, 2)
+        # Stopping cleaved removes the tap.
+        self.assertEqual(d.stop()[0], 0)
+        self.assertNotEqual(ct.sh(["ip", "link", "show", tap], ns=a, check=False).returncode, 0)
+
+    def telemetry(self, d, cmd):
+        """Runs one command through DPDK's own client, dpdk-telemetry.py."""
+        p = ct.sh(["dpdk-telemetry.py", "-f", d.prefix], input=cmd + "\n")
+        line = [x for x in p.stdout.splitlines() if x.startswith("{")][-1]
+        return json.loads(line)[cmd]
+
+    def test_telemetry_commands(self):
+        d = self.start()
+        ct.sh(["ping", "-c", "2", "-i", "0.05", "10.99.0.1"], ns=self.net.b)
+        status = self.telemetry(d, "/cleave/status")
+        self.assertEqual(status["dataplane"]["state"], "running")
+        self.assertEqual(status["ports"]["link_up"], 1)
+        self.assertEqual(status["pid"], d.proc.pid)
+        stats = self.telemetry(d, "/cleave/stats")
+        self.assertGreaterEqual(stats["icmp"]["echo_requests"], 2)
+        self.assertIn("no_handler", stats["drops"])
+        ports = self.telemetry(d, "/cleave/ports")
+        self.assertEqual(ports["p0"]["mac"], OUR_MAC)
+        self.assertEqual(ports["p0"]["ipv4"], "10.99.0.1/24")
+        self.assertEqual(ports["p0"]["link"]["up"], 1)
+
+    def test_sigterm_stops_cleanly_within_two_seconds(self):
+        d = self.start()
+        code, took = d.stop()
+        self.assertEqual(code, 0)
+        self.assertLess(took, 2.0)
+        self.assertFalse(os.path.exists(d.socket))
+        logs = d.logs()
+        self.assertIn("shutting down", logs)
+        self.assertIn("cleaved stopped", logs)
+        # The port is released: the veth still exists and the kernel can use it again.
+        ct.sh(["ip", "link", "show", self.net.va], ns=self.net.a)
+
+    def test_sigint_stops_too(self):
+        d = self.start()
+        code, took = d.stop(sig=2)
+        self.assertEqual(code, 0)
+        self.assertLess(took, 2.0)
+
+    def test_second_instance_is_refused(self):
+        d = self.start()
+        p = ct.sh([ct.CLEAVED, "-c", d.config], ns=self.net.a, check=False, timeout=20)
+        self.assertEqual(p.returncode, 1)
+        self.assertRegex(p.stderr, r"another cleaved \(pid %d\) is already running" % d.proc.pid)
+        self.assertEqual(d.ctl("status")[1]["dataplane"]["state"], "running")
+
+    def test_log_level_changes_at_run_time(self):
+        d = self.start()
+        self.assertEqual(d.ctl("log", "level")[1]["level"], "info")
+        self.assertEqual(d.ctl("log", "level", "debug")[1], {"level": "debug", "previous": "info"})
+        self.assertEqual(d.ctl("status")[1]["log_level"], "debug")
+        code, _, err = d.ctl("log", "level", "loud", check=False)
+        self.assertEqual(code, 1)
+        self.assertIn("unknown log level 'loud'", err)
+        self.assertIn("log level changed from info to debug", d.logs())
+
+    def test_status_fields(self):
+        d = self.start()
+        _, s, _ = d.ctl("status")
+        self.assertEqual(s["daemon"], "cleaved")
+        self.assertEqual(s["pid"], d.proc.pid)
+        self.assertEqual(s["config"], d.config)
+        self.assertEqual(s["runtime_dir"], d.run_dir)
+        self.assertEqual(s["protocol"], 1)
+        self.assertEqual(s["dataplane"], {"lcore": 1, "state": "running",
+                                          "iterations": s["dataplane"]["iterations"]})
+        self.assertEqual(s["ports"], {"total": 1, "link_up": 1})
+        self.assertRegex(s["version"], r"^\d+\.\d+\.\d+$")
+
+    def test_hostile_management_clients_do_not_hurt(self):
+        d = self.start()
+        for payload in (b"garbage\n", b"\xff\xfe\x00\n", b"{" * 70000, b'{"version":99}\n'):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(d.socket)
+            try:
+                c.sendall(payload)
+            except OSError:
+                pass
+            c.close()
+        idle = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(70)]
+        for c in idle:
+            try:
+                c.connect(d.socket)
+            except OSError:
+                pass
+        self.assertEqual(d.ctl("status")[1]["dataplane"]["state"], "running")
+        for c in idle:
+            c.close()
+        time.sleep(0.1)
+        self.assertEqual(d.ctl("status")[1]["dataplane"]["state"], "running")
+
+    def test_mtu_beyond_the_driver_is_a_clear_error(self):
+        self.net = ct.Net("m")
+        text = CONFIG.replace("    mac: %(mac)s\n", "    mac: %(mac)s\n    mtu: 9000\n") % {
+            "va": self.net.va, "mac": OUR_MAC, "extra": ""}
+        d = ct.Daemon(text, ns=self.net.a, wait_ready=False)
+        self.assertEqual(d.proc.wait(timeout=15), 1)
+        self.assertIn("MTU 9000 is outside what driver net_af_packet supports (46-1500)", d.logs())
+
+    def test_missing_device_is_a_clear_error(self):
+        self.net = ct.Net("x")
+        text = CONFIG.replace("iface=%(va)s", "iface=nosuchif0") % {
+            "va": self.net.va, "mac": OUR_MAC, "extra": ""}
+        d = ct.Daemon(text, ns=self.net.a, wait_ready=False)
+        self.assertEqual(d.proc.wait(timeout=15), 1)
+        self.assertRegex(d.logs(), r"(EAL initialisation failed|did not come up in DPDK)")
+        self.assertFalse(os.path.exists(d.socket))
+
+
+if __name__ == "__main__":
+    ct.main()
