@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# demo.sh - the main job: build Cleave, start cleaved on its embedded default configuration,
+# exercise it from the Linux kernel next to it, and print what happened.
+#
+# cleaved runs inside a scratch network namespace (cleave-demo) so nothing on the host changes.
+# Its embedded default gives it one port on a DPDK tap device, cleave0, at 198.18.0.1/24; the
+# kernel's end of that tap (198.18.0.2) plays the other host. Run as root on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/setup.sh >/dev/null
+
+NS=cleave-demo
+RUN=/run/cleave
+CTL=(build/tools/cleavectl -s "$RUN/cleaved.sock")
+LOG=$(mktemp /tmp/cleave-demo.XXXXXX.log)
+pid=""
+
+cleanup() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  ip netns del "$NS" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+say() { printf '    %s\n' "$*"; }
+ns() { ip netns exec "$NS" "$@"; }
+
+if ip netns list | grep -qw "$NS"; then
+  echo "demo.sh: namespace $NS exists (an earlier demo was interrupted?); removing it" >&2
+  ip netns del "$NS"
+fi
+ip netns add "$NS"
+ns ip link set lo up
+
+step "The embedded default configuration is valid"
+build/src/dataplane/cleaved --check-config
+say "(the file is config/cleaved.yaml; 'cleaved --help' lists the options)"
+
+step "Starting cleaved on it, in namespace $NS"
+# Not through ns(): $! must be cleaved itself (ip netns exec execs it), not a subshell.
+ip netns exec "$NS" build/src/dataplane/cleaved >"$LOG" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  "${CTL[@]}" status >/dev/null 2>&1 && break
+  kill -0 "$pid" 2>/dev/null || { cat "$LOG"; echo "demo.sh: cleaved did not start" >&2; exit 1; }
+  sleep 0.1
+done
+grep -v "dpdk: " "$LOG" | sed 's/^/    log: /'
+say "(DPDK's net_tap may log that it cannot create a multiq qdisc: harmless, it only disables"
+say " rte_flow on the tap)"
+
+step "cleavectl status"
+"${CTL[@]}" status | sed 's/^/    /'
+
+step "The kernel side of the tap becomes the other host: 198.18.0.2"
+ns ip link set cleave0 address 02:c1:ea:0e:00:02
+ns ip addr add 198.18.0.2/24 dev cleave0
+ns ip link set cleave0 up
+say "ip addr add 198.18.0.2/24 dev cleave0 (with its own MAC, 02:c1:ea:0e:00:02)"
+
+step "Linux pings cleaved: ARP and ICMP echo are answered by the dataplane"
+ns ping -c 5 -i 0.2 198.18.0.1 | sed 's/^/    /'
+say "Linux learned cleaved's MAC by ARP:"
+ns ip neigh show 198.18.0.1 | sed 's/^/      /'
+
+step "cleaved resolves the kernel's MAC (route get, like 'ip route get')"
+"${CTL[@]}" route get 198.18.0.2 | sed 's/^/    /'
+"${CTL[@]}" arp show | sed 's/^/    /'
+
+step "Traffic nobody handles is dropped and counted by reason"
+for _ in 1 2 3; do ns bash -c 'echo hello > /dev/udp/198.18.0.1/9'; done
+sleep 0.2
+say "3 UDP datagrams to 198.18.0.1:9 (no exception tap in the default configuration)"
+
+step "cleavectl stats show"
+"${CTL[@]}" stats show | sed 's/^/    /'
+
+step "cleavectl port show"
+"${CTL[@]}" port show | sed 's/^/    /'
+
+step "The same counters over DPDK telemetry (dpdk-telemetry.py, /cleave/stats)"
+echo /cleave/stats | dpdk-telemetry.py -f cleave 2>/dev/null | grep '^{' | /usr/bin/python3 -c '
+import json, sys
+s = json.loads(sys.stdin.read())["/cleave/stats"]
+print("    icmp echo requests %d, replies %d; drops total %d (no_handler %d)" % (
+    s["icmp"]["echo_requests"], s["icmp"]["echo_replies"], s["drops_total"],
+    s["drops"]["no_handler"]))'
+
+step "Log level changed at run time"
+"${CTL[@]}" log level debug | sed 's/^/    /'
+"${CTL[@]}" log level info | sed 's/^/    /'
+
+step "What happened"
+json=$("${CTL[@]}" -j stats show)
+/usr/bin/python3 - "$json" <<'PY'
+import json, sys
+s = json.loads(sys.argv[1])
+l = s["lcores"][0]
+print(f"    cleaved answered {s['icmp']['echo_replies']} of {s['icmp']['echo_requests']} pings and "
+      f"{s['arp']['replies_tx']} ARP request(s); it resolved {s['arp']['resolved']} neighbour(s)")
+print(f"    {s['drops']['no_handler']} unmatched packet(s) dropped as no_handler; "
+      f"{s['drops_total']} drop(s) in all")
+print(f"    the dataplane lcore ran {l['iterations']} loop iterations, busy "
+      f"{l['busy_percent']:.3f}% of its cycles")
+PY
+
+step "Stopping cleaved with SIGTERM"
+t0=$(date +%s%N)
+kill -TERM "$pid"
+wait "$pid" && rc=0 || rc=$?
+t1=$(date +%s%N)
+say "exit code $rc after $(( (t1 - t0) / 1000000 )) ms"
+tail -n 2 "$LOG" | sed 's/^/    log: /'
+[ -e "$RUN/cleaved.sock" ] && say "control socket still there (unexpected)" \
+                           || say "control socket removed; tap cleave0 gone with the namespace"
+pid=""
+rm -f "$LOG"

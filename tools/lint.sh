@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# lint.sh - clang-tidy (.clang-tidy) over every C++ source, using build/'s compile database.
+# Warnings are errors. Run after tools/setup.sh; tools/test.sh runs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -f build/compile_commands.json ] || { echo "lint.sh: build/ is not configured; run tools/setup.sh" >&2; exit 2; }
+git ls-files '*.cc' | grep -v '^tests/' |
+  xargs -P "$(nproc)" -n 1 clang-tidy -p build --quiet 2>/dev/null
