@@ -8,7 +8,9 @@
 #include "config.h"
 #include "daemon.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace cleave::dp;
   CLI::App app{
       "cleaved - the Cleave dataplane daemon.\n\n"
@@ -48,4 +50,19 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   return run_daemon(*r.config);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    // run_daemon() handles its own failures; this is the last line of defence.
+    std::fprintf(stderr, "cleaved: %s\n", e.what());
+    return cleave::dp::kExitFailure;
+  } catch (...) {
+    std::fprintf(stderr, "cleaved: unexpected internal error\n");
+    return cleave::dp::kExitFailure;
+  }
 }

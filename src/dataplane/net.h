@@ -18,7 +18,7 @@ struct Ipv4 {
   static std::optional<Ipv4> parse(std::string_view s);
   std::string str() const;
   bool operator==(const Ipv4&) const = default;
-  auto operator<=>(const Ipv4&) const = default;
+  bool operator<(const Ipv4& o) const { return host < o.host; }
 };
 
 struct Ipv4Prefix {

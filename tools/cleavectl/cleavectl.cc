@@ -80,9 +80,10 @@ class Connection {
     std::string line = req.dump() + "\n";
     for (size_t off = 0; off < line.size();) {
       ssize_t n = send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
-      if (n < 0)
+      if (n < 0) {
         throw Fatal{kExitUsage,
                     std::string("lost the connection to cleaved: ") + std::strerror(errno)};
+      }
       off += static_cast<size_t>(n);
     }
     json ans = read_answer();
@@ -335,7 +336,9 @@ Exit status: 0 success, 1 cleaved reported an error, 2 usage or connection error
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"cleavectl - control and inspect cleaved", "cleavectl"};
   app.set_help_flag();  // our own help text below
   bool json_out = false, pretty = false, details = false, help = false;
@@ -446,4 +449,18 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cleavectl: %s\n", e.what());
+    return kExitUsage;
+  } catch (...) {
+    std::fprintf(stderr, "cleavectl: unexpected internal error\n");
+    return kExitUsage;
+  }
 }
