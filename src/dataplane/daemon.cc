@@ -125,9 +125,15 @@ class Supervisor {
  public:
   Supervisor(const Config& cfg, const std::vector<DpPort>& ports, const Dataplane& dp,
              CtlChannel& ctl, SdNotify& sd)
-      : cfg_(cfg), ports_(ports), dp_(dp), ctl_(ctl), sd_(sd), link_up_(ports.size(), -1) {
-    if (auto wd = sd_.watchdog()) watchdog_period_ = *wd / 2;  // systemd's advice: ping at half
-  }
+      : cfg_(cfg),
+        ports_(ports),
+        dp_(dp),
+        ctl_(ctl),
+        sd_(sd),
+        // systemd's advice: ping at half the interval it asked for.
+        watchdog_period_(sd.watchdog() ? *sd.watchdog() / 2 : std::chrono::microseconds(0)),
+        watchdog_(watchdog_period_),
+        link_up_(ports.size(), -1) {}
 
   std::chrono::milliseconds tick() const {
     if (watchdog_period_.count() == 0) return kTick;
@@ -137,18 +143,16 @@ class Supervisor {
 
   void on_tick() {
     auto now = Clock::now();
-    if (watchdog_period_.count() != 0 && now >= next_ping_) {
-      uint64_t hb = dp_.heartbeat();
-      if (hb != last_heartbeat_) {
+    switch (watchdog_.check(dp_.heartbeat(), now)) {
+      case WatchdogGate::Verdict::kPing:
         sd_.send("WATCHDOG=1");
-        last_heartbeat_ = hb;
-        next_ping_ = now + watchdog_period_;
-        stalled_logged_ = false;
-      } else if (!stalled_logged_) {
+        break;
+      case WatchdogGate::Verdict::kStalled:
         spdlog::error("dataplane lcore {} has stopped making progress; withholding watchdog pings",
                       cfg_.dataplane.lcore);
-        stalled_logged_ = true;
-      }
+        break;
+      case WatchdogGate::Verdict::kWait:
+        break;
     }
     if (now >= next_events_) {
       next_events_ = now + kEventPeriod;
@@ -210,11 +214,9 @@ class Supervisor {
   const Dataplane& dp_;
   CtlChannel& ctl_;
   SdNotify& sd_;
-  std::chrono::microseconds watchdog_period_{0};  // 0: no watchdog
-  Clock::time_point next_ping_{};
+  std::chrono::microseconds watchdog_period_;  // 0: no watchdog
+  WatchdogGate watchdog_;
   Clock::time_point next_events_{};
-  uint64_t last_heartbeat_ = UINT64_MAX;
-  bool stalled_logged_ = false;
   std::vector<int> link_up_;  // -1 unknown
   ProtoStats last_{};
   uint64_t last_failed_logged_ = 0;

@@ -248,6 +248,7 @@ void Dataplane::rx_arp(Port& p, rte_mbuf* m) {
     // The kernel behind the exception tap resolves its own neighbours through us: let it see
     // replies too (requests for our address are answered here, not by the kernel).
     if (p.conf.exception_port_id != kNoPort) return to_exception_or_drop(p, m, Drop::kArpNotForUs);
+    p.stats->absorbed++;
     rte_pktmbuf_free(m);
     return;
   }

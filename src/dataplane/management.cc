@@ -246,7 +246,8 @@ json Management::stats() {
     const PortStats& p = s.ports[i];
     ports[ports_[i].name] = {{"rx_packets", p.rx_packets}, {"rx_bytes", p.rx_bytes},
                              {"tx_packets", p.tx_packets}, {"tx_bytes", p.tx_bytes},
-                             {"to_kernel", p.to_kernel},   {"from_kernel", p.from_kernel}};
+                             {"to_kernel", p.to_kernel},   {"from_kernel", p.from_kernel},
+                             {"absorbed", p.absorbed}};
   }
   const ProtoStats& pr = s.proto;
   json drops = json::object();

@@ -48,4 +48,17 @@ bool SdNotify::send(std::string_view msg) {
                 len) == static_cast<ssize_t>(msg.size());
 }
 
+WatchdogGate::Verdict WatchdogGate::check(uint64_t progress, Clock::time_point now) {
+  if (period_.count() == 0 || now < next_) return Verdict::kWait;
+  if (progress == last_) {
+    if (stalled_) return Verdict::kWait;
+    stalled_ = true;
+    return Verdict::kStalled;
+  }
+  last_ = progress;
+  stalled_ = false;
+  next_ = now + period_;
+  return Verdict::kPing;
+}
+
 }  // namespace cleave::dp

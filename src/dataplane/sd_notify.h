@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,28 @@ class SdNotify {
   int fd_ = -1;
   std::string path_;
   std::optional<std::chrono::microseconds> watchdog_;
+};
+
+// When to ping the watchdog: once per period, and only while the dataplane makes progress, so
+// systemd restarts a daemon whose polling core is stuck even though its main thread runs.
+class WatchdogGate {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class Verdict {
+    kWait,     // nothing to do now
+    kPing,     // send WATCHDOG=1
+    kStalled,  // a ping is due but there was no progress (reported once per stall)
+  };
+
+  explicit WatchdogGate(std::chrono::microseconds period) : period_(period) {}
+  // `progress` is any counter that advances while the dataplane is alive.
+  Verdict check(uint64_t progress, Clock::time_point now);
+
+ private:
+  std::chrono::microseconds period_;
+  Clock::time_point next_{};
+  uint64_t last_ = UINT64_MAX;
+  bool stalled_ = false;
 };
 
 }  // namespace cleave::dp

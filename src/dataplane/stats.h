@@ -2,6 +2,10 @@
 //
 // Written only by the dataplane lcore as plain integers; other threads see them only through a
 // snapshot the dataplane copies into a control request (ctl_channel.h).
+//
+// Every received packet is counted once by its fate: answered (arp_replies_tx,
+// icmp_echo_replies), absorbed, handed to the kernel (to_kernel, or exception_full), or dropped
+// by reason. Replies the NIC then refuses are counted again under tx_full.
 #pragma once
 
 #include <array>
@@ -62,6 +66,7 @@ struct PortStats {
   uint64_t tx_bytes = 0;
   uint64_t to_kernel = 0;    // handed to the exception tap
   uint64_t from_kernel = 0;  // sent on behalf of the exception tap
+  uint64_t absorbed = 0;     // used up without an answer: ARP replies the cache learned from
 };
 
 struct ProtoStats {

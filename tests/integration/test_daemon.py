@@ -10,6 +10,7 @@ instance refused, a broken management client.
 import json
 import os
 import socket
+import tempfile
 import subprocess
 import time
 
@@ -271,6 +272,35 @@ class DaemonTest(ct.TestCase):
             c.close()
         time.sleep(0.1)
         self.assertEqual(d.ctl("status")[1]["dataplane"]["state"], "running")
+
+    def test_hugepages_are_used_when_free(self):
+        # Reserve a few 2 MiB pages on a private hugetlbfs mount; put everything back after.
+        nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+        if not os.path.exists(nr):
+            self.skipTest("no 2 MiB hugepage support in this kernel")
+        with open(nr) as f:
+            before = f.read().strip()
+        mnt = tempfile.mkdtemp(prefix="cleave-huge-")
+        ct._cleanups.append(lambda: os.rmdir(mnt))
+        ct.sh(["mount", "-t", "hugetlbfs", "nodev", mnt])
+        ct._cleanups.append(lambda: ct.sh(["umount", mnt], check=False))
+        ct._cleanups.append(lambda: open(nr, "w").write(before))
+        with open(nr, "w") as f:
+            f.write(str(int(before) + 128))
+        free = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+        free_before = int(open(free).read())
+        d = self.start()
+        self.assertTrue(d.ctl("status")[1]["hugepages"])
+        self.assertLess(int(open(free).read()), free_before)  # cleaved's memory is in them
+        p = ct.sh(["ping", "-c", "3", "-i", "0.05", "10.99.0.1"], ns=self.net.b)
+        self.assertIn("3 received", p.stdout)
+        self.assertEqual(d.stop()[0], 0)
+
+    def test_no_hugepages_means_a_warning_not_a_failure(self):
+        d = self.start()
+        if d.ctl("status")[1]["hugepages"]:
+            self.skipTest("this machine has free hugepages")
+        self.assertIn("running without hugepages", d.logs())
 
     def test_mtu_beyond_the_driver_is_a_clear_error(self):
         self.net = ct.Net("m")

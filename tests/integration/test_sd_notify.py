@@ -6,6 +6,7 @@ starts cleaved on a net_null port with WATCHDOG_USEC set.
 """
 
 import os
+import signal
 import socket
 import tempfile
 import time
@@ -97,6 +98,22 @@ class SdNotifyTest(ct.TestCase):
         n.collect(0.6)
         self.assertFalse(any("WATCHDOG=1" in m for m in n.messages), n.messages)
         self.assertEqual(d.stop()[0], 0)
+
+
+    def test_journald_lines_carry_a_priority_and_no_timestamp(self):
+        # systemd sets JOURNAL_STREAM when stderr goes to the journal; format: auto follows it.
+        d = ct.Daemon(CONFIG, env={"JOURNAL_STREAM": "8:12345"})
+        d.proc.send_signal(signal.SIGHUP)  # logged as a warning, and otherwise ignored
+        ct.wait_until(lambda: "SIGHUP ignored" in d.logs(), what="the SIGHUP warning")
+        self.assertEqual(d.stop()[0], 0)
+        lines = [x for x in d.logs().splitlines() if x]
+        for line in lines:
+            self.assertRegex(line, r"^<[0-7]>[^<]", line)
+        self.assertTrue(lines[0].startswith("<6>cleaved "), lines[0])
+        self.assertIn("<4>SIGHUP ignored: cleaved does not reload its configuration; restart it "
+                      "to apply changes", lines)
+        self.assertIn("<6>Terminated received: shutting down", lines)
+        self.assertNotRegex(d.logs(), r"\d{2}:\d{2}:\d{2}")  # journald stamps lines itself
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 // config_test.cc - every class of configuration error, at the right line and column.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
 
 #include "config.h"
@@ -239,6 +241,40 @@ TEST(Config, UnreadableFile) {
   EXPECT_EQ(r.errors[0].line, 0);
   EXPECT_EQ(r.errors[0].str(),
             "/nonexistent/cleaved.yaml: cannot read file: No such file or directory");
+}
+
+// Seeded mutations of the default file: the loader never throws, and every error has a position
+// inside the text it was given.
+TEST(Config, MutatedFilesNeverThrowAndErrorsPointIntoTheFile) {
+  std::mt19937 rng(2026);
+  const std::string base(kDefaultConfigYaml);
+  const std::string alphabet = "abz019:-[]{},#&*!|>'\" \n\t";
+  int lines = 1 + static_cast<int>(std::count(base.begin(), base.end(), '\n'));
+  for (int i = 0; i < 3000; i++) {
+    std::string t = base;
+    for (int k = std::uniform_int_distribution<int>(1, 6)(rng); k > 0; k--) {
+      size_t at = std::uniform_int_distribution<size_t>(0, t.size() - 1)(rng);
+      switch (rng() % 3) {
+        case 0:
+          t[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          t.erase(at, rng() % 8);
+          break;
+        default:
+          t.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+      }
+    }
+    ConfigResult r;
+    ASSERT_NO_THROW(r = parse_config(t, "m.yaml")) << t;
+    ASSERT_NE(r.config.has_value(), !r.errors.empty());
+    for (const ConfigError& e : r.errors) {
+      EXPECT_GE(e.line, 1);
+      EXPECT_LE(e.line, lines + 8) << e.str();
+      EXPECT_GE(e.col, 1);
+    }
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,30 @@ TEST_F(MgmtServerTest, InvalidUtf8NeverThrows) {
   std::string line = "{\"version\":1,\"command\":\"\xff\xfe\"}";
   json a = ask(line);
   EXPECT_EQ(a["ok"], false);
+}
+
+TEST_F(MgmtServerTest, RandomBytesAlwaysGetAWellFormedAnswer) {
+  std::mt19937 rng(7);
+  const std::string valid = R"({"version":1,"id":3,"command":"echo","args":{"a":[1,"x"]}})";
+  for (int i = 0; i < 5000; i++) {
+    std::string line = valid;
+    if (i % 2 == 0) {
+      for (int k = 1 + int(rng() % 4); k > 0; k--)
+        line[rng() % line.size()] = char(rng() % 256);
+    } else {
+      line.resize(rng() % 200);
+      for (char& c : line)
+        c = char(rng() % 256);
+    }
+    json a;
+    ASSERT_NO_THROW(a = json::parse(server_.answer(line)));
+    ASSERT_TRUE(a.is_object());
+    ASSERT_EQ(a["version"], 1);
+    ASSERT_TRUE(a["ok"].is_boolean());
+    if (!a["ok"].get<bool>()) {
+      ASSERT_TRUE(a["error"]["message"].is_string());
+    }
+  }
 }
 
 TEST_F(MgmtServerTest, SeveralRequestsOnOneConnectionAnswerInOrder) {

@@ -272,10 +272,10 @@ void show_stats(const json& s) {
   for (const auto& [name, p] : s["ports"].items()) {
     std::printf(
         "port %s: rx %s packets %s bytes  tx %s packets %s bytes  to kernel %s  from "
-        "kernel %s\n",
+        "kernel %s  absorbed %s\n",
         name.c_str(), str(p["rx_packets"]).c_str(), str(p["rx_bytes"]).c_str(),
         str(p["tx_packets"]).c_str(), str(p["tx_bytes"]).c_str(), str(p["to_kernel"]).c_str(),
-        str(p["from_kernel"]).c_str());
+        str(p["from_kernel"]).c_str(), str(p["absorbed"]).c_str());
   }
   const json& a = s["arp"];
   std::printf(
