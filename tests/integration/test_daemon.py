@@ -44,11 +44,19 @@ ports:
 
 
 class DaemonTest(ct.TestCase):
-    def start(self, extra=""):
+    def start(self, extra="", iface=None, wait_ready=True):
+        """cleaved on a fresh pair of namespaces; `extra` is appended to the port."""
         self.net = ct.Net("d")
-        text = CONFIG % {"va": self.net.va, "mac": OUR_MAC, "extra": extra}
-        self.d = ct.Daemon(text, ns=self.net.a)
+        text = CONFIG % {"va": iface or self.net.va, "mac": OUR_MAC, "extra": extra}
+        self.d = ct.Daemon(text, ns=self.net.a, wait_ready=wait_ready)
         return self.d
+
+    def start_fails(self, **kw):
+        """Starts cleaved expecting it to give up with exit code 1; returns its log."""
+        d = self.start(wait_ready=False, **kw)
+        self.assertEqual(d.proc.wait(timeout=15), 1)
+        self.assertFalse(os.path.exists(d.socket))
+        return d.logs()
 
     def test_kernel_pings_cleaved_and_learns_its_mac(self):
         d = self.start()
@@ -303,21 +311,12 @@ class DaemonTest(ct.TestCase):
         self.assertIn("running without hugepages", d.logs())
 
     def test_mtu_beyond_the_driver_is_a_clear_error(self):
-        self.net = ct.Net("m")
-        text = CONFIG.replace("    mac: %(mac)s\n", "    mac: %(mac)s\n    mtu: 9000\n") % {
-            "va": self.net.va, "mac": OUR_MAC, "extra": ""}
-        d = ct.Daemon(text, ns=self.net.a, wait_ready=False)
-        self.assertEqual(d.proc.wait(timeout=15), 1)
-        self.assertIn("MTU 9000 is outside what driver net_af_packet supports (46-1500)", d.logs())
+        logs = self.start_fails(extra="    mtu: 9000\n")
+        self.assertIn("MTU 9000 is outside what driver net_af_packet supports (46-1500)", logs)
 
     def test_missing_device_is_a_clear_error(self):
-        self.net = ct.Net("x")
-        text = CONFIG.replace("iface=%(va)s", "iface=nosuchif0") % {
-            "va": self.net.va, "mac": OUR_MAC, "extra": ""}
-        d = ct.Daemon(text, ns=self.net.a, wait_ready=False)
-        self.assertEqual(d.proc.wait(timeout=15), 1)
-        self.assertRegex(d.logs(), r"(EAL initialisation failed|did not come up in DPDK)")
-        self.assertFalse(os.path.exists(d.socket))
+        logs = self.start_fails(iface="nosuchif0")
+        self.assertRegex(logs, r"(EAL initialisation failed|did not come up in DPDK)")
 
 
 if __name__ == "__main__":
