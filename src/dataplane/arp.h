@@ -73,7 +73,6 @@ class ArpTable {
 
   const ArpEntry* find(uint8_t port, Ipv4 ip) const;
   size_t size() const { return size_; }
-  size_t capacity() const { return entries_.size() - 1; }
 
   template <typename F>
   void for_each(F&& f) const {

@@ -19,6 +19,8 @@
 #include <tuple>
 #include <utility>
 
+#include "stats.h"  // kMaxPorts: the dataplane keeps counters for that many ports
+
 namespace cleave::dp {
 
 std::string ConfigError::str() const {
@@ -28,7 +30,6 @@ std::string ConfigError::str() const {
 
 namespace {
 
-constexpr uint32_t kMaxPorts = 16;
 constexpr size_t kMaxIfNameLen = 15;  // IFNAMSIZ - 1
 
 bool is_name_char(char c) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "arp.h"
@@ -40,7 +41,7 @@ struct RouteAnswer {
   bool found = false;
   uint8_t port = 0;
   Ipv4Prefix dst;
-  bool connected = false;
+  std::string_view kind;  // RouteEntry::kind()
   Ipv4 next_hop;
   bool neighbour_known = false;  // an ARP entry exists
   ArpState state = ArpState::kIncomplete;

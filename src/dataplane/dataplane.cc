@@ -81,6 +81,7 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
   for (size_t i = 0; i < ports.size(); i++) {
     Port& p = ports_[i];
     p.conf = std::move(ports[i]);
+    p.mac = to_ether(p.conf.mac);
     p.ip_be = rte_cpu_to_be_32(p.conf.ipv4.addr.host);
     p.bcast_be = rte_cpu_to_be_32(p.conf.ipv4.network().host | ~p.conf.ipv4.mask());
     p.stats = &stats_.ports[i];
@@ -109,7 +110,7 @@ int Dataplane::lcore_main(void* arg) {
 void Dataplane::start() {
   now_ = rte_rdtsc();
   for (Port& p : ports_)
-    send_arp(p, RTE_ARP_OP_REQUEST, p.conf.ipv4.addr, nullptr);  // announce
+    send_arp_request(p, p.conf.ipv4.addr, nullptr);  // announce
   for (const NextHop& h : routes_.gateways())
     arp_.pin(h.port, h.addr, now_);
   flush_all();
@@ -201,8 +202,7 @@ void Dataplane::rx_packet(Port& p, rte_mbuf* m) {
   if (unlikely(m->data_len < sizeof(rte_ether_hdr))) return drop(m, Drop::kRunt);
   const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
   if (unlikely(!rte_is_multicast_ether_addr(&eth->dst_addr) &&
-               std::memcmp(eth->dst_addr.addr_bytes, p.conf.mac.b.data(), RTE_ETHER_ADDR_LEN) !=
-                   0)) {
+               !rte_is_same_ether_addr(&eth->dst_addr, &p.mac))) {
     return drop(m, Drop::kNotForUs);
   }
   switch (eth->ether_type) {
@@ -259,7 +259,7 @@ void Dataplane::rx_arp(Port& p, rte_mbuf* m) {
   arp->arp_opcode = RTE_BE16(RTE_ARP_OP_REPLY);
   r.arp_tha = r.arp_sha;
   r.arp_tip = r.arp_sip;
-  r.arp_sha = to_ether(p.conf.mac);
+  r.arp_sha = p.mac;
   r.arp_sip = p.ip_be;
   eth->dst_addr = r.arp_tha;
   eth->src_addr = r.arp_sha;
@@ -325,7 +325,7 @@ void Dataplane::rx_icmp(Port& p, rte_mbuf* m, uint32_t ip_off, uint32_t ihl, uin
   ip->hdr_checksum = 0;
   ip->hdr_checksum = static_cast<uint16_t>(~rte_raw_cksum(ip, ihl));
   eth->dst_addr = eth->src_addr;
-  eth->src_addr = to_ether(p.conf.mac);
+  eth->src_addr = p.mac;
   m->ol_flags = 0;
   stats_.proto.icmp_echo_replies++;
   stage(p.wire, m);
@@ -362,7 +362,7 @@ void Dataplane::drop(rte_mbuf* m, Drop reason) {
   rte_pktmbuf_free(m);
 }
 
-void Dataplane::send_arp(Port& p, uint16_t op, Ipv4 target, const Mac* dst) {
+void Dataplane::send_arp_request(Port& p, Ipv4 target, const Mac* dst) {
   rte_mbuf* m = rte_pktmbuf_alloc(pool_);
   if (unlikely(m == nullptr)) {
     stats_.drops[static_cast<size_t>(Drop::kNoMbuf)]++;
@@ -371,20 +371,19 @@ void Dataplane::send_arp(Port& p, uint16_t op, Ipv4 target, const Mac* dst) {
   auto* eth = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(m, kMinFrame));
   std::memset(eth, 0, kMinFrame);
   auto* arp = reinterpret_cast<rte_arp_hdr*>(eth + 1);
-  rte_ether_addr self = to_ether(p.conf.mac);
   if (dst != nullptr) {
     eth->dst_addr = to_ether(*dst);
   } else {
     std::memset(eth->dst_addr.addr_bytes, 0xff, RTE_ETHER_ADDR_LEN);
   }
-  eth->src_addr = self;
+  eth->src_addr = p.mac;
   eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_ARP);
   arp->arp_hardware = RTE_BE16(RTE_ARP_HRD_ETHER);
   arp->arp_protocol = RTE_BE16(RTE_ETHER_TYPE_IPV4);
   arp->arp_hlen = RTE_ETHER_ADDR_LEN;
   arp->arp_plen = 4;
-  arp->arp_opcode = rte_cpu_to_be_16(op);
-  arp->arp_data.arp_sha = self;
+  arp->arp_opcode = RTE_BE16(RTE_ARP_OP_REQUEST);
+  arp->arp_data.arp_sha = p.mac;
   arp->arp_data.arp_sip = p.ip_be;
   arp->arp_data.arp_tip = rte_cpu_to_be_32(target.host);  // tha stays zero
   stats_.proto.arp_requests_tx++;
@@ -392,7 +391,7 @@ void Dataplane::send_arp(Port& p, uint16_t op, Ipv4 target, const Mac* dst) {
 }
 
 void Dataplane::arp_send_request(uint8_t port, Ipv4 target, const Mac* dst) {
-  send_arp(ports_[port], RTE_ARP_OP_REQUEST, target, dst);
+  send_arp_request(ports_[port], target, dst);
 }
 
 }  // namespace cleave::dp

@@ -9,6 +9,7 @@
 // timers, TX flush, and the answers to control requests.
 #pragma once
 
+#include <rte_ether.h>
 #include <rte_mbuf.h>
 
 #include <atomic>
@@ -83,6 +84,7 @@ class Dataplane final : private ArpIo {
  private:
   struct Port {
     DpPort conf;
+    rte_ether_addr mac;  // conf.mac as the packet path writes and compares it
     uint32_t ip_be = 0;  // our address, network byte order
     uint32_t bcast_be = 0;
     PortStats* stats = nullptr;
@@ -107,7 +109,7 @@ class Dataplane final : private ArpIo {
   void stage(TxStage& s, rte_mbuf* m);
   void flush(TxStage& s);
   void drop(rte_mbuf* m, Drop reason);
-  void send_arp(Port& p, uint16_t op, Ipv4 target, const Mac* dst);
+  void send_arp_request(Port& p, Ipv4 target, const Mac* dst);
   void arp_send_request(uint8_t port, Ipv4 target, const Mac* dst) override;
 
   // Control requests.

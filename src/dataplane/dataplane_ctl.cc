@@ -53,7 +53,7 @@ void Dataplane::answer_route_get(CtlRequest* r, uint64_t now) {
   a.found = true;
   a.port = hop->port;
   a.dst = hop->route->dst;
-  a.connected = !hop->route->via;
+  a.kind = hop->route->kind();
   a.next_hop = hop->addr;
   if (hop->addr == ports_[hop->port].conf.ipv4.addr) {
     // Our own address: nothing to resolve.

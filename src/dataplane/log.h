@@ -5,7 +5,6 @@
 // routed into the same logger. Nothing on the data path logs: it counts.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 

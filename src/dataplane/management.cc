@@ -220,7 +220,7 @@ json Management::route_get(const std::string& addr) {
   }
   return {{"addr", addr},
           {"dst", a.dst.str()},
-          {"kind", a.connected ? "connected" : (a.dst.len == 0 ? "default" : "static")},
+          {"kind", a.kind},
           {"port", port_name(a.port)},
           {"next_hop", a.next_hop.str()},
           {"neighbour", neigh}};

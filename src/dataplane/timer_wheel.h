@@ -38,7 +38,6 @@ class TimerWheel {
   // Fires every timer whose deadline is at or before now; returns how many fired.
   unsigned advance(uint64_t now_cycles);
 
-  uint64_t tick_cycles() const { return tick_cycles_; }
   size_t armed_count() const { return armed_; }
 
  private:

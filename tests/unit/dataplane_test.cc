@@ -385,7 +385,7 @@ TEST_F(DataplaneTest, RouteGetResolvesTheNextHop) {
   build("    gateway: 10.0.0.254\n");
   RouteAnswer a = route_get(0x08080808);
   EXPECT_TRUE(a.found);
-  EXPECT_FALSE(a.connected);
+  EXPECT_EQ(a.kind, "default");
   EXPECT_EQ(a.next_hop, Ipv4{kGwIp});
   EXPECT_EQ(a.state, ArpState::kIncomplete);
   auto out = poll_wire(1);
