@@ -1,0 +1,166 @@
+/* cleave.h - libcleave, the application side of Cleave: a C ABI with opaque handles.
+ *
+ * An app opens a context (one connection to cleaved), gets a shared region whose heap it
+ * allocates buffers from, registers more memory if it wants, and creates notification pipes:
+ * submit queues (sends), receive queues (buffers for incoming data) and completion queues. The
+ * post and poll calls touch only shared memory: no syscalls, no locks.
+ *
+ * Errors: functions returning int give 0 (or a count) on success and a negative CL_E* code on
+ * failure; cl_strerror() names it. Once the daemon is gone every call fails with CL_EDAEMON; once
+ * it evicted the app, with CL_EEVICTED. Neither ever hangs: a dead daemon is noticed within a
+ * second, also by a thread spinning in cl_poll_cq or sleeping in cl_cq_wait.
+ *
+ * Thread safety, per call:
+ *   cl_open, cl_close            - once per context; no other call on it may run during cl_close
+ *   cl_alloc, cl_free            - any thread
+ *   cl_mr_*, cl_*_create/destroy - any thread (serialised on the context's socket)
+ *   cl_post_send, cl_post_recv   - one thread at a time per queue
+ *   cl_poll_cq, cl_cq_wait       - one thread at a time per completion queue
+ *   cl_strerror, accessors       - any thread
+ */
+#ifndef CLEAVE_CLEAVE_H
+#define CLEAVE_CLEAVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CL_API __attribute__((visibility("default")))
+#else
+#define CL_API
+#endif
+
+/* Error codes: Linux errno values where one fits, negated. */
+enum {
+  CL_OK = 0,
+  CL_EPERM = -1,         /* not allowed to connect (uid/gid not in the daemon's config) */
+  CL_ENOENT = -2,        /* no such pipe or MR, or no daemon socket */
+  CL_EAGAIN = -11,       /* nothing now; try again (queue full, nothing to poll) */
+  CL_ENOMEM = -12,       /* out of memory (heap, or the daemon's) */
+  CL_EACCES = -13,       /* MR access rights do not allow the operation */
+  CL_EFAULT = -14,       /* offset/length outside the MR */
+  CL_EBUSY = -16,        /* in use (e.g. a completion queue with queues attached) */
+  CL_EINVAL = -22,       /* invalid argument */
+  CL_ENOSPC = -28,       /* a table is full (daemon-wide) */
+  CL_EPROTO = -71,       /* malformed message or descriptor */
+  CL_EOPNOTSUPP = -95,   /* unknown opcode or flag */
+  CL_ETIMEDOUT = -110,   /* cl_cq_wait timed out */
+  CL_EDQUOT = -122,      /* over this app's quota */
+  CL_EDAEMON = -1001,    /* cleaved is gone (exited, crashed or closed the connection) */
+  CL_EVERSION = -1002,   /* no protocol version in common with cleaved */
+  CL_EEVICTED = -1003,   /* cleaved disconnected this app for exceeding its error budget */
+  CL_ENORECV = -1004,    /* a send found no posted receive buffer (completion status) */
+  CL_ETRUNC = -1005      /* the receive buffer was shorter than the data (completion status) */
+};
+
+/* MR access: what cleaved and the NIC may do with the memory. */
+enum {
+  CL_ACCESS_READ = 1 << 0,  /* source of sends and copies */
+  CL_ACCESS_WRITE = 1 << 1, /* target of receives and copies */
+  CL_ACCESS_REMOTE_READ = 1 << 2,
+  CL_ACCESS_REMOTE_WRITE = 1 << 3
+};
+
+/* Opcodes of cl_send_wr. */
+enum {
+  CL_OP_NOP = 0,  /* completes at once: a round trip through the dataplane */
+  CL_OP_COPY = 1, /* copy between two of the app's own MRs */
+  CL_OP_SEND = 2  /* into the next buffer posted on receive queue `target` */
+};
+
+/* cl_wc.flags */
+enum { CL_WC_RECV = 1 << 0, CL_WC_IMM = 1 << 1 };
+
+typedef struct cl_ctx cl_ctx;
+typedef struct cl_mr cl_mr;
+typedef struct cl_cq cl_cq;
+typedef struct cl_sq cl_sq;
+typedef struct cl_rq cl_rq;
+
+struct cl_open_attr {
+  const char *socket_path; /* NULL: $CLEAVE_APP_SOCKET, else /run/cleave/app.sock */
+  const char *name;        /* shown by cleavectl app list; NULL: the program's name */
+};
+
+struct cl_send_wr {
+  uint64_t wr_id;
+  const cl_mr *mr; /* NULL: the region heap (cl_alloc memory) */
+  uint64_t offset; /* into mr */
+  uint32_t length;
+  uint32_t opcode;      /* CL_OP_* */
+  const cl_mr *dst_mr;  /* CL_OP_COPY destination; NULL: the heap */
+  uint64_t dst_offset;  /* CL_OP_COPY */
+  const cl_rq *target;  /* CL_OP_SEND */
+  uint32_t imm;         /* CL_OP_SEND: handed to the receive completion */
+};
+
+struct cl_recv_wr {
+  uint64_t wr_id;
+  const cl_mr *mr; /* NULL: the heap */
+  uint64_t offset;
+  uint32_t length;
+};
+
+struct cl_wc {
+  uint64_t wr_id;
+  int32_t status; /* 0 or a negative CL_E* code */
+  uint32_t length;
+  uint32_t opcode;
+  uint32_t flags; /* CL_WC_* */
+  uint32_t imm;
+};
+
+/* ---- Context ---- */
+CL_API int cl_open(const struct cl_open_attr *attr /* may be NULL */, cl_ctx **out);
+CL_API int cl_close(cl_ctx *ctx); /* frees every queue, MR and heap block of the context */
+CL_API uint32_t cl_app_id(const cl_ctx *ctx);
+CL_API const char *cl_strerror(int err);
+
+/* ---- Heap in the shared region (MR 0) ---- */
+/* Returns NULL when the heap cannot satisfy the request; align is a power of two (0 = 64). */
+CL_API void *cl_alloc(cl_ctx *ctx, size_t size, size_t align);
+CL_API void cl_free(cl_ctx *ctx, void *ptr);
+/* Offset of a heap pointer, for work requests with mr == NULL; UINT64_MAX if ptr is not in the
+ * heap. */
+CL_API uint64_t cl_heap_offset(const cl_ctx *ctx, const void *ptr);
+
+/* ---- Memory regions ----
+ * Registers the first `length` bytes of a memfd (created with MFD_ALLOW_SEALING; the library
+ * seals it against shrinking so the daemon can never fault on it). The fd stays the caller's. */
+CL_API int cl_mr_reg(cl_ctx *ctx, int memfd, uint64_t length, unsigned access, cl_mr **out);
+CL_API int cl_mr_dereg(cl_mr *mr);
+CL_API void *cl_mr_addr(const cl_mr *mr);
+CL_API uint64_t cl_mr_length(const cl_mr *mr);
+CL_API uint32_t cl_mr_id(const cl_mr *mr);
+
+/* ---- Queues ----
+ * entries: a power of two, 64..65536 (and within the quota). A completion queue must be able to
+ * hold a completion for every entry of the queues attached to it. `doorbell` gives the CQ an
+ * eventfd so cl_cq_wait can sleep; `spin_us` is how long cl_cq_wait spins before sleeping. */
+CL_API int cl_cq_create(cl_ctx *ctx, uint32_t entries, int doorbell, uint32_t spin_us,
+                        cl_cq **out);
+CL_API int cl_cq_destroy(cl_cq *cq);
+CL_API int cl_sq_create(cl_ctx *ctx, cl_cq *cq, uint32_t entries, cl_sq **out);
+CL_API int cl_sq_destroy(cl_sq *sq);
+CL_API int cl_rq_create(cl_ctx *ctx, cl_cq *cq, uint32_t entries, cl_rq **out);
+CL_API int cl_rq_destroy(cl_rq *rq);
+
+/* Post up to n requests; returns how many were posted (0..n; fewer when the queue is full) or a
+ * negative code. Checks what the library can (lengths, MR rights); the daemon checks again. */
+CL_API int cl_post_send(cl_sq *sq, const struct cl_send_wr *wr, unsigned n);
+CL_API int cl_post_recv(cl_rq *rq, const struct cl_recv_wr *wr, unsigned n);
+/* Take up to n completions; returns how many (0 when none) or a negative code. */
+CL_API int cl_poll_cq(cl_cq *cq, struct cl_wc *wc, unsigned n);
+/* Wait until a completion is ready: spins spin_us, then sleeps on the doorbell (if any).
+ * timeout_ms < 0 waits forever. Returns 0, CL_ETIMEDOUT, or an error. */
+CL_API int cl_cq_wait(cl_cq *cq, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLEAVE_CLEAVE_H */

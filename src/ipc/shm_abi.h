@@ -1,0 +1,291 @@
+// shm_abi.h - the whole contract between cleaved and libcleave: the app socket's messages, the
+// shared region's layout, pipe geometry and every entry format. Change a layout, bump kAbiVersion.
+//
+// Trust: the daemon trusts nothing an app writes. Everything in shared memory is data the app
+// may change at any moment: the daemon keeps every geometry (offsets, sizes, counts) in its own
+// memory, copies each entry out before reading it, and checks the copy. Shared memory holds
+// offsets, never pointers.
+//
+// Socket: SOCK_SEQPACKET unix socket <runtime_dir>/app.sock; one message per packet, file
+// descriptors ride along with SCM_RIGHTS. Every request gets exactly one reply with the same
+// `seq`; replies come in request order. The daemon authenticates the peer with SO_PEERCRED.
+//
+//   app -> daemon                          daemon -> app
+//   Hello{versions, name}                  HelloReply{version, app id, layout, quotas} + region fd
+//   PipeCreate{kind, entries, cq} [+efd]   PipeReply{pipe id, offset, entries}
+//   PipeDestroy{pipe}                      Reply
+//   MrReg{length, access} + memfd          MrReply{mr id}
+//   MrDereg{mr}                            Reply
+//                                          Notice{reason} (unsolicited, then the daemon closes)
+//
+// Region layout (one memfd per app, created, sealed and sized by the daemon):
+//   [RegionHeader, one 4 KiB page][pipe area: pipes at daemon-chosen offsets][heap = MR 0]
+// Pipe layout at its offset: [PipeCtl, two cache lines][entries: count x entry size]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace cleave::abi {
+
+inline constexpr uint32_t kMagic = 0x314c5643;  // "CVL1" little-endian
+inline constexpr uint16_t kAbiVersion = 1;
+inline constexpr uint16_t kAbiMinVersion = 1;  // oldest version this build still speaks
+inline constexpr size_t kCacheLine = 64;
+inline constexpr std::string_view kAppSocketName = "app.sock";
+inline constexpr size_t kAppNameMax = 32;  // including the terminating NUL
+inline constexpr size_t kMaxMessage = 256;
+
+// ---- Shared region -----------------------------------------------------------------------------
+
+inline constexpr uint64_t kRegionHeaderSize = 4096;
+inline constexpr uint32_t kRegionHugetlb = 1u << 0;
+
+// Written once by the daemon before the fd is passed; the library checks it after mapping.
+struct RegionHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t flags;  // kRegion*
+  uint32_t app_id;
+  uint32_t reserved;
+  uint64_t size;
+  uint64_t pipe_area_offset;
+  uint64_t pipe_area_size;
+  uint64_t heap_offset;  // MR 0
+  uint64_t heap_size;
+};
+static_assert(sizeof(RegionHeader) == 56);
+
+// ---- Notification pipes ------------------------------------------------------------------------
+//
+// Single producer, single consumer. Entries carry a phase byte, the entry's last byte: the
+// producer writes the entry, then stores phase with release; the consumer polls the phase of the
+// next entry with acquire. The phase a producer writes on lap L (L = index / count) is
+// (L + 1) & 1, so a zeroed ring is empty. The consumer publishes how far it has read in
+// PipeCtl::consumer (its own cache line); the producer reads that only when its credits run out.
+
+enum class PipeKind : uint8_t {
+  kSubmit = 1,      // app -> daemon, SendEntry
+  kRecv = 2,        // app -> daemon, RecvEntry (receive buffers)
+  kCompletion = 3,  // daemon -> app, Completion
+};
+
+struct alignas(kCacheLine) PipeCtl {
+  // Written by the consumer only: entries consumed so far (monotonic, never wraps in practice).
+  alignas(kCacheLine) uint64_t consumer;
+  // Written by the consumer only: nonzero while it sleeps on its eventfd (doorbell armed). The
+  // producer reads it after each burst and writes the eventfd when set.
+  alignas(kCacheLine) uint32_t sleeping;
+};
+static_assert(sizeof(PipeCtl) == 2 * kCacheLine);
+static_assert(offsetof(PipeCtl, sleeping) == kCacheLine);
+
+inline constexpr uint32_t kPipeMinEntries = 64;
+inline constexpr uint32_t kPipeMaxEntries = 1u << 16;
+
+// Opcodes of SendEntry. Values are ABI.
+enum Opcode : uint8_t {
+  kOpNop = 0,   // no data; completes at once (a ping through the dataplane)
+  kOpCopy = 1,  // copy `length` bytes from (mr, offset) to (remote_mr, remote_offset), both the
+                // app's own MRs: the local copy engine
+  kOpSend = 2,  // deliver (mr, offset, length) into the next receive buffer posted on pipe
+                // `target` (a kRecv pipe of the same app; transports will widen this to flows)
+  kOpCount,
+};
+
+// Access rights of an MR: what the daemon and NIC may do with it.
+inline constexpr uint32_t kAccessRead = 1u << 0;   // read: source of sends and copies
+inline constexpr uint32_t kAccessWrite = 1u << 1;  // write: target of receives and copies
+inline constexpr uint32_t kAccessRemoteRead = 1u << 2;
+inline constexpr uint32_t kAccessRemoteWrite = 1u << 3;
+inline constexpr uint32_t kAccessAll = 0xf;
+
+// Submit pipe entry: one cache line.
+struct SendEntry {
+  uint64_t wr_id;          // echoed in the completion
+  uint64_t offset;         // into `mr`
+  uint64_t remote_offset;  // kOpCopy: into `remote_mr`
+  uint32_t length;
+  uint32_t mr;
+  uint32_t remote_mr;  // kOpCopy: destination MR
+  uint32_t target;     // kOpSend: the receive pipe's id
+  uint32_t imm;        // carried to the receive completion (kOpSend)
+  uint8_t opcode;      // Opcode
+  uint8_t flags;       // none defined: must be 0
+  uint8_t reserved[17];
+  uint8_t phase;
+};
+static_assert(sizeof(SendEntry) == kCacheLine);
+static_assert(offsetof(SendEntry, opcode) == 44);
+static_assert(offsetof(SendEntry, phase) == 63);
+
+// Receive pipe entry: a buffer for incoming data. Four per cache line. The app's wr_id stays in
+// the library: the completion names the entry by its index in the pipe.
+struct RecvEntry {
+  uint64_t offset;
+  uint32_t length;
+  uint16_t mr;
+  uint8_t reserved;
+  uint8_t phase;
+};
+static_assert(sizeof(RecvEntry) == 16);
+static_assert(kCacheLine % sizeof(RecvEntry) == 0);
+static_assert(offsetof(RecvEntry, phase) == 15);
+
+inline constexpr uint8_t kCompRecv = 1u << 0;  // a receive completion: wr_id is the entry index
+inline constexpr uint8_t kCompImm = 1u << 1;   // imm is valid
+
+// Completion pipe entry: two per cache line.
+struct Completion {
+  uint64_t wr_id;   // SendEntry::wr_id, or the receive entry's index (kCompRecv)
+  uint32_t length;  // bytes moved
+  int32_t status;   // 0, or a negative CL_E* code
+  uint32_t imm;
+  uint16_t pipe;   // the submit or receive pipe this completes an entry of
+  uint8_t opcode;  // the SendEntry opcode (kOpSend for receives)
+  uint8_t flags;   // kComp*
+  uint8_t reserved[7];
+  uint8_t phase;
+};
+static_assert(sizeof(Completion) == 32);
+static_assert(kCacheLine % sizeof(Completion) == 0);
+static_assert(offsetof(Completion, phase) == 31);
+
+constexpr uint32_t entry_size(PipeKind k) {
+  switch (k) {
+    case PipeKind::kSubmit:
+      return sizeof(SendEntry);
+    case PipeKind::kRecv:
+      return sizeof(RecvEntry);
+    case PipeKind::kCompletion:
+      return sizeof(Completion);
+  }
+  return 0;
+}
+
+// Bytes a pipe of `entries` takes in the pipe area, a multiple of the cache line.
+constexpr uint64_t pipe_bytes(PipeKind k, uint32_t entries) {
+  return sizeof(PipeCtl) + uint64_t{entries} * entry_size(k);
+}
+
+// ---- Socket messages ---------------------------------------------------------------------------
+
+enum class MsgType : uint16_t {
+  kHello = 1,
+  kHelloReply = 2,
+  kPipeCreate = 3,
+  kPipeReply = 4,
+  kPipeDestroy = 5,
+  kMrReg = 6,
+  kMrReply = 7,
+  kMrDereg = 8,
+  kReply = 9,    // status only
+  kNotice = 10,  // daemon -> app, unsolicited: why the daemon is about to close the connection
+};
+
+struct MsgHeader {
+  uint32_t magic;    // kMagic
+  uint16_t version;  // the negotiated version (kAbiVersion in Hello)
+  uint16_t type;     // MsgType
+  uint32_t seq;      // chosen by the app, echoed in the reply
+  int32_t status;    // replies: 0 or a negative CL_E* code
+};
+static_assert(sizeof(MsgHeader) == 16);
+
+struct Hello {
+  MsgHeader h;
+  uint16_t min_version;
+  uint16_t max_version;
+  uint32_t flags;          // none defined
+  char name[kAppNameMax];  // NUL-terminated, printable; shown by `cleavectl app`
+};
+
+struct Quotas {
+  uint64_t memory_bytes;  // region plus registered MRs
+  uint32_t pipes;
+  uint32_t mrs;
+  uint32_t flows;
+  uint32_t pipe_entries;  // largest pipe
+};
+
+struct HelloReply {
+  MsgHeader h;  // status CL_EVERSION: min/max_version say what the daemon speaks
+  uint16_t min_version;
+  uint16_t max_version;
+  uint32_t app_id;
+  uint64_t region_size;
+  uint64_t pipe_area_offset;
+  uint64_t pipe_area_size;
+  uint64_t heap_offset;
+  uint64_t heap_size;
+  uint32_t region_flags;  // kRegion*
+  uint32_t reserved;
+  Quotas quotas;
+};
+
+inline constexpr uint32_t kPipeDoorbell = 1u << 0;  // an eventfd rides along (kCompletion only)
+
+struct PipeCreate {
+  MsgHeader h;
+  uint8_t kind;  // PipeKind
+  uint8_t reserved[3];
+  uint32_t entries;  // power of two, kPipeMinEntries..min(kPipeMaxEntries, quota)
+  uint32_t cq;       // kSubmit, kRecv: the completion pipe their completions go to
+  uint32_t flags;    // kPipe*
+};
+
+struct PipeReply {
+  MsgHeader h;
+  uint32_t pipe;
+  uint32_t entries;
+  uint64_t offset;  // of the PipeCtl, from the region base
+};
+
+struct PipeDestroy {
+  MsgHeader h;
+  uint32_t pipe;
+  uint32_t reserved;
+};
+
+struct MrReg {
+  MsgHeader h;
+  uint64_t length;  // bytes of the memfd to register, from offset 0
+  uint32_t access;  // kAccess*
+  uint32_t reserved;
+};
+
+struct MrReply {
+  MsgHeader h;
+  uint32_t mr;
+  uint32_t reserved;
+};
+
+struct MrDereg {
+  MsgHeader h;
+  uint32_t mr;
+  uint32_t reserved;
+};
+
+struct Reply {
+  MsgHeader h;
+};
+
+enum class NoticeReason : uint32_t {
+  kShutdown = 1,  // the daemon is stopping
+  kEvicted = 2,   // the app exceeded its error budget
+};
+
+struct Notice {
+  MsgHeader h;
+  uint32_t reason;  // NoticeReason
+  uint32_t reserved;
+};
+
+static_assert(sizeof(Hello) <= kMaxMessage && sizeof(HelloReply) <= kMaxMessage);
+static_assert(sizeof(PipeCreate) <= kMaxMessage && sizeof(MrReg) <= kMaxMessage);
+
+// MR 0 is the region's heap; registered MRs get ids from 1.
+inline constexpr uint32_t kHeapMr = 0;
+
+}  // namespace cleave::abi
