@@ -249,6 +249,78 @@ void check_arp(Checker& c, const YAML::Node& n, Config& cfg) {
   c.number(n, "failed_hold_ms", "arp", a.failed_hold_ms, 0, 3600000);
 }
 
+// The first of `keys` given in mapping n, else n itself: where a cross-field error is reported.
+YAML::Node first_of(const YAML::Node& n, std::initializer_list<std::string_view> keys) {
+  for (auto key : keys) {
+    if (YAML::Node v = Checker::value(n, key); v.IsDefined()) return v;
+  }
+  return n;
+}
+
+void check_quota(Checker& c, const YAML::Node& n, const std::string& path, AppQuota& q) {
+  if (!c.mapping(
+          n, path,
+          {"memory_mb", "region_mb", "pipes", "mrs", "flows", "pipe_entries", "error_budget"})) {
+    return;
+  }
+  c.number(n, "memory_mb", path, q.memory_mb, 1, 1 << 20);
+  c.number(n, "region_mb", path, q.region_mb, 1, 1 << 16);
+  c.number(n, "pipes", path, q.pipes, 3, 4096);
+  c.number(n, "mrs", path, q.mrs, 0, 1024);
+  c.number(n, "flows", path, q.flows, 0, 1 << 20);
+  c.number(n, "pipe_entries", path, q.pipe_entries, 64, 65536);
+  c.number(n, "error_budget", path, q.error_budget, 1, 1 << 20);
+  if ((q.pipe_entries & (q.pipe_entries - 1)) != 0) {
+    c.error(Checker::value(n, "pipe_entries"),
+            path + ".pipe_entries: expected a power of two, got " + std::to_string(q.pipe_entries));
+  }
+  if (q.region_mb > q.memory_mb) {
+    c.error(first_of(n, {"region_mb", "memory_mb"}),
+            path + ".region_mb: " + std::to_string(q.region_mb) + " MB does not fit in memory_mb " +
+                std::to_string(q.memory_mb) + " MB");
+  }
+}
+
+void check_apps(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "apps", {"max_apps", "budget", "quota", "allow"})) return;
+  auto& a = cfg.apps;
+  c.number(n, "max_apps", "apps", a.max_apps, 1, 4096);
+  c.number(n, "budget", "apps", a.budget, 1, 4096);
+  if (YAML::Node q = Checker::value(n, "quota"); q.IsDefined()) {
+    check_quota(c, q, "apps.quota", a.quota);
+  }
+  a.allow.assign(1, AppRule{0, std::nullopt, a.quota});
+  YAML::Node allow = Checker::value(n, "allow");
+  if (!allow.IsDefined()) return;
+  if (!allow.IsSequence()) {
+    c.error(allow, "apps.allow: expected a list of {uid: N} or {gid: N} rules");
+    return;
+  }
+  a.allow.clear();
+  for (size_t i = 0; i < allow.size(); i++) {
+    std::string path = "apps.allow[" + std::to_string(i) + "]";
+    YAML::Node r = allow[i];
+    AppRule rule{std::nullopt, std::nullopt, a.quota};
+    if (!c.mapping(r, path, {"uid", "gid", "quota"})) continue;
+    uint32_t id = 0;
+    if (Checker::value(r, "uid").IsDefined()) {
+      c.number(r, "uid", path, id, 0, UINT32_MAX - 1);
+      rule.uid = id;
+    }
+    if (Checker::value(r, "gid").IsDefined()) {
+      c.number(r, "gid", path, id, 0, UINT32_MAX - 1);
+      rule.gid = id;
+    }
+    if (rule.uid.has_value() == rule.gid.has_value()) {
+      c.error(r, path + ": give exactly one of uid or gid");
+    }
+    if (YAML::Node q = Checker::value(r, "quota"); q.IsDefined()) {
+      check_quota(c, q, path + ".quota", rule.quota);
+    }
+    a.allow.push_back(rule);
+  }
+}
+
 std::optional<Ipv4> ipv4_value(Checker& c, const YAML::Node& map, std::string_view key,
                                const std::string& path) {
   std::string s;
@@ -433,7 +505,8 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   }
   Config cfg;
   cfg.source = name;
-  if (!c.mapping(root, "", {"runtime_dir", "log", "eal", "dataplane", "arp", "ports"})) return r;
+  if (!c.mapping(root, "", {"runtime_dir", "log", "eal", "dataplane", "arp", "apps", "ports"}))
+    return r;
 
   if (YAML::Node v = c.string(root, "runtime_dir", "", cfg.runtime_dir); v.IsDefined()) {
     if (cfg.runtime_dir[0] != '/' || cfg.runtime_dir.size() > 80) {
@@ -445,6 +518,7 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   if (YAML::Node n = Checker::value(root, "eal"); n.IsDefined()) check_eal(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "dataplane"); n.IsDefined()) check_dataplane(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "arp"); n.IsDefined()) check_arp(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "apps"); n.IsDefined()) check_apps(c, n, cfg);
 
   if (cfg.dataplane.lcore == cfg.eal.main_lcore) {
     c.error(first_given(root, {{"dataplane", "lcore"}, {"eal", "main_lcore"}}),

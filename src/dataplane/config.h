@@ -37,6 +37,25 @@ struct PortConfig {
   std::string exception_tap;    // empty: unmatched packets are dropped
 };
 
+// What one app may use. Every limit is enforced by the daemon when the app asks.
+struct AppQuota {
+  uint32_t memory_mb = 256;      // the region plus registered MRs
+  uint32_t region_mb = 16;       // the shared region: pipes and the cl_alloc heap
+  uint32_t pipes = 16;           // notification pipes of all kinds
+  uint32_t mrs = 8;              // registered MRs besides the heap
+  uint32_t flows = 64;           // flows the app may own (transports)
+  uint32_t pipe_entries = 4096;  // largest pipe
+  uint32_t error_budget = 64;    // bad descriptors per second before the app is disconnected
+};
+
+// Who may connect to the app socket (SO_PEERCRED): a uid or a gid (primary group of the peer
+// process), with that app's quota.
+struct AppRule {
+  std::optional<uint32_t> uid;
+  std::optional<uint32_t> gid;
+  AppQuota quota;
+};
+
 struct Config {
   std::string source;  // file name, or kDefaultConfigName
   std::string runtime_dir = "/run/cleave";
@@ -67,6 +86,12 @@ struct Config {
     uint32_t retries = 3;
     uint32_t failed_hold_ms = 5000;
   } arp;
+  struct {
+    uint32_t max_apps = 32;
+    uint32_t budget = 32;  // entries taken from one app per loop iteration (fairness)
+    AppQuota quota;        // the default for every rule that sets none
+    std::vector<AppRule> allow{AppRule{0, std::nullopt, AppQuota{}}};  // default: root only
+  } apps;
   std::vector<PortConfig> ports;
 };
 

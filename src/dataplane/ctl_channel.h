@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "apps.h"
 #include "arp.h"
 #include "net.h"
 #include "stats.h"
@@ -26,6 +27,12 @@ enum class CtlOp : uint8_t {
   kStats,     // copy of every counter
   kArpTable,  // the neighbour cache
   kRouteGet,  // route and next hop for `addr`, resolving the next hop's MAC
+  kApp,       // an app table update (app_op), or every app's counters
+};
+
+struct AppCountersRow {
+  uint32_t id = 0;
+  AppCounters counters;
 };
 
 struct ArpRow {
@@ -58,6 +65,17 @@ struct CtlRequest {
   std::vector<ArpRow> arp;  // capacity reserved by the requester; the dataplane never grows it
   bool arp_truncated = false;
   RouteAnswer route;
+
+  // kApp: the update, built by the main thread. `app_ok` says whether it applied; kDetach
+  // hands the app back in `app`.
+  AppOp app_op = AppOp::kCounters;
+  DpApp* app = nullptr;  // kAttach
+  uint32_t app_id = 0;
+  uint32_t app_index = 0;  // kSetMr, kSetPipe: the slot
+  DpMr mr;
+  DpPipe pipe;
+  bool app_ok = false;
+  std::vector<AppCountersRow> app_counters;  // kCounters: capacity reserved by the requester
 
   std::atomic<bool> done{false};
 };

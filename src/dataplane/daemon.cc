@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "app_server.h"
 #include "cleave_version.h"
 #include "ctl_channel.h"
 #include "dataplane.h"
@@ -38,6 +39,7 @@
 #include "port.h"
 #include "route.h"
 #include "sd_notify.h"
+#include "shm_abi.h"
 #include "telemetry.h"
 
 namespace cleave::dp {
@@ -248,6 +250,7 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
                     cfg.eal.main_lcore, cfg.dataplane.lcore, Clock::now()};
     Management mgmt(info, cfg, ports, routes, ctl);
     std::optional<MgmtServer> server;
+    std::optional<AppServer> apps;
     Supervisor sup(cfg, ports, dp, ctl, sd);
     Fd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     try {
@@ -265,9 +268,15 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
         ev.data.fd = fd;
         epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev);
       }
+      std::vector<uint16_t> port_ids;
+      for (const DpPort& p : ports)
+        port_ids.push_back(p.port_id);
+      apps.emplace(cfg, cfg.runtime_dir + "/" + std::string(abi::kAppSocketName), epoll.get(), ctl,
+                   port_ids);
+      mgmt.set_apps(&*apps);
       if (cfg.eal.telemetry) register_telemetry(&mgmt);
 
-      spdlog::info("ready: control socket {}", server->path());
+      spdlog::info("ready: control socket {}, app socket {}", server->path(), apps->path());
       sd.send("READY=1\nSTATUS=running");
 
       for (bool running = true; running;) {
@@ -290,8 +299,11 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
             running = false;
           } else if (fd == timer.get()) {
             uint64_t expirations = 0;
-            if (read(fd, &expirations, sizeof expirations) > 0) sup.on_tick();
-          } else {
+            if (read(fd, &expirations, sizeof expirations) > 0) {
+              sup.on_tick();
+              apps->on_tick();
+            }
+          } else if (!apps->on_event(fd, evs[i].events)) {
             server->on_event(fd, evs[i].events);
           }
         }
@@ -302,6 +314,8 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
     }
     sd.send("STOPPING=1");
     register_telemetry(nullptr);
+    mgmt.set_apps(nullptr);
+    apps.reset();    // tells apps, reclaims them while the dataplane still answers
     server.reset();  // removes the control socket
   }
   dp.request_stop();

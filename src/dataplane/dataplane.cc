@@ -58,6 +58,8 @@ DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz) {
   DataplaneParams p;
   p.burst = c.dataplane.burst;
   p.idle_sleep_us = c.dataplane.idle_sleep_us;
+  p.max_apps = c.apps.max_apps;
+  p.app_budget = c.apps.budget;
   p.arp.max_entries = c.arp.max_entries;
   p.arp.retries = c.arp.retries;
   p.arp.reachable_cycles = ms_to_cycles(c.arp.reachable_ms, tsc_hz);
@@ -75,7 +77,8 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
       tsc_hz_(rte_get_tsc_hz()),
       ctl_interval_(tsc_hz_ / 1000),
       timers_(tsc_hz_ / (1000000 / kTimerTickUs), rte_rdtsc()),
-      arp_(params.arp, timers_, *this, stats_.proto) {
+      arp_(params.arp, timers_, *this, stats_.proto),
+      apps_(params.max_apps, params.app_budget, tsc_hz_) {
   if (params_.burst > kMaxBurst) params_.burst = kMaxBurst;
   ports_.resize(ports.size());
   for (size_t i = 0; i < ports.size(); i++) {
@@ -146,6 +149,7 @@ unsigned Dataplane::poll_once() {
   now_ = rte_rdtsc();
   unsigned work = poll_ports();   // wire → ARP, ICMP echo, exception tap
   work += poll_exception_taps();  // kernel → wire
+  work += apps_.poll(now_);       // app submit pipes, round-robin with a budget each
   work += timers_.advance(now_);  // ARP retries and ageing
   flush_all();                    // send what the stages above staged
   if (work == 0 || now_ - last_ctl_ >= ctl_interval_) serve_control(now_);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "apps.h"
 #include "arp.h"
 #include "config.h"
 #include "ctl_channel.h"
@@ -43,6 +44,8 @@ struct DpPort {
 
 struct DataplaneParams {
   uint32_t burst = 32;
+  uint32_t max_apps = 32;
+  uint32_t app_budget = 32;
   uint32_t idle_sleep_us = 0;
   ArpParams arp;  // in TSC cycles
 
@@ -115,6 +118,7 @@ class Dataplane final : private ArpIo {
   // Control requests.
   void answer_arp_table(CtlRequest* r, uint64_t now);
   void answer_route_get(CtlRequest* r, uint64_t now);
+  void answer_app(CtlRequest* r, uint64_t now);
 
   DataplaneParams params_;
   std::vector<Port> ports_;
@@ -129,6 +133,7 @@ class Dataplane final : private ArpIo {
   DataplaneStats stats_;
   TimerWheel timers_;
   ArpTable arp_;
+  AppPath apps_;
   alignas(64) std::atomic<bool> stop_{false};
   alignas(64) std::atomic<uint64_t> heartbeat_{0};
 };

@@ -28,8 +28,38 @@ void Dataplane::serve_control(uint64_t now) {
       case CtlOp::kRouteGet:
         answer_route_get(r, now);
         break;
+      case CtlOp::kApp:
+        answer_app(r, now);
+        break;
     }
     CtlChannel::answer(r);
+  }
+}
+
+void Dataplane::answer_app(CtlRequest* r, uint64_t now) {
+  switch (r->app_op) {
+    case AppOp::kAttach:
+      r->app_ok = apps_.attach(r->app, now);
+      break;
+    case AppOp::kDetach:
+      r->app = apps_.detach(r->app_id);
+      r->app_ok = r->app != nullptr;
+      break;
+    case AppOp::kSetMr:
+      r->app_ok = apps_.set_mr(r->app_id, r->app_index, r->mr);
+      break;
+    case AppOp::kSetPipe:
+      r->app_ok = apps_.set_pipe(r->app_id, r->app_index, r->pipe);
+      break;
+    case AppOp::kCounters:
+      r->app_counters.clear();
+      apps_.for_each([&](const DpApp& a) {
+        if (r->app_counters.size() < r->app_counters.capacity()) {
+          r->app_counters.push_back({a.id, a.counters});
+        }
+      });
+      r->app_ok = true;
+      break;
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "app_server.h"
 #include "cleave_version.h"
 #include "log.h"
 #include "mgmt_protocol.h"
@@ -95,6 +96,14 @@ json Management::handle(std::string_view command, const json& args) {
   if (command == "route.show") return routes();
   if (command == "route.get") return route_get(str_arg("addr", true));
   if (command == "stats.show") return stats();
+  if (command == "app.list" || command == "app.show") {
+    if (apps_ == nullptr) throw MgmtError(mgmt::kErrUnavailable, "the app server is not running");
+    if (command == "app.list") return apps_->list();
+    if (!args.contains("id") || !args["id"].is_number_unsigned()) {
+      throw MgmtError(mgmt::kErrBadRequest, "app.show: argument 'id' must be an app id (a number)");
+    }
+    return apps_->show(args["id"].get<uint32_t>());
+  }
   if (command == "log.get") return {{"level", log_level()}};
   if (command == "log.set") {
     std::string level = str_arg("level", true);

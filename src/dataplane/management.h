@@ -35,10 +35,16 @@ struct DaemonInfo {
   std::chrono::steady_clock::time_point started;
 };
 
+class AppServer;
+
 class Management {
  public:
   Management(DaemonInfo info, const Config& cfg, const std::vector<DpPort>& ports,
              const RouteTable& routes, CtlChannel& ctl);
+
+  // The app server for app.* commands; those run on the main thread only (the telemetry thread
+  // never calls handle()).
+  void set_apps(AppServer* apps) { apps_ = apps; }
 
   // Runs one command; throws MgmtError for anything the client should be told.
   nlohmann::json handle(std::string_view command, const nlohmann::json& args);
@@ -59,6 +65,7 @@ class Management {
   const std::vector<DpPort>& ports_;
   const RouteTable& routes_;
   CtlChannel& ctl_;
+  AppServer* apps_ = nullptr;
 };
 
 }  // namespace cleave::dp

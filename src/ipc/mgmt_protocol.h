@@ -12,7 +12,8 @@
 // "id" is echoed and optional; "args" is optional. A request whose version is newer than the
 // daemon's gets error code "unsupported_version" with the daemon's version in the message.
 // Commands (version 1): status, port.show {name?}, arp.show, route.show, route.get {addr},
-// stats.show, log.get, log.set {level}. Additive changes keep the version; any change of
+// stats.show, log.get, log.set {level}, app.list, app.show {id}. Additive changes keep the
+// version; any change of
 // meaning bumps it.
 #pragma once
 

@@ -218,6 +218,45 @@ TEST(Config, RelativeRuntimeDir) {
   expect_error(std::string("runtime_dir: run/cleave\n") + kPort, 1, 14, "absolute path");
 }
 
+TEST(Config, AppsDefaultToRootOnly) {
+  ConfigResult r = parse(kPort);
+  ASSERT_TRUE(r.config);
+  const auto& a = r.config->apps;
+  ASSERT_EQ(a.allow.size(), 1u);
+  EXPECT_EQ(a.allow[0].uid, 0u);
+  EXPECT_FALSE(a.allow[0].gid);
+  EXPECT_EQ(a.allow[0].quota.region_mb, 16u);
+}
+
+TEST(Config, AppRulesTakeTheDefaultQuotaAndOverrideIt) {
+  ConfigResult r = parse(std::string(R"(apps:
+  quota: {pipes: 8, error_budget: 10}
+  allow:
+    - uid: 1000
+    - gid: 100
+      quota: {memory_mb: 1024, region_mb: 64}
+)") + kPort);
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
+  const auto& allow = r.config->apps.allow;
+  ASSERT_EQ(allow.size(), 2u);
+  EXPECT_EQ(allow[0].uid, 1000u);
+  EXPECT_EQ(allow[0].quota.pipes, 8u);
+  EXPECT_EQ(allow[1].gid, 100u);
+  EXPECT_EQ(allow[1].quota.memory_mb, 1024u);
+  EXPECT_EQ(allow[1].quota.region_mb, 64u);
+  EXPECT_EQ(allow[1].quota.error_budget, 10u);
+}
+
+TEST(Config, BadAppRulesAreReported) {
+  expect_error(std::string("apps:\n  allow:\n    - {uid: 1, gid: 2}\n") + kPort, 3, 7,
+               "exactly one of uid or gid");
+  expect_error(std::string("apps:\n  quota: {pipe_entries: 1000}\n") + kPort, 2, 25,
+               "power of two");
+  expect_error(std::string("apps:\n  quota: {memory_mb: 8, region_mb: 16}\n") + kPort, 2, 36,
+               "does not fit");
+  expect_error(std::string("apps:\n  allow: {uid: 0}\n") + kPort, 2, 10, "a list");
+}
+
 TEST(Config, EveryErrorIsReportedInOnePass) {
   ConfigResult r = parse(R"(dataplane:
   burst: 0

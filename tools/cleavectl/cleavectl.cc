@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -297,6 +298,66 @@ void show_stats(const json& s) {
   }
 }
 
+std::string mib(const json& bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB",
+                static_cast<double>(bytes.get<uint64_t>()) / (1 << 20));
+  return buf;
+}
+
+void show_apps(const json& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const json& a : r["apps"]) {
+    const json& c = a["counters"];
+    rows.push_back(
+        {str(a["id"]), str(a["name"]), str(a["pid"]), str(a["uid"]),
+         mib(a["memory_bytes"]) + " / " + mib(a["memory_quota_bytes"]),
+         str(a["pipes"]) + "/" + str(a["pipes_quota"]), str(a["mrs"]) + "/" + str(a["mrs_quota"]),
+         c.is_null() ? "-" : str(c["completions"]), c.is_null() ? "-" : str(c["errors_total"])});
+  }
+  print_table({"ID", "NAME", "PID", "UID", "MEMORY", "PIPES", "MRS", "COMPLETIONS", "ERRORS"},
+              rows);
+  std::printf("%zu of at most %s apps; socket %s\n", r["apps"].size(), str(r["max_apps"]).c_str(),
+              str(r["socket"]).c_str());
+}
+
+void show_app(const json& a) {
+  std::printf("app %s '%s': pid %s uid %s gid %s, connected %s\n", str(a["id"]).c_str(),
+              str(a["name"]).c_str(), str(a["pid"]).c_str(), str(a["uid"]).c_str(),
+              str(a["gid"]).c_str(), duration(a["connected_s"].get<double>()).c_str());
+  std::printf("  memory   %s of %s (region %s on %s)\n", mib(a["memory_bytes"]).c_str(),
+              mib(a["memory_quota_bytes"]).c_str(), mib(a["region_bytes"]).c_str(),
+              a["hugepages"].get<bool>() ? "hugepages" : "ordinary pages");
+  std::printf("  pipes    %s of %s\n", str(a["pipes"]).c_str(), str(a["pipes_quota"]).c_str());
+  for (const json& p : a["pipe_list"]) {
+    std::string cq = p.contains("cq") ? "  -> cq " + str(p["cq"]) : "";
+    std::printf("    %-3s %-10s %6s entries%s%s\n", str(p["id"]).c_str(), str(p["kind"]).c_str(),
+                str(p["entries"]).c_str(), cq.c_str(),
+                p["doorbell"].get<bool>() ? "  doorbell" : "");
+  }
+  std::printf("  MRs      %s of %s (besides the heap)\n", str(a["mrs"]).c_str(),
+              str(a["mrs_quota"]).c_str());
+  for (const json& m : a["mr_list"]) {
+    std::printf("    %-3s %-18s %12s bytes  access %s\n", str(m["id"]).c_str(),
+                str(m["kind"]).c_str(), str(m["bytes"]).c_str(), str(m["access"]).c_str());
+  }
+  const json& c = a["counters"];
+  if (c.is_null()) return;
+  std::printf("  requests nop %s  copy %s  send %s  bytes %s  completions %s\n",
+              str(c["ops"]["nop"]).c_str(), str(c["ops"]["copy"]).c_str(),
+              str(c["ops"]["send"]).c_str(), str(c["bytes"]).c_str(),
+              str(c["completions"]).c_str());
+  std::printf(
+      "  receive  buffers taken %s  sends without a buffer %s  completion queue full %s"
+      "  doorbells %s\n",
+      str(c["recv_taken"]).c_str(), str(c["no_recv"]).c_str(), str(c["cq_full"]).c_str(),
+      str(c["doorbells"]).c_str());
+  std::printf("  errors   %s\n", str(c["errors_total"]).c_str());
+  for (const auto& [name, v] : a["errors"].items()) {
+    if (v.get<uint64_t>() != 0) std::printf("    %-16s %s\n", name.c_str(), str(v).c_str());
+  }
+}
+
 // route get: ask until the next hop is resolved or has failed (ARP retries take seconds).
 json route_get(Connection& c, const std::string& addr, int wait_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
@@ -318,6 +379,8 @@ Objects and verbs (the verb defaults to show):
   route show              the routing table
   route get ADDR          the route to ADDR and its next hop, resolving the next hop's MAC
   stats show              dataplane counters: lcore busy/idle, per port, ARP, ICMP, drops
+  app list                connected apps (libcleave): memory, pipes, MRs, requests, errors
+  app show ID             one app: its pipes, MRs, request counters and errors by kind
   log level [LEVEL]       show, or set, the daemon's log level
                           (trace, debug, info, warn, error, critical, off)
   help                    this text
@@ -402,6 +465,17 @@ int run(int argc, char** argv) {
        [](const json& r, const auto&) { show_route_get(r); }},
       {"stats", "show", 0, 0, simple("stats.show"),
        [](const json& r, const auto&) { show_stats(r); }},
+      {"app", "list", 0, 0, simple("app.list"), [](const json& r, const auto&) { show_apps(r); }},
+      {"app", "show", 1, 1,
+       [&](Connection& c, const auto& a) {
+         uint32_t id = 0;
+         auto [end, ec] = std::from_chars(a[0].data(), a[0].data() + a[0].size(), id);
+         if (ec != std::errc{} || end != a[0].data() + a[0].size()) {
+           throw usage("app show: expected an app id (a number), got '" + a[0] + "'");
+         }
+         return c.call("app.show", {{"id", id}});
+       },
+       [](const json& r, const auto&) { show_app(r); }},
       {"log", "level", 0, 1,
        [](Connection& c, const auto& a) {
          return a.empty() ? c.call("log.get") : c.call("log.set", {{"level", a[0]}});
@@ -420,6 +494,7 @@ int run(int argc, char** argv) {
     const std::string& object = words[0];
     std::string verb = words.size() > 1 ? words[1] : "show";
     if (object == "log" && words.size() == 1) verb = "level";
+    if (object == "app" && words.size() == 1) verb = "list";
     std::vector<std::string> args(words.begin() + std::min<size_t>(words.size(), 2), words.end());
     const Command* cmd = nullptr;
     bool known_object = false;

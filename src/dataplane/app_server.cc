@@ -1,0 +1,707 @@
+// app_server.cc - the app control socket: admission, regions, pipes, MRs, reclaim.
+#include "app_server.h"
+
+#include <cleave/cleave.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "management.h"  // MgmtError
+
+namespace cleave::dp {
+
+namespace {
+
+constexpr auto kCtlTimeout = std::chrono::milliseconds(1000);
+constexpr auto kHelloTimeout = std::chrono::seconds(5);
+constexpr size_t kMaxPending = 16;  // connections not yet admitted, beyond max_apps
+constexpr uint64_t kMiB = 1ull << 20;
+
+bool allowed(const AppRule& r, const ucred& c) {
+  return (r.uid && *r.uid == c.uid) || (r.gid && *r.gid == c.gid);
+}
+
+bool is_eventfd(int fd) {
+  char link[64] = {};
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  ssize_t n = readlink(path.c_str(), link, sizeof link - 1);
+  return n > 0 && std::string_view(link, static_cast<size_t>(n)) == "anon_inode:[eventfd]";
+}
+
+const char* kind_name(abi::PipeKind k) {
+  switch (k) {
+    case abi::PipeKind::kSubmit:
+      return "submit";
+    case abi::PipeKind::kRecv:
+      return "recv";
+    case abi::PipeKind::kCompletion:
+      return "completion";
+  }
+  return "?";
+}
+
+std::string access_str(uint32_t a) {
+  std::string s;
+  if (a & abi::kAccessRead) s += "r";
+  if (a & abi::kAccessWrite) s += "w";
+  if (a & abi::kAccessRemoteRead) s += "R";
+  if (a & abi::kAccessRemoteWrite) s += "W";
+  return s.empty() ? "-" : s;
+}
+
+template <class T>
+T reply_for(const abi::MsgHeader& req, abi::MsgType type) {
+  T r{};
+  r.h.magic = abi::kMagic;
+  r.h.version = req.version;
+  r.h.type = static_cast<uint16_t>(type);
+  r.h.seq = req.seq;
+  return r;
+}
+
+// The smallest free id in [lo, hi), or hi.
+template <class M>
+uint32_t free_id(const M& used, uint32_t lo, uint32_t hi) {
+  for (uint32_t i = lo; i < hi; i++) {
+    if (used.find(i) == used.end()) return i;
+  }
+  return hi;
+}
+
+}  // namespace
+
+AppServer::AppServer(const Config& cfg, std::string path, int epoll_fd, CtlChannel& ctl,
+                     std::vector<uint16_t> ports)
+    : cfg_(cfg),
+      path_(std::move(path)),
+      epoll_fd_(epoll_fd),
+      ctl_(ctl),
+      ports_(std::move(ports)),
+      try_huge_(cfg.eal.hugepages != HugepageMode::kOff) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path_.size() >= sizeof addr.sun_path) throw std::runtime_error("app socket path too long");
+  std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) throw std::runtime_error("app socket: " + std::string(strerror(errno)));
+  unlink(path_.c_str());  // stale from a crashed instance; the caller holds the instance lock
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      chmod(path_.c_str(), 0666) != 0 || listen(listen_fd_, 64) != 0) {
+    int e = errno;
+    close(listen_fd_);
+    throw std::runtime_error("cannot listen on " + path_ + ": " + strerror(e));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+}
+
+AppServer::~AppServer() {
+  while (!sessions_.empty()) {
+    Session& s = sessions_.begin()->second;
+    if (s.id != 0) notice(s, abi::NoticeReason::kShutdown);
+    close_session(s.fd, "the daemon is stopping");
+  }
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  close(listen_fd_);
+  unlink(path_.c_str());
+}
+
+size_t AppServer::apps() const {
+  return static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(),
+                                           [](auto& kv) { return kv.second.id != 0; }));
+}
+
+bool AppServer::on_event(int fd, uint32_t events) {
+  if (fd == listen_fd_) {
+    accept_apps();
+    return true;
+  }
+  auto it = sessions_.find(fd);
+  if (it == sessions_.end()) return false;
+  if (events & EPOLLIN) {
+    on_message(it->second);
+    return true;  // a hangup with data pending is seen on the next read (EOF)
+  }
+  if (events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) close_session(fd, "disconnected");
+  return true;
+}
+
+void AppServer::accept_apps() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    if (sessions_.size() >= cfg_.apps.max_apps + kMaxPending) {
+      spdlog::warn("app socket: too many connections ({}); refusing one", sessions_.size());
+      close(fd);
+      continue;
+    }
+    Session s;
+    s.fd = fd;
+    s.connected = Clock::now();
+    socklen_t len = sizeof s.cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s.cred, &len) != 0) {
+      close(fd);
+      continue;
+    }
+    for (const AppRule& r : cfg_.apps.allow) {
+      if (allowed(r, s.cred)) {
+        s.rule = &r;
+        break;
+      }
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    sessions_.emplace(fd, std::move(s));
+  }
+}
+
+void AppServer::on_message(Session& s) {
+  alignas(8) uint8_t buf[abi::kMaxMessage + 1];
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(4 * sizeof(int))];
+  iovec iov{buf, sizeof buf};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = cbuf;
+  mh.msg_controllen = sizeof cbuf;
+  ssize_t n = recvmsg(s.fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) {
+    close_session(s.fd, n == 0 ? "disconnected" : "socket error");
+    return;
+  }
+  // Every fd that came along is ours to close unless a handler keeps it.
+  int fds[4];
+  int nfds = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k && nfds < 4; i++)
+      std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+  }
+  int fd = nfds == 1 ? fds[0] : -1;
+  auto close_fds = [&] {
+    for (int i = 0; i < nfds; i++)
+      close(fds[i]);
+  };
+  abi::MsgHeader h{};
+  bool trunc = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || nfds > 1;
+  if (!trunc && static_cast<size_t>(n) >= sizeof h) std::memcpy(&h, buf, sizeof h);
+  auto size_ok = [&](size_t want) { return static_cast<size_t>(n) == want; };
+  auto bad = [&](const char* why) {
+    close_fds();
+    abi::Reply r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
+    r.h.status = CL_EPROTO;
+    send(s, &r, sizeof r);
+    spdlog::warn("app socket: pid {} uid {}: {}; closing", s.cred.pid, s.cred.uid, why);
+    close_session(s.fd, "protocol error");
+  };
+  if (trunc || static_cast<size_t>(n) < sizeof h || h.magic != abi::kMagic) {
+    bad("malformed message");
+    return;
+  }
+  auto type = static_cast<abi::MsgType>(h.type);
+  if ((s.id == 0) != (type == abi::MsgType::kHello)) {
+    bad(s.id == 0 ? "first message is not hello" : "second hello");
+    return;
+  }
+  if (s.id != 0 && h.version != s.version) {
+    bad("message version differs from the negotiated one");
+    return;
+  }
+  switch (type) {
+    case abi::MsgType::kHello: {
+      abi::Hello m;
+      if (!size_ok(sizeof m) || fd >= 0) return bad("malformed hello");
+      std::memcpy(&m, buf, sizeof m);
+      auto r = reply_for<abi::HelloReply>(h, abi::MsgType::kHelloReply);
+      r.h.status = hello(s, m, r);
+      r.h.version = s.version != 0 ? s.version : abi::kAbiVersion;
+      bool ok = r.h.status == 0;
+      if (!send(s, &r, sizeof r, ok ? s.region.fd() : -1) || !ok) {
+        // Refused apps are told why, then closed; their session holds nothing.
+        close_session(s.fd, "refused");
+      }
+      return;
+    }
+    case abi::MsgType::kPipeCreate: {
+      abi::PipeCreate m;
+      if (!size_ok(sizeof m)) return bad("malformed pipe create");
+      std::memcpy(&m, buf, sizeof m);
+      auto r = reply_for<abi::PipeReply>(h, abi::MsgType::kPipeReply);
+      r.h.status = pipe_create(s, m, fd, r);  // takes fd on success
+      if (r.h.status != 0 && fd >= 0) close(fd);
+      send(s, &r, sizeof r);
+      return;
+    }
+    case abi::MsgType::kPipeDestroy: {
+      abi::PipeDestroy m;
+      if (!size_ok(sizeof m) || fd >= 0) return bad("malformed pipe destroy");
+      std::memcpy(&m, buf, sizeof m);
+      auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
+      r.h.status = pipe_destroy(s, m);
+      send(s, &r, sizeof r);
+      return;
+    }
+    case abi::MsgType::kMrReg: {
+      abi::MrReg m;
+      if (!size_ok(sizeof m) || fd < 0) return bad("malformed MR registration");
+      std::memcpy(&m, buf, sizeof m);
+      auto r = reply_for<abi::MrReply>(h, abi::MsgType::kMrReply);
+      r.h.status = mr_reg(s, m, fd, r);
+      close(fd);  // mapped or refused: the fd itself is not kept
+      send(s, &r, sizeof r);
+      return;
+    }
+    case abi::MsgType::kMrDereg: {
+      abi::MrDereg m;
+      if (!size_ok(sizeof m) || fd >= 0) return bad("malformed MR deregistration");
+      std::memcpy(&m, buf, sizeof m);
+      auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
+      r.h.status = mr_dereg(s, m);
+      send(s, &r, sizeof r);
+      return;
+    }
+    default:
+      return bad("unknown message type");
+  }
+}
+
+int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) {
+  out.min_version = abi::kAbiMinVersion;
+  out.max_version = abi::kAbiVersion;
+  uint16_t v = std::min(m.max_version, abi::kAbiVersion);
+  if (m.min_version > m.max_version || v < std::max(m.min_version, abi::kAbiMinVersion)) {
+    spdlog::warn("app pid {}: no common protocol version (app {}-{}, cleaved {}-{})", s.cred.pid,
+                 m.min_version, m.max_version, abi::kAbiMinVersion, abi::kAbiVersion);
+    return CL_EVERSION;
+  }
+  size_t len = strnlen(m.name, abi::kAppNameMax);
+  if (len == abi::kAppNameMax ||
+      !std::all_of(m.name, m.name + len, [](char c) { return c >= 0x20 && c < 0x7f; })) {
+    return CL_EINVAL;
+  }
+  if (s.rule == nullptr) {
+    spdlog::warn("app pid {} uid {} gid {} refused: no rule in apps.allow admits it", s.cred.pid,
+                 s.cred.uid, s.cred.gid);
+    return CL_EPERM;
+  }
+  if (apps() >= cfg_.apps.max_apps) {
+    spdlog::warn("app pid {} refused: apps.max_apps ({}) connected", s.cred.pid,
+                 cfg_.apps.max_apps);
+    return CL_ENOSPC;
+  }
+  const AppQuota& q = s.rule->quota;
+  uint32_t id = next_id_;
+  std::string why;
+  uint64_t size = uint64_t{q.region_mb} * kMiB;
+  if (int r = AppMemory::create("cleave-app-" + std::to_string(id), size, try_huge_, s.region, why);
+      r != 0) {
+    spdlog::error("app pid {}: cannot create its region: {}", s.cred.pid, why);
+    return r;
+  }
+  if (!s.region.hugetlb() && !warned_no_huge_) {
+    warned_no_huge_ = true;
+    spdlog::warn(
+        "app regions use ordinary pages ({}); reserve hugepages for them (README 'Hugepages')",
+        try_huge_ ? why : "eal.hugepages: off");
+  }
+  if (int r = s.region.register_dpdk(ports_, why); r != 0) {
+    spdlog::error("app pid {}: cannot register its region with DPDK: {}", s.cred.pid, why);
+    s.region.reset();
+    return r;
+  }
+  // [header page][pipe area: a quarter][heap]
+  uint64_t pipe_area = (size / 4) & ~uint64_t{abi::kCacheLine - 1};
+  s.heap_offset = abi::kRegionHeaderSize + pipe_area;
+  s.heap_size = size > s.heap_offset ? size - s.heap_offset : 0;
+  s.pipe_area = ipc::RangeAlloc(abi::kRegionHeaderSize, pipe_area);
+  auto* hdr = reinterpret_cast<abi::RegionHeader*>(s.region.base());
+  *hdr = abi::RegionHeader{abi::kMagic,
+                           v,
+                           static_cast<uint16_t>(s.region.hugetlb() ? abi::kRegionHugetlb : 0),
+                           id,
+                           0,
+                           size,
+                           abi::kRegionHeaderSize,
+                           pipe_area,
+                           s.heap_offset,
+                           s.heap_size};
+
+  auto dp = std::make_unique<DpApp>();
+  dp->id = id;
+  dp->error_budget = q.error_budget;
+  dp->mrs.resize(size_t{q.mrs} + 1);
+  dp->mrs[abi::kHeapMr] = {s.region.base() + s.heap_offset, s.heap_size,
+                           abi::kAccessRead | abi::kAccessWrite};
+  dp->pipes.resize(q.pipes);
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kAttach;
+  req->app = dp.get();
+  if (!ctl(std::move(req))) {
+    s.region.reset();
+    return CL_ENOSPC;
+  }
+  next_id_++;
+  s.dp = std::move(dp);
+  s.id = id;
+  s.version = v;
+  s.name.assign(m.name, len);
+  s.memory = size;
+  out.app_id = id;
+  out.region_size = size;
+  out.pipe_area_offset = abi::kRegionHeaderSize;
+  out.pipe_area_size = pipe_area;
+  out.heap_offset = s.heap_offset;
+  out.heap_size = s.heap_size;
+  out.region_flags = hdr->flags;
+  out.quotas = {uint64_t{q.memory_mb} * kMiB, q.pipes, q.mrs, q.flows, q.pipe_entries};
+  spdlog::info("app {} '{}' (pid {}, uid {}) connected: region {} MiB on {}", id, s.name,
+               s.cred.pid, s.cred.uid, q.region_mb,
+               s.region.hugetlb() ? "hugepages" : "ordinary pages");
+  return 0;
+}
+
+int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi::PipeReply& out) {
+  const AppQuota& q = s.rule->quota;
+  auto kind = static_cast<abi::PipeKind>(m.kind);
+  if (kind != abi::PipeKind::kSubmit && kind != abi::PipeKind::kRecv &&
+      kind != abi::PipeKind::kCompletion) {
+    return CL_EINVAL;
+  }
+  if ((m.flags & ~abi::kPipeDoorbell) != 0 || m.reserved[0] || m.reserved[1] || m.reserved[2])
+    return CL_EINVAL;
+  bool doorbell = (m.flags & abi::kPipeDoorbell) != 0;
+  if (doorbell != (fd >= 0) || (doorbell && kind != abi::PipeKind::kCompletion)) return CL_EINVAL;
+  // The dataplane writes this fd: it must be an eventfd, and never block.
+  if (doorbell && (!is_eventfd(fd) || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0))
+    return CL_EINVAL;
+  if (m.entries < abi::kPipeMinEntries || m.entries > abi::kPipeMaxEntries ||
+      (m.entries & (m.entries - 1)) != 0) {
+    return CL_EINVAL;
+  }
+  if (m.entries > q.pipe_entries || s.pipes.size() >= q.pipes) return CL_EDQUOT;
+  if (kind != abi::PipeKind::kCompletion) {
+    auto cq = s.pipes.find(m.cq);
+    if (cq == s.pipes.end() || cq->second.kind != abi::PipeKind::kCompletion) return CL_ENOENT;
+  }
+  uint64_t bytes = abi::pipe_bytes(kind, m.entries);
+  uint64_t off = s.pipe_area.alloc(bytes, abi::kCacheLine);
+  if (off == ipc::RangeAlloc::kNone) return CL_ENOMEM;
+  uint32_t id = free_id(s.pipes, 0, q.pipes);
+  std::memset(s.region.base() + off, 0, bytes);
+
+  DpPipe p;
+  p.kind = kind;
+  p.cq = static_cast<uint16_t>(kind == abi::PipeKind::kCompletion ? 0 : m.cq);
+  p.doorbell_fd = fd;
+  ipc::PipeView v = ipc::pipe_at(s.region.base(), off);
+  switch (kind) {
+    case abi::PipeKind::kSubmit:
+      p.sq = {v.ctl, static_cast<abi::SendEntry*>(v.ring), m.entries};
+      break;
+    case abi::PipeKind::kRecv:
+      p.rq = {v.ctl, static_cast<abi::RecvEntry*>(v.ring), m.entries};
+      break;
+    case abi::PipeKind::kCompletion:
+      p.cq_out = {v.ctl, static_cast<abi::Completion*>(v.ring), m.entries};
+      break;
+  }
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kSetPipe;
+  req->app_id = s.id;
+  req->app_index = id;
+  req->pipe = p;
+  if (!ctl(std::move(req))) {
+    s.pipe_area.free(off);
+    return CL_ENOSPC;
+  }
+  s.pipes[id] = {kind, m.entries, off, p.cq, fd};
+  out.pipe = id;
+  out.entries = m.entries;
+  out.offset = off;
+  return 0;
+}
+
+int32_t AppServer::pipe_destroy(Session& s, const abi::PipeDestroy& m) {
+  auto it = s.pipes.find(m.pipe);
+  if (it == s.pipes.end()) return CL_ENOENT;
+  if (it->second.kind == abi::PipeKind::kCompletion) {
+    for (auto& [id, p] : s.pipes) {
+      if (p.kind != abi::PipeKind::kCompletion && p.cq == m.pipe) return CL_EBUSY;
+    }
+  }
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kSetPipe;
+  req->app_id = s.id;
+  req->app_index = m.pipe;
+  if (!ctl(std::move(req))) return CL_EBUSY;
+  if (it->second.doorbell_fd >= 0) close(it->second.doorbell_fd);
+  s.pipe_area.free(it->second.offset);
+  s.pipes.erase(it);
+  return 0;
+}
+
+int32_t AppServer::mr_reg(Session& s, const abi::MrReg& m, int fd, abi::MrReply& out) {
+  const AppQuota& q = s.rule->quota;
+  if ((m.access & ~abi::kAccessAll) != 0 || m.reserved != 0 || m.length == 0) return CL_EINVAL;
+  if (s.mrs.size() >= q.mrs || m.length > uint64_t{q.memory_mb} * kMiB - s.memory) {
+    return CL_EDQUOT;
+  }
+  MrInfo mr;
+  mr.access = m.access;
+  std::string why;
+  if (int r = AppMemory::import(fd, m.length, mr.mem, why); r != 0) {
+    spdlog::info("app {}: MR registration refused: {}", s.id, why);
+    return r;
+  }
+  if (int r = mr.mem.register_dpdk(ports_, why); r != 0) {
+    spdlog::warn("app {}: cannot register an MR with DPDK: {}", s.id, why);
+    return r;
+  }
+  uint32_t id = free_id(s.mrs, 1, q.mrs + 1);
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kSetMr;
+  req->app_id = s.id;
+  req->app_index = id;
+  req->mr = {mr.mem.base(), mr.mem.length(), mr.access};
+  if (!ctl(std::move(req))) return CL_ENOSPC;
+  s.memory += m.length;
+  out.mr = id;
+  s.mrs.emplace(id, std::move(mr));
+  return 0;
+}
+
+int32_t AppServer::mr_dereg(Session& s, const abi::MrDereg& m) {
+  auto it = s.mrs.find(m.mr);
+  if (it == s.mrs.end()) return CL_ENOENT;
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kSetMr;
+  req->app_id = s.id;
+  req->app_index = m.mr;
+  s.memory -= it->second.mem.length();
+  if (!ctl(std::move(req))) quarantine_.push_back(std::move(it->second.mem));
+  s.mrs.erase(it);
+  return 0;
+}
+
+bool AppServer::ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer) {
+  req = ctl_.call(std::move(req), kCtlTimeout);
+  if (!req) {
+    spdlog::error("app server: the dataplane did not answer a control request in {} ms",
+                  kCtlTimeout.count());
+    return false;
+  }
+  bool ok = req->app_ok;
+  if (answer != nullptr) *answer = std::move(req);
+  return ok;
+}
+
+bool AppServer::send(Session& s, const void* msg, size_t len, int fd) {
+  iovec iov{const_cast<void*>(msg), len};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof cbuf;
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  // Replies are small and one per request: an app whose socket buffer is full is not reading
+  // them, and is not waited for.
+  return sendmsg(s.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+}
+
+void AppServer::notice(Session& s, abi::NoticeReason why) {
+  abi::Notice n{};
+  n.h = {abi::kMagic, s.version, static_cast<uint16_t>(abi::MsgType::kNotice), 0, 0};
+  n.reason = static_cast<uint32_t>(why);
+  send(s, &n, sizeof n);
+}
+
+void AppServer::on_tick() {
+  auto now = Clock::now();
+  std::vector<int> evict, stale;
+  for (auto& [fd, s] : sessions_) {
+    if (s.id != 0 && s.dp->evict.load(std::memory_order_acquire)) evict.push_back(fd);
+    if (s.id == 0 && now - s.connected > kHelloTimeout) stale.push_back(fd);
+  }
+  for (int fd : evict) {
+    Session& s = sessions_.at(fd);
+    spdlog::warn("app {} '{}' (pid {}) disconnected: over its error budget of {} bad requests/s",
+                 s.id, s.name, s.cred.pid, s.rule->quota.error_budget);
+    notice(s, abi::NoticeReason::kEvicted);
+    close_session(fd, "evicted");
+  }
+  for (int fd : stale)
+    close_session(fd, "no hello");
+}
+
+void AppServer::close_session(int fd, const char* why) {
+  auto it = sessions_.find(fd);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  if (s.id != 0) {
+    auto t0 = Clock::now();
+    uint32_t id = s.id;
+    size_t pipes = s.pipes.size(), mrs = s.mrs.size();
+    reclaim(s);
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+    spdlog::info("app {} '{}' (pid {}) {}: reclaimed its region, {} pipe(s) and {} MR(s) in {} us",
+                 id, s.name, s.cred.pid, why, pipes, mrs, us);
+  }
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  sessions_.erase(it);
+}
+
+void AppServer::reclaim(Session& s) {
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kDetach;
+  req->app_id = s.id;
+  std::unique_ptr<CtlRequest> answer;
+  bool detached = ctl(std::move(req), &answer);
+  if (!detached) {
+    // The dataplane may still hold the app: keep its memory and tables alive.
+    quarantine_.push_back(std::move(s.region));
+    for (auto& [id, mr] : s.mrs)
+      quarantine_.push_back(std::move(mr.mem));
+    (void)s.dp.release();
+  }
+  for (auto& [id, p] : s.pipes) {
+    if (p.doorbell_fd >= 0 && detached) close(p.doorbell_fd);
+  }
+  s.pipes.clear();
+  s.mrs.clear();
+  s.region.reset();
+  s.dp.reset();
+  s.id = 0;
+}
+
+std::map<uint32_t, AppCounters> AppServer::counters() {
+  std::map<uint32_t, AppCounters> out;
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kCounters;
+  req->app_counters.reserve(cfg_.apps.max_apps);
+  std::unique_ptr<CtlRequest> answer;
+  if (!ctl(std::move(req), &answer)) throw MgmtError("unavailable", "the dataplane did not answer");
+  for (const AppCountersRow& r : answer->app_counters)
+    out[r.id] = r.counters;
+  return out;
+}
+
+nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool detail) const {
+  using nlohmann::json;
+  const AppQuota& q = s.rule->quota;
+  auto age = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - s.connected).count();
+  json j = {{"id", s.id},
+            {"name", s.name},
+            {"pid", s.cred.pid},
+            {"uid", s.cred.uid},
+            {"gid", s.cred.gid},
+            {"connected_s", age},
+            {"region_bytes", s.region.length()},
+            {"hugepages", s.region.hugetlb()},
+            {"memory_bytes", s.memory},
+            {"memory_quota_bytes", uint64_t{q.memory_mb} * kMiB},
+            {"pipes", s.pipes.size()},
+            {"pipes_quota", q.pipes},
+            {"mrs", s.mrs.size()},
+            {"mrs_quota", q.mrs}};
+  if (c != nullptr) {
+    json ops = json::object();
+    static constexpr const char* kOps[] = {"nop", "copy", "send"};
+    static_assert(std::size(kOps) == abi::kOpCount);
+    for (size_t i = 0; i < abi::kOpCount; i++)
+      ops[kOps[i]] = c->ops[i];
+    json errors = json::object();
+    for (size_t i = 0; i < kAppErrorCount; i++)
+      errors[app_error_name(static_cast<AppError>(i))] = c->errors[i];
+    j["counters"] = {{"ops", ops},
+                     {"bytes", c->bytes},
+                     {"completions", c->completions},
+                     {"recv_taken", c->recv_taken},
+                     {"no_recv", c->no_recv},
+                     {"cq_full", c->cq_full},
+                     {"doorbells", c->doorbells},
+                     {"errors_total", c->errors_total}};
+    j["errors"] = errors;
+  }
+  if (detail) {
+    json pipes = json::array();
+    for (auto& [id, p] : s.pipes) {
+      json pj = {{"id", id},
+                 {"kind", kind_name(p.kind)},
+                 {"entries", p.entries},
+                 {"offset", p.offset},
+                 {"doorbell", p.doorbell_fd >= 0}};
+      if (p.kind != abi::PipeKind::kCompletion) pj["cq"] = p.cq;
+      pipes.push_back(pj);
+    }
+    json mrs = json::array();
+    mrs.push_back({{"id", abi::kHeapMr},
+                   {"bytes", s.heap_size},
+                   {"access", access_str(abi::kAccessRead | abi::kAccessWrite)},
+                   {"kind", "heap"}});
+    for (auto& [id, mr] : s.mrs) {
+      mrs.push_back({{"id", id},
+                     {"bytes", mr.mem.length()},
+                     {"access", access_str(mr.access)},
+                     {"kind", mr.mem.hugetlb() ? "memfd (hugepages)" : "memfd"}});
+    }
+    j["pipe_list"] = pipes;
+    j["mr_list"] = mrs;
+  }
+  return j;
+}
+
+nlohmann::json AppServer::list() {
+  auto c = counters();
+  nlohmann::json apps = nlohmann::json::array();
+  for (auto& [fd, s] : sessions_) {
+    if (s.id == 0) continue;
+    auto it = c.find(s.id);
+    apps.push_back(describe(s, it == c.end() ? nullptr : &it->second, false));
+  }
+  std::sort(apps.begin(), apps.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["id"].get<uint32_t>() < b["id"].get<uint32_t>();
+  });
+  return {{"apps", apps}, {"max_apps", cfg_.apps.max_apps}, {"socket", path_}};
+}
+
+nlohmann::json AppServer::show(uint32_t id) {
+  for (auto& [fd, s] : sessions_) {
+    if (s.id != id) continue;
+    auto c = counters();
+    auto it = c.find(id);
+    return describe(s, it == c.end() ? nullptr : &it->second, true);
+  }
+  throw MgmtError("not_found",
+                  "no app with id " + std::to_string(id) + "; see 'cleavectl app list'");
+}
+
+}  // namespace cleave::dp

@@ -1,0 +1,132 @@
+// apps.h - the dataplane's side of connected apps: their MR and pipe tables, and the app path
+// that serves their pipes round-robin, checks every descriptor and posts completions.
+//
+// Ownership: the main thread (app_server.h) builds a DpApp with tables sized by the app's quota
+// and hands it over with CtlOp::kApp; from then until it is detached only the dataplane lcore
+// touches it, except `evict`, the one field the main thread reads. Table updates (an MR or a pipe
+// added or removed) travel the same way, so the main thread never writes state the dataplane
+// reads. No DPDK here: the app path is plain C++ over mapped memory and is tested without EAL.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "pipe.h"
+#include "shm_abi.h"
+
+namespace cleave::dp {
+
+// Bad descriptors, by what was wrong. Each fails its request with an error completion.
+#define CLEAVE_APP_ERRORS(X)                                     \
+  X(bad_opcode, "unknown opcode")                                \
+  X(bad_flags, "flags or reserved bits set")                     \
+  X(bad_mr, "MR id not registered by this app")                  \
+  X(out_of_bounds, "offset and length outside the MR")           \
+  X(access, "MR access rights do not allow the operation")       \
+  X(bad_target, "target is not one of this app's receive pipes") \
+  X(too_long, "length over the per-request limit")               \
+  X(corrupt_pipe, "the app published an impossible consumer index on a completion pipe")
+
+enum class AppError : uint8_t {
+#define CLEAVE_X(name, help) name,
+  CLEAVE_APP_ERRORS(CLEAVE_X)
+#undef CLEAVE_X
+      kCount
+};
+inline constexpr size_t kAppErrorCount = static_cast<size_t>(AppError::kCount);
+const char* app_error_name(AppError e);
+
+struct AppCounters {
+  uint64_t ops[abi::kOpCount] = {};  // requests completed successfully, by opcode
+  uint64_t bytes = 0;                // payload bytes moved
+  uint64_t completions = 0;          // entries written to completion pipes
+  uint64_t recv_taken = 0;           // receive buffers consumed
+  uint64_t no_recv = 0;              // sends that found no receive buffer posted
+  uint64_t cq_full = 0;              // requests failed because a completion pipe was full
+  uint64_t doorbells = 0;            // eventfd writes to wake a sleeping consumer
+  uint64_t errors[kAppErrorCount] = {};
+  uint64_t errors_total = 0;
+};
+
+// The largest request the dataplane serves in one go: a copy this size takes tens of
+// microseconds of the polling core.
+inline constexpr uint32_t kMaxRequestBytes = 1u << 20;
+
+struct DpMr {
+  uint8_t* base = nullptr;  // the daemon's mapping
+  uint64_t length = 0;      // registered bytes
+  uint32_t access = 0;      // abi::kAccess*
+};
+
+struct DpPipe {
+  abi::PipeKind kind{};  // 0: slot unused
+  uint16_t cq = 0;       // kSubmit, kRecv: their completion pipe
+  int doorbell_fd = -1;  // kCompletion: eventfd to write when the consumer sleeps; owned by main
+  ipc::PipeConsumer<abi::SendEntry> sq;
+  ipc::PipeConsumer<abi::RecvEntry> rq;
+  ipc::PipeProducer<abi::Completion> cq_out;
+};
+
+struct DpApp {
+  uint32_t id = 0;
+  uint32_t error_budget = 1;  // per second
+  std::vector<DpMr> mrs;      // index: MR id (0: the heap); length 0 = unused
+  std::vector<DpPipe> pipes;  // index: pipe id
+  AppCounters counters;
+  bool evicted = false;            // dataplane: no longer served
+  uint64_t error_tokens = 0;       // token bucket, in errors x TSC Hz
+  uint64_t error_refill_at = 0;    // TSC of the last refill
+  uint16_t next_sq = 0;            // round-robin among the app's submit pipes
+  std::atomic<bool> evict{false};  // dataplane -> main: over the error budget, disconnect
+};
+
+// A table update for one app, built by the main thread.
+enum class AppOp : uint8_t { kAttach, kDetach, kSetMr, kSetPipe, kCounters };
+
+class AppPath {
+ public:
+  // `tsc_hz`: the clock the error budget refills by.
+  AppPath(uint32_t max_apps, uint32_t budget, uint64_t tsc_hz);
+
+  // One pass over every app, each from where it left off, at most `budget` requests each;
+  // returns the requests served.
+  unsigned poll(uint64_t now);
+
+  // Control (dataplane lcore). attach: false when full or the id is taken. detach returns the
+  // app (for the main thread to free) or null. set_mr / set_pipe replace one table slot.
+  bool attach(DpApp* app, uint64_t now);
+  DpApp* detach(uint32_t app_id);
+  bool set_mr(uint32_t app_id, uint32_t mr, const DpMr& v);
+  bool set_pipe(uint32_t app_id, uint32_t pipe, const DpPipe& v);
+  const DpApp* find(uint32_t app_id) const;
+  size_t size() const { return apps_.size(); }
+  template <class F>
+  void for_each(F&& f) const {
+    for (const DpApp* a : apps_)
+      f(*a);
+  }
+
+ private:
+  unsigned serve(DpApp& a, uint64_t now);
+  unsigned serve_sq(DpApp& a, uint16_t sq_id, unsigned budget, uint64_t now);
+  // Runs one request from its private copy; fills the sender's completion.
+  void execute(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64_t now);
+  void send(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64_t now);
+  // A checked window of an MR, or null (and the error counted) when the request may not touch it.
+  uint8_t* window(DpApp& a, uint32_t mr, uint64_t offset, uint32_t length, uint32_t need,
+                  int32_t& status, uint64_t now);
+  int32_t fail(DpApp& a, AppError e, int32_t status, uint64_t now);
+  void post(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
+  DpPipe* pipe(DpApp& a, uint32_t id, abi::PipeKind kind);
+  DpApp* find(uint32_t app_id);
+
+  std::vector<DpApp*> apps_;  // capacity reserved for max_apps: never reallocates
+  uint32_t max_apps_;
+  uint32_t budget_;
+  uint64_t tsc_hz_;
+  uint32_t rr_ = 0;  // which app goes first next pass
+};
+
+}  // namespace cleave::dp

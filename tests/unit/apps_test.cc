@@ -1,0 +1,368 @@
+// apps_test.cc - the dataplane's app path without DPDK: apps simulated over plain memory, with
+// their pipes written through the same PipeProducer/PipeConsumer a real app's library uses.
+#include <cleave/cleave.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "apps.h"
+#include "pipe.h"
+
+namespace cleave::dp {
+namespace {
+
+constexpr uint64_t kHz = 1'000'000;  // a fake TSC: 1 MHz
+constexpr uint32_t kGuard = 4096;
+
+// One app: a heap MR with guard bytes around it, a read-only MR, a CQ, an SQ and an RQ.
+struct SimApp {
+  static constexpr uint16_t kCq = 0, kSq = 1, kRq = 2;
+
+  explicit SimApp(uint32_t id, uint32_t entries = 256, uint32_t cq_entries = 1024,
+                  uint32_t error_budget = 1000)
+      : mem(kGuard + kHeap + kGuard, 0xEE),
+        ro(4096, 0x5A),
+        cq_mem(abi::pipe_bytes(abi::PipeKind::kCompletion, cq_entries) / 64),
+        sq_mem(abi::pipe_bytes(abi::PipeKind::kSubmit, entries) / 64),
+        rq_mem(abi::pipe_bytes(abi::PipeKind::kRecv, entries) / 64) {
+    std::memset(heap(), 0, kHeap);
+    dp.id = id;
+    dp.error_budget = error_budget;
+    dp.mrs.resize(3);
+    dp.mrs[0] = {heap(), kHeap, abi::kAccessRead | abi::kAccessWrite};
+    dp.mrs[1] = {ro.data(), ro.size(), abi::kAccessRead};
+    dp.pipes.resize(4);
+    auto cq = ipc::pipe_at(cq_mem.data(), 0);
+    auto sq = ipc::pipe_at(sq_mem.data(), 0);
+    auto rq = ipc::pipe_at(rq_mem.data(), 0);
+    dp.pipes[kCq].kind = abi::PipeKind::kCompletion;
+    dp.pipes[kCq].cq_out = {cq.ctl, static_cast<abi::Completion*>(cq.ring), cq_entries};
+    dp.pipes[kSq].kind = abi::PipeKind::kSubmit;
+    dp.pipes[kSq].cq = kCq;
+    dp.pipes[kSq].sq = {sq.ctl, static_cast<abi::SendEntry*>(sq.ring), entries};
+    dp.pipes[kRq].kind = abi::PipeKind::kRecv;
+    dp.pipes[kRq].cq = kCq;
+    dp.pipes[kRq].rq = {rq.ctl, static_cast<abi::RecvEntry*>(rq.ring), entries};
+    sq_out = {sq.ctl, static_cast<abi::SendEntry*>(sq.ring), entries};
+    rq_out = {rq.ctl, static_cast<abi::RecvEntry*>(rq.ring), entries};
+    cq_in = {cq.ctl, static_cast<abi::Completion*>(cq.ring), cq_entries};
+  }
+
+  uint8_t* heap() { return mem.data() + kGuard; }
+  bool guards_intact() const {
+    for (uint32_t i = 0; i < kGuard; i++) {
+      if (mem[i] != 0xEE || mem[kGuard + kHeap + i] != 0xEE) return false;
+    }
+    return true;
+  }
+  unsigned post(const abi::SendEntry& e) { return sq_out.produce(&e, 1); }
+  unsigned post_recv(uint64_t offset, uint32_t length, uint16_t mr = 0) {
+    abi::RecvEntry r{};
+    r.offset = offset;
+    r.length = length;
+    r.mr = mr;
+    return rq_out.produce(&r, 1);
+  }
+  std::vector<abi::Completion> poll() {
+    std::vector<abi::Completion> out(cq_in.capacity());
+    out.resize(cq_in.consume(out.data(), static_cast<unsigned>(out.size())));
+    return out;
+  }
+
+  static constexpr uint32_t kHeap = 64 * 1024;
+  std::vector<uint8_t> mem;
+  std::vector<uint8_t> ro;
+  // Pipe memory, cache-line aligned.
+  struct alignas(64) Line {
+    uint8_t b[64];
+  };
+  std::vector<Line> cq_mem, sq_mem, rq_mem;
+  DpApp dp;
+  ipc::PipeProducer<abi::SendEntry> sq_out;
+  ipc::PipeProducer<abi::RecvEntry> rq_out;
+  ipc::PipeConsumer<abi::Completion> cq_in;
+};
+
+abi::SendEntry op(uint8_t opcode, uint64_t wr_id, uint32_t mr = 0, uint64_t offset = 0,
+                  uint32_t length = 0) {
+  abi::SendEntry e{};
+  e.opcode = opcode;
+  e.wr_id = wr_id;
+  e.mr = mr;
+  e.offset = offset;
+  e.length = length;
+  return e;
+}
+
+abi::SendEntry copy(uint64_t wr_id, uint32_t src_mr, uint64_t src, uint32_t dst_mr, uint64_t dst,
+                    uint32_t length) {
+  abi::SendEntry e = op(abi::kOpCopy, wr_id, src_mr, src, length);
+  e.remote_mr = dst_mr;
+  e.remote_offset = dst;
+  return e;
+}
+
+abi::SendEntry send(uint64_t wr_id, uint64_t offset, uint32_t length, uint32_t target,
+                    uint32_t imm = 0) {
+  abi::SendEntry e = op(abi::kOpSend, wr_id, 0, offset, length);
+  e.target = target;
+  e.imm = imm;
+  return e;
+}
+
+struct AppPathTest : ::testing::Test {
+  AppPath path{8, 32, kHz};
+  uint64_t now = 1000;
+  unsigned poll() { return path.poll(now); }
+};
+
+TEST_F(AppPathTest, NopCopyAndSendComplete) {
+  SimApp a(1);
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  for (uint32_t i = 0; i < 100; i++)
+    a.heap()[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_TRUE(a.post_recv(8192, 200));
+  a.post(op(abi::kOpNop, 11));
+  a.post(copy(12, 0, 0, 0, 4096, 100));
+  a.post(send(13, 0, 100, SimApp::kRq, 0xabcd));
+  EXPECT_EQ(poll(), 3u);
+  auto c = a.poll();
+  ASSERT_EQ(c.size(), 4u);  // nop, copy, the receive, then the send
+  EXPECT_EQ(c[0].wr_id, 11u);
+  EXPECT_EQ(c[0].status, 0);
+  EXPECT_EQ(c[1].wr_id, 12u);
+  EXPECT_EQ(c[1].status, 0);
+  EXPECT_EQ(c[1].length, 100u);
+  EXPECT_EQ(c[2].flags & abi::kCompRecv, abi::kCompRecv);
+  EXPECT_EQ(c[2].wr_id, 0u);  // index of the receive entry
+  EXPECT_EQ(c[2].pipe, SimApp::kRq);
+  EXPECT_EQ(c[2].imm, 0xabcdu);
+  EXPECT_EQ(c[2].length, 100u);
+  EXPECT_EQ(c[3].wr_id, 13u);
+  EXPECT_EQ(c[3].status, 0);
+  EXPECT_EQ(c[3].pipe, SimApp::kSq);
+  EXPECT_EQ(std::memcmp(a.heap(), a.heap() + 4096, 100), 0);
+  EXPECT_EQ(std::memcmp(a.heap(), a.heap() + 8192, 100), 0);
+  EXPECT_EQ(a.dp.counters.ops[abi::kOpNop], 1u);
+  EXPECT_EQ(a.dp.counters.ops[abi::kOpCopy], 1u);
+  EXPECT_EQ(a.dp.counters.ops[abi::kOpSend], 1u);
+  EXPECT_EQ(a.dp.counters.bytes, 200u);
+  EXPECT_EQ(a.dp.counters.errors_total, 0u);
+  EXPECT_TRUE(a.guards_intact());
+}
+
+TEST_F(AppPathTest, SendWithoutReceiveAndTruncation) {
+  SimApp a(1);
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  a.post(send(1, 0, 64, SimApp::kRq));
+  poll();
+  auto c = a.poll();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, CL_ENORECV);
+  EXPECT_EQ(a.dp.counters.no_recv, 1u);
+  EXPECT_EQ(a.dp.counters.errors_total, 0u);  // not the app's fault
+
+  std::memset(a.heap(), 0x11, 64);
+  a.post_recv(1024, 16);
+  a.post(send(2, 0, 64, SimApp::kRq));
+  poll();
+  c = a.poll();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].status, CL_ETRUNC);
+  EXPECT_EQ(c[0].length, 16u);
+  EXPECT_EQ(c[1].status, CL_ETRUNC);
+  EXPECT_EQ(a.heap()[1024 + 15], 0x11);
+  EXPECT_EQ(a.heap()[1024 + 16], 0);  // nothing past the buffer
+}
+
+// Every kind of bad descriptor: an error completion with the right code, the right counter, and
+// not one byte written outside the app's MRs.
+TEST_F(AppPathTest, BadDescriptorsAreRejected) {
+  SimApp a(1);
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  const uint64_t heap = SimApp::kHeap;
+  struct Case {
+    abi::SendEntry e;
+    int32_t status;
+    AppError error;
+  };
+  abi::SendEntry flags = op(abi::kOpNop, 0);
+  flags.flags = 1;
+  abi::SendEntry reserved = op(abi::kOpNop, 0);
+  reserved.reserved[5] = 1;
+  std::vector<Case> cases = {
+      {op(9, 0), CL_EOPNOTSUPP, AppError::bad_opcode},
+      {op(255, 0), CL_EOPNOTSUPP, AppError::bad_opcode},
+      {flags, CL_EINVAL, AppError::bad_flags},
+      {reserved, CL_EINVAL, AppError::bad_flags},
+      {copy(0, 7, 0, 0, 0, 8), CL_ENOENT, AppError::bad_mr},            // unknown MR
+      {copy(0, 2, 0, 0, 0, 8), CL_ENOENT, AppError::bad_mr},            // slot not registered
+      {copy(0, 0xffffffff, 0, 0, 0, 8), CL_ENOENT, AppError::bad_mr},   // huge id
+      {copy(0, 0, 0, 0, heap, 1), CL_EFAULT, AppError::out_of_bounds},  // one past the end
+      {copy(0, 0, heap - 8, 0, 0, 9), CL_EFAULT, AppError::out_of_bounds},
+      {copy(0, 0, UINT64_MAX - 4, 0, 0, 16), CL_EFAULT, AppError::out_of_bounds},  // wraps
+      {copy(0, 0, 0, 0, UINT64_MAX, 1), CL_EFAULT, AppError::out_of_bounds},
+      {copy(0, 0, 0, 1, 0, 8), CL_EACCES, AppError::access},          // read-only MR as target
+      {send(0, 0, 8, 3), CL_EINVAL, AppError::bad_target},            // an unused pipe slot
+      {send(0, 0, 8, SimApp::kCq), CL_EINVAL, AppError::bad_target},  // not a receive pipe
+      {send(0, 0, 8, 0xffffffff), CL_EINVAL, AppError::bad_target},
+      {copy(0, 0, 0, 0, 0, kMaxRequestBytes + 1), CL_EINVAL, AppError::too_long},
+  };
+  for (size_t i = 0; i < cases.size(); i++) {
+    cases[i].e.wr_id = 100 + i;
+    ASSERT_EQ(a.post(cases[i].e), 1u);
+    poll();
+    auto c = a.poll();
+    ASSERT_EQ(c.size(), 1u) << "case " << i;
+    EXPECT_EQ(c[0].wr_id, 100 + i);
+    EXPECT_EQ(c[0].status, cases[i].status) << "case " << i;
+    EXPECT_EQ(a.dp.counters.errors[static_cast<size_t>(cases[i].error)] > 0, true) << "case " << i;
+  }
+  EXPECT_EQ(a.dp.counters.errors_total, cases.size());
+  EXPECT_FALSE(a.dp.evicted);
+  EXPECT_TRUE(a.guards_intact());
+
+  // A receive buffer out of bounds fails both sides and is counted once.
+  a.post_recv(heap - 4, 8);
+  a.post(send(500, 0, 8, SimApp::kRq));
+  poll();
+  auto c = a.poll();
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].status, CL_EFAULT);
+  EXPECT_EQ(c[1].status, CL_EFAULT);
+  EXPECT_EQ(a.dp.counters.errors_total, cases.size() + 1);
+  EXPECT_TRUE(a.guards_intact());
+}
+
+TEST_F(AppPathTest, ErrorBudgetEvictsAndRefills) {
+  SimApp a(1, 256, 1024, /*error_budget=*/4);
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  // Four errors a second are tolerated, spread out or at once.
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 4; i++)
+      a.post(op(99, 0));
+    poll();
+    EXPECT_EQ(a.poll().size(), 4u);
+    EXPECT_FALSE(a.dp.evict.load());
+    now += kHz;  // a second later the bucket is full again
+  }
+  // The fifth within a second evicts: nothing more is served.
+  for (int i = 0; i < 5; i++)
+    a.post(op(99, 0));
+  a.post(op(abi::kOpNop, 7));
+  poll();
+  EXPECT_TRUE(a.dp.evict.load());
+  EXPECT_EQ(a.poll().size(), 5u);
+  a.post(op(abi::kOpNop, 8));
+  EXPECT_EQ(poll(), 0u);
+  EXPECT_TRUE(a.poll().empty());
+}
+
+// A flooding app gets its budget per pass; an app that posts one request is served in the same
+// pass, whichever goes first.
+TEST_F(AppPathTest, NoAppStarvesAnother) {
+  SimApp flood(1, 4096, 8192), quiet(2);
+  AppPath p(8, /*budget=*/8, kHz);
+  ASSERT_TRUE(p.attach(&flood.dp, now));
+  ASSERT_TRUE(p.attach(&quiet.dp, now));
+  for (int pass = 0; pass < 4; pass++) {
+    for (int i = 0; i < 1000; i++)
+      flood.post(op(abi::kOpNop, i));
+    quiet.post(op(abi::kOpNop, 42));
+    unsigned served = p.poll(now);
+    EXPECT_EQ(served, 8u + 1u) << "pass " << pass;
+    auto c = quiet.poll();
+    ASSERT_EQ(c.size(), 1u) << "pass " << pass;
+    EXPECT_EQ(c[0].wr_id, 42u);
+    EXPECT_EQ(flood.poll().size(), 8u);
+  }
+}
+
+// A full completion pipe holds requests back; none is lost and none completes twice.
+TEST_F(AppPathTest, FullCompletionPipeHoldsRequests) {
+  SimApp a(1, 256, 64);
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  for (int i = 0; i < 200; i++)
+    ASSERT_EQ(a.post(op(abi::kOpNop, i)), 1u);
+  uint64_t next = 0;
+  for (int pass = 0; pass < 100 && next < 200; pass++) {
+    poll();
+    if (pass % 3 != 0) continue;  // the app reads its completions only now and then
+    for (const abi::Completion& c : a.poll()) {
+      EXPECT_EQ(c.wr_id, next++);
+      EXPECT_EQ(c.status, 0);
+    }
+  }
+  EXPECT_EQ(next, 200u);
+  EXPECT_EQ(a.dp.counters.cq_full, 0u);
+}
+
+// An app that writes an impossible consumer index into its completion pipe is counted and,
+// being hostile, runs out of budget; the daemon never writes past the ring.
+TEST_F(AppPathTest, CorruptConsumerIndexIsCaught) {
+  SimApp a(1, 256, 64, 8);
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  for (int i = 0; i < 64; i++)
+    a.post(op(abi::kOpNop, i));
+  poll();
+  poll();
+  auto* ctl = reinterpret_cast<abi::PipeCtl*>(a.cq_mem.data());
+  ctl->consumer = 1u << 30;  // far ahead of what was produced
+  for (int i = 0; i < 200 && !a.dp.evicted; i++) {
+    a.post(op(abi::kOpNop, i));
+    poll();
+  }
+  EXPECT_GT(a.dp.counters.errors[static_cast<size_t>(AppError::corrupt_pipe)], 0u);
+  EXPECT_TRUE(a.dp.evict.load());
+  EXPECT_LE(a.dp.counters.completions, 64u);
+}
+
+// Random bytes written over a submit pipe: every entry the dataplane takes is checked; the app
+// gets completions or errors, the daemon writes nothing outside the app's memory.
+TEST_F(AppPathTest, RandomBytesInPipes) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 50; trial++) {
+    SimApp a(1, 64, 1024, 1u << 20);
+    AppPath p(2, 32, kHz);
+    ASSERT_TRUE(p.attach(&a.dp, now));
+    auto* sq = reinterpret_cast<uint8_t*>(a.sq_mem.data()) + sizeof(abi::PipeCtl);
+    auto* rq = reinterpret_cast<uint8_t*>(a.rq_mem.data()) + sizeof(abi::PipeCtl);
+    for (size_t i = 0; i < 64 * sizeof(abi::SendEntry); i++)
+      sq[i] = static_cast<uint8_t>(rng());
+    for (size_t i = 0; i < 64 * sizeof(abi::RecvEntry); i++)
+      rq[i] = static_cast<uint8_t>(rng());
+    for (int k = 0; k < 10; k++) {
+      p.poll(now);
+      a.poll();
+    }
+    EXPECT_TRUE(a.guards_intact()) << "trial " << trial;
+  }
+}
+
+TEST_F(AppPathTest, AttachDetachAndTableUpdates) {
+  SimApp a(5), b(5);
+  EXPECT_TRUE(path.attach(&a.dp, now));
+  EXPECT_FALSE(path.attach(&b.dp, now));  // the id is taken
+  EXPECT_FALSE(path.set_mr(5, 99, DpMr{}));
+  EXPECT_TRUE(path.set_mr(5, 2, DpMr{a.heap(), 16, abi::kAccessRead}));
+  a.post(copy(1, 2, 0, 0, 100, 16));
+  poll();
+  EXPECT_EQ(a.poll().at(0).status, 0);
+  EXPECT_TRUE(path.set_mr(5, 2, DpMr{}));  // deregistered
+  a.post(copy(2, 2, 0, 0, 100, 16));
+  poll();
+  EXPECT_EQ(a.poll().at(0).status, CL_ENOENT);
+  EXPECT_EQ(path.detach(5), &a.dp);
+  EXPECT_EQ(path.detach(5), nullptr);
+  a.post(op(abi::kOpNop, 3));
+  EXPECT_EQ(poll(), 0u);
+  AppPath small(1, 32, kHz);
+  EXPECT_TRUE(small.attach(&a.dp, now));
+  EXPECT_FALSE(small.attach(&b.dp, now));  // full (and a duplicate)
+}
+
+}  // namespace
+}  // namespace cleave::dp
