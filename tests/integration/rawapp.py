@@ -1,0 +1,161 @@
+"""rawapp.py - an app that speaks cleaved's app protocol (src/ipc/shm_abi.h) byte by byte, without
+libcleave: what a hostile or buggy app can send, and a second, independent reading of the ABI.
+"""
+
+import mmap
+import os
+import socket
+import struct
+
+MAGIC = 0x314C5643
+VERSION = 1
+HDR = struct.Struct("<IHHIi")  # magic, version, type, seq, status
+T_HELLO, T_HELLO_REPLY, T_PIPE_CREATE, T_PIPE_REPLY, T_PIPE_DESTROY = 1, 2, 3, 4, 5
+T_MR_REG, T_MR_REPLY, T_MR_DEREG, T_REPLY, T_NOTICE = 6, 7, 8, 9, 10
+SUBMIT, RECV, COMPLETION = 1, 2, 3
+OP_NOP, OP_COPY, OP_SEND = 0, 1, 2
+READ, WRITE = 1, 2
+DOORBELL = 1
+PIPE_CTL = 128
+SEND_ENTRY = struct.Struct("<QQQIIIIIBB17x")  # without the phase byte (63 bytes)
+RECV_ENTRY = struct.Struct("<QIHB")  # without the phase byte (15 bytes)
+COMPLETION_ENTRY = struct.Struct("<QIiIHBB7xB")
+EPERM, ENOENT, EAGAIN, EACCES, EFAULT, EBUSY, EINVAL = -1, -2, -11, -13, -14, -16, -22
+EPROTO, EOPNOTSUPP, EDQUOT, EVERSION = -71, -95, -122, -1002
+NOTICE_SHUTDOWN, NOTICE_EVICTED = 1, 2
+
+
+def header(mtype, seq, version=VERSION, magic=MAGIC):
+    return HDR.pack(magic, version, mtype, seq, 0)
+
+
+class ProtocolError(Exception):
+    pass
+
+
+class Pipe:
+    """One pipe in the mapped region, written and read as the ABI says."""
+
+    def __init__(self, region, kind, pid, entries, offset):
+        self.region, self.kind, self.id, self.entries, self.offset = region, kind, pid, entries, offset
+        self.size = {SUBMIT: 64, RECV: 16, COMPLETION: 32}[kind]
+        self.index = 0  # producer head or consumer tail
+        self.lap_shift = entries.bit_length() - 1
+
+    def slot(self, i):
+        return self.offset + PIPE_CTL + (i % self.entries) * self.size
+
+    def phase(self, i):
+        return ((i >> self.lap_shift) + 1) & 1
+
+    def consumer_index(self):
+        return struct.unpack_from("<Q", self.region, self.offset)[0]
+
+    def produce(self, body):
+        """Writes one entry (body without its phase byte); False when the ring is full."""
+        if self.index - self.consumer_index() >= self.entries:
+            return False
+        at = self.slot(self.index)
+        self.region[at:at + self.size - 1] = body
+        self.region[at + self.size - 1] = self.phase(self.index)
+        self.index += 1
+        return True
+
+    def consume(self):
+        at = self.slot(self.index)
+        if self.region[at + self.size - 1] != self.phase(self.index):
+            return None
+        e = COMPLETION_ENTRY.unpack_from(self.region, at)
+        self.index += 1
+        struct.pack_into("<Q", self.region, self.offset, self.index)
+        return {"wr_id": e[0], "length": e[1], "status": e[2], "imm": e[3], "pipe": e[4],
+                "opcode": e[5], "flags": e[6]}
+
+
+class RawApp:
+    def __init__(self, path, name="rawapp", versions=(VERSION, VERSION), hello=True):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.settimeout(5)
+        self.sock.connect(path)
+        self.seq = 0
+        self.region = None
+        if hello:
+            self.status = self.hello(name, versions)
+
+    def request(self, mtype, body=b"", fds=(), raw=None):
+        self.seq += 1
+        msg = raw if raw is not None else header(mtype, self.seq) + body
+        socket.send_fds(self.sock, [msg], list(fds)) if fds else self.sock.send(msg)
+        return self.reply()
+
+    def reply(self):
+        """The next message; (header tuple, payload, fds). Raises on EOF."""
+        msg, fds, _, _ = socket.recv_fds(self.sock, 512, 4)
+        if not msg:
+            raise ConnectionResetError("cleaved closed the connection")
+        return HDR.unpack_from(msg), msg[HDR.size:], fds
+
+    def hello(self, name, versions):
+        body = struct.pack("<HHI", versions[0], versions[1], 0) + name.encode().ljust(32, b"\0")
+        (magic, ver, mtype, seq, status), payload, fds = self.request(T_HELLO, body)
+        self.versions = struct.unpack_from("<HH", payload)
+        if status != 0:
+            return status
+        (_, _, self.app_id, self.size, self.pipe_off, self.pipe_size, self.heap_off,
+         self.heap_size, self.flags, _) = struct.unpack_from("<HHIQQQQQII", payload)
+        self.quota = struct.unpack_from("<QIIII", payload, 56)
+        self.region = mmap.mmap(fds[0], self.size)
+        os.close(fds[0])
+        return 0
+
+    def create_pipe(self, kind, entries, cq=0, doorbell_fd=None, flags=None):
+        if flags is None:
+            flags = DOORBELL if doorbell_fd is not None else 0
+        body = struct.pack("<B3xIII", kind, entries, cq, flags)
+        fds = [doorbell_fd] if doorbell_fd is not None else []
+        (_, _, _, _, status), payload, _ = self.request(T_PIPE_CREATE, body, fds)
+        if status != 0:
+            return status
+        pid, n, off = struct.unpack_from("<IIQ", payload)
+        return Pipe(self.region, kind, pid, n, off)
+
+    def destroy_pipe(self, pid):
+        return self.request(T_PIPE_DESTROY, struct.pack("<II", pid, 0))[0][4]
+
+    def reg_mr(self, fd, length, access=READ | WRITE):
+        (_, _, _, _, status), payload, _ = self.request(T_MR_REG, struct.pack("<QII", length, access,
+                                                                              0), [fd])
+        return status if status != 0 else struct.unpack_from("<I", payload)[0]
+
+    def dereg_mr(self, mr):
+        return self.request(T_MR_DEREG, struct.pack("<II", mr, 0))[0][4]
+
+    def heap(self, offset, length):
+        return self.region[self.heap_off + offset:self.heap_off + offset + length]
+
+    def write_heap(self, offset, data):
+        self.region[self.heap_off + offset:self.heap_off + offset + len(data)] = data
+
+    def close(self):
+        self.sock.close()
+        if self.region is not None:
+            self.region.close()
+
+
+def send_entry(op, wr_id=0, mr=0, offset=0, length=0, remote_mr=0, remote_offset=0, target=0,
+               imm=0, flags=0):
+    return SEND_ENTRY.pack(wr_id, offset, remote_offset, length, mr, remote_mr, target, imm, op,
+                           flags)
+
+
+def recv_entry(offset, length, mr=0):
+    return RECV_ENTRY.pack(offset, length, mr, 0)
+
+
+def sealed_memfd(size, seal=True):
+    fd = os.memfd_create("rawapp-mr", os.MFD_ALLOW_SEALING if seal else 0)
+    os.ftruncate(fd, size)
+    if seal:
+        import fcntl
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    return fd

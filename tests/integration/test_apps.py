@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""test_apps.py - the app socket of a real cleaved: admission by SO_PEERCRED, version
+negotiation, quotas, protocol violations, hostile apps next to a well-behaved one, and reclaim
+after kill -9.
+
+cleaved runs on a net_null port (no network is needed for the app path). Apps here speak the
+protocol byte by byte (rawapp.py), as a hostile app would.
+"""
+
+import fcntl
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import cleavetest as ct
+import rawapp as ra
+
+CONFIG = """
+runtime_dir: {run}
+log:
+  format: plain
+eal:
+  file_prefix: {prefix}
+dataplane:
+  idle_sleep_us: 20
+apps:
+  max_apps: 8
+  quota:
+    region_mb: 4
+    memory_mb: 8
+    pipes: 4
+    mrs: 2
+    pipe_entries: 1024
+    error_budget: 32
+  allow:
+    - uid: 0
+ports:
+  - name: n0
+    device: net_null0
+    ipv4: 10.9.0.1/24
+"""
+
+
+class AppSocket(ct.TestCase):
+    def setUp(self):
+        self.d = ct.Daemon(CONFIG)
+        self.path = os.path.join(self.d.run_dir, "app.sock")
+        self.baseline_fds = self.daemon_fds()
+
+    def daemon_fds(self):
+        return len(os.listdir(f"/proc/{self.d.proc.pid}/fd"))
+
+    def apps(self):
+        return self.d.ctl("app", "list")[1]["apps"]
+
+    def queues(self, app, entries=256):
+        cq = app.create_pipe(ra.COMPLETION, entries * 2)
+        sq = app.create_pipe(ra.SUBMIT, entries, cq.id)
+        return cq, sq
+
+    def wait_completion(self, cq, timeout=2.0):
+        return ct.wait_until(cq.consume, timeout=timeout, interval=0.001, what="a completion")
+
+    def test_hello_region_and_round_trip(self):
+        app = ra.RawApp(self.path, "probe")
+        self.assertEqual(app.status, 0)
+        self.assertEqual(struct_magic(app.region), ra.MAGIC)
+        self.assertEqual(app.size, 4 << 20)
+        self.assertEqual(app.quota[1:4], (4, 2, 64))  # pipes, mrs, flows
+        cq, sq = self.queues(app)
+        app.write_heap(0, bytes(range(256)) * 4)
+        self.assertTrue(sq.produce(ra.send_entry(ra.OP_NOP, wr_id=1)))
+        self.assertTrue(sq.produce(ra.send_entry(ra.OP_COPY, 2, 0, 0, 1024, 0, 65536)))
+        c1, c2 = self.wait_completion(cq), self.wait_completion(cq)
+        self.assertEqual((c1["wr_id"], c1["status"]), (1, 0))
+        self.assertEqual((c2["wr_id"], c2["status"], c2["length"]), (2, 0, 1024))
+        self.assertEqual(app.heap(65536, 1024), bytes(range(256)) * 4)
+        [a] = self.apps()
+        self.assertEqual((a["name"], a["pid"], a["uid"], a["pipes"]), ("probe", os.getpid(), 0, 2))
+        self.assertEqual(a["counters"]["ops"], {"nop": 1, "copy": 1, "send": 0})
+        self.assertEqual(a["counters"]["bytes"], 1024)
+        shown = self.d.ctl("app", "show", str(a["id"]))[1]
+        self.assertEqual([p["kind"] for p in shown["pipe_list"]], ["completion", "submit"])
+        self.assertEqual(shown["mr_list"][0]["kind"], "heap")
+        app.close()
+        ct.wait_until(lambda: not self.apps(), timeout=1, what="the app to be reclaimed")
+
+    def test_send_into_posted_receive_with_doorbell(self):
+        app = ra.RawApp(self.path)
+        efd = os.eventfd(0, os.EFD_NONBLOCK)
+        cq = app.create_pipe(ra.COMPLETION, 512, doorbell_fd=efd)
+        sq = app.create_pipe(ra.SUBMIT, 128, cq.id)
+        rq = app.create_pipe(ra.RECV, 128, cq.id)
+        app.write_heap(0, b"hello, cleave")
+        self.assertTrue(rq.produce(ra.recv_entry(4096, 64)))
+        # Asleep on the doorbell: the dataplane must write the eventfd.
+        app.region[cq.offset + 64] = 1
+        sq.produce(ra.send_entry(ra.OP_SEND, wr_id=9, length=13, target=rq.id, imm=77))
+        ct.wait_until(lambda: _eventfd_value(efd), timeout=2, what="the doorbell")
+        recv, sent = self.wait_completion(cq), self.wait_completion(cq)
+        self.assertEqual((recv["flags"] & 1, recv["wr_id"], recv["length"], recv["imm"]),
+                         (1, 0, 13, 77))
+        self.assertEqual((sent["wr_id"], sent["status"]), (9, 0))
+        self.assertEqual(app.heap(4096, 13), b"hello, cleave")
+        self.assertGreaterEqual(self.apps()[0]["counters"]["doorbells"], 1)
+        os.close(efd)
+
+    def test_not_admitted_uid_is_refused(self):
+        os.chmod(self.d.dir, 0o755)  # let uid 65534 reach the socket: only cleaved may refuse it
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                status = ra.RawApp(self.path).status
+            except BaseException:
+                status = 1
+            finally:
+                os.write(w, str(status).encode())
+                os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        self.assertEqual(int(os.read(r, 64)), ra.EPERM)
+        os.close(r)
+        self.assertIn("no rule in apps.allow admits it", self.d.logs())
+        self.assertEqual(self.apps(), [])
+
+    def test_version_negotiation(self):
+        app = ra.RawApp(self.path, versions=(2, 5))
+        self.assertEqual(app.status, ra.EVERSION)
+        self.assertEqual(app.versions, (1, 1))
+        self.assertEqual(ra.RawApp(self.path, versions=(1, 9)).status, 0)
+
+    def test_quotas_and_bad_arguments(self):
+        app = ra.RawApp(self.path)
+        cq = app.create_pipe(ra.COMPLETION, 1024)
+        self.assertEqual(app.create_pipe(ra.COMPLETION, 2048), ra.EDQUOT)  # over pipe_entries
+        self.assertEqual(app.create_pipe(ra.COMPLETION, 100), ra.EINVAL)   # not a power of two
+        self.assertEqual(app.create_pipe(9, 64), ra.EINVAL)                # unknown kind
+        self.assertEqual(app.create_pipe(ra.SUBMIT, 64, cq=3), ra.ENOENT)  # no such CQ
+        r, w = os.pipe()  # a doorbell that is not an eventfd could block the dataplane
+        self.assertEqual(app.create_pipe(ra.COMPLETION, 64, doorbell_fd=r), ra.EINVAL)
+        self.assertEqual(app.create_pipe(ra.SUBMIT, 64, doorbell_fd=os.eventfd(0)), ra.EINVAL)
+        sq = app.create_pipe(ra.SUBMIT, 64, cq.id)
+        self.assertEqual(app.destroy_pipe(cq.id), ra.EBUSY)  # a queue still completes into it
+        for _ in range(2):
+            self.assertIsInstance(app.create_pipe(ra.RECV, 64, cq.id), ra.Pipe)
+        self.assertEqual(app.create_pipe(ra.RECV, 64, cq.id), ra.EDQUOT)  # 4 pipes
+        self.assertEqual(app.destroy_pipe(sq.id), 0)
+        self.assertEqual(app.destroy_pipe(sq.id), ra.ENOENT)
+        # MRs: sealed memfds only, within the memory quota (8 MiB, 4 of them the region).
+        self.assertEqual(app.reg_mr(ra.sealed_memfd(4096, seal=False), 4096), ra.EINVAL)
+        self.assertEqual(app.reg_mr(ra.sealed_memfd(4096), 8192), ra.EINVAL)  # longer than the fd
+        self.assertEqual(app.reg_mr(ra.sealed_memfd(8 << 20), 5 << 20), ra.EDQUOT)
+        self.assertEqual(app.reg_mr(ra.sealed_memfd(4096), 4096, access=0x10), ra.EINVAL)
+        mr1 = app.reg_mr(ra.sealed_memfd(1 << 20), 1 << 20)
+        mr2 = app.reg_mr(ra.sealed_memfd(4096), 4096, access=ra.READ)
+        self.assertEqual((mr1, mr2), (1, 2))
+        self.assertEqual(app.reg_mr(ra.sealed_memfd(4096), 4096), ra.EDQUOT)  # 2 MRs
+        [a] = self.apps()
+        self.assertEqual(a["memory_bytes"], (4 << 20) + (1 << 20) + 4096)
+        self.assertEqual(app.dereg_mr(mr1), 0)
+        self.assertEqual(app.dereg_mr(mr1), ra.ENOENT)
+        self.assertEqual(self.apps()[0]["mrs"], 1)
+
+    def test_protocol_violations_close_the_connection(self):
+        bad = [
+            b"\x01\x02",                                               # shorter than a header
+            ra.header(ra.T_HELLO, 1, magic=0xdeadbeef) + bytes(40),    # bad magic
+            ra.header(ra.T_PIPE_CREATE, 1) + bytes(16),                # before hello
+            ra.header(ra.T_HELLO, 1) + bytes(10),                      # wrong size
+            ra.header(77, 1) + bytes(40),                              # unknown type
+            bytes(random.Random(1).randrange(256) for _ in range(300)),  # noise
+        ]
+        for i, msg in enumerate(bad):
+            app = ra.RawApp(self.path, hello=False)
+            try:
+                (_, _, _, _, status), _, _ = app.request(0, raw=msg)
+                self.assertEqual(status, ra.EPROTO, f"message {i}")
+            except (ConnectionResetError, OSError):
+                pass
+            with self.assertRaises((ConnectionResetError, OSError), msg=f"message {i}"):
+                app.request(ra.T_HELLO, raw=ra.header(ra.T_HELLO, 2) + bytes(40))
+            app.close()
+        # After hello: a second hello, and a message with two fds.
+        app = ra.RawApp(self.path)
+        self.assertEqual(app.request(ra.T_HELLO, raw=ra.header(ra.T_HELLO, 5) + bytes(40))[0][4],
+                         ra.EPROTO)
+        app = ra.RawApp(self.path)
+        fds = [os.eventfd(0), os.eventfd(0)]
+        self.assertEqual(app.request(ra.T_PIPE_CREATE, bytes(16), fds)[0][4], ra.EPROTO)
+        ct.wait_until(lambda: self.apps() == [], timeout=1, what="every app closed")
+        self.assertIn("protocol error", self.d.logs())
+        ct.wait_until(lambda: self.daemon_fds() <= self.baseline_fds, timeout=2,
+                      what="the daemon's fds back to where they were")
+
+    def test_kill9_reclaims_everything_within_a_second(self):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                app = ra.RawApp(self.path, "victim")
+                cq = app.create_pipe(ra.COMPLETION, 512, doorbell_fd=os.eventfd(0))
+                app.create_pipe(ra.SUBMIT, 256, cq.id)
+                app.reg_mr(ra.sealed_memfd(1 << 20), 1 << 20)
+                os.write(w, b"x")
+                time.sleep(60)
+            finally:
+                os._exit(0)
+        os.read(r, 1)
+        [a] = self.apps()
+        self.assertEqual((a["name"], a["pipes"], a["mrs"]), ("victim", 2, 1))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        t0 = time.monotonic()
+        ct.wait_until(lambda: self.apps() == [], timeout=1, interval=0.01,
+                      what="the killed app to be reclaimed")
+        elapsed = time.monotonic() - t0
+        self.assertLess(elapsed, 1.0)
+        self.assertRegex(self.d.logs(), r"'victim' \(pid \d+\) disconnected: reclaimed its "
+                                        r"region, 2 pipe\(s\) and 1 MR\(s\)")
+        ct.wait_until(lambda: self.daemon_fds() <= self.baseline_fds, timeout=1,
+                      what="the daemon's fds back to where they were")
+        os.close(r)
+        os.close(w)
+
+    def test_hostile_app_is_evicted_and_a_good_app_is_unaffected(self):
+        good = ra.RawApp(self.path, "good")
+        gcq, gsq = self.queues(good)
+        evil = ra.RawApp(self.path, "evil")
+        ecq, esq = self.queues(evil, 512)
+        # The good app's data, which the hostile one must never see.
+        secret = bytes(random.Random(2).randrange(256) for _ in range(4096))
+        good.write_heap(0, secret)
+        evil.write_heap(0, bytes(65536))
+        stop = threading.Event()
+        results = {"copies": 0, "bad": 0}
+
+        def good_loop():
+            n = 0
+            while not stop.is_set():
+                dst = 8192 + (n % 8) * 4096
+                good.write_heap(dst, bytes(4096))
+                gsq.produce(ra.send_entry(ra.OP_COPY, n, 0, 0, 4096, 0, dst))
+                c = self.wait_completion(gcq)
+                if c["status"] != 0 or c["wr_id"] != n or good.heap(dst, 4096) != secret:
+                    results["bad"] += 1
+                results["copies"] += 1
+                n += 1
+
+        t = threading.Thread(target=good_loop)
+        t.start()
+        try:
+            big = evil.heap_size
+            hostile = [
+                ra.send_entry(ra.OP_COPY, 1, 0, big - 8, 64, 0, 0),           # past the end
+                ra.send_entry(ra.OP_COPY, 2, 0, 2**64 - 16, 64, 0, 0),         # wraps
+                ra.send_entry(ra.OP_COPY, 3, 1, 0, 64, 0, 0),                  # no MR 1 here
+                ra.send_entry(ra.OP_COPY, 4, 0, 0, 64, 0, 2**63),              # far target
+                ra.send_entry(200, 5),                                         # opcode
+                ra.send_entry(ra.OP_SEND, 6, length=8, target=gsq.id + 100),   # no such pipe
+            ]
+            statuses = set()
+            for e in hostile:
+                self.assertTrue(esq.produce(e))
+                statuses.add(self.wait_completion(ecq)["status"])
+            self.assertEqual(statuses, {ra.EFAULT, -2, ra.EOPNOTSUPP, ra.EINVAL})
+            # Descriptors rewritten after posting, random bytes in the ring, then a flood: the
+            # error budget (32/s) runs out and the daemon says so before closing.
+            rng = random.Random(3)
+            ring = esq.offset + ra.PIPE_CTL
+            for _ in range(3000):
+                at = ring + rng.randrange(esq.entries) * 64
+                evil.region[at:at + 64] = bytes(rng.randrange(256) for _ in range(64))
+            for i in range(2000):
+                if not esq.produce(ra.send_entry(ra.OP_COPY, i, 0, big, 1, 0, 0)):
+                    break
+            (magic, _, mtype, _, _), payload, _ = evil.reply()
+            self.assertEqual(mtype, ra.T_NOTICE)
+            self.assertEqual(int.from_bytes(payload[:4], "little"), ra.NOTICE_EVICTED)
+        finally:
+            time.sleep(0.3)
+            stop.set()
+            t.join()
+        self.assertGreater(results["copies"], 10)
+        self.assertEqual(results["bad"], 0)
+        self.assertEqual(evil.heap(0, 65536), bytes(65536))  # never received foreign bytes
+        [a] = self.apps()
+        self.assertEqual(a["name"], "good")
+        self.assertEqual(a["counters"]["errors_total"], 0)
+        self.assertRegex(self.d.logs(), r"app \d+ 'evil' .* over its error budget")
+
+
+def struct_magic(region):
+    return int.from_bytes(region[0:4], "little")
+
+
+def _eventfd_value(fd):
+    try:
+        return os.eventfd_read(fd)
+    except BlockingIOError:
+        return 0
+
+
+if __name__ == "__main__":
+    ct.main()
