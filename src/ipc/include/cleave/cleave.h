@@ -140,7 +140,9 @@ CL_API uint32_t cl_mr_id(const cl_mr *mr);
 /* ---- Queues ----
  * entries: a power of two, 64..65536 (and within the quota). A completion queue must be able to
  * hold a completion for every entry of the queues attached to it. `doorbell` gives the CQ an
- * eventfd so cl_cq_wait can sleep; `spin_us` is how long cl_cq_wait spins before sleeping. */
+ * eventfd so cl_cq_wait can sleep; `spin_us` is how long cl_cq_wait spins before sleeping.
+ * The destroy calls (and cl_mr_dereg) free the handle whatever they return, the daemon's error
+ * or CL_EDAEMON; only cl_cq_destroy of a CQ with queues attached (CL_EBUSY) keeps it. */
 CL_API int cl_cq_create(cl_ctx *ctx, uint32_t entries, int doorbell, uint32_t spin_us,
                         cl_cq **out);
 CL_API int cl_cq_destroy(cl_cq *cq);
@@ -150,7 +152,8 @@ CL_API int cl_rq_create(cl_ctx *ctx, cl_cq *cq, uint32_t entries, cl_rq **out);
 CL_API int cl_rq_destroy(cl_rq *rq);
 
 /* Post up to n requests; returns how many were posted (0..n; fewer when the queue is full) or a
- * negative code. Checks what the library can (lengths, MR rights); the daemon checks again. */
+ * negative code. Checks what the library can (lengths, MR rights); the daemon checks again. A
+ * request the library rejects fails the whole call: nothing of it is posted. */
 CL_API int cl_post_send(cl_sq *sq, const struct cl_send_wr *wr, unsigned n);
 CL_API int cl_post_recv(cl_rq *rq, const struct cl_recv_wr *wr, unsigned n);
 /* Take up to n completions; returns how many (0 when none) or a negative code. */
