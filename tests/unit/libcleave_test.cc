@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -62,10 +64,12 @@ class FakeDaemon {
     thread_.join();
     close_conn();
     if (lfd_ >= 0) close(lfd_);
+    close(stray_);
     unlink(path_.c_str());
     for (auto& [id, m] : mrs_)
       munmap(m.base, m.length);
     if (region_ != nullptr) munmap(region_, region_size_);
+    if (region_fd_ >= 0) close(region_fd_);
   }
 
   const std::string& path() const { return path_; }
@@ -77,7 +81,10 @@ class FakeDaemon {
 
   std::atomic<uint16_t> stall_on{0};   // MsgType: leave it unanswered, then die 200 ms later
   std::atomic<uint16_t> notice_on{0};  // MsgType: answer it with an eviction notice
+  std::atomic<uint16_t> ignore_on{0};  // MsgType: never answer it, stay connected (a hung daemon)
   std::atomic<bool> pump{true};        // play the dataplane on the pipes
+  // Misbehaviour: replies with the wrong seq, pipes placed outside the pipe area, stray fds.
+  std::atomic<bool> wrong_seq{false}, bad_pipe_offset{false}, extra_fds{false};
   std::atomic<int> live_pipes{0}, live_mrs{0};
   std::atomic<uint64_t> entries_seen{0};
   std::atomic<int> unsealed_mrs{0};  // MrReg fds that came without F_SEAL_SHRINK
@@ -141,20 +148,28 @@ class FakeDaemon {
     live_pipes = 0;
   }
 
+  // Sends one message with `fd` (if any) and, in extra_fds mode, two stray descriptors more.
   void send_msg(const void* m, size_t len, int fd = -1) {
     iovec iov{const_cast<void*>(m), len};
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 3)] = {};
+    int fds[3];
+    int nfds = 0;
+    if (fd >= 0) fds[nfds++] = fd;
+    if (extra_fds) {
+      fds[nfds++] = stray_;
+      fds[nfds++] = stray_;
+    }
     msghdr h{};
     h.msg_iov = &iov;
     h.msg_iovlen = 1;
-    if (fd >= 0) {
+    if (nfds != 0) {
       h.msg_control = cbuf;
-      h.msg_controllen = sizeof cbuf;
+      h.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
       cmsghdr* c = CMSG_FIRSTHDR(&h);
       c->cmsg_level = SOL_SOCKET;
       c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+      c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+      std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
     }
     sendmsg(cfd_, &h, MSG_NOSIGNAL);
   }
@@ -167,6 +182,7 @@ class FakeDaemon {
   template <class R>
   void reply(R& r, const abi::MsgHeader& req, abi::MsgType t, int32_t status, int fd = -1) {
     r.h = {abi::kMagic, req.version, static_cast<uint16_t>(t), req.seq, status};
+    if (wrong_seq) r.h.seq++;
     send_msg(&r, sizeof r, fd);
   }
 
@@ -197,6 +213,10 @@ class FakeDaemon {
     if (stall_on != 0 && h.type == stall_on) {
       stall_on = 0;
       stall_deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      if (fd >= 0) close(fd);
+      return;
+    }
+    if (ignore_on != 0 && h.type == ignore_on) {
       if (fd >= 0) close(fd);
       return;
     }
@@ -274,6 +294,7 @@ class FakeDaemon {
       return;
     }
     if (region_ != nullptr) munmap(region_, region_size_);
+    if (region_fd_ >= 0) close(region_fd_);
     region_size_ = abi::kRegionHeaderSize + o_.pipe_area + o_.heap;
     int fd = memfd_create("fake-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (ftruncate(fd, static_cast<off_t>(region_size_)) != 0) std::abort();
@@ -300,7 +321,7 @@ class FakeDaemon {
     abi::MsgHeader h = req.h;
     h.version = v;
     reply(r, h, abi::MsgType::kHelloReply, 0, fd);
-    close(fd);
+    region_fd_ = fd;  // kept open: closing it races with the app counting its fds
   }
 
   void pipe_create(const abi::PipeCreate& req, int efd) {
@@ -323,7 +344,7 @@ class FakeDaemon {
       p.cq_prod = {v.ctl, static_cast<abi::Completion*>(v.ring), req.entries};
     r.pipe = next_pipe_id_++;
     r.entries = req.entries;
-    r.offset = next_pipe_off_;
+    r.offset = bad_pipe_offset ? abi::kRegionHeaderSize + o_.pipe_area - 64 : next_pipe_off_;
     next_pipe_off_ += bytes;
     pipes_.emplace(r.pipe, p);
     live_pipes++;
@@ -438,11 +459,13 @@ class FakeDaemon {
   FakeOptions o_;
   std::string path_;
   int lfd_ = -1, cfd_ = -1;
+  int stray_ = eventfd(0, EFD_CLOEXEC);  // one for the whole life: fd counts stay comparable
   std::thread thread_;
   std::atomic<bool> stop_{false}, dead_{false};
   std::atomic<int> cmd_{kNone};
   std::chrono::steady_clock::time_point stall_deadline_{};
   uint8_t* region_ = nullptr;
+  int region_fd_ = -1;
   uint64_t region_size_ = 0;
   uint64_t next_pipe_off_ = 0;
   uint32_t next_pipe_id_ = 1, next_mr_id_ = 1;
@@ -1041,6 +1064,128 @@ TEST_F(LibTest, CloseWithEverythingOpenReclaims) {
   EXPECT_EQ(d_->live_mrs, 0);  // the daemon saw EOF and reclaimed
   EXPECT_EQ(d_->live_pipes, 0);
   close(fd);
+}
+
+// ---- A daemon that hangs or misbehaves ----
+
+TEST_F(LibTest, HungDaemonTimesOutTheControlCall) {
+  cl_cq* cq = nullptr;
+  ASSERT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), 0);
+  d_->ignore_on = static_cast<uint16_t>(abi::MsgType::kMrReg);
+  int fd = sealed_memfd(4096);
+  cl_mr* mr = nullptr;
+  auto t0 = Clock::now();
+  EXPECT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ, &mr), CL_EDAEMON);
+  EXPECT_GE(ms_since(t0), 4900.0);
+  EXPECT_LT(ms_since(t0), 7000.0);
+  // The library hung up, so the daemon reclaims what the app had.
+  t0 = Clock::now();
+  while (d_->live_pipes != 0 && ms_since(t0) < 1000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(d_->live_pipes, 0);
+  cl_wc wc;
+  EXPECT_EQ(cl_poll_cq(cq, &wc, 1), CL_EDAEMON);
+  close(fd);
+}
+
+TEST_F(LibTest, ReplyWithTheWrongSeqPoisonsTheContext) {
+  d_->wrong_seq = true;
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EPROTO);
+  d_->wrong_seq = false;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EPROTO);  // sticky: replies can't be matched
+}
+
+TEST_F(LibTest, PipeOutsideThePipeAreaIsRefused) {
+  d_->bad_pipe_offset = true;
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EPROTO);
+  EXPECT_EQ(cq, nullptr);
+}
+
+size_t open_fds() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    n++;
+  }
+  return n;
+}
+
+TEST_F(LibTest, StrayDescriptorsFromTheDaemonAreClosed) {
+  d_->extra_fds = true;
+  size_t before = open_fds();
+  for (int i = 0; i < 10; i++) {
+    cl_cq* cq = nullptr;
+    ASSERT_EQ(cl_cq_create(ctx_, 64, 1, 0, &cq), 0);
+    ASSERT_EQ(cl_cq_destroy(cq), 0);
+  }
+  EXPECT_EQ(open_fds(), before);
+  // And at open, where the region fd comes with the strays.
+  FakeDaemon d2;
+  d2.extra_fds = true;
+  before = open_fds();
+  cl_ctx* other = nullptr;
+  cl_open_attr a{d2.path().c_str(), "strays"};
+  ASSERT_EQ(cl_open(&a, &other), 0);
+  EXPECT_EQ(cl_close(other), 0);
+  // d2 keeps its region memfd; its connection goes once it has seen the EOF.
+  auto t0 = Clock::now();
+  while (open_fds() != before + 1 && ms_since(t0) < 1000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(open_fds(), before + 1);
+}
+
+// Control calls from several threads while each also posts and polls its own queues.
+TEST_F(LibTest, ControlAndDataFromManyThreads) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; t++) {
+    ts.emplace_back([&, t] {
+      for (int round = 0; round < 20; round++) {
+        cl_cq* cq = nullptr;
+        cl_sq* sq = nullptr;
+        cl_mr* mr = nullptr;
+        int fd = sealed_memfd(4096);
+        if (cl_cq_create(ctx_, 64, round & 1, 0, &cq) != 0 ||
+            cl_sq_create(ctx_, cq, 64, &sq) != 0 ||
+            cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ | CL_ACCESS_WRITE, &mr) != 0) {
+          failures++;
+          close(fd);
+          return;
+        }
+        cl_send_wr w[10]{};
+        for (int i = 0; i < 10; i++) {
+          w[i].wr_id = static_cast<uint64_t>(t * 1000 + i);
+          w[i].opcode = CL_OP_COPY;
+          w[i].mr = mr;
+          w[i].dst_mr = mr;
+          w[i].dst_offset = 2048;
+          w[i].length = 64;
+        }
+        if (cl_post_send(sq, w, 10) != 10) failures++;
+        int got = 0;
+        auto t0 = Clock::now();
+        while (got < 10 && ms_since(t0) < 5000) {
+          if (cl_cq_wait(cq, 100) < -200) break;
+          cl_wc wc[10];
+          int n = cl_poll_cq(cq, wc, 10);
+          for (int i = 0; i < n; i++)
+            if (wc[i].status != 0 || wc[i].wr_id != static_cast<uint64_t>(t * 1000 + got + i))
+              failures++;
+          got += n > 0 ? n : 0;
+        }
+        if (got != 10) failures++;
+        if (cl_sq_destroy(sq) != 0 || cl_cq_destroy(cq) != 0 || cl_mr_dereg(mr) != 0) failures++;
+        close(fd);
+      }
+    });
+  }
+  for (auto& t : ts)
+    t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(d_->live_pipes, 0);
+  EXPECT_EQ(d_->live_mrs, 0);
 }
 
 }  // namespace
