@@ -66,10 +66,11 @@ ssize_t recv_msg(int sock, void* buf, size_t len, int flags, int* fds, int max_f
     for (size_t i = 0; i < count; i++) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (*nfds < max_fds)
+      if (*nfds < max_fds) {
         fds[(*nfds)++] = fd;
-      else
+      } else {
         close(fd);
+      }
     }
   }
   *truncated = (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
@@ -105,10 +106,11 @@ int cl_ctx::fail(int code) {
 int cl_ctx::poll_daemon(bool block) {
   if (int e = check()) return e;
   std::unique_lock lk(ctl_mu, std::defer_lock);
-  if (block)
+  if (block) {
     lk.lock();
-  else if (!lk.try_lock())
+  } else if (!lk.try_lock()) {
     return check();
+  }
   // With the lock held no request is outstanding, so anything readable is unsolicited.
   for (;;) {
     if (int e = check()) return e;
@@ -215,7 +217,7 @@ int connect_socket(const char* path, int* out) {
   std::memcpy(a.sun_path, path, std::strlen(path) + 1);
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno == EMFILE || errno == ENFILE ? CL_ENOMEM : CL_EDAEMON;
-  timeval tv{kCtlTimeoutMs / 1000, (kCtlTimeoutMs % 1000) * 1000};
+  timeval tv{kCtlTimeoutMs / 1000, suseconds_t{kCtlTimeoutMs % 1000} * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // also bounds connect()
   int r;
