@@ -1,17 +1,19 @@
-// pipe_bench.cc - notification pipe throughput and round-trip latency between two threads pinned
-// to two cores, side by side with baselines measured in the same run.
+// pipe_bench.cc - notification pipe throughput and round-trip latency, threads or processes
+// pinned to the two cores, side by side with baselines measured in the same run.
 //
 // One way (SendEntry, producer bursts of 1, 8, 32; the consumer takes up to 32, spinning hot or
 // backing off): the pipe, a plain index-based SPSC ring (Lamport: both indexes shared and read on
-// every call) and a mutex-guarded std::deque. Round trip (one entry each way): the pipe, a raw
-// shared cache-line ping-pong (the physical floor), an eventfd pair and a unix socket pair; median
-// and p99 per round trip. Prints figures; asserts nothing. Run: meson test -C build --benchmark
-// --suite bench -v
+// every call) and a mutex-guarded std::deque. Round trip (one entry each way), between threads
+// and between processes: the pipe, a raw shared cache-line ping-pong (the physical floor), and
+// (processes) an eventfd pair and a unix socket pair; median and p99 per round trip.
+// Prints figures; asserts nothing. Run: meson test -C build --benchmark --suite bench -v
 #include <benchmark/benchmark.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -45,22 +48,24 @@ inline void relax() {
 
 // ---- Queues under test: push/pop bursts of SendEntry ----
 
+// The ring lives in a MAP_SHARED mapping (zeroed) so a forked peer uses the same one.
 struct PipeQ {
+  static constexpr size_t kBytes = abi::pipe_bytes(abi::PipeKind::kSubmit, kRing);
   PipeQ()
       : mem(static_cast<uint8_t*>(
-            std::aligned_alloc(abi::kCacheLine, abi::pipe_bytes(abi::PipeKind::kSubmit, kRing)))) {
-    std::memset(mem, 0, abi::pipe_bytes(abi::PipeKind::kSubmit, kRing));
+            mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0))) {
     auto* ctl = reinterpret_cast<abi::PipeCtl*>(mem);
     auto* ring = reinterpret_cast<SendEntry*>(ctl + 1);
     prod = {ctl, ring, kRing};
     cons = {ctl, ring, kRing};
   }
-  ~PipeQ() { std::free(mem); }
+  ~PipeQ() { munmap(mem, kBytes); }
   unsigned push(const SendEntry* e, unsigned n) { return prod.produce(e, n); }
   unsigned pop(SendEntry* e, unsigned n) { return cons.consume(e, n); }
   uint8_t* mem;
-  PipeProducer<SendEntry> prod;
-  PipeConsumer<SendEntry> cons;
+  // Each side's private state on its own cache line, as it is when the sides are processes.
+  alignas(64) PipeProducer<SendEntry> prod;
+  alignas(64) PipeConsumer<SendEntry> cons;
 };
 
 // The textbook SPSC ring: each side publishes its index and reads the other's on every call.
@@ -159,10 +164,9 @@ void BM_OneWay(benchmark::State& state) {
   state.counters["ns_per_entry"] = produced != 0 ? ns / static_cast<double>(produced) : 0;
 }
 
-// Arguments: producer burst, and pauses the consumer takes after an empty poll. One pause is a
-// consumer spinning flat out on the next entry, the very line the producer is writing, so each
-// entry crosses between the cores several times; 32 pauses is closer to a daemon that polls
-// many pipes in turn and finds a batch waiting.
+// Arguments: producer burst, and pauses the consumer takes after an empty poll: 1 is a consumer
+// spinning flat out on the next entry (the line the producer writes next), 32 one that backs off,
+// closer to a daemon that polls many pipes in turn and finds a batch waiting.
 void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"burst", "pauses"})->UseRealTime();
   for (int pauses : {1, 32})
@@ -265,15 +269,43 @@ struct UnixRtt {
   void stop() { ping(0); }
 };
 
+// T and the stop flag in one MAP_SHARED mapping, so a forked echo process sees them.
 template <class T>
-void BM_RoundTrip(benchmark::State& state) {
-  auto t = std::make_unique<T>();
+struct SharedRig {
+  T t;
   std::atomic<bool> stop{false};
-  std::thread echo([&] {
+  static SharedRig* make() {
+    void* p =
+        mmap(nullptr, sizeof(SharedRig), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return new (p) SharedRig;
+  }
+  void destroy() {
+    this->~SharedRig();
+    munmap(this, sizeof(SharedRig));
+  }
+};
+
+// The echo runs in a thread, or (kProcess) in a forked process as an app and cleaved would.
+template <class T, bool kProcess>
+void BM_RoundTrip(benchmark::State& state) {
+  SharedRig<T>* rig = SharedRig<T>::make();
+  T* t = &rig->t;
+  auto echo_loop = [rig] {
     pin(1);
-    while (!stop.load(std::memory_order_relaxed))
-      t->echo_once();
-  });
+    while (!rig->stop.load(std::memory_order_relaxed))
+      rig->t.echo_once();
+  };
+  pid_t child = -1;
+  std::thread echo;
+  if (kProcess) {
+    child = fork();
+    if (child == 0) {
+      echo_loop();
+      _exit(0);
+    }
+  } else {
+    echo = std::thread(echo_loop);
+  }
   pin(0);
   std::vector<double> rtt;
   rtt.reserve(1u << 20);
@@ -287,9 +319,14 @@ void BM_RoundTrip(benchmark::State& state) {
       rtt.push_back(std::chrono::duration<double, std::nano>(b - a).count());
     i++;
   }
-  stop = true;
+  rig->stop = true;
   t->stop();
-  echo.join();
+  if (kProcess) {
+    waitpid(child, nullptr, 0);
+  } else {
+    echo.join();
+  }
+  rig->destroy();
   std::sort(rtt.begin(), rtt.end());
   if (!rtt.empty()) {
     state.counters["median_ns"] = rtt[rtt.size() / 2];
@@ -297,10 +334,12 @@ void BM_RoundTrip(benchmark::State& state) {
   }
 }
 
-BENCHMARK_TEMPLATE(BM_RoundTrip, PipeRtt)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_RoundTrip, RawRtt)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_RoundTrip, EventfdRtt)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_RoundTrip, UnixRtt)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RoundTrip, PipeRtt, false)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RoundTrip, RawRtt, false)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RoundTrip, PipeRtt, true)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RoundTrip, RawRtt, true)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RoundTrip, EventfdRtt, true)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_RoundTrip, UnixRtt, true)->UseRealTime();
 
 }  // namespace
 }  // namespace cleave::ipc
