@@ -226,7 +226,7 @@ int cl_cq_wait(cl_cq* cq, int timeout_ms) {
                  : static_cast<int>(std::min<int64_t>((left + 999'999) / 1'000'000, INT32_MAX));
     int r = poll(fds, 2, ms);
     cq->cons.disarm();
-    if (r < 0 && errno != EINTR) return ctx->fail(CL_EDAEMON);
+    if (r < 0 && errno != EINTR) return CL_ENOMEM;  // poll's only other failure here
     if (r > 0 && (fds[0].revents & POLLIN)) {
       uint64_t v;
       ssize_t ignored = read(cq->efd, &v, sizeof v);  // reset the counter; nonblocking
