@@ -87,6 +87,7 @@ class PipeProducer {
 
  private:
   void refresh() {
+    if (corrupt_) return;  // sticky: a peer that lied once is not believed again
     uint64_t c = std::atomic_ref<uint64_t>(ctl_->consumer).load(std::memory_order_acquire);
     if (c > head_ || head_ - c > capacity()) {
       corrupt_ = true;

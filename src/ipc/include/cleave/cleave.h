@@ -37,24 +37,24 @@ extern "C" {
 /* Error codes: Linux errno values where one fits, negated. */
 enum {
   CL_OK = 0,
-  CL_EPERM = -1,         /* not allowed to connect (uid/gid not in the daemon's config) */
-  CL_ENOENT = -2,        /* no such pipe or MR, or no daemon socket */
-  CL_EAGAIN = -11,       /* nothing now; try again (queue full, nothing to poll) */
-  CL_ENOMEM = -12,       /* out of memory (heap, or the daemon's) */
-  CL_EACCES = -13,       /* MR access rights do not allow the operation */
-  CL_EFAULT = -14,       /* offset/length outside the MR */
-  CL_EBUSY = -16,        /* in use (e.g. a completion queue with queues attached) */
-  CL_EINVAL = -22,       /* invalid argument */
-  CL_ENOSPC = -28,       /* a table is full (daemon-wide) */
-  CL_EPROTO = -71,       /* malformed message or descriptor */
-  CL_EOPNOTSUPP = -95,   /* unknown opcode or flag */
-  CL_ETIMEDOUT = -110,   /* cl_cq_wait timed out */
-  CL_EDQUOT = -122,      /* over this app's quota */
-  CL_EDAEMON = -1001,    /* cleaved is gone (exited, crashed or closed the connection) */
-  CL_EVERSION = -1002,   /* no protocol version in common with cleaved */
-  CL_EEVICTED = -1003,   /* cleaved disconnected this app for exceeding its error budget */
-  CL_ENORECV = -1004,    /* a send found no posted receive buffer (completion status) */
-  CL_ETRUNC = -1005      /* the receive buffer was shorter than the data (completion status) */
+  CL_EPERM = -1,       /* not allowed to connect (uid/gid not in the daemon's config) */
+  CL_ENOENT = -2,      /* no such pipe or MR, or no daemon socket */
+  CL_EAGAIN = -11,     /* nothing now; try again (queue full, nothing to poll) */
+  CL_ENOMEM = -12,     /* out of memory (heap, or the daemon's) */
+  CL_EACCES = -13,     /* MR access rights do not allow the operation */
+  CL_EFAULT = -14,     /* offset/length outside the MR */
+  CL_EBUSY = -16,      /* in use (e.g. a completion queue with queues attached) */
+  CL_EINVAL = -22,     /* invalid argument */
+  CL_ENOSPC = -28,     /* a table is full (daemon-wide) */
+  CL_EPROTO = -71,     /* malformed message or descriptor */
+  CL_EOPNOTSUPP = -95, /* unknown opcode or flag */
+  CL_ETIMEDOUT = -110, /* cl_cq_wait timed out */
+  CL_EDQUOT = -122,    /* over this app's quota */
+  CL_EDAEMON = -1001,  /* cleaved is gone (exited, crashed or closed the connection) */
+  CL_EVERSION = -1002, /* no protocol version in common with cleaved */
+  CL_EEVICTED = -1003, /* cleaved disconnected this app for exceeding its error budget */
+  CL_ENORECV = -1004,  /* a send found no posted receive buffer (completion status) */
+  CL_ETRUNC = -1005    /* the receive buffer was shorter than the data (completion status) */
 };
 
 /* MR access: what cleaved and the NIC may do with the memory. */
@@ -82,25 +82,25 @@ typedef struct cl_sq cl_sq;
 typedef struct cl_rq cl_rq;
 
 struct cl_open_attr {
-  const char *socket_path; /* NULL: $CLEAVE_APP_SOCKET, else /run/cleave/app.sock */
-  const char *name;        /* shown by cleavectl app list; NULL: the program's name */
+  const char* socket_path; /* NULL: $CLEAVE_APP_SOCKET, else /run/cleave/app.sock */
+  const char* name;        /* shown by cleavectl app list; NULL: the program's name */
 };
 
 struct cl_send_wr {
   uint64_t wr_id;
-  const cl_mr *mr; /* NULL: the region heap (cl_alloc memory) */
+  const cl_mr* mr; /* NULL: the region heap (cl_alloc memory) */
   uint64_t offset; /* into mr */
   uint32_t length;
-  uint32_t opcode;      /* CL_OP_* */
-  const cl_mr *dst_mr;  /* CL_OP_COPY destination; NULL: the heap */
-  uint64_t dst_offset;  /* CL_OP_COPY */
-  const cl_rq *target;  /* CL_OP_SEND */
-  uint32_t imm;         /* CL_OP_SEND: handed to the receive completion */
+  uint32_t opcode;     /* CL_OP_* */
+  const cl_mr* dst_mr; /* CL_OP_COPY destination; NULL: the heap */
+  uint64_t dst_offset; /* CL_OP_COPY */
+  const cl_rq* target; /* CL_OP_SEND */
+  uint32_t imm;        /* CL_OP_SEND: handed to the receive completion */
 };
 
 struct cl_recv_wr {
   uint64_t wr_id;
-  const cl_mr *mr; /* NULL: the heap */
+  const cl_mr* mr; /* NULL: the heap */
   uint64_t offset;
   uint32_t length;
 };
@@ -115,49 +115,51 @@ struct cl_wc {
 };
 
 /* ---- Context ---- */
-CL_API int cl_open(const struct cl_open_attr *attr /* may be NULL */, cl_ctx **out);
-CL_API int cl_close(cl_ctx *ctx); /* frees every queue, MR and heap block of the context */
-CL_API uint32_t cl_app_id(const cl_ctx *ctx);
-CL_API const char *cl_strerror(int err);
+CL_API int cl_open(const struct cl_open_attr* attr /* may be NULL */, cl_ctx** out);
+CL_API int cl_close(cl_ctx* ctx); /* frees every queue, MR and heap block of the context */
+CL_API uint32_t cl_app_id(const cl_ctx* ctx);
+CL_API const char* cl_strerror(int err);
 
 /* ---- Heap in the shared region (MR 0) ---- */
 /* Returns NULL when the heap cannot satisfy the request; align is a power of two (0 = 64). */
-CL_API void *cl_alloc(cl_ctx *ctx, size_t size, size_t align);
-CL_API void cl_free(cl_ctx *ctx, void *ptr);
+CL_API void* cl_alloc(cl_ctx* ctx, size_t size, size_t align);
+CL_API void cl_free(cl_ctx* ctx, void* ptr);
 /* Offset of a heap pointer, for work requests with mr == NULL; UINT64_MAX if ptr is not in the
  * heap. */
-CL_API uint64_t cl_heap_offset(const cl_ctx *ctx, const void *ptr);
+CL_API uint64_t cl_heap_offset(const cl_ctx* ctx, const void* ptr);
 
 /* ---- Memory regions ----
  * Registers the first `length` bytes of a memfd (created with MFD_ALLOW_SEALING; the library
  * seals it against shrinking so the daemon can never fault on it). The fd stays the caller's. */
-CL_API int cl_mr_reg(cl_ctx *ctx, int memfd, uint64_t length, unsigned access, cl_mr **out);
-CL_API int cl_mr_dereg(cl_mr *mr);
-CL_API void *cl_mr_addr(const cl_mr *mr);
-CL_API uint64_t cl_mr_length(const cl_mr *mr);
-CL_API uint32_t cl_mr_id(const cl_mr *mr);
+CL_API int cl_mr_reg(cl_ctx* ctx, int memfd, uint64_t length, unsigned access, cl_mr** out);
+CL_API int cl_mr_dereg(cl_mr* mr);
+CL_API void* cl_mr_addr(const cl_mr* mr);
+CL_API uint64_t cl_mr_length(const cl_mr* mr);
+CL_API uint32_t cl_mr_id(const cl_mr* mr);
 
 /* ---- Queues ----
  * entries: a power of two, 64..65536 (and within the quota). A completion queue must be able to
  * hold a completion for every entry of the queues attached to it. `doorbell` gives the CQ an
- * eventfd so cl_cq_wait can sleep; `spin_us` is how long cl_cq_wait spins before sleeping. */
-CL_API int cl_cq_create(cl_ctx *ctx, uint32_t entries, int doorbell, uint32_t spin_us,
-                        cl_cq **out);
-CL_API int cl_cq_destroy(cl_cq *cq);
-CL_API int cl_sq_create(cl_ctx *ctx, cl_cq *cq, uint32_t entries, cl_sq **out);
-CL_API int cl_sq_destroy(cl_sq *sq);
-CL_API int cl_rq_create(cl_ctx *ctx, cl_cq *cq, uint32_t entries, cl_rq **out);
-CL_API int cl_rq_destroy(cl_rq *rq);
+ * eventfd so cl_cq_wait can sleep; `spin_us` is how long cl_cq_wait spins before sleeping.
+ * The destroy calls (and cl_mr_dereg) free the handle whatever they return, the daemon's error
+ * or CL_EDAEMON; only cl_cq_destroy of a CQ with queues attached (CL_EBUSY) keeps it. */
+CL_API int cl_cq_create(cl_ctx* ctx, uint32_t entries, int doorbell, uint32_t spin_us, cl_cq** out);
+CL_API int cl_cq_destroy(cl_cq* cq);
+CL_API int cl_sq_create(cl_ctx* ctx, cl_cq* cq, uint32_t entries, cl_sq** out);
+CL_API int cl_sq_destroy(cl_sq* sq);
+CL_API int cl_rq_create(cl_ctx* ctx, cl_cq* cq, uint32_t entries, cl_rq** out);
+CL_API int cl_rq_destroy(cl_rq* rq);
 
 /* Post up to n requests; returns how many were posted (0..n; fewer when the queue is full) or a
- * negative code. Checks what the library can (lengths, MR rights); the daemon checks again. */
-CL_API int cl_post_send(cl_sq *sq, const struct cl_send_wr *wr, unsigned n);
-CL_API int cl_post_recv(cl_rq *rq, const struct cl_recv_wr *wr, unsigned n);
+ * negative code. Checks what the library can (lengths, MR rights); the daemon checks again. A
+ * request the library rejects fails the whole call: nothing of it is posted. */
+CL_API int cl_post_send(cl_sq* sq, const struct cl_send_wr* wr, unsigned n);
+CL_API int cl_post_recv(cl_rq* rq, const struct cl_recv_wr* wr, unsigned n);
 /* Take up to n completions; returns how many (0 when none) or a negative code. */
-CL_API int cl_poll_cq(cl_cq *cq, struct cl_wc *wc, unsigned n);
+CL_API int cl_poll_cq(cl_cq* cq, struct cl_wc* wc, unsigned n);
 /* Wait until a completion is ready: spins spin_us, then sleeps on the doorbell (if any).
  * timeout_ms < 0 waits forever. Returns 0, CL_ETIMEDOUT, or an error. */
-CL_API int cl_cq_wait(cl_cq *cq, int timeout_ms);
+CL_API int cl_cq_wait(cl_cq* cq, int timeout_ms);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,242 @@
+// datapath.cc - libcleave's data path: posting sends and receive buffers, polling and waiting on
+// completion queues.
+//
+// Post and poll touch only shared memory and the queue's private state: no locks, no
+// allocation, no syscalls. The exceptions are on idle paths: a poll that finds nothing reads the
+// coarse clock (vDSO) and, every kLivenessCheckNs, looks at the socket so a dead daemon is
+// noticed within a second; cl_cq_wait sleeps in poll().
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "internal.h"
+
+using namespace cleave;
+using cleave::lib::coarse_now_ns;
+using cleave::lib::kLivenessCheckNs;
+
+namespace {
+
+constexpr unsigned kBurst = 32;  // entries staged on the stack per produce/consume
+
+// Between polls while cl_cq_wait spins: the spin-wait hint costs a few ns of latency and saves
+// power, the SMT sibling's share, and the memory-order flush on leaving the loop.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Resolves a (mr, offset, length) triple against what the library knows of the MR. The daemon
+// checks again; these checks only turn obvious mistakes into an immediate error.
+int check_range(const cl_ctx* ctx, const cl_mr* mr, uint64_t offset, uint64_t length, uint32_t need,
+                uint32_t* id) {
+  uint64_t size = ctx->heap_size;
+  uint32_t access = abi::kAccessAll;
+  *id = abi::kHeapMr;
+  if (mr != nullptr) {
+    if (mr->ctx != ctx) return CL_EINVAL;
+    size = mr->length;
+    access = mr->access;
+    *id = mr->id;
+  }
+  if (offset > size || length > size - offset) return CL_EFAULT;
+  if ((access & need) != need) return CL_EACCES;
+  return 0;
+}
+
+int to_entry(const cl_sq* sq, const cl_send_wr& wr, abi::SendEntry* e) {
+  std::memset(e, 0, sizeof *e);
+  e->wr_id = wr.wr_id;
+  e->opcode = static_cast<uint8_t>(wr.opcode);
+  switch (wr.opcode) {
+    case CL_OP_NOP:
+      return 0;
+    case CL_OP_COPY:
+      if (int r = check_range(sq->ctx, wr.mr, wr.offset, wr.length, abi::kAccessRead, &e->mr))
+        return r;
+      if (int r = check_range(sq->ctx, wr.dst_mr, wr.dst_offset, wr.length, abi::kAccessWrite,
+                              &e->remote_mr))
+        return r;
+      e->offset = wr.offset;
+      e->remote_offset = wr.dst_offset;
+      e->length = wr.length;
+      return 0;
+    case CL_OP_SEND:
+      if (wr.target == nullptr || wr.target->ctx != sq->ctx) return CL_EINVAL;
+      if (int r = check_range(sq->ctx, wr.mr, wr.offset, wr.length, abi::kAccessRead, &e->mr))
+        return r;
+      e->offset = wr.offset;
+      e->length = wr.length;
+      e->target = wr.target->pipe;
+      e->imm = wr.imm;
+      return 0;
+    default:
+      return CL_EOPNOTSUPP;
+  }
+}
+
+// Called when a poll found nothing: at most every kLivenessCheckNs, looks for EOF or a notice.
+int idle_check(cl_cq* cq) {
+  int64_t now = coarse_now_ns();
+  if (now < cq->next_check_ns) return 0;
+  cq->next_check_ns = now + kLivenessCheckNs;
+  return cq->ctx->poll_daemon(false);
+}
+
+}  // namespace
+
+// The cl_* functions keep the C linkage cleave.h declared them with.
+
+int cl_post_send(cl_sq* sq, const cl_send_wr* wr, unsigned n) {
+  if (sq == nullptr || (wr == nullptr && n != 0)) return CL_EINVAL;
+  if (int e = sq->ctx->check()) return e;
+  // All or nothing: a bad request anywhere rejects the call before anything is posted, so the
+  // caller never has to work out which prefix went out.
+  abi::SendEntry staged[kBurst];
+  for (unsigned i = 0; i < n; i++)
+    if (int e = to_entry(sq, wr[i], &staged[0])) return e;
+  unsigned done = 0;
+  while (done < n) {
+    unsigned want = std::min(n - done, kBurst);
+    for (unsigned i = 0; i < want; i++)
+      to_entry(sq, wr[done + i], &staged[i]);
+    unsigned put = sq->prod.produce(staged, want);
+    done += put;
+    if (put < want) break;
+  }
+  return static_cast<int>(done);
+}
+
+int cl_post_recv(cl_rq* rq, const cl_recv_wr* wr, unsigned n) {
+  if (rq == nullptr || (wr == nullptr && n != 0)) return CL_EINVAL;
+  if (int e = rq->ctx->check()) return e;
+  for (unsigned i = 0; i < n; i++) {
+    uint32_t id;
+    if (int e = check_range(rq->ctx, wr[i].mr, wr[i].offset, wr[i].length, abi::kAccessWrite, &id))
+      return e;
+    if (id > UINT16_MAX) return CL_EINVAL;  // RecvEntry::mr is 16 bits
+  }
+  abi::RecvEntry staged[kBurst];
+  unsigned done = 0;
+  while (done < n) {
+    // The wr_id slots are written before the entries are published, and only for entries that
+    // fit: a slot beyond the credits still belongs to an outstanding entry.
+    unsigned want = std::min({n - done, kBurst, rq->prod.credits(std::min(n - done, kBurst))});
+    if (want == 0) break;
+    uint64_t base = rq->prod.produced();
+    for (unsigned i = 0; i < want; i++) {
+      const cl_recv_wr& w = wr[done + i];
+      std::memset(&staged[i], 0, sizeof staged[i]);
+      staged[i].offset = w.offset;
+      staged[i].length = w.length;
+      staged[i].mr = static_cast<uint16_t>(w.mr != nullptr ? w.mr->id : abi::kHeapMr);
+      rq->ring->wr_ids[(base + i) & rq->ring->mask] = w.wr_id;
+    }
+    unsigned put = rq->prod.produce(staged, want);
+    done += put;
+    if (put < want) break;
+  }
+  return static_cast<int>(done);
+}
+
+int cl_poll_cq(cl_cq* cq, cl_wc* wc, unsigned n) {
+  if (cq == nullptr || (wc == nullptr && n != 0)) return CL_EINVAL;
+  if (int e = cq->ctx->check()) return e;
+  abi::Completion staged[kBurst];
+  const lib::RqTable* rqs = nullptr;
+  unsigned done = 0;
+  while (done < n) {
+    unsigned got = cq->cons.consume(staged, std::min(n - done, kBurst));
+    for (unsigned i = 0; i < got; i++) {
+      const abi::Completion& c = staged[i];
+      cl_wc& w = wc[done + i];
+      w.wr_id = c.wr_id;
+      w.status = c.status;
+      w.length = c.length;
+      w.opcode = c.opcode;
+      w.imm = c.imm;
+      w.flags = ((c.flags & abi::kCompRecv) ? uint32_t{CL_WC_RECV} : 0u) |
+                ((c.flags & abi::kCompImm) ? uint32_t{CL_WC_IMM} : 0u);
+      if (c.flags & abi::kCompRecv) {
+        if (rqs == nullptr) rqs = cq->rq_table.load(std::memory_order_acquire);
+        const lib::RqRing* r = rqs != nullptr ? rqs->find(c.pipe) : nullptr;
+        if (r != nullptr) {
+          w.wr_id = r->wr_ids[c.wr_id & r->mask];
+        } else if (w.status == 0) {
+          w.status = CL_ENOENT;  // a receive queue this CQ does not (or no longer) serve
+        }
+      }
+    }
+    done += got;
+    if (got == 0) break;
+  }
+  if (done == 0) {
+    if (int e = idle_check(cq)) return e;
+  }
+  return static_cast<int>(done);
+}
+
+int cl_cq_wait(cl_cq* cq, int timeout_ms) {
+  if (cq == nullptr) return CL_EINVAL;
+  cl_ctx* ctx = cq->ctx;
+  timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  auto elapsed_ns = [&] {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t{t.tv_sec} - t0.tv_sec) * 1'000'000'000 + (t.tv_nsec - t0.tv_nsec);
+  };
+  const int64_t timeout_ns = timeout_ms < 0 ? INT64_MAX : int64_t{timeout_ms} * 1'000'000;
+  const int64_t spin_ns = std::min<int64_t>(int64_t{cq->spin_us} * 1000, timeout_ns);
+
+  // Spin first: a completion that is microseconds away is not worth two syscalls.
+  for (;;) {
+    if (int e = ctx->check()) return e;
+    if (cq->cons.ready()) return 0;
+    if (int e = idle_check(cq)) return e;
+    if (elapsed_ns() >= spin_ns) break;
+    cpu_relax();
+  }
+
+  for (;;) {
+    if (int e = ctx->check()) return e;
+    if (cq->cons.ready()) return 0;
+    int64_t left = timeout_ns == INT64_MAX ? INT64_MAX : timeout_ns - elapsed_ns();
+    if (left <= 0) return CL_ETIMEDOUT;
+    if (cq->efd < 0) {
+      // No doorbell: nap briefly, looking at the daemon now and then.
+      if (int e = idle_check(cq)) return e;
+      timespec nap{0, static_cast<long>(std::min<int64_t>(left, 50'000))};
+      nanosleep(&nap, nullptr);
+      continue;
+    }
+    if (!cq->cons.arm()) return 0;  // a completion slipped in while arming
+    // POLLRDHUP, not POLLIN, on the socket: replies to other threads' control calls must not
+    // wake us, but the daemon closing (after a notice, or dying) must.
+    pollfd fds[2] = {{cq->efd, POLLIN, 0}, {ctx->sock, POLLRDHUP, 0}};
+    int ms = left == INT64_MAX
+                 ? -1
+                 : static_cast<int>(std::min<int64_t>((left + 999'999) / 1'000'000, INT32_MAX));
+    int r = poll(fds, 2, ms);
+    cq->cons.disarm();
+    if (r < 0 && errno != EINTR) return CL_ENOMEM;  // poll's only other failure here
+    if (r > 0 && (fds[0].revents & POLLIN)) {
+      uint64_t v;
+      ssize_t ignored = read(cq->efd, &v, sizeof v);  // reset the counter; nonblocking
+      (void)ignored;
+    }
+    if (r > 0 && (fds[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+      // Read the notice, if any, that came before the close; wait for a thread that holds the
+      // control lock, whose own receive returns at once on a closed socket.
+      if (int e = ctx->poll_daemon(true)) return e;
+      return ctx->fail(CL_EDAEMON);
+    }
+  }
+}

@@ -1,0 +1,40 @@
+// heap.h - the first-fit allocator behind cl_alloc: it hands out ranges of the shared region's
+// heap and keeps all its bookkeeping in private memory, where the app's other threads (or a
+// buggy daemon) writing to shared memory cannot corrupt it.
+//
+// Not thread-safe: the context serialises calls with its heap mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+
+namespace cleave::lib {
+
+class Heap {
+ public:
+  static constexpr uint64_t kNone = UINT64_MAX;
+  static constexpr uint64_t kGranule = 64;  // sizes round up to this: no false sharing
+
+  // `addr` is the heap's address (alignment is of addresses, not of offsets).
+  void init(uintptr_t addr, uint64_t size);
+  // Offset of a block of at least `size` bytes aligned to `align` (a power of two), or kNone.
+  uint64_t alloc(uint64_t size, uint64_t align);
+  // Frees the block at `offset`; false if no block starts there (double or stray free).
+  bool free(uint64_t offset);
+
+  uint64_t free_bytes() const { return free_bytes_; }
+  size_t free_ranges() const { return free_.size(); }
+
+ private:
+  void insert_free(uint64_t off, uint64_t len);  // coalesces with its neighbours
+
+  uintptr_t addr_ = 0;
+  uint64_t size_ = 0;
+  uint64_t free_bytes_ = 0;
+  std::map<uint64_t, uint64_t> free_;            // offset -> length, disjoint, never adjacent
+  std::unordered_map<uint64_t, uint64_t> used_;  // offset -> length
+};
+
+}  // namespace cleave::lib

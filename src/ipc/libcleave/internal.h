@@ -1,0 +1,124 @@
+// internal.h - libcleave's private objects behind the opaque handles of cleave.h, shared by the
+// control path (libcleave.cc) and the data path (datapath.cc).
+//
+// Ownership: the context owns every object created through it and frees what is left in
+// cl_close. Queue handles are read by the data path without locks, so everything a post or a poll
+// reads is fixed at creation, except the receive-queue table of a CQ, which is published by
+// pointer swap (see RqTable).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cleave/cleave.h"
+#include "heap.h"
+#include "pipe.h"
+#include "shm_abi.h"
+
+namespace cleave::lib {
+
+// How long a control call waits for the daemon before declaring it gone.
+inline constexpr int kCtlTimeoutMs = 5000;
+// How often an idle poller or waiter looks at the socket for a dead daemon or a notice.
+inline constexpr int64_t kLivenessCheckNs = 50'000'000;
+
+// The receive side of an RQ that completions are mapped back through. Outlives its RQ while a
+// poller might still hold it: retired into the CQ and freed with the CQ.
+struct RqRing {
+  uint32_t pipe;
+  uint32_t mask;
+  std::unique_ptr<uint64_t[]> wr_ids;  // wr_id of the entry posted at index i, at [i & mask]
+};
+
+// The RQs attached to a CQ, immutable once published. A create or destroy builds a new table
+// under the context lock and swaps it in; old tables are retired, not freed, so a concurrent
+// poller never reads freed memory.
+struct RqTable {
+  std::vector<const RqRing*> rqs;
+  const RqRing* find(uint32_t pipe) const {
+    for (const RqRing* r : rqs)
+      if (r->pipe == pipe) return r;
+    return nullptr;
+  }
+};
+
+int64_t coarse_now_ns();
+
+}  // namespace cleave::lib
+
+struct cl_ctx {
+  // Control path: everything below is guarded by ctl_mu unless it says otherwise.
+  std::mutex ctl_mu;
+  int sock = -1;
+  uint32_t seq = 0;
+  uint16_t version = 0;  // negotiated
+  // Sticky failure (0 while healthy): set once, read by every call, lock-free.
+  std::atomic<int> err{0};
+
+  uint32_t app_id = 0;  // immutable after cl_open
+  uint8_t* base = nullptr;
+  uint64_t size = 0;
+  uint64_t pipe_area_offset = 0, pipe_area_size = 0;
+  uint64_t heap_offset = 0, heap_size = 0;
+  cleave::abi::Quotas quotas{};
+
+  std::mutex heap_mu;  // guards heap only: cl_alloc does not wait behind a control call
+  cleave::lib::Heap heap;
+
+  std::vector<cl_mr*> mrs;
+  std::vector<cl_cq*> cqs;
+  std::vector<cl_sq*> sqs;
+  std::vector<cl_rq*> rqs;
+
+  int fail(int code);  // makes `code` sticky (first one wins) and returns the sticky code
+  int check() const { return err.load(std::memory_order_relaxed); }
+  // Reads whatever the daemon sent unasked (a notice, or EOF) without waiting. `block` takes the
+  // control lock even if another thread holds it; otherwise a busy lock means that thread will
+  // see the same thing. Returns the sticky code.
+  int poll_daemon(bool block);
+};
+
+struct cl_mr {
+  cl_ctx* ctx;
+  uint32_t id;
+  uint32_t access;
+  void* addr;
+  uint64_t length;
+};
+
+struct cl_cq {
+  cl_ctx* ctx;
+  uint32_t pipe;
+  uint32_t entries;
+  uint32_t spin_us;
+  int efd = -1;  // doorbell, or -1
+  cleave::ipc::PipeConsumer<cleave::abi::Completion> cons;
+  std::atomic<const cleave::lib::RqTable*> rq_table{nullptr};
+  int64_t next_check_ns = 0;  // poller's private clock for liveness checks
+
+  // Guarded by ctx->ctl_mu.
+  uint64_t attached_entries = 0;  // sum over attached queues, <= entries
+  uint32_t attached = 0;
+  std::vector<std::unique_ptr<const cleave::lib::RqTable>> tables;  // current one is last
+  std::vector<std::unique_ptr<cleave::lib::RqRing>> rings;          // live and retired
+};
+
+struct cl_sq {
+  cl_ctx* ctx;
+  cl_cq* cq;
+  uint32_t pipe;
+  uint32_t entries;
+  cleave::ipc::PipeProducer<cleave::abi::SendEntry> prod;
+};
+
+struct cl_rq {
+  cl_ctx* ctx;
+  cl_cq* cq;
+  uint32_t pipe;
+  uint32_t entries;
+  cleave::ipc::PipeProducer<cleave::abi::RecvEntry> prod;
+  cleave::lib::RqRing* ring;  // owned by cq->rings
+};

@@ -1,0 +1,1192 @@
+// libcleave_test.cc - libcleave against a fake daemon: open, heap, MRs, queues, post/poll round
+// trips, library-side validation, and a daemon that dies, stalls or evicts the app.
+//
+// FakeDaemon is a stand-in for cleaved that speaks the app socket protocol of shm_abi.h from a
+// thread: it creates a real memfd region, answers Hello/PipeCreate/MrReg/..., and plays the
+// dataplane on the pipes (NOP, COPY and SEND done simply), so no DPDK is needed. Test controls
+// (any thread): kill() closes everything as a crashed daemon would; evict() and shutdown() send a
+// Notice first; stall_on and notice_on make the next request of a type go unanswered (then the
+// daemon dies) or be answered with a notice.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cleave/cleave.h"
+#include "pipe.h"
+#include "shm_abi.h"
+
+namespace cleave::test {
+
+struct FakeOptions {
+  uint16_t min_version = abi::kAbiMinVersion;
+  uint16_t max_version = abi::kAbiVersion;
+  int32_t hello_status = 0;  // e.g. CL_EPERM: refuse the app
+  uint64_t pipe_area = 1u << 20;
+  uint64_t heap = 1u << 20;
+  uint32_t pipe_entries_quota = 1u << 16;
+};
+
+class FakeDaemon {
+ public:
+  explicit FakeDaemon(FakeOptions o = {}) : o_(o) {
+    static std::atomic<int> n{0};
+    path_ = "/tmp/cleave-fake-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".sock";
+    unlink(path_.c_str());
+    lfd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path_.c_str());
+    if (bind(lfd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd_, 8) != 0)
+      std::abort();
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FakeDaemon() {
+    stop_ = true;
+    thread_.join();
+    close_conn();
+    if (lfd_ >= 0) close(lfd_);
+    close(stray_);
+    unlink(path_.c_str());
+    for (auto& [id, m] : mrs_)
+      munmap(m.base, m.length);
+    if (region_ != nullptr) munmap(region_, region_size_);
+    if (region_fd_ >= 0) close(region_fd_);
+  }
+
+  const std::string& path() const { return path_; }
+  void kill() { cmd_ = kKill; }
+  void evict() { cmd_ = kEvict; }
+  void shutdown() { cmd_ = kShutdown; }
+  // True once the thread has acted on kill()/evict()/shutdown().
+  bool dead() const { return dead_; }
+
+  std::atomic<uint16_t> stall_on{0};   // MsgType: leave it unanswered, then die 200 ms later
+  std::atomic<uint16_t> notice_on{0};  // MsgType: answer it with an eviction notice
+  std::atomic<uint16_t> ignore_on{0};  // MsgType: never answer it, stay connected (a hung daemon)
+  std::atomic<bool> pump{true};        // play the dataplane on the pipes
+  // Misbehaviour: replies with the wrong seq, pipes placed outside the pipe area, stray fds.
+  std::atomic<bool> wrong_seq{false}, bad_pipe_offset{false}, extra_fds{false};
+  std::atomic<int> live_pipes{0}, live_mrs{0};
+  std::atomic<uint64_t> entries_seen{0};
+  std::atomic<int> unsealed_mrs{0};  // MrReg fds that came without F_SEAL_SHRINK
+
+ private:
+  enum Cmd { kNone, kKill, kEvict, kShutdown };
+  struct Pipe {
+    abi::PipeKind kind;
+    uint32_t entries;
+    uint32_t cq;
+    int efd = -1;
+    ipc::PipeConsumer<abi::SendEntry> sq;
+    ipc::PipeConsumer<abi::RecvEntry> rq;
+    ipc::PipeProducer<abi::Completion> cq_prod;
+  };
+  struct Mr {
+    uint8_t* base;
+    uint64_t length;
+    uint32_t access;
+  };
+
+  void run() {
+    while (!stop_) {
+      if (int c = cmd_.exchange(kNone); c != kNone) {
+        if (c != kKill && cfd_ >= 0)
+          send_notice(c == kEvict ? abi::NoticeReason::kEvicted : abi::NoticeReason::kShutdown);
+        die();
+      }
+      if (stall_deadline_.time_since_epoch().count() != 0 &&
+          std::chrono::steady_clock::now() >= stall_deadline_) {
+        stall_deadline_ = {};
+        die();
+      }
+      bool worked = pump && cfd_ >= 0 && run_pipes();
+      pollfd fds[2] = {{lfd_, POLLIN, 0}, {cfd_, POLLIN, 0}};
+      int r = poll(fds, 2, worked ? 0 : 1);
+      if (r <= 0) continue;
+      if (lfd_ >= 0 && (fds[0].revents & POLLIN)) {
+        int c = accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0 && cfd_ >= 0)
+          close(c);  // one app at a time
+        else if (c >= 0)
+          cfd_ = c;
+      }
+      if (cfd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP))) serve();
+    }
+  }
+
+  void die() {
+    close_conn();
+    if (lfd_ >= 0) close(lfd_);
+    lfd_ = -1;
+    dead_ = true;
+  }
+  void close_conn() {
+    if (cfd_ >= 0) close(cfd_);
+    cfd_ = -1;
+    for (auto& [id, p] : pipes_)
+      if (p.efd >= 0) close(p.efd);
+    pipes_.clear();
+    live_pipes = 0;
+  }
+
+  // Sends one message with `fd` (if any) and, in extra_fds mode, two stray descriptors more.
+  void send_msg(const void* m, size_t len, int fd = -1) {
+    iovec iov{const_cast<void*>(m), len};
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 3)] = {};
+    int fds[3];
+    int nfds = 0;
+    if (fd >= 0) fds[nfds++] = fd;
+    if (extra_fds) {
+      fds[nfds++] = stray_;
+      fds[nfds++] = stray_;
+    }
+    msghdr h{};
+    h.msg_iov = &iov;
+    h.msg_iovlen = 1;
+    if (nfds != 0) {
+      h.msg_control = cbuf;
+      h.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+      cmsghdr* c = CMSG_FIRSTHDR(&h);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+      std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    sendmsg(cfd_, &h, MSG_NOSIGNAL);
+  }
+  void send_notice(abi::NoticeReason why) {
+    abi::Notice n{};
+    n.h = {abi::kMagic, abi::kAbiVersion, static_cast<uint16_t>(abi::MsgType::kNotice), 0, 0};
+    n.reason = static_cast<uint32_t>(why);
+    send_msg(&n, sizeof n);
+  }
+  template <class R>
+  void reply(R& r, const abi::MsgHeader& req, abi::MsgType t, int32_t status, int fd = -1) {
+    r.h = {abi::kMagic, req.version, static_cast<uint16_t>(t), req.seq, status};
+    if (wrong_seq) r.h.seq++;
+    send_msg(&r, sizeof r, fd);
+  }
+
+  void serve() {
+    alignas(8) unsigned char buf[abi::kMaxMessage];
+    iovec iov{buf, sizeof buf};
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = cbuf;
+    m.msg_controllen = sizeof cbuf;
+    ssize_t n = recvmsg(cfd_, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {  // the app left: reclaim
+      close_conn();
+      for (auto& [id, mr] : mrs_)
+        munmap(mr.base, mr.length);
+      mrs_.clear();
+      live_mrs = 0;
+      return;
+    }
+    if (n < 0) return;
+    int fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    abi::MsgHeader h;
+    std::memcpy(&h, buf, sizeof h);
+    if (stall_on != 0 && h.type == stall_on) {
+      stall_on = 0;
+      stall_deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      if (fd >= 0) close(fd);
+      return;
+    }
+    if (ignore_on != 0 && h.type == ignore_on) {
+      if (fd >= 0) close(fd);
+      return;
+    }
+    if (notice_on != 0 && h.type == notice_on) {
+      send_notice(abi::NoticeReason::kEvicted);
+      die();
+      if (fd >= 0) close(fd);
+      return;
+    }
+    switch (static_cast<abi::MsgType>(h.type)) {
+      case abi::MsgType::kHello: {
+        abi::Hello req;
+        std::memcpy(&req, buf, sizeof req);
+        hello(req);
+        break;
+      }
+      case abi::MsgType::kPipeCreate: {
+        abi::PipeCreate req;
+        std::memcpy(&req, buf, sizeof req);
+        pipe_create(req, fd);
+        fd = -1;
+        break;
+      }
+      case abi::MsgType::kPipeDestroy: {
+        abi::PipeDestroy req;
+        std::memcpy(&req, buf, sizeof req);
+        abi::Reply r{};
+        auto it = pipes_.find(req.pipe);
+        if (it != pipes_.end()) {
+          if (it->second.efd >= 0) close(it->second.efd);
+          pipes_.erase(it);
+          live_pipes--;
+        }
+        reply(r, req.h, abi::MsgType::kReply, it != pipes_.end() ? 0 : CL_ENOENT);
+        break;
+      }
+      case abi::MsgType::kMrReg: {
+        abi::MrReg req;
+        std::memcpy(&req, buf, sizeof req);
+        mr_reg(req, fd);
+        break;
+      }
+      case abi::MsgType::kMrDereg: {
+        abi::MrDereg req;
+        std::memcpy(&req, buf, sizeof req);
+        abi::Reply r{};
+        auto it = mrs_.find(req.mr);
+        bool found = it != mrs_.end();
+        if (found) {
+          munmap(it->second.base, it->second.length);
+          mrs_.erase(it);
+          live_mrs--;
+        }
+        reply(r, req.h, abi::MsgType::kReply, found ? 0 : CL_ENOENT);
+        break;
+      }
+      default: {
+        abi::Reply r{};
+        reply(r, h, abi::MsgType::kReply, CL_EPROTO);
+      }
+    }
+    if (fd >= 0) close(fd);
+  }
+
+  void hello(const abi::Hello& req) {
+    abi::HelloReply r{};
+    r.min_version = o_.min_version;
+    r.max_version = o_.max_version;
+    uint16_t v = std::min(req.max_version, o_.max_version);
+    if (o_.hello_status != 0 || v < std::max(req.min_version, o_.min_version)) {
+      abi::MsgHeader h = req.h;
+      r.h = {abi::kMagic, h.version, static_cast<uint16_t>(abi::MsgType::kHelloReply), h.seq,
+             o_.hello_status != 0 ? o_.hello_status : CL_EVERSION};
+      send_msg(&r, sizeof r);
+      return;
+    }
+    if (region_ != nullptr) munmap(region_, region_size_);
+    if (region_fd_ >= 0) close(region_fd_);
+    region_size_ = abi::kRegionHeaderSize + o_.pipe_area + o_.heap;
+    int fd = memfd_create("fake-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (ftruncate(fd, static_cast<off_t>(region_size_)) != 0) std::abort();
+    region_ = static_cast<uint8_t*>(
+        mmap(nullptr, region_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    abi::RegionHeader rh{};
+    rh.magic = abi::kMagic;
+    rh.version = v;
+    rh.app_id = 7;
+    rh.size = region_size_;
+    rh.pipe_area_offset = abi::kRegionHeaderSize;
+    rh.pipe_area_size = o_.pipe_area;
+    rh.heap_offset = abi::kRegionHeaderSize + o_.pipe_area;
+    rh.heap_size = o_.heap;
+    std::memcpy(region_, &rh, sizeof rh);
+    next_pipe_off_ = rh.pipe_area_offset;
+    r.app_id = rh.app_id;
+    r.region_size = rh.size;
+    r.pipe_area_offset = rh.pipe_area_offset;
+    r.pipe_area_size = rh.pipe_area_size;
+    r.heap_offset = rh.heap_offset;
+    r.heap_size = rh.heap_size;
+    r.quotas = {1u << 30, 64, 16, 16, o_.pipe_entries_quota};
+    abi::MsgHeader h = req.h;
+    h.version = v;
+    reply(r, h, abi::MsgType::kHelloReply, 0, fd);
+    region_fd_ = fd;  // kept open: closing it races with the app counting its fds
+  }
+
+  void pipe_create(const abi::PipeCreate& req, int efd) {
+    abi::PipeReply r{};
+    auto kind = static_cast<abi::PipeKind>(req.kind);
+    uint64_t bytes = abi::pipe_bytes(kind, req.entries);
+    if (next_pipe_off_ + bytes > abi::kRegionHeaderSize + o_.pipe_area) {
+      if (efd >= 0) close(efd);
+      reply(r, req.h, abi::MsgType::kPipeReply, CL_ENOMEM);
+      return;
+    }
+    Pipe p{kind, req.entries, req.cq, efd, {}, {}, {}};
+    std::memset(region_ + next_pipe_off_, 0, bytes);
+    ipc::PipeView v = ipc::pipe_at(region_, next_pipe_off_);
+    if (kind == abi::PipeKind::kSubmit)
+      p.sq = {v.ctl, static_cast<abi::SendEntry*>(v.ring), req.entries};
+    else if (kind == abi::PipeKind::kRecv)
+      p.rq = {v.ctl, static_cast<abi::RecvEntry*>(v.ring), req.entries};
+    else
+      p.cq_prod = {v.ctl, static_cast<abi::Completion*>(v.ring), req.entries};
+    r.pipe = next_pipe_id_++;
+    r.entries = req.entries;
+    r.offset = bad_pipe_offset ? abi::kRegionHeaderSize + o_.pipe_area - 64 : next_pipe_off_;
+    next_pipe_off_ += bytes;
+    pipes_.emplace(r.pipe, p);
+    live_pipes++;
+    reply(r, req.h, abi::MsgType::kPipeReply, 0);
+  }
+
+  void mr_reg(const abi::MrReg& req, int fd) {
+    abi::MrReply r{};
+    if (fd < 0 || (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0) {
+      unsealed_mrs++;
+      reply(r, req.h, abi::MsgType::kMrReply, CL_EINVAL);
+      return;
+    }
+    void* p = mmap(nullptr, req.length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    r.mr = next_mr_id_++;
+    mrs_[r.mr] = {static_cast<uint8_t*>(p), req.length, req.access};
+    live_mrs++;
+    reply(r, req.h, abi::MsgType::kMrReply, 0);
+  }
+
+  // The dataplane, simply: bounds-checked views of the app's memory, one entry at a time.
+  uint8_t* resolve(uint32_t mr, uint64_t off, uint64_t len, uint32_t need) {
+    uint8_t* base = region_ + abi::kRegionHeaderSize + o_.pipe_area;
+    uint64_t size = o_.heap;
+    uint32_t access = abi::kAccessAll;
+    if (mr != abi::kHeapMr) {
+      auto it = mrs_.find(mr);
+      if (it == mrs_.end()) return nullptr;
+      base = it->second.base;
+      size = it->second.length;
+      access = it->second.access;
+    }
+    if (off > size || len > size - off || (access & need) != need) return nullptr;
+    return base + off;
+  }
+
+  bool run_pipes() {
+    bool worked = false;
+    std::vector<uint32_t> rung;
+    for (auto& [id, p] : pipes_) {
+      if (p.kind != abi::PipeKind::kSubmit) continue;
+      auto cq = pipes_.find(p.cq);
+      if (cq == pipes_.end()) continue;
+      for (int budget = 0; budget < 64 && cq->second.cq_prod.credits(2) >= 2; budget++) {
+        abi::SendEntry e;
+        if (p.sq.consume(&e, 1) == 0) break;
+        worked = true;
+        entries_seen++;
+        abi::Completion c{};
+        c.wr_id = e.wr_id;
+        c.pipe = static_cast<uint16_t>(id);
+        c.opcode = e.opcode;
+        if (e.opcode == abi::kOpNop) {
+        } else if (e.opcode == abi::kOpCopy) {
+          uint8_t* s = resolve(e.mr, e.offset, e.length, abi::kAccessRead);
+          uint8_t* d = resolve(e.remote_mr, e.remote_offset, e.length, abi::kAccessWrite);
+          if (s != nullptr && d != nullptr) {
+            std::memmove(d, s, e.length);
+            c.length = e.length;
+          } else {
+            c.status = CL_EFAULT;
+          }
+        } else if (e.opcode == abi::kOpSend) {
+          c.status = deliver(e, &rung);
+          if (c.status == 0) c.length = e.length;
+        } else {
+          c.status = CL_EOPNOTSUPP;
+        }
+        cq->second.cq_prod.produce(&c, 1);
+        rung.push_back(p.cq);
+      }
+    }
+    for (uint32_t id : rung) {
+      Pipe& cq = pipes_.at(id);
+      if (cq.efd >= 0 && cq.cq_prod.consumer_sleeping()) {
+        uint64_t one = 1;
+        if (write(cq.efd, &one, sizeof one) < 0) std::abort();
+      }
+    }
+    return worked;
+  }
+
+  int32_t deliver(const abi::SendEntry& e, std::vector<uint32_t>* rung) {
+    uint8_t* src = resolve(e.mr, e.offset, e.length, abi::kAccessRead);
+    auto t = pipes_.find(e.target);
+    if (src == nullptr || t == pipes_.end() || t->second.kind != abi::PipeKind::kRecv)
+      return CL_EFAULT;
+    auto cq = pipes_.find(t->second.cq);
+    if (cq == pipes_.end() || cq->second.cq_prod.credits(1) < 1) return CL_ENOSPC;
+    abi::RecvEntry r;
+    if (t->second.rq.consume(&r, 1) == 0) return CL_ENORECV;
+    abi::Completion c{};
+    c.wr_id = t->second.rq.consumed() - 1;
+    c.pipe = static_cast<uint16_t>(e.target);
+    c.opcode = abi::kOpSend;
+    c.flags = abi::kCompRecv | abi::kCompImm;
+    c.imm = e.imm;
+    uint8_t* dst = resolve(r.mr, r.offset, r.length, abi::kAccessWrite);
+    if (dst == nullptr) {
+      c.status = CL_EFAULT;
+    } else {
+      uint32_t n = std::min(e.length, r.length);
+      std::memcpy(dst, src, n);
+      c.length = n;
+      c.status = n < e.length ? CL_ETRUNC : 0;
+    }
+    cq->second.cq_prod.produce(&c, 1);
+    rung->push_back(t->second.cq);
+    return c.status == CL_ETRUNC ? CL_ETRUNC : 0;
+  }
+
+  FakeOptions o_;
+  std::string path_;
+  int lfd_ = -1, cfd_ = -1;
+  int stray_ = eventfd(0, EFD_CLOEXEC);  // one for the whole life: fd counts stay comparable
+  std::thread thread_;
+  std::atomic<bool> stop_{false}, dead_{false};
+  std::atomic<int> cmd_{kNone};
+  std::chrono::steady_clock::time_point stall_deadline_{};
+  uint8_t* region_ = nullptr;
+  int region_fd_ = -1;
+  uint64_t region_size_ = 0;
+  uint64_t next_pipe_off_ = 0;
+  uint32_t next_pipe_id_ = 1, next_mr_id_ = 1;
+  std::map<uint32_t, Pipe> pipes_;
+  std::map<uint32_t, Mr> mrs_;
+};
+
+}  // namespace cleave::test
+
+namespace cleave::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+double ms_since(Clock::time_point t) {
+  return ms_between(t, Clock::now());
+}
+
+class LibTest : public ::testing::Test {
+ protected:
+  void start(FakeOptions o = {}) { d_ = std::make_unique<FakeDaemon>(o); }
+  int open_ctx(cl_ctx** out) {
+    cl_open_attr a{d_->path().c_str(), "libtest"};
+    return cl_open(&a, out);
+  }
+  void SetUp() override {
+    start();
+    ASSERT_EQ(open_ctx(&ctx_), 0);
+  }
+  void TearDown() override {
+    if (ctx_ != nullptr) {
+      EXPECT_EQ(cl_close(ctx_), 0);
+    }
+    ctx_ = nullptr;
+    d_.reset();
+  }
+  // A CQ of `cqe` entries with one SQ and one RQ of `qe` each.
+  void make_queues(uint32_t cqe = 256, uint32_t qe = 64, int doorbell = 0) {
+    ASSERT_EQ(cl_cq_create(ctx_, cqe, doorbell, 0, &cq_), 0);
+    ASSERT_EQ(cl_sq_create(ctx_, cq_, qe, &sq_), 0);
+    ASSERT_EQ(cl_rq_create(ctx_, cq_, qe, &rq_), 0);
+  }
+  // Polls until n completions arrived or 5 s passed.
+  std::vector<cl_wc> poll_n(size_t n) {
+    std::vector<cl_wc> out;
+    auto t0 = Clock::now();
+    while (out.size() < n && ms_since(t0) < 5000) {
+      cl_wc wc[16];
+      int got = cl_poll_cq(cq_, wc, 16);
+      EXPECT_GE(got, 0);
+      if (got < 0) break;
+      out.insert(out.end(), wc, wc + got);
+    }
+    return out;
+  }
+  static int sealed_memfd(size_t len, bool sealable = true) {
+    int fd = memfd_create("mr", MFD_CLOEXEC | (sealable ? MFD_ALLOW_SEALING : 0));
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(len)), 0);
+    return fd;
+  }
+
+  std::unique_ptr<FakeDaemon> d_;
+  cl_ctx* ctx_ = nullptr;
+  cl_cq* cq_ = nullptr;
+  cl_sq* sq_ = nullptr;
+  cl_rq* rq_ = nullptr;
+};
+
+// ---- Context ----
+
+TEST_F(LibTest, OpenGivesTheDaemonsAppId) {
+  EXPECT_EQ(cl_app_id(ctx_), 7u);
+}
+
+TEST(LibOpen, NoDaemonIsEnoentAtOnce) {
+  cl_open_attr a{"/tmp/cleave-no-such-daemon.sock", nullptr};
+  cl_ctx* ctx = reinterpret_cast<cl_ctx*>(0x1);
+  auto t0 = Clock::now();
+  EXPECT_EQ(cl_open(&a, &ctx), CL_ENOENT);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_LT(ms_since(t0), 100.0);
+  // A socket file with nobody listening: refused, also CL_ENOENT.
+  std::string p = "/tmp/cleave-dead-" + std::to_string(getpid()) + ".sock";
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", p.c_str());
+  unlink(p.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  close(fd);
+  a.socket_path = p.c_str();
+  EXPECT_EQ(cl_open(&a, &ctx), CL_ENOENT);
+  unlink(p.c_str());
+}
+
+TEST(LibOpen, SocketPathFromEnvironment) {
+  FakeDaemon d;
+  setenv("CLEAVE_APP_SOCKET", d.path().c_str(), 1);
+  cl_ctx* ctx = nullptr;
+  EXPECT_EQ(cl_open(nullptr, &ctx), 0);
+  unsetenv("CLEAVE_APP_SOCKET");
+  ASSERT_NE(ctx, nullptr);
+  EXPECT_EQ(cl_close(ctx), 0);
+}
+
+TEST(LibOpen, NoCommonVersionIsEversion) {
+  FakeOptions o;
+  o.min_version = abi::kAbiVersion + 1;
+  o.max_version = abi::kAbiVersion + 2;
+  FakeDaemon d(o);
+  cl_open_attr a{d.path().c_str(), "old"};
+  cl_ctx* ctx = nullptr;
+  EXPECT_EQ(cl_open(&a, &ctx), CL_EVERSION);
+  EXPECT_EQ(ctx, nullptr);
+}
+
+TEST(LibOpen, RefusedPeerIsEperm) {
+  FakeOptions o;
+  o.hello_status = CL_EPERM;
+  FakeDaemon d(o);
+  cl_open_attr a{d.path().c_str(), "nobody"};
+  cl_ctx* ctx = nullptr;
+  EXPECT_EQ(cl_open(&a, &ctx), CL_EPERM);
+}
+
+TEST(LibOpen, EveryCodeHasItsOwnName) {
+  const int codes[] = {CL_OK,       CL_EPERM,      CL_ENOENT,    CL_EAGAIN, CL_ENOMEM,
+                       CL_EACCES,   CL_EFAULT,     CL_EBUSY,     CL_EINVAL, CL_ENOSPC,
+                       CL_EPROTO,   CL_EOPNOTSUPP, CL_ETIMEDOUT, CL_EDQUOT, CL_EDAEMON,
+                       CL_EVERSION, CL_EEVICTED,   CL_ENORECV,   CL_ETRUNC};
+  std::set<std::string> names;
+  for (int c : codes) {
+    std::string s = cl_strerror(c);
+    EXPECT_NE(s, cl_strerror(12345)) << c;
+    names.insert(s);
+  }
+  EXPECT_EQ(names.size(), std::size(codes));
+}
+
+// ---- Heap ----
+
+TEST_F(LibTest, HeapAlignsAndExhaustsAndCoalesces) {
+  void* a = cl_alloc(ctx_, 100, 0);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  void* b = cl_alloc(ctx_, 10, 4096);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 4096, 0u);
+  EXPECT_EQ(cl_alloc(ctx_, 10, 3), nullptr);  // not a power of two
+  EXPECT_EQ(cl_alloc(ctx_, 0, 0), nullptr);
+  EXPECT_EQ(cl_heap_offset(ctx_, a), 0u);
+  EXPECT_EQ(cl_heap_offset(ctx_, &a), UINT64_MAX);
+  EXPECT_EQ(cl_alloc(ctx_, 1u << 20, 0), nullptr);  // the heap is 1 MiB and part is used
+  cl_free(ctx_, a);
+  cl_free(ctx_, a);  // a double free is ignored
+  cl_free(ctx_, b);
+  // Everything merged back: the whole heap in one block, then nothing.
+  void* all = cl_alloc(ctx_, 1u << 20, 0);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(cl_alloc(ctx_, 1, 0), nullptr);
+  cl_free(ctx_, all);
+  // Exhaustion by many small blocks, then all freed in a scattered order.
+  std::vector<void*> v;
+  for (void* p; (p = cl_alloc(ctx_, 4096, 0)) != nullptr;)
+    v.push_back(p);
+  EXPECT_EQ(v.size(), 256u);
+  for (size_t i = 0; i < v.size(); i += 2)
+    cl_free(ctx_, v[i]);
+  EXPECT_EQ(cl_alloc(ctx_, 8192, 0), nullptr);  // fragmented: no two neighbours free
+  for (size_t i = 1; i < v.size(); i += 2)
+    cl_free(ctx_, v[i]);
+  all = cl_alloc(ctx_, 1u << 20, 0);
+  EXPECT_NE(all, nullptr);
+  cl_free(ctx_, all);
+}
+
+TEST_F(LibTest, HeapIsSafeForManyThreads) {
+  constexpr int kThreads = 4, kOps = 3000;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; t++) {
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      std::vector<std::pair<uint8_t*, size_t>> mine;
+      for (int i = 0; i < kOps; i++) {
+        if (mine.size() < 16 && rng() % 3 != 0) {
+          size_t n = 1 + rng() % 8000;
+          auto* p = static_cast<uint8_t*>(cl_alloc(ctx_, n, size_t{64} << (rng() % 4)));
+          if (p == nullptr) continue;
+          std::memset(p, t + 1, n);
+          mine.emplace_back(p, n);
+        } else if (!mine.empty()) {
+          size_t k = rng() % mine.size();
+          auto [p, n] = mine[k];
+          for (size_t j = 0; j < n; j++)
+            if (p[j] != t + 1) {
+              bad++;
+              break;
+            }
+          cl_free(ctx_, p);
+          mine.erase(mine.begin() + static_cast<long>(k));
+        }
+      }
+      for (auto [p, n] : mine)
+        cl_free(ctx_, p);
+    });
+  }
+  for (auto& t : ts)
+    t.join();
+  EXPECT_EQ(bad, 0);  // no block was handed to two threads at once
+  void* all = cl_alloc(ctx_, 1u << 20, 0);
+  EXPECT_NE(all, nullptr);
+  cl_free(ctx_, all);
+}
+
+// ---- Memory regions ----
+
+TEST_F(LibTest, MrRegisterUseDeregister) {
+  int fd = sealed_memfd(8192);
+  cl_mr* mr = nullptr;
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 8192, CL_ACCESS_READ | CL_ACCESS_WRITE, &mr), 0);
+  EXPECT_GE(cl_mr_id(mr), 1u);
+  EXPECT_EQ(cl_mr_length(mr), 8192u);
+  EXPECT_EQ(d_->live_mrs, 1);
+  EXPECT_EQ(d_->unsealed_mrs, 0);
+  // The library's mapping is the memfd's memory.
+  std::memcpy(cl_mr_addr(mr), "hello", 5);
+  char buf[5];
+  ASSERT_EQ(pread(fd, buf, 5, 0), 5);
+  EXPECT_EQ(std::memcmp(buf, "hello", 5), 0);
+  // Sealed: the app can no longer shrink it under the daemon.
+  EXPECT_NE(ftruncate(fd, 4096), 0);
+  EXPECT_EQ(cl_mr_dereg(mr), 0);
+  EXPECT_EQ(d_->live_mrs, 0);
+  close(fd);
+}
+
+TEST_F(LibTest, MrRefusesWhatItCannotSealOrMap) {
+  cl_mr* mr = nullptr;
+  int unsealable = sealed_memfd(4096, false);
+  EXPECT_EQ(cl_mr_reg(ctx_, unsealable, 4096, CL_ACCESS_READ, &mr), CL_EINVAL);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  EXPECT_EQ(cl_mr_reg(ctx_, fds[0], 4096, CL_ACCESS_READ, &mr), CL_EINVAL);
+  int fd = sealed_memfd(4096);
+  EXPECT_EQ(cl_mr_reg(ctx_, fd, 8192, CL_ACCESS_READ, &mr), CL_EINVAL);  // shorter than asked
+  EXPECT_EQ(cl_mr_reg(ctx_, fd, 0, CL_ACCESS_READ, &mr), CL_EINVAL);
+  EXPECT_EQ(cl_mr_reg(ctx_, fd, 4096, 1u << 7, &mr), CL_EINVAL);  // unknown access bit
+  EXPECT_EQ(mr, nullptr);
+  EXPECT_EQ(d_->live_mrs, 0);
+  EXPECT_EQ(d_->unsealed_mrs, 0);  // nothing unsealed ever reached the daemon
+  for (int f : {unsealable, fds[0], fds[1], fd})
+    close(f);
+}
+
+// ---- Queues ----
+
+TEST_F(LibTest, QueueCreationRules) {
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 100, 0, 0, &cq), CL_EINVAL);  // not a power of two
+  EXPECT_EQ(cl_cq_create(ctx_, 32, 0, 0, &cq), CL_EINVAL);   // below the minimum
+  EXPECT_EQ(cl_cq_create(ctx_, 1u << 17, 0, 0, &cq), CL_EINVAL);
+  ASSERT_EQ(cl_cq_create(ctx_, 128, 0, 0, &cq), 0);
+  cl_sq* sq = nullptr;
+  cl_rq* rq = nullptr;
+  ASSERT_EQ(cl_sq_create(ctx_, cq, 64, &sq), 0);
+  EXPECT_EQ(cl_rq_create(ctx_, cq, 128, &rq), CL_EINVAL);  // 64 + 128 > 128
+  ASSERT_EQ(cl_rq_create(ctx_, cq, 64, &rq), 0);
+  cl_sq* sq2 = nullptr;
+  EXPECT_EQ(cl_sq_create(ctx_, cq, 64, &sq2), CL_EINVAL);  // full
+  EXPECT_EQ(cl_cq_destroy(cq), CL_EBUSY);
+  EXPECT_EQ(d_->live_pipes, 3);
+  EXPECT_EQ(cl_sq_destroy(sq), 0);
+  ASSERT_EQ(cl_sq_create(ctx_, cq, 64, &sq2), 0);  // the room came back
+  EXPECT_EQ(cl_sq_destroy(sq2), 0);
+  EXPECT_EQ(cl_rq_destroy(rq), 0);
+  EXPECT_EQ(cl_cq_destroy(cq), 0);
+  EXPECT_EQ(d_->live_pipes, 0);
+}
+
+TEST_F(LibTest, QuotaOnPipeEntries) {
+  TearDown();
+  FakeOptions o;
+  o.pipe_entries_quota = 128;
+  start(o);
+  ASSERT_EQ(open_ctx(&ctx_), 0);
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 256, 0, 0, &cq), CL_EDQUOT);
+  EXPECT_EQ(cl_cq_create(ctx_, 128, 0, 0, &cq), 0);
+}
+
+// ---- Post and poll through the fake daemon ----
+
+TEST_F(LibTest, NopCopyAndSendRoundTrip) {
+  make_queues();
+  auto* src = static_cast<uint8_t*>(cl_alloc(ctx_, 4096, 0));
+  ASSERT_NE(src, nullptr);
+  for (int i = 0; i < 4096; i++)
+    src[i] = static_cast<uint8_t>(i * 7);
+  int fd = sealed_memfd(1u << 16);
+  cl_mr* mr = nullptr;
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 1u << 16, CL_ACCESS_READ | CL_ACCESS_WRITE, &mr), 0);
+
+  cl_send_wr w[2]{};
+  w[0].wr_id = 11;
+  w[0].opcode = CL_OP_NOP;
+  w[1].wr_id = 12;
+  w[1].opcode = CL_OP_COPY;
+  w[1].offset = cl_heap_offset(ctx_, src);
+  w[1].length = 4096;
+  w[1].dst_mr = mr;
+  w[1].dst_offset = 100;
+  ASSERT_EQ(cl_post_send(sq_, w, 2), 2);
+  auto wc = poll_n(2);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].wr_id, 11u);
+  EXPECT_EQ(wc[0].status, 0);
+  EXPECT_EQ(wc[1].wr_id, 12u);
+  EXPECT_EQ(wc[1].status, 0);
+  EXPECT_EQ(wc[1].length, 4096u);
+  EXPECT_EQ(wc[1].opcode, uint32_t{CL_OP_COPY});
+  EXPECT_EQ(std::memcmp(static_cast<uint8_t*>(cl_mr_addr(mr)) + 100, src, 4096), 0);
+
+  // SEND into receive buffers in the MR, several laps of the 64-entry queues, so the wr_id map
+  // wraps; wr_ids are scattered so a mix-up shows.
+  auto* dst = static_cast<uint8_t*>(cl_mr_addr(mr));
+  uint32_t sends = 0, recvs = 0;
+  for (int round = 0; round < 10; round++) {
+    cl_recv_wr r[40];
+    for (int i = 0; i < 40; i++)
+      r[i] = {0x9000'0000ull + round * 1000 + i * 3, mr, static_cast<uint64_t>(i) * 1024, 1024};
+    ASSERT_EQ(cl_post_recv(rq_, r, 40), 40);
+    cl_send_wr s[40]{};
+    for (int i = 0; i < 40; i++) {
+      s[i].wr_id = round * 1000 + i;
+      s[i].opcode = CL_OP_SEND;
+      s[i].offset = cl_heap_offset(ctx_, src) + i;
+      s[i].length = 100 + i;
+      s[i].target = rq_;
+      s[i].imm = 0xabc0 + i;
+    }
+    ASSERT_EQ(cl_post_send(sq_, s, 40), 40);
+    auto got = poll_n(80);
+    ASSERT_EQ(got.size(), 80u);
+    for (const cl_wc& c : got) {
+      EXPECT_EQ(c.status, 0);
+      if (c.flags & CL_WC_RECV) {
+        uint64_t i = (c.wr_id - 0x9000'0000ull - round * 1000) / 3;
+        ASSERT_LT(i, 40u);
+        EXPECT_EQ(c.wr_id, 0x9000'0000ull + round * 1000 + i * 3);
+        EXPECT_EQ(c.length, 100 + i);
+        EXPECT_EQ(c.imm, 0xabc0 + i);
+        EXPECT_TRUE(c.flags & CL_WC_IMM);
+        EXPECT_EQ(std::memcmp(dst + i * 1024, src + i, 100 + i), 0);
+        recvs++;
+      } else {
+        EXPECT_EQ(c.opcode, uint32_t{CL_OP_SEND});
+        EXPECT_EQ(c.wr_id % 1000, c.length - 100);
+        sends++;
+      }
+    }
+  }
+  EXPECT_EQ(sends, 400u);
+  EXPECT_EQ(recvs, 400u);
+
+  // No buffer posted: the send completes with CL_ENORECV.
+  cl_send_wr s{};
+  s.wr_id = 99;
+  s.opcode = CL_OP_SEND;
+  s.length = 10;
+  s.target = rq_;
+  ASSERT_EQ(cl_post_send(sq_, &s, 1), 1);
+  auto last = poll_n(1);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].status, CL_ENORECV);
+  EXPECT_EQ(cl_mr_dereg(mr), 0);
+  close(fd);
+}
+
+TEST_F(LibTest, LibraryRejectsBadRequestsBeforePosting) {
+  make_queues();
+  int fd = sealed_memfd(4096);
+  cl_mr* ro = nullptr;
+  cl_mr* wo = nullptr;
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ, &ro), 0);
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_WRITE, &wo), 0);
+  cl_send_wr ok{};
+  ok.opcode = CL_OP_NOP;
+  auto bad = [&](auto edit) {
+    cl_send_wr w[2] = {ok, ok};
+    w[1].opcode = CL_OP_COPY;
+    w[1].mr = ro;
+    w[1].length = 16;
+    w[1].dst_mr = wo;
+    edit(w[1]);
+    return cl_post_send(sq_, w, 2);
+  };
+  EXPECT_EQ(bad([](cl_send_wr&) {}), 2);  // the base case is fine
+  EXPECT_EQ(bad([](cl_send_wr& w) { w.offset = 4090; }), CL_EFAULT);
+  EXPECT_EQ(bad([](cl_send_wr& w) { w.dst_offset = UINT64_MAX - 4; }), CL_EFAULT);
+  EXPECT_EQ(bad([](cl_send_wr& w) { w.offset = 4096, w.length = 0; }), 2);  // empty at the end
+  EXPECT_EQ(bad([](cl_send_wr& w) { w.mr = nullptr, w.offset = 2u << 20; }), CL_EFAULT);
+  EXPECT_EQ(bad([&](cl_send_wr& w) { w.dst_mr = ro; }), CL_EACCES);
+  EXPECT_EQ(bad([&](cl_send_wr& w) { w.mr = wo; }), CL_EACCES);
+  EXPECT_EQ(bad([&](cl_send_wr& w) { w.opcode = CL_OP_SEND, w.mr = nullptr; }), CL_EINVAL);
+  EXPECT_EQ(bad([&](cl_send_wr& w) { w.opcode = 9; }), CL_EOPNOTSUPP);
+  cl_recv_wr r{1, ro, 0, 16};
+  EXPECT_EQ(cl_post_recv(rq_, &r, 1), CL_EACCES);
+  r = {1, wo, 4000, 200};
+  EXPECT_EQ(cl_post_recv(rq_, &r, 1), CL_EFAULT);
+  // Another context's MR is not ours.
+  cl_ctx* other = nullptr;
+  FakeDaemon d2;
+  cl_open_attr a{d2.path().c_str(), "other"};
+  ASSERT_EQ(cl_open(&a, &other), 0);
+  cl_mr* foreign = nullptr;
+  int fd2 = sealed_memfd(4096);
+  ASSERT_EQ(cl_mr_reg(other, fd2, 4096, CL_ACCESS_READ, &foreign), 0);
+  EXPECT_EQ(bad([&](cl_send_wr& w) { w.mr = foreign; }), CL_EINVAL);
+  EXPECT_EQ(cl_close(other), 0);
+  close(fd2);
+  // Only the two accepted calls reached the daemon, two entries each.
+  auto wc = poll_n(4);
+  EXPECT_EQ(wc.size(), 4u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  cl_wc extra;
+  EXPECT_EQ(cl_poll_cq(cq_, &extra, 1), 0);
+  EXPECT_EQ(d_->entries_seen, 4u);
+  close(fd);
+}
+
+TEST_F(LibTest, FullQueueTakesWhatFits) {
+  make_queues();
+  d_->pump = false;
+  std::vector<cl_send_wr> w(100);
+  for (auto& x : w)
+    x.opcode = CL_OP_NOP;
+  EXPECT_EQ(cl_post_send(sq_, w.data(), 100), 64);
+  EXPECT_EQ(cl_post_send(sq_, w.data(), 1), 0);
+  std::vector<cl_recv_wr> r(70, cl_recv_wr{5, nullptr, 0, 64});
+  EXPECT_EQ(cl_post_recv(rq_, r.data(), 70), 64);
+  d_->pump = true;
+  EXPECT_EQ(poll_n(64).size(), 64u);
+  EXPECT_EQ(cl_post_send(sq_, w.data(), 1), 1);
+}
+
+TEST_F(LibTest, WaitSleepsOnTheDoorbellAndTimesOut) {
+  make_queues(256, 64, 1);
+  auto t0 = Clock::now();
+  EXPECT_EQ(cl_cq_wait(cq_, 50), CL_ETIMEDOUT);
+  EXPECT_GE(ms_since(t0), 49.0);
+  std::thread poster([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    cl_send_wr w{};
+    w.wr_id = 5;
+    w.opcode = CL_OP_NOP;
+    EXPECT_EQ(cl_post_send(sq_, &w, 1), 1);
+  });
+  t0 = Clock::now();
+  EXPECT_EQ(cl_cq_wait(cq_, 5000), 0);
+  EXPECT_LT(ms_since(t0), 1000.0);
+  poster.join();
+  cl_wc wc;
+  EXPECT_EQ(cl_poll_cq(cq_, &wc, 1), 1);
+  EXPECT_EQ(wc.wr_id, 5u);
+}
+
+// ---- The daemon goes away ----
+
+TEST_F(LibTest, SpinningPollerSeesDaemonDeathWithinASecond) {
+  make_queues();
+  std::atomic<int> result{1};
+  std::atomic<bool> polling{false};
+  Clock::time_point done;
+  std::thread t([&] {
+    cl_wc wc[8];
+    int r;
+    polling = true;
+    while ((r = cl_poll_cq(cq_, wc, 8)) >= 0) {
+    }
+    done = Clock::now();
+    result = r;
+  });
+  while (!polling)
+    std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto t0 = Clock::now();
+  d_->kill();
+  t.join();
+  EXPECT_EQ(result, CL_EDAEMON);
+  EXPECT_LT(ms_between(t0, done), 1000.0);
+  // Sticky: every later call fails the same way.
+  cl_send_wr w{};
+  EXPECT_EQ(cl_post_send(sq_, &w, 1), CL_EDAEMON);
+  cl_recv_wr r{1, nullptr, 0, 8};
+  EXPECT_EQ(cl_post_recv(rq_, &r, 1), CL_EDAEMON);
+  EXPECT_EQ(cl_cq_wait(cq_, 0), CL_EDAEMON);
+  EXPECT_EQ(cl_alloc(ctx_, 64, 0), nullptr);
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EDAEMON);
+  int fd = sealed_memfd(4096);
+  cl_mr* mr = nullptr;
+  EXPECT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ, &mr), CL_EDAEMON);
+  close(fd);
+}
+
+class WaitForever : public LibTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(WaitForever, ReturnsWhenTheDaemonDies) {
+  make_queues(256, 64, GetParam());
+  std::atomic<int> result{1};
+  Clock::time_point done;
+  std::thread t([&] {
+    result = cl_cq_wait(cq_, -1);
+    done = Clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(result, 1);  // still waiting
+  auto t0 = Clock::now();
+  d_->kill();
+  t.join();
+  EXPECT_EQ(result, CL_EDAEMON);
+  EXPECT_LT(ms_between(t0, done), 1000.0);
+}
+INSTANTIATE_TEST_SUITE_P(Doorbell, WaitForever, ::testing::Values(0, 1));
+
+TEST_F(LibTest, ControlCallInFlightWhenTheDaemonDies) {
+  d_->stall_on = static_cast<uint16_t>(abi::MsgType::kMrReg);
+  int fd = sealed_memfd(4096);
+  cl_mr* mr = nullptr;
+  auto t0 = Clock::now();
+  EXPECT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ, &mr), CL_EDAEMON);
+  EXPECT_LT(ms_since(t0), 1000.0);
+  EXPECT_GE(ms_since(t0), 150.0);  // it did wait for the reply until the daemon went
+  EXPECT_EQ(mr, nullptr);
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EDAEMON);
+  close(fd);
+}
+
+TEST_F(LibTest, EvictionNoticeFailsThePoller) {
+  make_queues();
+  std::atomic<int> result{1};
+  std::thread t([&] {
+    cl_wc wc[8];
+    int r;
+    while ((r = cl_poll_cq(cq_, wc, 8)) >= 0) {
+    }
+    result = r;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  d_->evict();
+  t.join();
+  EXPECT_EQ(result, CL_EEVICTED);
+  EXPECT_EQ(cl_cq_wait(cq_, -1), CL_EEVICTED);
+  cl_send_wr w{};
+  EXPECT_EQ(cl_post_send(sq_, &w, 1), CL_EEVICTED);
+}
+
+TEST_F(LibTest, EvictionNoticeWakesASleeper) {
+  make_queues(256, 64, 1);
+  std::atomic<int> result{1};
+  std::thread t([&] { result = cl_cq_wait(cq_, -1); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  d_->evict();
+  t.join();
+  EXPECT_EQ(result, CL_EEVICTED);
+}
+
+TEST_F(LibTest, NoticeInPlaceOfAReply) {
+  d_->notice_on = static_cast<uint16_t>(abi::MsgType::kPipeCreate);
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EEVICTED);
+  EXPECT_EQ(cl_alloc(ctx_, 64, 0), nullptr);
+}
+
+TEST_F(LibTest, ShutdownNoticeIsDaemonGone) {
+  make_queues(256, 64, 1);
+  d_->shutdown();
+  EXPECT_EQ(cl_cq_wait(cq_, 5000), CL_EDAEMON);
+}
+
+TEST_F(LibTest, CloseWithEverythingOpenReclaims) {
+  make_queues();
+  int fd = sealed_memfd(4096);
+  cl_mr* mr = nullptr;
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ, &mr), 0);
+  EXPECT_NE(cl_alloc(ctx_, 1000, 0), nullptr);
+  EXPECT_EQ(cl_close(ctx_), 0);
+  ctx_ = nullptr;
+  auto t0 = Clock::now();
+  while ((d_->live_mrs != 0 || d_->live_pipes != 0) && ms_since(t0) < 1000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(d_->live_mrs, 0);  // the daemon saw EOF and reclaimed
+  EXPECT_EQ(d_->live_pipes, 0);
+  close(fd);
+}
+
+// ---- A daemon that hangs or misbehaves ----
+
+TEST_F(LibTest, HungDaemonTimesOutTheControlCall) {
+  cl_cq* cq = nullptr;
+  ASSERT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), 0);
+  d_->ignore_on = static_cast<uint16_t>(abi::MsgType::kMrReg);
+  int fd = sealed_memfd(4096);
+  cl_mr* mr = nullptr;
+  auto t0 = Clock::now();
+  EXPECT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ, &mr), CL_EDAEMON);
+  EXPECT_GE(ms_since(t0), 4900.0);
+  EXPECT_LT(ms_since(t0), 7000.0);
+  // The library hung up, so the daemon reclaims what the app had.
+  t0 = Clock::now();
+  while (d_->live_pipes != 0 && ms_since(t0) < 1000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(d_->live_pipes, 0);
+  cl_wc wc;
+  EXPECT_EQ(cl_poll_cq(cq, &wc, 1), CL_EDAEMON);
+  close(fd);
+}
+
+TEST_F(LibTest, ReplyWithTheWrongSeqPoisonsTheContext) {
+  d_->wrong_seq = true;
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EPROTO);
+  d_->wrong_seq = false;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EPROTO);  // sticky: replies can't be matched
+}
+
+TEST_F(LibTest, PipeOutsideThePipeAreaIsRefused) {
+  d_->bad_pipe_offset = true;
+  cl_cq* cq = nullptr;
+  EXPECT_EQ(cl_cq_create(ctx_, 64, 0, 0, &cq), CL_EPROTO);
+  EXPECT_EQ(cq, nullptr);
+}
+
+size_t open_fds() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    n++;
+  }
+  return n;
+}
+
+TEST_F(LibTest, StrayDescriptorsFromTheDaemonAreClosed) {
+  d_->extra_fds = true;
+  size_t before = open_fds();
+  for (int i = 0; i < 10; i++) {
+    cl_cq* cq = nullptr;
+    ASSERT_EQ(cl_cq_create(ctx_, 64, 1, 0, &cq), 0);
+    ASSERT_EQ(cl_cq_destroy(cq), 0);
+  }
+  EXPECT_EQ(open_fds(), before);
+  // And at open, where the region fd comes with the strays.
+  FakeDaemon d2;
+  d2.extra_fds = true;
+  before = open_fds();
+  cl_ctx* other = nullptr;
+  cl_open_attr a{d2.path().c_str(), "strays"};
+  ASSERT_EQ(cl_open(&a, &other), 0);
+  EXPECT_EQ(cl_close(other), 0);
+  // d2 keeps its region memfd; its connection goes once it has seen the EOF.
+  auto t0 = Clock::now();
+  while (open_fds() != before + 1 && ms_since(t0) < 1000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(open_fds(), before + 1);
+}
+
+// Control calls from several threads while each also posts and polls its own queues.
+TEST_F(LibTest, ControlAndDataFromManyThreads) {
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; t++) {
+    ts.emplace_back([&, t] {
+      for (int round = 0; round < 20; round++) {
+        cl_cq* cq = nullptr;
+        cl_sq* sq = nullptr;
+        cl_mr* mr = nullptr;
+        int fd = sealed_memfd(4096);
+        if (cl_cq_create(ctx_, 64, round & 1, 0, &cq) != 0 ||
+            cl_sq_create(ctx_, cq, 64, &sq) != 0 ||
+            cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ | CL_ACCESS_WRITE, &mr) != 0) {
+          failures++;
+          close(fd);
+          return;
+        }
+        cl_send_wr w[10]{};
+        for (int i = 0; i < 10; i++) {
+          w[i].wr_id = static_cast<uint64_t>(t * 1000 + i);
+          w[i].opcode = CL_OP_COPY;
+          w[i].mr = mr;
+          w[i].dst_mr = mr;
+          w[i].dst_offset = 2048;
+          w[i].length = 64;
+        }
+        if (cl_post_send(sq, w, 10) != 10) failures++;
+        int got = 0;
+        auto t0 = Clock::now();
+        while (got < 10 && ms_since(t0) < 5000) {
+          if (cl_cq_wait(cq, 100) < -200) break;
+          cl_wc wc[10];
+          int n = cl_poll_cq(cq, wc, 10);
+          for (int i = 0; i < n; i++)
+            if (wc[i].status != 0 || wc[i].wr_id != static_cast<uint64_t>(t * 1000 + got + i))
+              failures++;
+          got += n > 0 ? n : 0;
+        }
+        if (got != 10) failures++;
+        if (cl_sq_destroy(sq) != 0 || cl_cq_destroy(cq) != 0 || cl_mr_dereg(mr) != 0) failures++;
+        close(fd);
+      }
+    });
+  }
+  for (auto& t : ts)
+    t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(d_->live_pipes, 0);
+  EXPECT_EQ(d_->live_mrs, 0);
+}
+
+}  // namespace
+}  // namespace cleave::test
