@@ -109,6 +109,29 @@ class AppSocket(ct.TestCase):
         self.assertGreaterEqual(self.apps()[0]["counters"]["doorbells"], 1)
         os.close(efd)
 
+    def test_region_on_hugepages_when_reserved(self):
+        nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+        free = "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+        if not os.path.exists(nr):
+            self.skipTest("no 2 MiB hugepage support in this kernel")
+        before = open(nr).read().strip()
+        ct._cleanups.append(lambda: open(nr, "w").write(before))
+        with open(nr, "w") as f:
+            f.write(str(int(before) + 8))
+        free_before = int(open(free).read())
+        app = ra.RawApp(self.path, "huge")
+        self.assertEqual(app.flags & 1, 1)  # kRegionHugetlb
+        self.assertEqual(int(open(free).read()), free_before - 2)  # a 4 MiB region
+        self.assertTrue(self.apps()[0]["hugepages"])
+        cq, sq = self.queues(app)
+        app.write_heap(0, b"on hugepages")
+        sq.produce(ra.send_entry(ra.OP_COPY, 1, 0, 0, 12, 0, 1 << 20))
+        self.assertEqual(self.wait_completion(cq)["status"], 0)
+        self.assertEqual(app.heap(1 << 20, 12), b"on hugepages")
+        app.close()
+        ct.wait_until(lambda: int(open(free).read()) == free_before, timeout=1,
+                      what="the region's hugepages to be given back")
+
     def test_not_admitted_uid_is_refused(self):
         os.chmod(self.d.dir, 0o755)  # let uid 65534 reach the socket: only cleaved may refuse it
         r, w = os.pipe()
