@@ -327,7 +327,8 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   uint64_t pipe_area = (size / 4) & ~uint64_t{abi::kCacheLine - 1};
   s.heap_offset = abi::kRegionHeaderSize + pipe_area;
   s.heap_size = size > s.heap_offset ? size - s.heap_offset : 0;
-  s.pipe_area = ipc::RangeAlloc(abi::kRegionHeaderSize, pipe_area);
+  s.pipe_area.init(reinterpret_cast<uintptr_t>(s.region.base()) + abi::kRegionHeaderSize,
+                   pipe_area);
   auto* hdr = reinterpret_cast<abi::RegionHeader*>(s.region.base());
   *hdr = abi::RegionHeader{abi::kMagic,
                            v,
@@ -400,7 +401,8 @@ int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi
   }
   uint64_t bytes = abi::pipe_bytes(kind, m.entries);
   uint64_t off = s.pipe_area.alloc(bytes, abi::kCacheLine);
-  if (off == ipc::RangeAlloc::kNone) return CL_ENOMEM;
+  if (off == ipc::Heap::kNone) return CL_ENOMEM;
+  off += abi::kRegionHeaderSize;
   uint32_t id = free_id(s.pipes, 0, q.pipes);
   std::memset(s.region.base() + off, 0, bytes);
 
@@ -427,7 +429,7 @@ int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi
   req->app_index = id;
   req->pipe = p;
   if (!ctl(std::move(req))) {
-    s.pipe_area.free(off);
+    s.pipe_area.free(off - abi::kRegionHeaderSize);
     return CL_ENOSPC;
   }
   s.pipes[id] = {kind, m.entries, off, p.cq, fd};
@@ -452,7 +454,7 @@ int32_t AppServer::pipe_destroy(Session& s, const abi::PipeDestroy& m) {
   req->app_index = m.pipe;
   if (!ctl(std::move(req))) return CL_EBUSY;
   if (it->second.doorbell_fd >= 0) close(it->second.doorbell_fd);
-  s.pipe_area.free(it->second.offset);
+  s.pipe_area.free(it->second.offset - abi::kRegionHeaderSize);
   s.pipes.erase(it);
   return 0;
 }

@@ -24,7 +24,7 @@
 #include "apps.h"
 #include "config.h"
 #include "ctl_channel.h"
-#include "range_alloc.h"
+#include "heap.h"
 #include "shm_abi.h"
 
 namespace cleave::dp {
@@ -72,7 +72,7 @@ class AppServer {
     AppMemory region;
     uint64_t heap_offset = 0;
     uint64_t heap_size = 0;
-    ipc::RangeAlloc pipe_area;
+    ipc::Heap pipe_area;  // offsets from kRegionHeaderSize
     std::map<uint32_t, PipeInfo> pipes;
     std::map<uint32_t, MrInfo> mrs;
     uint64_t memory = 0;        // region + MRs

@@ -66,7 +66,7 @@ struct cl_ctx {
   cleave::abi::Quotas quotas{};
 
   std::mutex heap_mu;  // guards heap only: cl_alloc does not wait behind a control call
-  cleave::lib::Heap heap;
+  cleave::ipc::Heap heap;
 
   std::vector<cl_mr*> mrs;
   std::vector<cl_cq*> cqs;

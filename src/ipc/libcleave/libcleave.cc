@@ -471,7 +471,7 @@ void* cl_alloc(cl_ctx* ctx, size_t size, size_t align) {
     std::lock_guard lk(ctx->heap_mu);
     off = ctx->heap.alloc(size, align);
   }
-  return off == Heap::kNone ? nullptr : ctx->base + ctx->heap_offset + off;
+  return off == ipc::Heap::kNone ? nullptr : ctx->base + ctx->heap_offset + off;
 }
 
 void cl_free(cl_ctx* ctx, void* ptr) {

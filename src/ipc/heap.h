@@ -1,8 +1,9 @@
-// heap.h - the first-fit allocator behind cl_alloc: it hands out ranges of the shared region's
-// heap and keeps all its bookkeeping in private memory, where the app's other threads (or a
-// buggy daemon) writing to shared memory cannot corrupt it.
+// heap.h - first-fit allocation of byte ranges with coalescing: cl_alloc's heap in libcleave and
+// the pipe area in cleaved. All bookkeeping lives in private memory, where the app's other threads
+// (or a buggy peer) writing to shared memory cannot corrupt it.
 //
-// Not thread-safe: the context serialises calls with its heap mutex.
+// Not thread-safe: libcleave's context serialises calls with its heap mutex; cleaved uses it from
+// the main thread only.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +11,7 @@
 #include <map>
 #include <unordered_map>
 
-namespace cleave::lib {
+namespace cleave::ipc {
 
 class Heap {
  public:
@@ -37,4 +38,4 @@ class Heap {
   std::unordered_map<uint64_t, uint64_t> used_;  // offset -> length
 };
 
-}  // namespace cleave::lib
+}  // namespace cleave::ipc

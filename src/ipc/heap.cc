@@ -3,7 +3,7 @@
 
 #include <iterator>
 
-namespace cleave::lib {
+namespace cleave::ipc {
 
 void Heap::init(uintptr_t addr, uint64_t size) {
   addr_ = addr;
@@ -68,4 +68,4 @@ void Heap::insert_free(uint64_t off, uint64_t len) {
   free_.emplace(off, len);
 }
 
-}  // namespace cleave::lib
+}  // namespace cleave::ipc
