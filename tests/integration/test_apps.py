@@ -40,7 +40,7 @@ apps:
     - uid: 0
 ports:
   - name: n0
-    device: net_null0
+    device: net_null0,no-rx=1
     ipv4: 10.9.0.1/24
 """
 
@@ -230,15 +230,21 @@ class AppSocket(ct.TestCase):
             try:
                 app = ra.RawApp(self.path, "victim")
                 cq = app.create_pipe(ra.COMPLETION, 512, doorbell_fd=os.eventfd(0))
-                app.create_pipe(ra.SUBMIT, 256, cq.id)
+                sq = app.create_pipe(ra.SUBMIT, 256, cq.id)
                 app.reg_mr(ra.sealed_memfd(1 << 20), 1 << 20)
                 os.write(w, b"x")
-                time.sleep(60)
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:  # mid-use when the kill comes
+                    sq.produce(ra.send_entry(ra.OP_COPY, 1, 0, 0, 65536, 0, 65536))
+                    while cq.consume() is not None:
+                        pass
             finally:
                 os._exit(0)
         os.read(r, 1)
         [a] = self.apps()
         self.assertEqual((a["name"], a["pipes"], a["mrs"]), ("victim", 2, 1))
+        ct.wait_until(lambda: self.apps()[0]["counters"]["ops"]["copy"] > 100, timeout=5,
+                      what="the victim to be busy copying")
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         t0 = time.monotonic()
