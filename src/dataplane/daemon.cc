@@ -269,6 +269,7 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
         epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev);
       }
       std::vector<uint16_t> port_ids;
+      port_ids.reserve(ports.size());
       for (const DpPort& p : ports)
         port_ids.push_back(p.port_id);
       apps.emplace(cfg, cfg.runtime_dir + "/" + std::string(abi::kAppSocketName), epoll.get(), ctl,
