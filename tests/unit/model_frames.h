@@ -4,6 +4,7 @@
 // the tests check the model's table-driven code against a second implementation.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -79,7 +80,7 @@ inline Bytes ipv4_frame(uint8_t proto, const Bytes& l4, uint32_t src = kPeer,
   put32(ip + 12, src);
   put32(ip + 16, dst);
   put16(ip + 10, fold(sum16(ip, 20)));
-  std::memcpy(ip + 20, l4.data(), l4.size());
+  std::copy(l4.begin(), l4.end(), ip + 20);
   return f;
 }
 
@@ -93,7 +94,7 @@ inline Bytes tcp_frame(uint32_t seq, const Bytes& payload, uint8_t flags = 0x18,
   l4[12] = 5 << 4;
   l4[13] = flags;
   put16(&l4[14], 65535);
-  std::memcpy(&l4[20], payload.data(), payload.size());
+  std::copy(payload.begin(), payload.end(), l4.begin() + 20);
   Bytes f = ipv4_frame(6, l4);
   put16(&f[14 + 20 + 16], l4_sum(&f[14], &f[34], l4.size()));
   return f;
@@ -104,7 +105,7 @@ inline Bytes udp_frame(uint16_t sport, uint16_t dport, const Bytes& payload, boo
   put16(&l4[0], sport);
   put16(&l4[2], dport);
   put16(&l4[4], uint16_t(l4.size()));
-  std::memcpy(&l4[8], payload.data(), payload.size());
+  std::copy(payload.begin(), payload.end(), l4.begin() + 8);
   Bytes f = ipv4_frame(17, l4);
   if (csum) {
     uint16_t c = l4_sum(&f[14], &f[34], l4.size());
@@ -134,8 +135,8 @@ inline Bytes roce_frame(uint8_t opcode, uint32_t psn, const Bytes& ext, const By
   put16(&u[2], 0xFFFF);
   put32(&u[4], dqp & 0xFFFFFF);
   put32(&u[8], psn & 0xFFFFFF);
-  std::memcpy(&u[12], ext.data(), ext.size());
-  std::memcpy(&u[12 + ext.size()], payload.data(), payload.size());
+  std::copy(ext.begin(), ext.end(), u.begin() + 12);
+  std::copy(payload.begin(), payload.end(), u.begin() + 12 + long(ext.size()));
   Bytes f = udp_frame(sport, 4791, u, false);
   uint32_t ic = icrc_ref(f);
   for (int i = 0; i < 4; i++)
@@ -163,7 +164,7 @@ inline Bytes solar_frame(uint8_t type, uint32_t io_id, uint64_t offset, uint32_t
   put32(&u[16], uint32_t(offset >> 32));
   put32(&u[20], uint32_t(offset));
   put32(&u[28], crc32c_ref(block.data(), block.size()));
-  std::memcpy(&u[32], block.data(), block.size());
+  std::copy(block.begin(), block.end(), u.begin() + 32);
   return udp_frame(uint16_t(0xC000 | path), 7000, u);
 }
 
