@@ -105,6 +105,37 @@ TEST_F(ModelTx, TsoSplitsIntoMssFramesWithCorrectHeaders) {
   EXPECT_EQ(nic->counter(Ctr::kTxTsoRequests), 1u);
 }
 
+TEST_F(ModelTx, PerFrameBuffersGetTheSameFrames) {
+  Bytes data = pattern(5000, 9);
+  std::copy(data.begin(), data.end(), mem.begin());
+  Bytes h = tcp_header(100, 0x19, 1);
+  TxRequest r{h, 3, 0, 5000, 1448, kTxTso, 5};
+  ASSERT_EQ(NicModel::tx_frames(r), 4u);
+  ASSERT_EQ(NicModel::tx_frame_room(r), 54u + 1448);
+  ASSERT_EQ(send(r), TxStatus::kOk);
+  std::vector<Bytes> store(4, Bytes(NicModel::tx_frame_room(r)));
+  std::vector<std::span<uint8_t>> bufs(store.begin(), store.end());
+  std::vector<uint32_t> lens(4);
+  uint16_t got = 0;
+  ASSERT_EQ(nic->tx(r, bufs, lens, &got), TxStatus::kOk);
+  ASSERT_EQ(got, 4);
+  for (size_t i = 0; i < 4; i++) {
+    EXPECT_EQ(Bytes(store[i].begin(), store[i].begin() + lens[i]), frame(i)) << "frame " << i;
+  }
+  EXPECT_EQ(lens[3], 54u + 5000 - 3 * 1448);
+  // The last frame may be short, the others may not.
+  store[1].resize(100);
+  bufs.assign(store.begin(), store.end());
+  EXPECT_EQ(nic->tx(r, bufs, lens, &got), TxStatus::kNoRoom);
+  bufs.resize(3);
+  EXPECT_EQ(nic->tx(r, bufs, lens, &got), TxStatus::kNoRoom);
+  // RoCE: room for pad and ICRC.
+  Bytes roce = test::roce_frame(0x04, 1, {}, {});
+  roce.resize(roce.size() - 4);  // the header template ends with the BTH
+  roce[42 + 1] = 0x30;           // PadCnt 3
+  EXPECT_EQ(NicModel::tx_frame_room({roce, 3, 0, 9, 0, kTxIcrc, 1}), roce.size() + 9 + 3 + 4);
+}
+
 TEST_F(ModelTx, TsoOfExactMultipleAndOfOneByte) {
   Bytes h = tcp_header(1, 0x18, 1);
   ASSERT_EQ(send({h, 3, 0, 2896, 1448, kTxTso, 1}), TxStatus::kOk);

@@ -283,6 +283,13 @@ class NicModel {
   // *nframes frames are described in `frames`. Posts a completion unless kCompletionsFull.
   TxStatus tx(const TxRequest& req, std::span<uint8_t> out, std::span<TxFrame> frames,
               uint16_t* nframes);
+  // The same with one buffer per frame (a PMD passes one mbuf data area each): frame i goes to
+  // bufs[i], its length to lens[i]. tx_frames() says how many buffers to offer and
+  // tx_frame_room() how large each must be.
+  TxStatus tx(const TxRequest& req, std::span<const std::span<uint8_t>> bufs,
+              std::span<uint32_t> lens, uint16_t* nframes);
+  static uint32_t tx_frames(const TxRequest& req);
+  static uint32_t tx_frame_room(const TxRequest& req);
   size_t tx_poll(std::span<TxCompletion> out);
 
   // Bounds-checked access to app memory, as the DMA engine would do it.
@@ -367,6 +374,7 @@ class NicModel {
   };
 
   struct ParsedFrame;
+  struct TxDst;
 
   // Tables.
   Flow* flow_at(uint32_t id);
@@ -393,6 +401,8 @@ class NicModel {
   Decision write_frags(const ParsedFrame& p, uint32_t skip, RxEntry& out);
   Decision defer(RxEntry& out, DeferReason r);
   Decision finish(RxEntry& out, Decision d);
+
+  TxStatus tx_impl(const TxRequest& req, const TxDst& dst, uint16_t* nframes);
 
   void bump(Ctr c, uint64_t n = 1) { ctr_[size_t(c)] += n; }
 

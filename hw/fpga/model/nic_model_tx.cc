@@ -40,10 +40,54 @@ void put_icrc(uint8_t* frame, size_t ip_hlen, size_t end) {
     ic[i] = uint8_t(crc >> (8 * i));
 }
 
+uint32_t rocev2_tail(const TxRequest& req) {
+  // Pad and ICRC appended after the payload; the BTH sits right after the UDP header.
+  if ((req.flags & kTxIcrc) == 0) return 0;
+  size_t at =
+      kEthLen + (req.header.size() > kEthLen ? size_t(req.header[kEthLen] & 0xF) * 4 : 0) + 8 + 1;
+  return (at < req.header.size() ? (req.header[at] >> 4) & 3 : 0) + 4;
+}
+
 }  // namespace
+
+// Where frames go: one flat buffer (frames[i] = offset, length) or one buffer per frame.
+struct NicModel::TxDst {
+  std::span<uint8_t> flat;
+  std::span<TxFrame> frames;
+  std::span<const std::span<uint8_t>> bufs;
+  std::span<uint32_t> lens;
+  bool per_frame = false;
+};
+
+uint32_t NicModel::tx_frames(const TxRequest& req) {
+  if ((req.flags & kTxTso) == 0 || req.mss == 0) return 1;
+  return std::max<uint32_t>(1, uint32_t((uint64_t(req.len) + req.mss - 1) / req.mss));
+}
+
+uint32_t NicModel::tx_frame_room(const TxRequest& req) {
+  uint32_t seg =
+      (req.flags & kTxTso) != 0 && req.mss != 0 ? std::min<uint32_t>(req.mss, req.len) : req.len;
+  return uint32_t(req.header.size()) + seg + rocev2_tail(req);
+}
 
 TxStatus NicModel::tx(const TxRequest& req, std::span<uint8_t> out, std::span<TxFrame> frames,
                       uint16_t* nframes) {
+  TxDst d;
+  d.flat = out;
+  d.frames = frames;
+  return tx_impl(req, d, nframes);
+}
+
+TxStatus NicModel::tx(const TxRequest& req, std::span<const std::span<uint8_t>> bufs,
+                      std::span<uint32_t> lens, uint16_t* nframes) {
+  TxDst d;
+  d.bufs = bufs;
+  d.lens = lens;
+  d.per_frame = true;
+  return tx_impl(req, d, nframes);
+}
+
+TxStatus NicModel::tx_impl(const TxRequest& req, const TxDst& dst, uint16_t* nframes) {
   bump(Ctr::kTxRequests);
   if (nframes != nullptr) *nframes = 0;
   auto done = [&](TxStatus s, uint16_t n, uint32_t bytes) {
@@ -103,8 +147,20 @@ TxStatus NicModel::tx(const TxRequest& req, std::span<uint8_t> out, std::span<Tx
   if ((tso && req.len > kMaxTsoBytes) || hlen - kEthLen + std::min(seg, req.len) + tail > kMaxMtu) {
     return done(TxStatus::kTooLong, 0, 0);
   }
-  const size_t need = nseg * (hlen + tail) + req.len;
-  if (nseg > frames.size() || need > out.size()) return done(TxStatus::kNoRoom, 0, 0);
+  if (dst.per_frame) {
+    // Every frame but the last is full size; the last is never larger.
+    const size_t room = hlen + std::min(seg, req.len) + tail;
+    if (nseg > dst.bufs.size() || nseg > dst.lens.size()) return done(TxStatus::kNoRoom, 0, 0);
+    for (uint32_t i = 0; i < nseg; i++) {
+      size_t flen = i + 1 < nseg ? room : hlen + (req.len - i * seg) + tail;
+      if (dst.bufs[i].size() < flen) return done(TxStatus::kNoRoom, 0, 0);
+    }
+  } else {
+    const size_t need = nseg * (hlen + tail) + req.len;
+    if (nseg > dst.frames.size() || need > dst.flat.size()) {
+      return done(TxStatus::kNoRoom, 0, 0);
+    }
+  }
 
   const uint16_t ip_id = load16(h + kEthLen + 4);
   const uint32_t seq = proto == 6 ? load32(h + l4 + 4) : 0;
@@ -112,7 +168,7 @@ TxStatus NicModel::tx(const TxRequest& req, std::span<uint8_t> out, std::span<Tx
   uint32_t sent = 0;
   for (uint32_t i = 0; i < nseg; i++) {
     const uint32_t plen = std::min(seg, req.len - sent);
-    uint8_t* f = out.data() + off;
+    uint8_t* f = dst.per_frame ? dst.bufs[i].data() : dst.flat.data() + off;
     std::memcpy(f, h, hlen);
     if (plen > 0) std::memcpy(f + hlen, payload + sent, plen);
     size_t end = hlen + plen;
@@ -142,7 +198,11 @@ TxStatus NicModel::tx(const TxRequest& req, std::span<uint8_t> out, std::span<Tx
       store16(ip + 10, 0);
       store16(ip + 10, csum_fold(csum_partial(ip, ip_hlen, 0)));
     }
-    frames[i] = TxFrame{uint32_t(off), uint32_t(flen)};
+    if (dst.per_frame) {
+      dst.lens[i] = uint32_t(flen);
+    } else {
+      dst.frames[i] = TxFrame{uint32_t(off), uint32_t(flen)};
+    }
     off += flen;
     sent += plen;
   }
