@@ -506,14 +506,21 @@ TEST_F(ModelRoce, SendMessagesAcrossPsnWrapSelectPostedReceives) {
   EXPECT_EQ(e.l4_csum, CsumStatus::kGood);
   EXPECT_EQ(e.seq, 0xFFFFFEu);
   ASSERT_EQ(nic->cursor_update(4, 0xFFFFFF), Err::kOk);
-  // The last packet before the middle one: placed by PSN past the hole.
+  // The last packet before the middle one: a SEND's extent is unknown until its last packet
+  // arrives in order, so nothing past the hole can be placed safely yet.
   e = roce(0x02, 0x000000, c);
-  EXPECT_EQ(e.decision, Decision::kPlaced);
-  EXPECT_TRUE(e.out_of_order);
-  EXPECT_EQ(e.frags[0].offset, 0x10000u + 512);
-  EXPECT_EQ(e.payload_len, 100u);  // pad and ICRC are not payload
+  EXPECT_EQ(e.decision, Decision::kDeferred);
+  EXPECT_EQ(e.reason, DeferReason::kNoMessage);
   e = roce(0x01, 0xFFFFFF, b);
   EXPECT_EQ(e.frags[0].offset, 0x10000u + 256);
+  e = roce(0x02, 0x000000, c);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_TRUE(e.out_of_order);  // the cursor still at 0xFFFFFF
+  EXPECT_EQ(e.frags[0].offset, 0x10000u + 512);
+  EXPECT_EQ(e.payload_len, 100u);  // pad and ICRC are not payload
+  // Once the end is known, a retransmission inside the message is placed again.
+  e = roce(0x01, 0xFFFFFF, b);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
   EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 612), msg);
   EXPECT_EQ(mem[0x10000 + 612], kUntouched);
   // A short SEND only: the next posted receive, retired unfilled by the driver.
@@ -544,6 +551,22 @@ TEST_F(ModelRoce, SendWhoseStartIsUnknownDefers) {
   EXPECT_EQ(roce(0x00, 0xFFFFFE, pattern(256)).msg_seq, 0u);
   EXPECT_EQ(roce(0x02, 0xFFFFFF, pattern(10)).decision, Decision::kPlaced);
   EXPECT_EQ(roce(0x04, 0x000000, pattern(10)).msg_seq, 1u);
+}
+
+TEST_F(ModelRoce, PacketsOfALaterMessageNeverLandInTheCurrentOne) {
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 4096, 0}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x20000, 4096, 1}), Err::kOk);
+  // Message A = FFFFFE..FFFFFF (its last packet lost), B = 000000..000001 (its first lost).
+  EXPECT_EQ(roce(0x00, 0xFFFFFE, pattern(256)).decision, Decision::kPlaced);
+  EXPECT_EQ(roce(0x02, 0x000001, pattern(10)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(mem[0x10000 + 256], kUntouched);
+  // WRITE: the RETH length bounds the message; a later WRITE's packets are not its own.
+  EXPECT_EQ(roce(0x06, 0x000010, pattern(256), test::reth(0x3000, kMr, 300)).decision,
+            Decision::kPlaced);
+  EXPECT_EQ(roce(0x07, 0x000011, pattern(256)).reason, DeferReason::kNoMessage);  // must be last
+  EXPECT_EQ(roce(0x08, 0x000012, pattern(44)).reason, DeferReason::kNoMessage);   // next WRITE
+  EXPECT_EQ(roce(0x08, 0x000011, pattern(44)).decision, Decision::kPlaced);
+  EXPECT_EQ(mem[0x3000 + 300], kUntouched);
 }
 
 TEST_F(ModelRoce, WritePlacesAtRethAddress) {

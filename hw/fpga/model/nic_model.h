@@ -341,15 +341,20 @@ class NicModel {
     bool used = false;
   };
 
-  // RoCE message context: the message whose packets are arriving.
+  // RoCE message context: the message whose packets are arriving. A packet belongs to it only
+  // when that is certain: a WRITE's extent is known from its RETH; a SEND's only once its last
+  // packet arrived, and until then only the next PSN in order can extend it.
   struct RoceCtx {
     bool valid = false;
     bool is_send = false;
+    bool end_known = false;
     uint32_t first_psn = 0;
-    uint16_t mr = 0;     // WRITE: the MR named by R_Key
-    uint64_t base = 0;   // WRITE: the VA as an offset in that MR
-    uint64_t limit = 0;  // WRITE: DMA length from RETH
-    uint32_t msg = 0;    // SEND: message (MS) number
+    uint32_t next_psn = 0;  // SEND: one past the packets seen in order from first_psn
+    uint32_t end_psn = 0;   // the message's last PSN, when end_known
+    uint16_t mr = 0;        // WRITE: the MR named by R_Key
+    uint64_t base = 0;      // WRITE: the VA as an offset in that MR
+    uint64_t limit = 0;     // WRITE: DMA length from RETH
+    uint32_t msg = 0;       // SEND: message (MS) number
   };
 
   struct Flow {

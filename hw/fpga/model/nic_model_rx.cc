@@ -458,27 +458,53 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
   if (op.first) {
     bool same = c.valid && c.is_send == is_send && c.first_psn == psn;
     if (!same) {
+      RoceCtx n;
+      n.valid = true;
+      n.is_send = is_send;
+      n.first_psn = psn;
+      n.next_psn = (psn + 1) & kPsnMask;
       if (is_send) {
         // A SEND takes the next posted receive only where the previous message is known to end.
         if (!f.next_start_known || f.next_start_psn != psn) {
           return defer(out, DeferReason::kNoMessage);
         }
-        c = RoceCtx{true, true, psn, 0, 0, 0, f.next_msg++};
+        n.msg = f.next_msg++;
+        n.end_known = op.last;
+        n.end_psn = psn;
       } else {
         const uint8_t* reth = bth + kBthLen;
-        uint64_t va = load64(reth);
         uint32_t rkey = load32(reth + 8);
-        uint32_t dlen = load32(reth + 12);
         if (rkey >= mrs_.size()) return defer(out, DeferReason::kDmaFault);
-        c = RoceCtx{true, false, psn, uint16_t(rkey), va, dlen, 0};
+        n.mr = uint16_t(rkey);
+        n.base = load64(reth);
+        n.limit = load32(reth + 12);
+        uint64_t packets =
+            op.last ? 1 : std::max<uint64_t>(1, (n.limit + f.spec.pmtu - 1) / f.spec.pmtu);
+        n.end_known = true;
+        n.end_psn = uint32_t(psn + packets - 1) & kPsnMask;
       }
+      c = n;
       f.next_start_known = false;
     }
-  } else if (!c.valid || c.is_send != is_send || psn_diff(psn, c.first_psn) <= 0) {
-    return defer(out, DeferReason::kNoMessage);
+  } else {
+    if (!c.valid || c.is_send != is_send || psn_diff(psn, c.first_psn) <= 0) {
+      return defer(out, DeferReason::kNoMessage);
+    }
+    if (c.end_known) {
+      // Within the message; its last packet exactly at its end.
+      int32_t to_end = psn_diff(c.end_psn, psn);
+      if (to_end < 0 || (op.last != (to_end == 0))) return defer(out, DeferReason::kNoMessage);
+    } else {
+      if (psn_diff(psn, c.next_psn) > 0) return defer(out, DeferReason::kNoMessage);
+      if (psn == c.next_psn) c.next_psn = (psn + 1) & kPsnMask;
+      if (op.last) {
+        c.end_known = true;
+        c.end_psn = psn;
+      }
+    }
   }
   if (op.last) {
-    f.next_start_psn = (psn + 1) & kPsnMask;
+    f.next_start_psn = (c.end_psn + 1) & kPsnMask;
     f.next_start_known = true;
   }
   uint64_t at = uint64_t((psn - c.first_psn) & kPsnMask) * f.spec.pmtu;
