@@ -523,6 +523,10 @@ TEST_F(ModelRoce, SendMessagesAcrossPsnWrapSelectPostedReceives) {
   EXPECT_EQ(e.decision, Decision::kPlaced);
   EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 612), msg);
   EXPECT_EQ(mem[0x10000 + 612], kUntouched);
+  // The next SEND opens only once the cursor has passed this one (so that retransmissions
+  // of it still find their message).
+  EXPECT_EQ(roce(0x04, 0x000001, pattern(50, 3)).reason, DeferReason::kNoMessage);
+  ASSERT_EQ(nic->cursor_update(4, 0x000001), Err::kOk);
   // A short SEND only: the next posted receive, retired unfilled by the driver.
   e = roce(0x04, 0x000001, pattern(50, 3));
   EXPECT_EQ(e.decision, Decision::kPlaced);
@@ -550,7 +554,14 @@ TEST_F(ModelRoce, SendWhoseStartIsUnknownDefers) {
   EXPECT_EQ(roce(0x00, 0xFFFFFE, pattern(256)).msg_seq, 0u);
   EXPECT_EQ(roce(0x00, 0xFFFFFE, pattern(256)).msg_seq, 0u);
   EXPECT_EQ(roce(0x02, 0xFFFFFF, pattern(10)).decision, Decision::kPlaced);
+  ASSERT_EQ(nic->cursor_update(4, 0x000000), Err::kOk);
   EXPECT_EQ(roce(0x04, 0x000000, pattern(10)).msg_seq, 1u);
+  // A transport that took messages through the copy path tells the NIC where the next begins.
+  EXPECT_EQ(roce(0x04, 0x000005, pattern(10)).reason, DeferReason::kNoMessage);
+  ASSERT_EQ(nic->cursor_update(4, 0x000005), Err::kOk);
+  ASSERT_EQ(nic->roce_resync(4, 0x000005, 1), Err::kOk);
+  EXPECT_EQ(roce(0x04, 0x000005, pattern(10)).msg_seq, 1u);
+  EXPECT_EQ(nic->roce_resync(0, 0, 0), Err::kBadArgument);  // not a RoCE flow
 }
 
 TEST_F(ModelRoce, PacketsOfALaterMessageNeverLandInTheCurrentOne) {

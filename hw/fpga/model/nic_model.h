@@ -273,6 +273,9 @@ class NicModel {
   // Message flows: retires the MS of message msg_seq wherever it is in the list (short messages
   // retire their MS unfilled; Solar I/Os may finish out of order).
   Err ms_retire_msg(uint32_t flow, uint32_t msg_seq);
+  // RoCE: a message starts at `psn` and the next SEND is message `next_msg`. For a transport
+  // that accepted messages through the copy path, so the NIC saw no end it could chain from.
+  Err roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg);
 
   // Receive: parse, classify, place. Always fills `out`; never reads outside `frame`.
   Decision rx(std::span<const uint8_t> frame, RxEntry& out);
@@ -341,12 +344,15 @@ class NicModel {
     bool used = false;
   };
 
-  // RoCE message context: the message whose packets are arriving. A packet belongs to it only
-  // when that is certain: a WRITE's extent is known from its RETH; a SEND's only once its last
-  // packet arrived, and until then only the next PSN in order can extend it.
+  // RoCE message context: the SEND (or WRITE) whose packets are arriving. A packet belongs to
+  // it only when that is certain: a WRITE's extent is known from its RETH; a SEND's only once
+  // its last packet arrived, and until then only the next PSN in order can extend it.
+  // `chained`: the message began where the previous one was known to end, so its end tells
+  // where the next message begins (a SEND may only start there: that keeps message numbers
+  // right). Cleared once its end has been passed on. roce_resync() restarts the chain.
   struct RoceCtx {
     bool valid = false;
-    bool is_send = false;
+    bool chained = false;
     bool end_known = false;
     uint32_t first_psn = 0;
     uint32_t next_psn = 0;  // SEND: one past the packets seen in order from first_psn
@@ -372,7 +378,8 @@ class NicModel {
     uint64_t list_bytes = 0;       // bytes of the live entries
     uint32_t private_free = kNil;  // the flow's committed chunks not in its list
     // RoCE
-    RoceCtx ctx;
+    RoceCtx send_ctx;
+    RoceCtx write_ctx;
     bool next_start_known = true;
     uint32_t next_start_psn = 0;  // where the next message begins, once its predecessor ended
     uint32_t next_msg = 0;        // message number of the next SEND

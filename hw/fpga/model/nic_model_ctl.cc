@@ -386,6 +386,18 @@ Err NicModel::ms_retire_msg(uint32_t flow, uint32_t msg_seq) {
   return count_cmd(Err::kNoSuchMessage);
 }
 
+Err NicModel::roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) {
+  Flow* f = flow_at(flow);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (f->spec.parser != Parser::kRoce || psn > 0xFFFFFF) return count_cmd(Err::kBadArgument);
+  f->next_start_psn = psn;
+  f->next_start_known = true;
+  f->next_msg = next_msg;
+  f->send_ctx = RoceCtx{};
+  f->write_ctx = RoceCtx{};
+  return count_cmd(Err::kOk);
+}
+
 uint32_t NicModel::ms_count(uint32_t flow) const {
   return flow < flows_.size() && flows_[flow].used ? flows_[flow].ms_count : 0;
 }

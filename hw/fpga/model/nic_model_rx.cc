@@ -453,21 +453,28 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
   }
   out.out_of_order = psn != f.cursor;
 
-  RoceCtx& c = f.ctx;
-  bool is_send = op.kind == RoceKind::kSend;
+  const bool is_send = op.kind == RoceKind::kSend;
+  RoceCtx& c = is_send ? f.send_ctx : f.write_ctx;
+  const bool at_start = f.next_start_known && f.next_start_psn == psn;
   if (op.first) {
-    bool same = c.valid && c.is_send == is_send && c.first_psn == psn;
-    if (!same) {
+    if (c.valid && c.first_psn == psn) {
+      // A retransmitted first packet. A WRITE first seen off the chain joins it now.
+      if (at_start && !c.chained) {
+        c.chained = true;
+        f.next_start_known = false;
+      }
+    } else {
+      // A SEND takes the next posted receive only where the previous message is known to end,
+      // and once the cursor has passed that message, so its retransmissions still find it.
+      if (is_send && (!at_start || (c.valid && psn_diff(c.end_psn, f.cursor) >= 0))) {
+        return defer(out, DeferReason::kNoMessage);
+      }
       RoceCtx n;
       n.valid = true;
-      n.is_send = is_send;
+      n.chained = at_start;
       n.first_psn = psn;
       n.next_psn = (psn + 1) & kPsnMask;
       if (is_send) {
-        // A SEND takes the next posted receive only where the previous message is known to end.
-        if (!f.next_start_known || f.next_start_psn != psn) {
-          return defer(out, DeferReason::kNoMessage);
-        }
         n.msg = f.next_msg++;
         n.end_known = op.last;
         n.end_psn = psn;
@@ -483,13 +490,26 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
         n.end_known = true;
         n.end_psn = uint32_t(psn + packets - 1) & kPsnMask;
       }
+      if (at_start) f.next_start_known = false;
+      // A later WRITE must not evict one the cursor has not passed yet: its middle packets would
+      // find no context. The later one's first packet is self-describing and placed anyway.
+      bool keep = !is_send && c.valid && psn_diff(c.end_psn, f.cursor) >= 0 &&
+                  psn_diff(psn, c.first_psn) > 0;
+      if (keep) {
+        if (n.chained) {
+          f.next_start_psn = (n.end_psn + 1) & kPsnMask;
+          f.next_start_known = true;
+        }
+        uint64_t len0 = len;
+        if (len0 > n.limit) return defer(out, DeferReason::kMsOverflow);
+        out.frags[0] = {n.mr, n.base, len};
+        out.nfrags = len == 0 ? 0 : 1;
+        return len == 0 ? finish(out, Decision::kNoPayload) : write_frags(q, 0, out);
+      }
       c = n;
-      f.next_start_known = false;
     }
   } else {
-    if (!c.valid || c.is_send != is_send || psn_diff(psn, c.first_psn) <= 0) {
-      return defer(out, DeferReason::kNoMessage);
-    }
+    if (!c.valid || psn_diff(psn, c.first_psn) <= 0) return defer(out, DeferReason::kNoMessage);
     if (c.end_known) {
       // Within the message; its last packet exactly at its end.
       int32_t to_end = psn_diff(c.end_psn, psn);
@@ -503,9 +523,16 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
       }
     }
   }
-  if (op.last) {
+  if (c.chained && c.end_known) {
+    // The message's end is known (a WRITE from its first packet): pass the chain on, through
+    // a WRITE already seen that begins right there.
     f.next_start_psn = (c.end_psn + 1) & kPsnMask;
     f.next_start_known = true;
+    c.chained = false;
+    RoceCtx& w = f.write_ctx;
+    if (w.valid && !w.chained && w.first_psn == f.next_start_psn) {
+      f.next_start_psn = (w.end_psn + 1) & kPsnMask;
+    }
   }
   uint64_t at = uint64_t((psn - c.first_psn) & kPsnMask) * f.spec.pmtu;
   if (len == 0) return finish(out, Decision::kNoPayload);
