@@ -29,7 +29,7 @@ namespace cleave::nic {
 // ---- configuration and sizes ----------------------------------------------------------------
 
 // On-NIC entry sizes assumed for memory accounting (the formats are in hw/fpga/docs).
-inline constexpr size_t kFlowEntryBytes = 64;  // key 13 B, mode/flags, cursor, list pointers
+inline constexpr size_t kFlowEntryBytes = 96;  // key, cursor, MS list, RoCE contexts (docs)
 inline constexpr size_t kHashBucketBytes = 4;  // flow id of the chain head
 inline constexpr size_t kMrEntryBytes = 16;    // 48-bit base, 40-bit length, owner, flags
 inline constexpr size_t kMsEntryBytes = 16;    // 48-bit offset, MR id, length, message seq
