@@ -73,20 +73,29 @@ void MemoryCompact10kFlows(benchmark::State& state) {
 }
 BENCHMARK(MemoryCompact10kFlows)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-// In-order 1460-byte TCP segments into 64 KB MSs, with the driver's work a transport would do:
-// (bytes_per_second counts bytes placed, written or not: NoCopy skips only the memcpy.)
-// cursor update per segment, MS retire and repost as the cursor passes them. A pass of
-// kFrames frames, then the flow is removed and added again (sequence numbers restart).
-void RxTcpInOrder(benchmark::State& state, bool dma, bool verify) {
-  constexpr uint32_t kSeg = 1460, kFrames = 256, kMs = 65536, kIsn = 1;
+// In-order 1460-byte TCP segments, with the driver work a transport would do: a cursor update
+// per segment, MS retire and repost as the cursor passes them (every `retire_every` segments).
+// A pass is kFrames frames; then the flow is removed and added again (sequence numbers restart).
+// bytes_per_second counts bytes placed, written or not: "NoCopy" skips only the memcpy.
+struct RxRun {
+  bool dma = true;
+  bool verify = true;
+  uint32_t ms_bytes = 65536;
+  uint32_t ms_posted = 8;
+  uint32_t retire_every = 1;
+};
+
+void RxTcpInOrder(benchmark::State& state, const RxRun& run) {
+  constexpr uint32_t kSeg = 1460, kFrames = 256, kIsn = 1;
   NicConfig c;
   c.max_flows = 16;
-  c.ms_store_entries = 1024;
-  c.dma_payload = dma;
-  c.verify_l4_checksum = verify;
+  c.ms_store_entries = 4096;
+  c.dma_payload = run.dma;
+  c.verify_l4_checksum = run.verify;
   NicModel nic(c);
-  std::vector<uint8_t> mem(16 << 20);
+  std::vector<uint8_t> mem(32 << 20);
   nic.mr_add(0, mem.data(), mem.size(), 0);
+  const uint32_t slots = uint32_t(mem.size() / run.ms_bytes);
   std::vector<Bytes> frames;
   for (uint32_t i = 0; i < kFrames; i++) {
     frames.push_back(test::tcp_frame(kIsn + i * kSeg, test::pattern(kSeg, i * kSeg)));
@@ -99,17 +108,19 @@ void RxTcpInOrder(benchmark::State& state, bool dma, bool verify) {
   for (auto _ : state) {
     nic.flow_add(0, s);
     uint32_t posted = 0, retired_end = 0;
-    for (; posted < 8; posted++)
-      nic.ms_post(0, {0, uint64_t(posted) * kMs, kMs, 0});
+    for (; posted < run.ms_posted; posted++) {
+      nic.ms_post(0, {0, uint64_t(posted % slots) * run.ms_bytes, run.ms_bytes, 0});
+    }
     for (uint32_t i = 0; i < kFrames; i++) {
       nic.rx(frames[i], e);
       placed += e.placed;
       uint32_t cursor = (i + 1) * kSeg;
       nic.cursor_update(0, kIsn + cursor);
-      if (cursor - retired_end >= kMs) {
+      if ((i + 1) % run.retire_every != 0) continue;
+      while (cursor - retired_end >= run.ms_bytes) {
         nic.ms_retire(0, 1);
-        retired_end += kMs;
-        nic.ms_post(0, {0, uint64_t(posted++ % 200) * kMs, kMs, 0});
+        retired_end += run.ms_bytes;
+        nic.ms_post(0, {0, uint64_t(posted++ % slots) * run.ms_bytes, run.ms_bytes, 0});
       }
     }
     nic.flow_remove(0);
@@ -119,18 +130,27 @@ void RxTcpInOrder(benchmark::State& state, bool dma, bool verify) {
   state.counters["decisions/s"] =
       benchmark::Counter(double(state.iterations()) * kFrames, benchmark::Counter::kIsRate);
 }
-void RxTcpInOrderNoCopy(benchmark::State& s) {
-  RxTcpInOrder(s, false, true);
-}
 void RxTcpInOrderCopy(benchmark::State& s) {
-  RxTcpInOrder(s, true, true);
+  RxTcpInOrder(s, {});
+}
+void RxTcpInOrderNoCopy(benchmark::State& s) {
+  RxTcpInOrder(s, {.dma = false});
+}
+void RxTcpInOrderCopyNoVerify(benchmark::State& s) {
+  RxTcpInOrder(s, {.verify = false});
 }
 void RxTcpInOrderNoCopyNoVerify(benchmark::State& s) {
-  RxTcpInOrder(s, false, false);
+  RxTcpInOrder(s, {.dma = false, .verify = false});
 }
-BENCHMARK(RxTcpInOrderNoCopy);
+// 4 KB MSs, 512 posted, retired in batches every 256 segments (~90 MSs behind the cursor).
+void RxTcpInOrderLongList(benchmark::State& s) {
+  RxTcpInOrder(s, {.ms_bytes = 4096, .ms_posted = 512, .retire_every = 256});
+}
 BENCHMARK(RxTcpInOrderCopy);
+BENCHMARK(RxTcpInOrderNoCopy);
+BENCHMARK(RxTcpInOrderCopyNoVerify);
 BENCHMARK(RxTcpInOrderNoCopyNoVerify);
+BENCHMARK(RxTcpInOrderLongList);
 
 // One 64 KB TSO request into 1448-byte frames with checksums.
 void TxTso64k(benchmark::State& state) {

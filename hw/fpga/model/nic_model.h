@@ -377,6 +377,11 @@ class NicModel {
     uint32_t ms_count = 0;         // entries in the list, tombstones included
     uint64_t list_bytes = 0;       // bytes of the live entries
     uint32_t private_free = kNil;  // the flow's committed chunks not in its list
+    // Where the last byte-stream placement ended: MS (chunk, idx), `hint_dist` bytes from the
+    // oldest MS's first byte. Forgotten when that MS retires.
+    uint32_t hint_chunk = kNil;
+    uint32_t hint_idx = 0;
+    uint64_t hint_dist = 0;
     // RoCE
     RoceCtx send_ctx;
     RoceCtx write_ctx;

@@ -266,6 +266,11 @@ void NicModel::chunk_free(Flow& f, uint32_t c) {
 
 void NicModel::pop_head(Flow& f) {
   MsEntry& e = entry(f.head_chunk, f.head_idx);
+  if (f.hint_chunk == f.head_chunk && f.hint_idx == f.head_idx) {
+    f.hint_chunk = kNil;
+  } else if (f.hint_chunk != kNil) {
+    f.hint_dist -= e.len;
+  }
   if (e.len != 0) {
     mrs_[e.mr()].refs--;
     f.head_pos += e.len;

@@ -297,30 +297,43 @@ Decision NicModel::write_frags(const ParsedFrame& p, uint32_t skip, RxEntry& out
 Decision NicModel::place_stream(Flow& f, const ParsedFrame& p, uint64_t dist, uint32_t len,
                                 RxEntry& out) {
   if (dist >= f.list_bytes || len > f.list_bytes - dist) return defer(out, DeferReason::kNoMs);
+  // Start from the MS the last placement ended in when the payload lies at or beyond it: in-order
+  // data then costs one step however many MSs are posted; data before it walks from the head.
   uint32_t chunk = f.head_chunk, idx = f.head_idx;
+  uint64_t start = 0;  // distance of MS (chunk, idx) from the oldest MS's first byte
+  if (f.hint_chunk != kNil && dist >= f.hint_dist) {
+    chunk = f.hint_chunk;
+    idx = f.hint_idx;
+    start = f.hint_dist;
+  }
+  auto step = [&](const MsEntry& e) {
+    start += e.len;
+    if (++idx == cfg_.ms_chunk) {
+      chunk = chunk_next_[chunk];
+      idx = 0;
+    }
+  };
   for (;;) {
     const MsEntry& e = entry(chunk, idx);
-    if (dist < e.len) break;
-    dist -= e.len;
-    if (++idx == cfg_.ms_chunk) {
-      chunk = chunk_next_[chunk];
-      idx = 0;
-    }
+    if (dist - start < e.len) break;
+    step(e);
   }
+  uint64_t in = dist - start;
   uint8_t n = 0;
   uint32_t left = len;
-  while (left > 0) {
+  for (;;) {
     if (n == kMaxFrags) return defer(out, DeferReason::kTooManyFrags);
     const MsEntry& e = entry(chunk, idx);
-    uint32_t take = uint32_t(std::min<uint64_t>(left, e.len - dist));
-    out.frags[n++] = {e.mr(), e.offset() + dist, take};
+    uint32_t take = uint32_t(std::min<uint64_t>(left, e.len - in));
+    out.frags[n++] = {e.mr(), e.offset() + in, take};
     left -= take;
-    dist = 0;
-    if (++idx == cfg_.ms_chunk) {
-      chunk = chunk_next_[chunk];
-      idx = 0;
-    }
+    if (left == 0) break;
+    in = 0;
+    step(e);
   }
+  f.hint_chunk = chunk;
+  f.hint_idx = idx;
+  f.hint_dist = start;
   out.nfrags = n;
   return write_frags(p, out.trimmed, out);
 }
@@ -334,10 +347,11 @@ Decision NicModel::place_message(Flow& f, const ParsedFrame& p, uint32_t msg, ui
     const MsEntry& e = entry(chunk, idx);
     if (e.len != 0 && e.msg_seq == msg) {
       if (at > e.len || len > e.len - at) return defer(out, DeferReason::kMsOverflow);
-      bump(Ctr::kRxMessage);
       out.frags[0] = {e.mr(), e.offset() + at, len};
       out.nfrags = 1;
-      return write_frags(p, out.trimmed, out);
+      Decision d = write_frags(p, out.trimmed, out);
+      if (d != Decision::kDeferred) bump(Ctr::kRxMessage);
+      return d;
     }
     if (++idx == cfg_.ms_chunk) {
       chunk = chunk_next_[chunk];
