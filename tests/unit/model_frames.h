@@ -84,20 +84,39 @@ inline Bytes ipv4_frame(uint8_t proto, const Bytes& l4, uint32_t src = kPeer,
   return f;
 }
 
-inline Bytes tcp_frame(uint32_t seq, const Bytes& payload, uint8_t flags = 0x18,
-                       uint16_t sport = 40000, uint16_t dport = 5001) {
-  Bytes l4(20 + payload.size());
+// TCP with options (padded to 4 bytes with NOPs here, as senders do).
+inline Bytes tcp_frame_opts(uint32_t seq, const Bytes& payload, Bytes opts, uint8_t flags = 0x18,
+                            uint16_t sport = 40000, uint16_t dport = 5001) {
+  while (opts.size() % 4)
+    opts.insert(opts.begin(), 1);
+  const size_t hl = 20 + opts.size();
+  Bytes l4(hl + payload.size());
   put16(&l4[0], sport);
   put16(&l4[2], dport);
   put32(&l4[4], seq);
   put32(&l4[8], 1);
-  l4[12] = 5 << 4;
+  l4[12] = uint8_t(hl / 4 << 4);
   l4[13] = flags;
   put16(&l4[14], 65535);
-  std::copy(payload.begin(), payload.end(), l4.begin() + 20);
+  std::copy(opts.begin(), opts.end(), l4.begin() + 20);
+  std::copy(payload.begin(), payload.end(), l4.begin() + long(hl));
   Bytes f = ipv4_frame(6, l4);
   put16(&f[14 + 20 + 16], l4_sum(&f[14], &f[34], l4.size()));
   return f;
+}
+
+inline Bytes tcp_frame(uint32_t seq, const Bytes& payload, uint8_t flags = 0x18,
+                       uint16_t sport = 40000, uint16_t dport = 5001) {
+  return tcp_frame_opts(seq, payload, {}, flags, sport, dport);
+}
+
+// The message option (hw/fpga/docs/formats.md): kind 253, length 12, ExID 0xC1EA, message
+// number, byte offset of this segment's payload inside the message.
+inline Bytes msg_option(uint32_t msg, uint32_t offset) {
+  Bytes o = {253, 12, 0xC1, 0xEA, 0, 0, 0, 0, 0, 0, 0, 0};
+  put32(&o[4], msg);
+  put32(&o[8], offset);
+  return o;
 }
 
 inline Bytes udp_frame(uint16_t sport, uint16_t dport, const Bytes& payload, bool csum = true) {

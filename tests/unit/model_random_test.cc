@@ -518,9 +518,13 @@ class ModelHostile : public ::testing::Test {
       s.messages = false;
       s.reliable = false;
       ASSERT_EQ(n.flow_add(3, s), Err::kOk);
-      for (uint32_t f = 0; f < 4; f++) {
+      s = FlowSpec{};
+      s.key = {test::kPeer, test::kLocal, 40001, 5001, 6};
+      s.messages = true;
+      ASSERT_EQ(n.flow_add(4, s), Err::kOk);
+      for (uint32_t f = 0; f < 5; f++) {
         for (uint32_t k = 0; k < 6; k++) {
-          ASSERT_EQ(n.ms_post(f, {0, (f * 6 + k) * 2048u, 2048, k}), Err::kOk);
+          ASSERT_EQ(n.ms_post(f, {0, (f * 6 + k) * 2048u, 2048, k}), Err::kOk);  // 60 KB
         }
       }
     }
@@ -560,6 +564,7 @@ class ModelHostile : public ::testing::Test {
         test::roce_frame(0x04, 1, {}, test::pattern(301)),  // after the WRITE's PSN
         test::solar_frame(1, 2, 100, 1, test::pattern(300)),
         test::udp_frame(5, 9000, test::pattern(300)),
+        test::tcp_frame_opts(0, test::pattern(300), test::msg_option(2, 100), 0x18, 40001),
     };
   }
 

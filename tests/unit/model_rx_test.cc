@@ -367,6 +367,50 @@ TEST_F(ModelRx, SynTakesOneSequenceNumber) {
   expect_stream(0, pattern(10));
 }
 
+TEST_F(ModelRx, TcpMessageOptionSelectsTheMs) {
+  FlowSpec s;
+  s.key = tcp_key(40001);
+  s.messages = true;
+  s.initial_seq = 5000;
+  ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
+  ASSERT_EQ(nic->ms_post(1, {kMr, 0x10000, 1000, 5}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(1, {kMr, 0x20000, 1000, 6}), Err::kOk);
+  auto seg = [&](uint32_t seq, const Bytes& payload, uint32_t msg, uint32_t off) {
+    return rx(test::tcp_frame_opts(seq, payload, test::msg_option(msg, off), 0x18, 40001));
+  };
+  // Message 5 is 300 bytes, message 6 follows in the byte stream; its second half first.
+  RxEntry e = seg(5400, pattern(100, 100), 6, 100);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_TRUE(e.out_of_order);
+  EXPECT_EQ(e.msg_seq, 6u);
+  EXPECT_EQ(e.frags[0].offset, 0x20000u + 100);
+  EXPECT_EQ(e.header_len, 14 + 20 + 32);
+  e = seg(5000, pattern(300, 7), 5, 0);
+  EXPECT_EQ(e.frags[0].offset, 0x10000u);
+  EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 300), pattern(300, 7));
+  EXPECT_EQ(mem[0x10000 + 300], kUntouched);
+  // The short message's MS retires unfilled.
+  ASSERT_EQ(nic->cursor_update(1, 5300), Err::kOk);
+  ASSERT_EQ(nic->ms_retire_msg(1, 5), Err::kOk);
+  EXPECT_EQ(nic->ms_count(1), 1u);
+  // Before the cursor: dropped; partly: trimmed, placed at offset + trim.
+  EXPECT_EQ(seg(5000, pattern(300), 5, 0).decision, Decision::kDropped);
+  ASSERT_EQ(nic->cursor_update(1, 5350), Err::kOk);
+  e = seg(5300, pattern(100), 6, 0);
+  EXPECT_EQ(e.decision, Decision::kTrimmed);
+  EXPECT_EQ(e.trimmed, 50u);
+  EXPECT_EQ(e.frags[0].offset, 0x20000u + 50);
+  // No option, or a message with no MS: the copy path.
+  EXPECT_EQ(rx(test::tcp_frame(5500, pattern(10), 0x18, 40001)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(seg(5500, pattern(10), 9, 0).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(seg(5500, pattern(10), 6, 995).reason, DeferReason::kMsOverflow);
+  // Malformed options end the search without reading past the header.
+  EXPECT_EQ(rx(test::tcp_frame_opts(5500, pattern(10), {2, 0, 1, 1}, 0x18, 40001)).reason,
+            DeferReason::kNoMessage);
+  EXPECT_EQ(rx(test::tcp_frame_opts(5500, pattern(10), {253, 40, 0xC1, 0xEA}, 0x18, 40001)).reason,
+            DeferReason::kNoMessage);
+}
+
 // ---- unreliable, Solar, RoCEv2 ------------------------------------------------------------------
 
 TEST_F(ModelRx, UnreliableFlowPlacesIntoNextMs) {
@@ -635,11 +679,12 @@ TEST_F(ModelRx, BadCommandsAreReportedAndCounted) {
   s.key = tcp_key();
   EXPECT_EQ(nic->flow_add(0, s), Err::kFlowExists);  // same id
   EXPECT_EQ(nic->flow_add(1, s), Err::kFlowExists);  // same 5-tuple
-  s.key = tcp_key(1);
-  s.messages = true;
-  EXPECT_EQ(nic->flow_add(1, s), Err::kBadArgument);
-  s.messages = false;
+  s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
   s.parser = Parser::kRoce;
+  s.pmtu = 1000;  // not a power of two
+  EXPECT_EQ(nic->flow_add(1, s), Err::kBadArgument);
+  s.key = tcp_key(1);
+  s.pmtu = 4096;
   EXPECT_EQ(nic->flow_add(1, s), Err::kBadArgument);  // RoCE over TCP
   EXPECT_EQ(nic->cmd_error_count(Err::kUnknownFlow), 5u);
   EXPECT_EQ(nic->cmd_error_count(Err::kOutOfBounds), 4u);

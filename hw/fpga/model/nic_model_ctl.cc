@@ -191,7 +191,6 @@ Err NicModel::flow_add(uint32_t id, const FlowSpec& spec) {
   if (flows_in_use_ >= flows_.size()) return count_cmd(Err::kFlowTableFull);
   if (spec.key.proto != 6 && spec.key.proto != 17) return count_cmd(Err::kBadArgument);
   if ((spec.parser == Parser::kTcp) != (spec.key.proto == 6)) return count_cmd(Err::kBadArgument);
-  if (spec.parser == Parser::kTcp && spec.messages) return count_cmd(Err::kBadArgument);
   if (spec.parser == Parser::kRoce &&
       (spec.pmtu < 256 || spec.pmtu > 4096 || !is_pow2(spec.pmtu) || spec.initial_seq > 0xFFFFFF)) {
     return count_cmd(Err::kBadArgument);

@@ -119,6 +119,29 @@ RoceOp roce_op(uint8_t opcode) {
   return o;
 }
 
+// The message option in a TCP header of `hlen` bytes: kind 253 (RFC 6994 experimental), length
+// 12, ExID 0xC1EA, then the message number and the payload's byte offset in the message.
+bool find_msg_option(const uint8_t* tcp, uint32_t hlen, uint32_t* msg, uint32_t* offset) {
+  uint32_t i = 20;
+  while (i < hlen) {
+    uint8_t kind = tcp[i];
+    if (kind == 0) break;
+    if (kind == 1) {
+      i++;
+      continue;
+    }
+    if (i + 1 >= hlen || tcp[i + 1] < 2 || tcp[i + 1] > hlen - i) break;
+    uint8_t len = tcp[i + 1];
+    if (kind == 253 && len == 12 && load16(tcp + i + 2) == 0xC1EA) {
+      *msg = load32(tcp + i + 4);
+      *offset = load32(tcp + i + 8);
+      return true;
+    }
+    i += len;
+  }
+  return false;
+}
+
 }  // namespace
 
 struct NicModel::ParsedFrame {
@@ -392,12 +415,19 @@ Decision NicModel::rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out) {
   if (flags & 0x02) seq++;  // SYN takes the first sequence number
   if (!f.spec.reliable) return place_unreliable(f, p, out);
 
+  uint32_t msg = 0, msg_off = 0;
+  if (f.spec.messages && !find_msg_option(tcp, uint32_t(p.payload - tcp), &msg, &msg_off)) {
+    return defer(out, DeferReason::kNoMessage);
+  }
   int32_t rel = int32_t(seq - f.cursor);
   int64_t end = int64_t(rel) + p.payload_len;
   if (end <= 0) return finish(out, Decision::kDropped);   // (b)
   uint32_t trim = rel < 0 ? uint32_t(-int64_t(rel)) : 0;  // (c)
   out.trimmed = trim;
   out.out_of_order = rel > 0;  // (d)
+  if (f.spec.messages) {
+    return place_message(f, p, msg, uint64_t(msg_off) + trim, p.payload_len - trim, out);
+  }
   uint32_t first = seq + trim;
   uint32_t dist = first - uint32_t(f.head_pos);
   return place_stream(f, p, dist, p.payload_len - trim, out);
