@@ -660,7 +660,7 @@ TEST_F(ModelRoce, BadIcrcAndAcksAndReadResponses) {
 TEST_F(ModelRx, BadCommandsAreReportedAndCounted) {
   uint8_t buf[64];
   EXPECT_EQ(nic->mr_add(kMr, buf, sizeof buf, 1), Err::kMrExists);
-  EXPECT_EQ(nic->mr_add(16, buf, sizeof buf, 1), Err::kBadArgument);
+  EXPECT_EQ(nic->mr_add(16, buf, sizeof buf, 1), Err::kMrTableFull);
   EXPECT_EQ(nic->mr_add(2, nullptr, 64, 1), Err::kOutOfBounds);
   EXPECT_EQ(nic->mr_add(2, buf, 0, 1), Err::kOutOfBounds);
   EXPECT_EQ(nic->mr_remove(3), Err::kUnknownMr);

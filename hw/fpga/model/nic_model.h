@@ -260,11 +260,15 @@ class NicModel {
   const NicConfig& config() const { return cfg_; }
 
   // Driver commands. Each returns kOk or an error, and counts it; none crashes on bad input.
+  // Tables are indexed by the id the driver chooses: an id beyond the capacity is "table full".
   Err mr_add(uint16_t id, uint8_t* base, uint64_t len, uint32_t owner);
   Err mr_remove(uint16_t id);  // kMrInUse while posted MSs refer to it
   Err flow_add(uint32_t id, const FlowSpec& spec);
   Err flow_remove(uint32_t id);  // drops its MSs
   Err flow_set_mode(uint32_t id, FlowMode mode);
+  // Appends an MS to the flow's list. Byte streams: it continues where the previous MS ends;
+  // on an empty TCP list it begins at the cursor (post the unfilled rest of a buffer whose
+  // first bytes came through the copy path). Message flows: MsDesc::msg_seq names the message.
   Err ms_post(uint32_t flow, const MsDesc& ms);
   // TCP: the byte the transport expects next; RoCE: its ePSN. Never moves backwards.
   Err cursor_update(uint32_t flow, uint32_t cursor);

@@ -122,7 +122,7 @@ Err NicModel::count_cmd(Err e) {
 // ---- MR table ---------------------------------------------------------------------------------
 
 Err NicModel::mr_add(uint16_t id, uint8_t* base, uint64_t len, uint32_t owner) {
-  if (id >= mrs_.size()) return count_cmd(Err::kBadArgument);
+  if (id >= mrs_.size()) return count_cmd(Err::kMrTableFull);
   if (base == nullptr || len == 0 || len >= (uint64_t(1) << 40)) {
     return count_cmd(Err::kOutOfBounds);
   }
