@@ -36,86 +36,40 @@ struct RoceOp {
   bool reth = false;
 };
 
-// RC and UC opcodes by their low five bits (UC = RC | 0x20, SEND and WRITE only).
+// RC opcodes by their low five bits (UC = 0x20 | the same, SEND and WRITE only): what the packet
+// carries and the extension headers between the BTH and the payload.
+constexpr std::array<RoceOp, 0x18> kRoceOps = {{
+    {RoceKind::kSend, true, false, 0, false},          // 0x00 SEND first
+    {RoceKind::kSend, false, false, 0, false},         // 0x01 SEND middle
+    {RoceKind::kSend, false, true, 0, false},          // 0x02 SEND last
+    {RoceKind::kSend, false, true, 4, false},          // 0x03 SEND last + ImmDt
+    {RoceKind::kSend, true, true, 0, false},           // 0x04 SEND only
+    {RoceKind::kSend, true, true, 4, false},           // 0x05 SEND only + ImmDt
+    {RoceKind::kWrite, true, false, 16, true},         // 0x06 WRITE first (RETH)
+    {RoceKind::kWrite, false, false, 0, false},        // 0x07 WRITE middle
+    {RoceKind::kWrite, false, true, 0, false},         // 0x08 WRITE last
+    {RoceKind::kWrite, false, true, 4, false},         // 0x09 WRITE last + ImmDt
+    {RoceKind::kWrite, true, true, 16, true},          // 0x0A WRITE only (RETH)
+    {RoceKind::kWrite, true, true, 20, true},          // 0x0B WRITE only (RETH, ImmDt)
+    {RoceKind::kNoData, false, false, 16, false},      // 0x0C READ request (RETH)
+    {RoceKind::kUnsupported, false, false, 4, false},  // 0x0D READ response first (AETH)
+    {RoceKind::kUnsupported, false, false, 0, false},  // 0x0E READ response middle
+    {RoceKind::kUnsupported, false, false, 4, false},  // 0x0F READ response last (AETH)
+    {RoceKind::kUnsupported, false, false, 4, false},  // 0x10 READ response only (AETH)
+    {RoceKind::kNoData, false, false, 4, false},       // 0x11 ACK (AETH)
+    {RoceKind::kNoData, false, false, 12, false},      // 0x12 atomic ACK (AETH, AtomicAckETH)
+    {RoceKind::kNoData, false, false, 28, false},      // 0x13 compare-swap (AtomicETH)
+    {RoceKind::kNoData, false, false, 28, false},      // 0x14 fetch-add (AtomicETH)
+    {},                                                // 0x15 reserved
+    {RoceKind::kSend, false, true, 4, false},          // 0x16 SEND last + IETH
+    {RoceKind::kSend, true, true, 4, false},           // 0x17 SEND only + IETH
+}};
+
 RoceOp roce_op(uint8_t opcode) {
-  RoceOp o;
-  uint8_t service = opcode >> 5;
-  if (service > 1) return o;
-  uint8_t op = opcode & 0x1F;
-  switch (op) {
-    case 0x00:
-      o = {RoceKind::kSend, true, false, 0, false};
-      break;
-    case 0x01:
-      o = {RoceKind::kSend, false, false, 0, false};
-      break;
-    case 0x02:
-      o = {RoceKind::kSend, false, true, 0, false};
-      break;
-    case 0x03:
-      o = {RoceKind::kSend, false, true, 4, false};
-      break;
-    case 0x04:
-      o = {RoceKind::kSend, true, true, 0, false};
-      break;
-    case 0x05:
-      o = {RoceKind::kSend, true, true, 4, false};
-      break;
-    case 0x06:
-      o = {RoceKind::kWrite, true, false, 16, true};
-      break;
-    case 0x07:
-      o = {RoceKind::kWrite, false, false, 0, false};
-      break;
-    case 0x08:
-      o = {RoceKind::kWrite, false, true, 0, false};
-      break;
-    case 0x09:
-      o = {RoceKind::kWrite, false, true, 4, false};
-      break;
-    case 0x0A:
-      o = {RoceKind::kWrite, true, true, 16, true};
-      break;
-    case 0x0B:
-      o = {RoceKind::kWrite, true, true, 20, true};
-      break;
-    case 0x0C:
-      o = {RoceKind::kNoData, false, false, 16, false};
-      break;  // READ request
-    case 0x0D:
-      o = {RoceKind::kUnsupported, false, false, 4, false};
-      break;
-    case 0x0E:
-      o = {RoceKind::kUnsupported, false, false, 0, false};
-      break;
-    case 0x0F:
-      o = {RoceKind::kUnsupported, false, false, 4, false};
-      break;
-    case 0x10:
-      o = {RoceKind::kUnsupported, false, false, 4, false};
-      break;
-    case 0x11:
-      o = {RoceKind::kNoData, false, false, 4, false};
-      break;  // ACK
-    case 0x12:
-      o = {RoceKind::kNoData, false, false, 12, false};
-      break;
-    case 0x13:
-    case 0x14:
-      o = {RoceKind::kNoData, false, false, 28, false};
-      break;
-    case 0x16:
-      o = {RoceKind::kSend, false, true, 4, false};
-      break;
-    case 0x17:
-      o = {RoceKind::kSend, true, true, 4, false};
-      break;
-    default:
-      return o;
-  }
-  if (service == 1 && o.kind != RoceKind::kSend && o.kind != RoceKind::kWrite) {
-    o = RoceOp{};
-  }
+  uint8_t service = opcode >> 5, op = opcode & 0x1F;
+  if (service > 1 || op >= kRoceOps.size()) return RoceOp{};
+  RoceOp o = kRoceOps[op];
+  if (service == 1 && o.kind != RoceKind::kSend && o.kind != RoceKind::kWrite) return RoceOp{};
   return o;
 }
 
