@@ -121,6 +121,21 @@ TEST_F(ModelRx, InOrderPlacesAtNextPosition) {
   EXPECT_EQ(untouched(), mem.size() - 2000);
 }
 
+TEST_F(ModelRx, BurstGivesOneEntryPerFrame) {
+  post(0x100, 1000);
+  std::vector<Bytes> f = {test::tcp_frame(isn, pattern(100)), test::tcp_frame(isn, {}),
+                          test::tcp_frame(isn, pattern(10), 0x18, 1)};
+  std::vector<std::span<const uint8_t>> spans(f.begin(), f.end());
+  std::vector<RxEntry> out(2);
+  ASSERT_EQ(nic->rx_burst(spans, out), 2u);  // as many as there are entries
+  EXPECT_EQ(out[0].decision, Decision::kPlaced);
+  EXPECT_EQ(out[1].decision, Decision::kNoPayload);
+  out.resize(4);
+  ASSERT_EQ(nic->rx_burst(spans, out), 3u);
+  EXPECT_EQ(out[2].reason, DeferReason::kFlowMiss);
+  EXPECT_EQ(nic->counter(Ctr::kRxFrames), 5u);
+}
+
 TEST_F(ModelRx, PayloadEndingExactlyOnMsEdgeLeavesNoEmptyFragment) {
   post(0x100, 1000);
   post(0x8000, 1000);
