@@ -1,0 +1,452 @@
+// nic_model.h - the header-split NIC's reference model: tables, RX placement, TX merge, commands.
+//
+// The single source of truth for NIC behaviour: the net_cleave PMD runs it as its device and the
+// RTL testbenches compare against it. Plain C++20, standard library only.
+//
+// Ownership and threads: one NicModel is used by one thread at a time (the PMD's service lcore);
+// commands and RX/TX may interleave on that thread and nothing locks. All tables are allocated
+// in the constructor; rx(), tx() and the commands never allocate, throw or read or write outside
+// the spans and memory regions they are given.
+//
+// Memory: the owner registers each memory region (MR) with a base pointer and a length
+// (mr_add). The model reaches app memory only through dma_write()/dma_read(), which check every
+// access against the MR as an IOMMU would; a failed check is counted, never performed.
+//
+// Sequence spaces: TCP positions are 32-bit sequence numbers compared modulo 2^32; RoCEv2 PSNs
+// are 24-bit and compared modulo 2^24; Solar places by the 64-bit byte offset in its header.
+// The cursor is the first byte (TCP) or PSN (RoCEv2) the transport has not yet accepted.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace cleave::nic {
+
+// ---- configuration and sizes ----------------------------------------------------------------
+
+// On-NIC entry sizes assumed for memory accounting (the formats are in hw/fpga/docs).
+inline constexpr size_t kFlowEntryBytes = 96;  // key, cursor, MS list, RoCE contexts (docs)
+inline constexpr size_t kHashBucketBytes = 4;  // flow id of the chain head
+inline constexpr size_t kMrEntryBytes = 16;    // 48-bit base, 40-bit length, owner, flags
+inline constexpr size_t kMsEntryBytes = 16;    // 48-bit offset, MR id, length, message seq
+inline constexpr size_t kChunkLinkBytes = 4;   // next-chunk index per MS chunk
+inline constexpr size_t kCounterBytes = 8;
+
+struct NicConfig {
+  uint32_t max_flows = 16384;
+  uint32_t max_mrs = 4096;
+  uint32_t ms_committed_per_flow = 128;  // entries each flow owns; a multiple of ms_chunk
+  uint32_t ms_store_entries = 1u << 20;  // shared backing store drawn on demand
+  uint32_t ms_chunk = 16;                // entries per chunk (allocation unit)
+  uint32_t tx_completions = 4096;        // completion ring entries
+  bool verify_l4_checksum = true;        // TCP/UDP checksum, ICRC, CRC32C before placing
+  bool dma_payload = true;  // false: decide and account, skip the payload copy (benchmarks)
+};
+
+// ---- enums ----------------------------------------------------------------------------------
+
+enum class Err : uint8_t {
+  kOk,
+  kBadArgument,
+  kUnknownMr,
+  kMrExists,
+  kMrTableFull,
+  kMrInUse,
+  kOutOfBounds,  // MS or TX reference outside its MR, or base/length overflow
+  kUnknownFlow,
+  kFlowExists,
+  kFlowTableFull,
+  kMsFull,       // the flow's committed chunks and the shared store are exhausted
+  kNotConsumed,  // retiring an MS the cursor has not passed
+  kNoSuchMessage,
+  kCount
+};
+std::string_view err_name(Err e);
+
+enum class FlowMode : uint8_t { kZeroCopy, kCopy };
+enum class Parser : uint8_t { kTcp, kRoce, kSolar, kUdp };
+
+enum class Decision : uint8_t {
+  kPlaced,     // (a)/(d): the whole payload was written to app memory
+  kTrimmed,    // (c): the part before the cursor was cut, the rest placed
+  kDropped,    // (b): wholly before the cursor (a duplicate); header still delivered
+  kDeferred,   // (e): the whole frame goes to the copy path; see DeferReason
+  kNoPayload,  // nothing to place (ACKs, zero-length segments, CNPs)
+};
+std::string_view decision_name(Decision d);
+
+enum class DeferReason : uint8_t {
+  kNone,
+  kNotIpv4,      // not Ethernet/IPv4
+  kTruncated,    // a header or the payload extends beyond the frame
+  kBadIpHeader,  // version, IHL or total length inconsistent
+  kIpFragment,
+  kBadIpChecksum,
+  kBadL4Header,  // TCP data offset, UDP length, BTH version/opcode inconsistent
+  kBadL4Checksum,
+  kBadIcrc,
+  kBadCrc32c,
+  kNotL4,  // IPv4 but neither TCP nor UDP
+  kFlowMiss,
+  kCopyMode,
+  kNoMs,          // no posted MS covers the payload (MS exhaustion)
+  kTooManyFrags,  // the payload would straddle more than kMaxFrags MSs
+  kNoMessage,     // message semantics: no MS posted for that message, or no message context
+  kMsOverflow,    // the payload runs past the end of its message's MS
+  kUnsupported,   // an opcode the model does not place (RoCE READ responses, atomics)
+  kDmaFault,      // the MR check failed at write time
+  kCount
+};
+std::string_view defer_reason_name(DeferReason r);
+
+enum class CsumStatus : uint8_t { kNotChecked, kGood, kBad };
+
+// ---- commands and records ---------------------------------------------------------------------
+
+// 5-tuple as the packet carries it: src = the remote peer. Host byte order. For UDP parsers a
+// src_port of 0 matches any source port (RoCEv2 and Solar vary it per path).
+struct FlowKey {
+  uint32_t src_ip = 0;
+  uint32_t dst_ip = 0;
+  uint16_t src_port = 0;
+  uint16_t dst_port = 0;
+  uint8_t proto = 0;  // 6 TCP, 17 UDP
+  bool operator==(const FlowKey&) const = default;
+};
+
+struct FlowSpec {
+  FlowKey key;
+  FlowMode mode = FlowMode::kZeroCopy;
+  Parser parser = Parser::kTcp;
+  bool reliable = true;         // placement by sequence/offset against the cursor; else next MS
+  bool messages = false;        // a message sequence number selects the MS (Solar io id; RoCE SEND)
+  uint32_t initial_seq = 0;     // TCP: first payload byte expected; RoCE: first PSN expected
+  uint32_t pmtu = 4096;         // RoCE: payload bytes per first/middle packet
+  uint64_t initial_offset = 0;  // Solar without messages: stream offset of the first MS
+};
+
+struct MsDesc {
+  uint16_t mr = 0;
+  uint64_t offset = 0;
+  uint32_t len = 0;
+  uint32_t msg_seq = 0;  // message semantics: the message this MS receives
+};
+
+inline constexpr size_t kMaxFrags = 4;
+inline constexpr uint32_t kMaxMtu = 9216;        // largest IPv4 packet the NIC sends
+inline constexpr uint32_t kMaxTsoBytes = 65536;  // largest TSO payload
+inline constexpr size_t kMaxHeaderBytes = 192;
+
+struct Placement {
+  uint16_t mr = 0;
+  uint64_t offset = 0;
+  uint32_t len = 0;
+};
+
+// What the NIC delivers to the driver for every received frame.
+struct RxEntry {
+  uint32_t flow_id = 0;  // kNoFlow on a miss
+  Decision decision = Decision::kDeferred;
+  DeferReason reason = DeferReason::kNone;
+  Parser parser = Parser::kTcp;
+  uint8_t nfrags = 0;
+  bool out_of_order = false;  // placed past a hole (d)
+  CsumStatus ip_csum = CsumStatus::kNotChecked;
+  CsumStatus l4_csum = CsumStatus::kNotChecked;  // TCP/UDP checksum, ICRC or Solar CRC32C
+  uint16_t header_len = 0;   // bytes copied into header[] (frame start up to the payload)
+  uint32_t seq = 0;          // TCP seq, RoCE PSN or Solar tx seq of the frame
+  uint32_t payload_len = 0;  // payload bytes in the frame (no pad or ICRC)
+  uint32_t trimmed = 0;      // bytes cut before the cursor
+  uint32_t placed = 0;       // bytes written
+  uint32_t msg_seq = 0;      // message of the MS written (message semantics)
+  std::array<Placement, kMaxFrags> frags{};
+  std::array<uint8_t, kMaxHeaderBytes> header{};
+};
+inline constexpr uint32_t kNoFlow = 0xFFFFFFFFu;
+
+enum TxFlags : uint8_t {
+  kTxIpCsum = 1,
+  kTxL4Csum = 2,
+  kTxTso = 4,   // implies both checksums; header must be Ethernet/IPv4/TCP
+  kTxIcrc = 8,  // RoCEv2: append pad (BTH PadCnt) and ICRC
+};
+
+struct TxRequest {
+  std::span<const uint8_t> header;  // Ethernet/IPv4/L4(/BTH/...) as the transport built it
+  uint16_t mr = 0;                  // payload reference (len 0: header only)
+  uint64_t offset = 0;
+  uint32_t len = 0;
+  uint16_t mss = 0;  // TSO: payload bytes per frame
+  uint8_t flags = 0;
+  uint64_t cookie = 0;  // echoed in the completion
+};
+
+enum class TxStatus : uint8_t {
+  kOk,
+  kBadHeader,
+  kDmaFault,
+  kTooLong,
+  kNoRoom,           // output buffer or frame array too small
+  kCompletionsFull,  // the driver must poll completions first; nothing was sent
+  kCount
+};
+std::string_view tx_status_name(TxStatus s);
+
+struct TxFrame {
+  uint32_t offset = 0;  // into the output buffer
+  uint32_t len = 0;
+};
+
+struct TxCompletion {
+  uint64_t cookie = 0;
+  TxStatus status = TxStatus::kOk;
+  uint16_t frames = 0;
+  uint32_t bytes = 0;
+};
+
+// ---- counters -------------------------------------------------------------------------------
+
+enum class Ctr : uint16_t {
+  kRxFrames,
+  kRxInOrder,
+  kRxPastHole,
+  kRxTrimmed,
+  kRxTrimmedBytes,
+  kRxDropped,
+  kRxNoPayload,
+  kRxDeferred,
+  kRxPlacedBytes,
+  kRxFragments,
+  kRxUnreliable,
+  kRxMessage,
+  kTxRequests,
+  kTxFrames,
+  kTxBytes,
+  kTxTsoRequests,
+  kTxErrors,
+  kCmdOk,
+  kCmdErrors,
+  kCount
+};
+inline constexpr size_t kCounterCount = size_t(Ctr::kCount) + size_t(DeferReason::kCount) +
+                                        size_t(Err::kCount) + size_t(TxStatus::kCount);
+
+struct MemoryLine {
+  std::string_view name;
+  uint64_t entries = 0;      // capacity
+  uint64_t entry_bytes = 0;  // on-NIC size per entry
+  uint64_t in_use = 0;       // entries in use now
+  uint64_t bytes() const { return entries * entry_bytes; }
+};
+
+struct MemoryReport {
+  std::array<MemoryLine, 7> lines{};
+  uint64_t total_bytes = 0;
+  uint64_t per_flow_bytes = 0;  // flow entry + hash share + committed MS entries and links
+};
+
+// ---- the model --------------------------------------------------------------------------------
+
+class NicModel {
+ public:
+  explicit NicModel(const NicConfig& cfg = {});
+  NicModel(const NicModel&) = delete;
+  NicModel& operator=(const NicModel&) = delete;
+
+  const NicConfig& config() const { return cfg_; }
+
+  // Driver commands. Each returns kOk or an error, and counts it; none crashes on bad input.
+  // Tables are indexed by the id the driver chooses: an id beyond the capacity is "table full".
+  Err mr_add(uint16_t id, uint8_t* base, uint64_t len, uint32_t owner);
+  Err mr_remove(uint16_t id);  // kMrInUse while posted MSs refer to it
+  Err flow_add(uint32_t id, const FlowSpec& spec);
+  Err flow_remove(uint32_t id);  // drops its MSs
+  Err flow_set_mode(uint32_t id, FlowMode mode);
+  // Appends an MS to the flow's list. Byte streams: it continues where the previous MS ends;
+  // on an empty TCP list it begins at the cursor (post the unfilled rest of a buffer whose
+  // first bytes came through the copy path). Message flows: MsDesc::msg_seq names the message.
+  Err ms_post(uint32_t flow, const MsDesc& ms);
+  // TCP: the byte the transport expects next; RoCE: its ePSN. Never moves backwards.
+  Err cursor_update(uint32_t flow, uint32_t cursor);
+  // Retires the `count` oldest MSs. Byte-stream flows: only MSs wholly before the cursor.
+  Err ms_retire(uint32_t flow, uint32_t count);
+  // Message flows: retires the MS of message msg_seq wherever it is in the list (short messages
+  // retire their MS unfilled; Solar I/Os may finish out of order).
+  Err ms_retire_msg(uint32_t flow, uint32_t msg_seq);
+  // RoCE: a message starts at `psn` and the next SEND is message `next_msg`. For a transport
+  // that accepted messages through the copy path, so the NIC saw no end it could chain from.
+  Err roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg);
+
+  // Receive: parse, classify, place. Always fills `out`; never reads outside `frame`.
+  Decision rx(std::span<const uint8_t> frame, RxEntry& out);
+  // A burst: one entry per frame. Returns the number processed (min of both sizes).
+  size_t rx_burst(std::span<const std::span<const uint8_t>> frames, std::span<RxEntry> out);
+
+  // Transmit: merge header and payload into frames written back to back into `out`; on kOk
+  // *nframes frames are described in `frames`. Posts a completion unless kCompletionsFull.
+  TxStatus tx(const TxRequest& req, std::span<uint8_t> out, std::span<TxFrame> frames,
+              uint16_t* nframes);
+  // The same with one buffer per frame (a PMD passes one mbuf data area each): frame i goes to
+  // bufs[i], its length to lens[i]. tx_frames() says how many buffers to offer and
+  // tx_frame_room() how large each must be.
+  TxStatus tx(const TxRequest& req, std::span<const std::span<uint8_t>> bufs,
+              std::span<uint32_t> lens, uint16_t* nframes);
+  static uint32_t tx_frames(const TxRequest& req);
+  static uint32_t tx_frame_room(const TxRequest& req);
+  size_t tx_poll(std::span<TxCompletion> out);
+
+  // Bounds-checked access to app memory, as the DMA engine would do it.
+  bool dma_write(uint16_t mr, uint64_t offset, const uint8_t* src, uint32_t len);
+  bool dma_read(uint16_t mr, uint64_t offset, uint8_t* dst, uint32_t len) const;
+
+  // Introspection for drivers and tests.
+  uint64_t counter(Ctr c) const { return ctr_[size_t(c)]; }
+  uint64_t defer_count(DeferReason r) const { return ctr_[size_t(Ctr::kCount) + size_t(r)]; }
+  uint64_t cmd_error_count(Err e) const {
+    return ctr_[size_t(Ctr::kCount) + size_t(DeferReason::kCount) + size_t(e)];
+  }
+  uint64_t tx_status_count(TxStatus s) const {
+    return ctr_[size_t(Ctr::kCount) + size_t(DeferReason::kCount) + size_t(Err::kCount) +
+                size_t(s)];
+  }
+  // Every counter with a stable name ("rx_in_order", "defer_no_ms", "cmd_err_unknown_flow"...).
+  template <typename F>
+  void for_each_counter(F&& f) const {
+    for (size_t i = 0; i < kCounterCount; i++)
+      f(counter_name(i), ctr_[i]);
+  }
+  static std::string_view counter_name(size_t index);
+
+  MemoryReport memory_report() const;
+  uint32_t ms_count(uint32_t flow) const;
+  uint32_t cursor(uint32_t flow) const;
+  uint32_t flows_in_use() const { return flows_in_use_; }
+  uint32_t store_chunks_free() const { return store_free_count_; }
+
+ private:
+  static constexpr uint32_t kNil = 0xFFFFFFFFu;
+
+  // On-NIC MS entry: exactly the 16 bytes the memory report assumes.
+  struct MsEntry {
+    uint64_t mr_offset = 0;  // MR id in bits 63..48, offset in bits 47..0
+    uint32_t len = 0;        // 0: retired out of order (a tombstone)
+    uint32_t msg_seq = 0;
+    uint16_t mr() const { return uint16_t(mr_offset >> 48); }
+    uint64_t offset() const { return mr_offset & ((uint64_t(1) << 48) - 1); }
+  };
+  static_assert(sizeof(MsEntry) == kMsEntryBytes);
+
+  struct Mr {
+    uint8_t* base = nullptr;
+    uint64_t len = 0;
+    uint32_t owner = 0;
+    uint32_t refs = 0;  // posted MSs that point into it
+    bool used = false;
+  };
+
+  // RoCE message context: the SEND (or WRITE) whose packets are arriving. A packet belongs to
+  // it only when that is certain: a WRITE's extent is known from its RETH; a SEND's only once
+  // its last packet arrived, and until then only the next PSN in order can extend it.
+  // `chained`: the message began where the previous one was known to end, so its end tells
+  // where the next message begins (a SEND may only start there: that keeps message numbers
+  // right). Cleared once its end has been passed on. roce_resync() restarts the chain.
+  struct RoceCtx {
+    bool valid = false;
+    bool chained = false;
+    bool end_known = false;
+    uint32_t first_psn = 0;
+    uint32_t next_psn = 0;  // SEND: one past the packets seen in order from first_psn
+    uint32_t end_psn = 0;   // the message's last PSN, when end_known
+    uint16_t mr = 0;        // WRITE: the MR named by R_Key
+    uint64_t base = 0;      // WRITE: the VA as an offset in that MR
+    uint64_t limit = 0;     // WRITE: DMA length from RETH
+    uint32_t msg = 0;       // SEND: message (MS) number
+  };
+
+  struct Flow {
+    FlowSpec spec;
+    bool used = false;
+    uint32_t hash_next = kNil;
+    uint32_t cursor = 0;
+    uint64_t head_pos = 0;  // stream position of the oldest MS's first byte
+    // MS list: chunks linked head to tail; entries [head_idx, tail_idx) of the chain.
+    uint32_t head_chunk = kNil;
+    uint32_t tail_chunk = kNil;
+    uint32_t head_idx = 0;
+    uint32_t tail_idx = 0;
+    uint32_t ms_count = 0;         // entries in the list, tombstones included
+    uint64_t list_bytes = 0;       // bytes of the live entries
+    uint32_t private_free = kNil;  // the flow's committed chunks not in its list
+    // Where the last byte-stream placement ended: MS (chunk, idx), `hint_dist` bytes from the
+    // oldest MS's first byte. Forgotten when that MS retires.
+    uint32_t hint_chunk = kNil;
+    uint32_t hint_idx = 0;
+    uint64_t hint_dist = 0;
+    // RoCE
+    RoceCtx send_ctx;
+    RoceCtx write_ctx;
+    bool next_start_known = true;
+    uint32_t next_start_psn = 0;  // where the next message begins, once its predecessor ended
+    uint32_t next_msg = 0;        // message number of the next SEND
+  };
+
+  struct ParsedFrame;
+  struct TxDst;
+
+  // Tables.
+  Flow* flow_at(uint32_t id);
+  uint32_t bucket_of(const FlowKey& k) const;
+  uint32_t lookup(const FlowKey& k) const;
+  void hash_unlink(uint32_t id);
+  uint32_t chunk_alloc(Flow& f);
+  void chunk_free(Flow& f, uint32_t chunk);
+  MsEntry& entry(uint32_t chunk, uint32_t idx) { return ms_[size_t(chunk) * cfg_.ms_chunk + idx]; }
+  void pop_head(Flow& f);
+  void drop_tombstones(Flow& f);
+  bool is_committed(uint32_t chunk) const { return chunk < committed_chunks_; }
+  Err count_cmd(Err e);
+
+  // RX stages.
+  bool parse(std::span<const uint8_t> frame, ParsedFrame& p, RxEntry& out);
+  Decision place_stream(Flow& f, const ParsedFrame& p, uint64_t dist, uint32_t len, RxEntry& out);
+  Decision place_message(Flow& f, const ParsedFrame& p, uint32_t msg, uint64_t at, uint32_t len,
+                         RxEntry& out);
+  Decision place_unreliable(Flow& f, const ParsedFrame& p, RxEntry& out);
+  Decision rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out);
+  Decision rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out);
+  Decision rx_solar(Flow& f, const ParsedFrame& p, RxEntry& out);
+  Decision write_frags(const ParsedFrame& p, uint32_t skip, RxEntry& out);
+  Decision defer(RxEntry& out, DeferReason r);
+  Decision finish(RxEntry& out, Decision d);
+
+  TxStatus tx_impl(const TxRequest& req, const TxDst& dst, uint16_t* nframes);
+
+  void bump(Ctr c, uint64_t n = 1) { ctr_[size_t(c)] += n; }
+
+  NicConfig cfg_;
+  uint32_t chunks_per_flow_ = 0;
+  uint32_t committed_chunks_ = 0;  // chunk ids below this are committed (per flow)
+  uint32_t total_chunks_ = 0;
+  uint32_t store_free_ = kNil;  // shared free list
+  uint32_t store_free_count_ = 0;
+  uint32_t flows_in_use_ = 0;
+  uint32_t mrs_in_use_ = 0;
+  uint64_t ms_in_use_ = 0;
+  uint64_t ms_in_store_ = 0;  // of those, entries in shared-store chunks
+  uint32_t hash_mask_ = 0;
+  std::vector<Flow> flows_;
+  std::vector<uint32_t> buckets_;
+  std::vector<Mr> mrs_;
+  std::vector<MsEntry> ms_;           // committed chunks first, then the shared store
+  std::vector<uint32_t> chunk_next_;  // per chunk
+  std::vector<TxCompletion> txc_;
+  size_t txc_head_ = 0;
+  size_t txc_count_ = 0;
+  std::array<uint64_t, kCounterCount> ctr_{};
+};
+
+}  // namespace cleave::nic

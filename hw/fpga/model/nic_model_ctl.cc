@@ -1,0 +1,435 @@
+// nic_model_ctl.cc - the model's control side: table set-up, driver commands, DMA checks,
+// counter names and the memory report.
+#include <algorithm>
+#include <cstring>
+
+#include "nic_model.h"
+
+namespace cleave::nic {
+namespace {
+
+constexpr std::array<std::string_view, size_t(Err::kCount)> kErrNames = {
+    "ok",        "bad_argument",  "unknown_mr",      "mr_exists",   "mr_table_full",
+    "mr_in_use", "out_of_bounds", "unknown_flow",    "flow_exists", "flow_table_full",
+    "ms_full",   "not_consumed",  "no_such_message",
+};
+constexpr std::array<std::string_view, size_t(DeferReason::kCount)> kDeferNames = {
+    "none",        "not_ipv4",      "truncated",   "bad_ip_header", "ip_fragment",
+    "bad_ip_csum", "bad_l4_header", "bad_l4_csum", "bad_icrc",      "bad_crc32c",
+    "not_l4",      "flow_miss",     "copy_mode",   "no_ms",         "too_many_frags",
+    "no_message",  "ms_overflow",   "unsupported", "dma_fault",
+};
+constexpr std::array<std::string_view, size_t(TxStatus::kCount)> kTxNames = {
+    "ok", "bad_header", "dma_fault", "too_long", "no_room", "completions_full",
+};
+constexpr std::array<std::string_view, size_t(Ctr::kCount)> kCtrNames = {
+    "rx_frames",       "rx_in_order",   "rx_past_hole", "rx_trimmed",      "rx_trimmed_bytes",
+    "rx_dropped",      "rx_no_payload", "rx_deferred",  "rx_placed_bytes", "rx_fragments",
+    "rx_unreliable",   "rx_message",    "tx_requests",  "tx_frames",       "tx_bytes",
+    "tx_tso_requests", "tx_errors",     "cmd_ok",       "cmd_errors",
+};
+constexpr std::array<std::string_view, 5> kDecisionNames = {"placed", "trimmed", "dropped",
+                                                            "deferred", "no_payload"};
+
+// Counter names with their group prefix, built once.
+struct CounterNames {
+  std::array<std::array<char, 40>, kCounterCount> buf{};
+  std::array<std::string_view, kCounterCount> names{};
+  CounterNames() {
+    size_t i = 0;
+    auto add = [&](std::string_view prefix, std::string_view n) {
+      size_t len = std::min(prefix.size() + n.size(), buf[i].size());
+      std::memcpy(buf[i].data(), prefix.data(), prefix.size());
+      std::memcpy(buf[i].data() + prefix.size(), n.data(), len - prefix.size());
+      names[i] = std::string_view(buf[i].data(), len);
+      i++;
+    };
+    for (auto n : kCtrNames)
+      add("", n);
+    for (auto n : kDeferNames)
+      add("defer_", n);
+    for (auto n : kErrNames)
+      add("cmd_err_", n);
+    for (auto n : kTxNames)
+      add("tx_status_", n);
+  }
+};
+
+bool is_pow2(uint32_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+}  // namespace
+
+std::string_view err_name(Err e) {
+  return e < Err::kCount ? kErrNames[size_t(e)] : "?";
+}
+std::string_view defer_reason_name(DeferReason r) {
+  return r < DeferReason::kCount ? kDeferNames[size_t(r)] : "?";
+}
+std::string_view tx_status_name(TxStatus s) {
+  return s < TxStatus::kCount ? kTxNames[size_t(s)] : "?";
+}
+std::string_view decision_name(Decision d) {
+  return size_t(d) < kDecisionNames.size() ? kDecisionNames[size_t(d)] : "?";
+}
+
+std::string_view NicModel::counter_name(size_t index) {
+  static const CounterNames names;
+  return index < kCounterCount ? names.names[index] : "?";
+}
+
+NicModel::NicModel(const NicConfig& cfg) : cfg_(cfg) {
+  // Bad geometry is fixed up rather than thrown: the model must come up for any config.
+  cfg_.max_flows = std::clamp<uint32_t>(cfg_.max_flows, 1, 1u << 24);
+  cfg_.max_mrs = std::clamp<uint32_t>(cfg_.max_mrs, 1, 1u << 16);
+  if (cfg_.ms_chunk == 0) cfg_.ms_chunk = 16;
+  cfg_.ms_committed_per_flow -= cfg_.ms_committed_per_flow % cfg_.ms_chunk;
+  cfg_.ms_store_entries -= cfg_.ms_store_entries % cfg_.ms_chunk;
+  cfg_.tx_completions = std::max<uint32_t>(cfg_.tx_completions, 1);
+
+  chunks_per_flow_ = cfg_.ms_committed_per_flow / cfg_.ms_chunk;
+  committed_chunks_ = chunks_per_flow_ * cfg_.max_flows;
+  total_chunks_ = committed_chunks_ + cfg_.ms_store_entries / cfg_.ms_chunk;
+
+  uint32_t buckets = 1;
+  while (buckets < cfg_.max_flows * 2)
+    buckets <<= 1;
+  hash_mask_ = buckets - 1;
+  buckets_.assign(buckets, kNil);
+  flows_.resize(cfg_.max_flows);
+  mrs_.resize(cfg_.max_mrs);
+  ms_.resize(size_t(total_chunks_) * cfg_.ms_chunk);
+  chunk_next_.assign(total_chunks_, kNil);
+  for (uint32_t c = total_chunks_; c-- > committed_chunks_;) {
+    chunk_next_[c] = store_free_;
+    store_free_ = c;
+    store_free_count_++;
+  }
+  txc_.resize(cfg_.tx_completions);
+}
+
+Err NicModel::count_cmd(Err e) {
+  if (e == Err::kOk) {
+    bump(Ctr::kCmdOk);
+  } else {
+    bump(Ctr::kCmdErrors);
+    ctr_[size_t(Ctr::kCount) + size_t(DeferReason::kCount) + size_t(e)]++;
+  }
+  return e;
+}
+
+// ---- MR table ---------------------------------------------------------------------------------
+
+Err NicModel::mr_add(uint16_t id, uint8_t* base, uint64_t len, uint32_t owner) {
+  if (id >= mrs_.size()) return count_cmd(Err::kMrTableFull);
+  if (base == nullptr || len == 0 || len >= (uint64_t(1) << 40)) {
+    return count_cmd(Err::kOutOfBounds);
+  }
+  Mr& m = mrs_[id];
+  if (m.used) return count_cmd(Err::kMrExists);
+  m = Mr{base, len, owner, 0, true};
+  mrs_in_use_++;
+  return count_cmd(Err::kOk);
+}
+
+Err NicModel::mr_remove(uint16_t id) {
+  if (id >= mrs_.size() || !mrs_[id].used) return count_cmd(Err::kUnknownMr);
+  if (mrs_[id].refs != 0) return count_cmd(Err::kMrInUse);
+  mrs_[id] = Mr{};
+  mrs_in_use_--;
+  return count_cmd(Err::kOk);
+}
+
+bool NicModel::dma_write(uint16_t mr, uint64_t offset, const uint8_t* src, uint32_t len) {
+  if (mr >= mrs_.size()) return false;
+  const Mr& m = mrs_[mr];
+  if (!m.used || offset > m.len || len > m.len - offset) return false;
+  if (len != 0) std::memcpy(m.base + offset, src, len);
+  return true;
+}
+
+bool NicModel::dma_read(uint16_t mr, uint64_t offset, uint8_t* dst, uint32_t len) const {
+  if (mr >= mrs_.size()) return false;
+  const Mr& m = mrs_[mr];
+  if (!m.used || offset > m.len || len > m.len - offset) return false;
+  if (len != 0) std::memcpy(dst, m.base + offset, len);
+  return true;
+}
+
+// ---- flow table -------------------------------------------------------------------------------
+
+uint32_t NicModel::bucket_of(const FlowKey& k) const {
+  uint64_t h = (uint64_t(k.src_ip) << 32 | k.dst_ip) * 0x9E3779B97F4A7C15ull;
+  h ^= (uint64_t(k.src_port) << 24 | uint64_t(k.dst_port) << 8 | k.proto) * 0xC2B2AE3D27D4EB4Full;
+  return uint32_t(h >> 32) & hash_mask_;
+}
+
+uint32_t NicModel::lookup(const FlowKey& k) const {
+  for (uint32_t id = buckets_[bucket_of(k)]; id != kNil; id = flows_[id].hash_next) {
+    if (flows_[id].spec.key == k) return id;
+  }
+  return kNil;
+}
+
+NicModel::Flow* NicModel::flow_at(uint32_t id) {
+  if (id >= flows_.size() || !flows_[id].used) return nullptr;
+  return &flows_[id];
+}
+
+void NicModel::hash_unlink(uint32_t id) {
+  uint32_t* link = &buckets_[bucket_of(flows_[id].spec.key)];
+  while (*link != kNil && *link != id)
+    link = &flows_[*link].hash_next;
+  if (*link == id) *link = flows_[id].hash_next;
+}
+
+Err NicModel::flow_add(uint32_t id, const FlowSpec& spec) {
+  if (id >= flows_.size())
+    return count_cmd(id == kNoFlow ? Err::kBadArgument : Err::kFlowTableFull);
+  if (flows_[id].used) return count_cmd(Err::kFlowExists);
+  if (flows_in_use_ >= flows_.size()) return count_cmd(Err::kFlowTableFull);
+  if (spec.key.proto != 6 && spec.key.proto != 17) return count_cmd(Err::kBadArgument);
+  if ((spec.parser == Parser::kTcp) != (spec.key.proto == 6)) return count_cmd(Err::kBadArgument);
+  if (spec.parser == Parser::kRoce &&
+      (spec.pmtu < 256 || spec.pmtu > 4096 || !is_pow2(spec.pmtu) || spec.initial_seq > 0xFFFFFF)) {
+    return count_cmd(Err::kBadArgument);
+  }
+  if (lookup(spec.key) != kNil) return count_cmd(Err::kFlowExists);
+
+  Flow& f = flows_[id];
+  f = Flow{};
+  f.spec = spec;
+  f.used = true;
+  f.cursor = spec.initial_seq;
+  f.head_pos = spec.parser == Parser::kSolar ? spec.initial_offset : spec.initial_seq;
+  f.next_start_psn = spec.initial_seq;
+  for (uint32_t i = 0; i < chunks_per_flow_; i++) {
+    uint32_t c = id * chunks_per_flow_ + i;
+    chunk_next_[c] = f.private_free;
+    f.private_free = c;
+  }
+  uint32_t b = bucket_of(spec.key);
+  f.hash_next = buckets_[b];
+  buckets_[b] = id;
+  flows_in_use_++;
+  return count_cmd(Err::kOk);
+}
+
+Err NicModel::flow_remove(uint32_t id) {
+  Flow* f = flow_at(id);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  while (f->ms_count > 0)
+    pop_head(*f);
+  hash_unlink(id);
+  *f = Flow{};
+  flows_in_use_--;
+  return count_cmd(Err::kOk);
+}
+
+Err NicModel::flow_set_mode(uint32_t id, FlowMode mode) {
+  Flow* f = flow_at(id);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (mode != FlowMode::kZeroCopy && mode != FlowMode::kCopy) return count_cmd(Err::kBadArgument);
+  f->spec.mode = mode;
+  return count_cmd(Err::kOk);
+}
+
+// ---- MS lists -----------------------------------------------------------------------------------
+
+uint32_t NicModel::chunk_alloc(Flow& f) {
+  uint32_t c = f.private_free;
+  if (c != kNil) {
+    f.private_free = chunk_next_[c];
+  } else if (store_free_ != kNil) {
+    c = store_free_;
+    store_free_ = chunk_next_[c];
+    store_free_count_--;
+  } else {
+    return kNil;
+  }
+  chunk_next_[c] = kNil;
+  return c;
+}
+
+void NicModel::chunk_free(Flow& f, uint32_t c) {
+  if (is_committed(c)) {
+    chunk_next_[c] = f.private_free;
+    f.private_free = c;
+  } else {
+    chunk_next_[c] = store_free_;
+    store_free_ = c;
+    store_free_count_++;
+  }
+}
+
+void NicModel::pop_head(Flow& f) {
+  MsEntry& e = entry(f.head_chunk, f.head_idx);
+  if (f.hint_chunk == f.head_chunk && f.hint_idx == f.head_idx) {
+    f.hint_chunk = kNil;
+  } else if (f.hint_chunk != kNil) {
+    f.hint_dist -= e.len;
+  }
+  if (e.len != 0) {
+    mrs_[e.mr()].refs--;
+    f.head_pos += e.len;
+    f.list_bytes -= e.len;
+  }
+  e = MsEntry{};
+  if (!is_committed(f.head_chunk)) ms_in_store_--;
+  f.head_idx++;
+  f.ms_count--;
+  ms_in_use_--;
+  if (f.ms_count == 0) {
+    chunk_free(f, f.head_chunk);
+    f.head_chunk = f.tail_chunk = kNil;
+    f.head_idx = f.tail_idx = 0;
+  } else if (f.head_idx == cfg_.ms_chunk) {
+    uint32_t next = chunk_next_[f.head_chunk];
+    chunk_free(f, f.head_chunk);
+    f.head_chunk = next;
+    f.head_idx = 0;
+  }
+}
+
+void NicModel::drop_tombstones(Flow& f) {
+  while (f.ms_count > 0 && entry(f.head_chunk, f.head_idx).len == 0)
+    pop_head(f);
+}
+
+Err NicModel::ms_post(uint32_t flow, const MsDesc& ms) {
+  Flow* f = flow_at(flow);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (ms.mr >= mrs_.size() || !mrs_[ms.mr].used) return count_cmd(Err::kUnknownMr);
+  const Mr& m = mrs_[ms.mr];
+  if (ms.len == 0) return count_cmd(Err::kBadArgument);
+  if (ms.offset > m.len || ms.len > m.len - ms.offset) return count_cmd(Err::kOutOfBounds);
+  if (f->tail_chunk == kNil || f->tail_idx == cfg_.ms_chunk) {
+    uint32_t c = chunk_alloc(*f);
+    if (c == kNil) return count_cmd(Err::kMsFull);
+    if (f->tail_chunk == kNil) {
+      f->head_chunk = c;
+      f->head_idx = 0;
+      // An empty byte-stream list starts again at the cursor: bytes the transport accepted
+      // through the copy path are behind it.
+      if (f->spec.parser == Parser::kTcp) f->head_pos = f->cursor;
+    } else {
+      chunk_next_[f->tail_chunk] = c;
+    }
+    f->tail_chunk = c;
+    f->tail_idx = 0;
+  }
+  MsEntry& e = entry(f->tail_chunk, f->tail_idx++);
+  e.mr_offset = uint64_t(ms.mr) << 48 | ms.offset;
+  e.len = ms.len;
+  e.msg_seq = ms.msg_seq;
+  f->ms_count++;
+  f->list_bytes += ms.len;
+  ms_in_use_++;
+  if (!is_committed(f->tail_chunk)) ms_in_store_++;
+  mrs_[ms.mr].refs++;
+  return count_cmd(Err::kOk);
+}
+
+Err NicModel::cursor_update(uint32_t flow, uint32_t cursor) {
+  Flow* f = flow_at(flow);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (f->spec.parser == Parser::kRoce) {
+    if (cursor > 0xFFFFFF || int32_t((cursor - f->cursor) << 8) < 0) {
+      return count_cmd(Err::kBadArgument);
+    }
+  } else if (f->spec.parser == Parser::kTcp && int32_t(cursor - f->cursor) < 0) {
+    return count_cmd(Err::kBadArgument);
+  }
+  f->cursor = cursor;
+  return count_cmd(Err::kOk);
+}
+
+Err NicModel::ms_retire(uint32_t flow, uint32_t count) {
+  Flow* f = flow_at(flow);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (count > f->ms_count) return count_cmd(Err::kNotConsumed);
+  if (f->spec.parser == Parser::kTcp && f->spec.reliable) {
+    // The cursor must have passed every MS retired: walk them first, change nothing on error.
+    uint32_t chunk = f->head_chunk, idx = f->head_idx;
+    uint32_t pos = uint32_t(f->head_pos);
+    for (uint32_t i = 0; i < count; i++) {
+      pos += entry(chunk, idx).len;
+      if (int32_t(f->cursor - pos) < 0) return count_cmd(Err::kNotConsumed);
+      if (++idx == cfg_.ms_chunk) {
+        chunk = chunk_next_[chunk];
+        idx = 0;
+      }
+    }
+  }
+  for (uint32_t i = 0; i < count; i++)
+    pop_head(*f);
+  drop_tombstones(*f);
+  return count_cmd(Err::kOk);
+}
+
+Err NicModel::ms_retire_msg(uint32_t flow, uint32_t msg_seq) {
+  Flow* f = flow_at(flow);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (!f->spec.messages && f->spec.parser != Parser::kRoce) return count_cmd(Err::kBadArgument);
+  uint32_t chunk = f->head_chunk, idx = f->head_idx;
+  for (uint32_t i = 0; i < f->ms_count; i++) {
+    MsEntry& e = entry(chunk, idx);
+    if (e.len != 0 && e.msg_seq == msg_seq) {
+      mrs_[e.mr()].refs--;
+      f->list_bytes -= e.len;
+      e.len = 0;  // a tombstone until it reaches the head
+      drop_tombstones(*f);
+      return count_cmd(Err::kOk);
+    }
+    if (++idx == cfg_.ms_chunk) {
+      chunk = chunk_next_[chunk];
+      idx = 0;
+    }
+  }
+  return count_cmd(Err::kNoSuchMessage);
+}
+
+Err NicModel::roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) {
+  Flow* f = flow_at(flow);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (f->spec.parser != Parser::kRoce || psn > 0xFFFFFF) return count_cmd(Err::kBadArgument);
+  f->next_start_psn = psn;
+  f->next_start_known = true;
+  f->next_msg = next_msg;
+  f->send_ctx = RoceCtx{};
+  f->write_ctx = RoceCtx{};
+  return count_cmd(Err::kOk);
+}
+
+uint32_t NicModel::ms_count(uint32_t flow) const {
+  return flow < flows_.size() && flows_[flow].used ? flows_[flow].ms_count : 0;
+}
+
+uint32_t NicModel::cursor(uint32_t flow) const {
+  return flow < flows_.size() && flows_[flow].used ? flows_[flow].cursor : 0;
+}
+
+// ---- accounting -------------------------------------------------------------------------------
+
+MemoryReport NicModel::memory_report() const {
+  MemoryReport r;
+  uint64_t store_entries = uint64_t(total_chunks_ - committed_chunks_) * cfg_.ms_chunk;
+  uint64_t committed_entries = uint64_t(committed_chunks_) * cfg_.ms_chunk;
+  r.lines[0] = {"flow_table", flows_.size(), kFlowEntryBytes, flows_in_use_};
+  r.lines[1] = {"flow_hash", buckets_.size(), kHashBucketBytes, flows_in_use_};
+  r.lines[2] = {"mr_table", mrs_.size(), kMrEntryBytes, mrs_in_use_};
+  r.lines[3] = {"ms_committed", committed_entries, kMsEntryBytes, ms_in_use_ - ms_in_store_};
+  r.lines[4] = {"ms_store", store_entries, kMsEntryBytes, ms_in_store_};
+  r.lines[5] = {"ms_chunk_links", total_chunks_, kChunkLinkBytes,
+                uint64_t(total_chunks_ - committed_chunks_) - store_free_count_};
+  r.lines[6] = {"counters", kCounterCount, kCounterBytes, kCounterCount};
+  for (const auto& l : r.lines)
+    r.total_bytes += l.bytes();
+  r.per_flow_bytes = kFlowEntryBytes + (buckets_.size() / flows_.size()) * kHashBucketBytes +
+                     uint64_t(cfg_.ms_committed_per_flow) * kMsEntryBytes +
+                     uint64_t(chunks_per_flow_) * kChunkLinkBytes;
+  return r;
+}
+
+}  // namespace cleave::nic

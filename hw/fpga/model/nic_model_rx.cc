@@ -1,0 +1,580 @@
+// nic_model_rx.cc - the model's receive path: parse, find the flow, decide, place.
+//
+// Every read of the frame is checked against its length before it happens; every write goes
+// through dma_write(). The decision is made in full (all fragments known and checked) before
+// the first payload byte is written, so a deferred frame leaves app memory untouched.
+#include <algorithm>
+#include <cstring>
+
+#include "nic_model.h"
+#include "wire.h"
+
+namespace cleave::nic {
+
+namespace {
+
+constexpr uint16_t kEtherIpv4 = 0x0800;
+constexpr size_t kEthLen = 14;
+constexpr uint16_t kRocePort = 4791;
+constexpr uint32_t kPsnMask = 0xFFFFFF;
+constexpr size_t kBthLen = 12;
+constexpr size_t kIcrcLen = 4;
+constexpr size_t kSolarLen = 32;
+
+// Signed distance a - b in the 24-bit PSN space.
+int32_t psn_diff(uint32_t a, uint32_t b) {
+  return int32_t((a - b) << 8) >> 8;
+}
+
+enum class RoceKind : uint8_t { kSend, kWrite, kNoData, kUnsupported };
+
+struct RoceOp {
+  RoceKind kind = RoceKind::kUnsupported;
+  bool first = false;
+  bool last = false;
+  uint8_t ext = 0;  // extension header bytes after the BTH
+  bool reth = false;
+};
+
+// RC opcodes by their low five bits (UC = 0x20 | the same, SEND and WRITE only): what the packet
+// carries and the extension headers between the BTH and the payload.
+constexpr std::array<RoceOp, 0x18> kRoceOps = {{
+    {RoceKind::kSend, true, false, 0, false},          // 0x00 SEND first
+    {RoceKind::kSend, false, false, 0, false},         // 0x01 SEND middle
+    {RoceKind::kSend, false, true, 0, false},          // 0x02 SEND last
+    {RoceKind::kSend, false, true, 4, false},          // 0x03 SEND last + ImmDt
+    {RoceKind::kSend, true, true, 0, false},           // 0x04 SEND only
+    {RoceKind::kSend, true, true, 4, false},           // 0x05 SEND only + ImmDt
+    {RoceKind::kWrite, true, false, 16, true},         // 0x06 WRITE first (RETH)
+    {RoceKind::kWrite, false, false, 0, false},        // 0x07 WRITE middle
+    {RoceKind::kWrite, false, true, 0, false},         // 0x08 WRITE last
+    {RoceKind::kWrite, false, true, 4, false},         // 0x09 WRITE last + ImmDt
+    {RoceKind::kWrite, true, true, 16, true},          // 0x0A WRITE only (RETH)
+    {RoceKind::kWrite, true, true, 20, true},          // 0x0B WRITE only (RETH, ImmDt)
+    {RoceKind::kNoData, false, false, 16, false},      // 0x0C READ request (RETH)
+    {RoceKind::kUnsupported, false, false, 4, false},  // 0x0D READ response first (AETH)
+    {RoceKind::kUnsupported, false, false, 0, false},  // 0x0E READ response middle
+    {RoceKind::kUnsupported, false, false, 4, false},  // 0x0F READ response last (AETH)
+    {RoceKind::kUnsupported, false, false, 4, false},  // 0x10 READ response only (AETH)
+    {RoceKind::kNoData, false, false, 4, false},       // 0x11 ACK (AETH)
+    {RoceKind::kNoData, false, false, 12, false},      // 0x12 atomic ACK (AETH, AtomicAckETH)
+    {RoceKind::kNoData, false, false, 28, false},      // 0x13 compare-swap (AtomicETH)
+    {RoceKind::kNoData, false, false, 28, false},      // 0x14 fetch-add (AtomicETH)
+    {},                                                // 0x15 reserved
+    {RoceKind::kSend, false, true, 4, false},          // 0x16 SEND last + IETH
+    {RoceKind::kSend, true, true, 4, false},           // 0x17 SEND only + IETH
+}};
+
+RoceOp roce_op(uint8_t opcode) {
+  uint8_t service = opcode >> 5, op = opcode & 0x1F;
+  if (service > 1 || op >= kRoceOps.size()) return RoceOp{};
+  RoceOp o = kRoceOps[op];
+  if (service == 1 && o.kind != RoceKind::kSend && o.kind != RoceKind::kWrite) return RoceOp{};
+  return o;
+}
+
+// The message option in a TCP header of `hlen` bytes: kind 253 (RFC 6994 experimental), length
+// 12, ExID 0xC1EA, then the message number and the payload's byte offset in the message.
+bool find_msg_option(const uint8_t* tcp, uint32_t hlen, uint32_t* msg, uint32_t* offset) {
+  uint32_t i = 20;
+  while (i < hlen) {
+    uint8_t kind = tcp[i];
+    if (kind == 0) break;
+    if (kind == 1) {
+      i++;
+      continue;
+    }
+    if (i + 1 >= hlen || tcp[i + 1] < 2 || tcp[i + 1] > hlen - i) break;
+    uint8_t len = tcp[i + 1];
+    if (kind == 253 && len == 12 && load16(tcp + i + 2) == 0xC1EA) {
+      *msg = load32(tcp + i + 4);
+      *offset = load32(tcp + i + 8);
+      return true;
+    }
+    i += len;
+  }
+  return false;
+}
+
+}  // namespace
+
+struct NicModel::ParsedFrame {
+  const uint8_t* frame = nullptr;
+  size_t frame_len = 0;
+  const uint8_t* ip = nullptr;
+  uint32_t ip_hlen = 0;
+  const uint8_t* l4 = nullptr;
+  uint32_t l4_len = 0;
+  FlowKey key;
+  const uint8_t* payload = nullptr;
+  uint32_t payload_len = 0;
+};
+
+Decision NicModel::defer(RxEntry& out, DeferReason r) {
+  out.reason = r;
+  out.nfrags = 0;
+  out.placed = 0;
+  ctr_[size_t(Ctr::kCount) + size_t(r)]++;
+  return finish(out, Decision::kDeferred);
+}
+
+Decision NicModel::finish(RxEntry& out, Decision d) {
+  out.decision = d;
+  switch (d) {
+    case Decision::kPlaced:
+      bump(out.out_of_order ? Ctr::kRxPastHole : Ctr::kRxInOrder);
+      break;
+    case Decision::kTrimmed:
+      bump(Ctr::kRxTrimmed);
+      bump(Ctr::kRxTrimmedBytes, out.trimmed);
+      break;
+    case Decision::kDropped:
+      bump(Ctr::kRxDropped);
+      break;
+    case Decision::kDeferred:
+      bump(Ctr::kRxDeferred);
+      break;
+    case Decision::kNoPayload:
+      bump(Ctr::kRxNoPayload);
+      break;
+  }
+  if (d == Decision::kPlaced || d == Decision::kTrimmed) {
+    bump(Ctr::kRxPlacedBytes, out.placed);
+    bump(Ctr::kRxFragments, out.nfrags);
+  }
+  return d;
+}
+
+size_t NicModel::rx_burst(std::span<const std::span<const uint8_t>> frames,
+                          std::span<RxEntry> out) {
+  size_t n = std::min(frames.size(), out.size());
+  for (size_t i = 0; i < n; i++)
+    rx(frames[i], out[i]);
+  return n;
+}
+
+// Ethernet, IPv4 and the TCP/UDP header: bounds, lengths, checksums, the 5-tuple.
+bool NicModel::parse(std::span<const uint8_t> frame, ParsedFrame& p, RxEntry& out) {
+  p.frame = frame.data();
+  p.frame_len = frame.size();
+  if (p.frame_len < kEthLen) return defer(out, DeferReason::kTruncated), false;
+  if (load16(p.frame + 12) != kEtherIpv4) return defer(out, DeferReason::kNotIpv4), false;
+  if (p.frame_len < kEthLen + 20) return defer(out, DeferReason::kTruncated), false;
+  p.ip = p.frame + kEthLen;
+  if ((p.ip[0] >> 4) != 4 || (p.ip[0] & 0xF) < 5) {
+    return defer(out, DeferReason::kBadIpHeader), false;
+  }
+  p.ip_hlen = uint32_t(p.ip[0] & 0xF) * 4;
+  uint32_t total = load16(p.ip + 2);
+  if (p.frame_len < kEthLen + p.ip_hlen) return defer(out, DeferReason::kTruncated), false;
+  if (total < p.ip_hlen) return defer(out, DeferReason::kBadIpHeader), false;
+  if (p.frame_len < kEthLen + total) return defer(out, DeferReason::kTruncated), false;
+  if ((load16(p.ip + 6) & 0x3FFF) != 0) return defer(out, DeferReason::kIpFragment), false;
+  out.ip_csum =
+      csum_fold(csum_partial(p.ip, p.ip_hlen, 0)) == 0 ? CsumStatus::kGood : CsumStatus::kBad;
+  if (out.ip_csum == CsumStatus::kBad) return defer(out, DeferReason::kBadIpChecksum), false;
+
+  p.l4 = p.ip + p.ip_hlen;
+  p.l4_len = total - p.ip_hlen;
+  p.key.src_ip = load32(p.ip + 12);
+  p.key.dst_ip = load32(p.ip + 16);
+  p.key.proto = p.ip[9];
+  if (p.key.proto == 6) {
+    if (p.l4_len < 20) return defer(out, DeferReason::kTruncated), false;
+    uint32_t doff = uint32_t(p.l4[12] >> 4) * 4;
+    if (doff < 20 || doff > p.l4_len) return defer(out, DeferReason::kBadL4Header), false;
+    p.payload = p.l4 + doff;
+    p.payload_len = p.l4_len - doff;
+  } else if (p.key.proto == 17) {
+    if (p.l4_len < 8) return defer(out, DeferReason::kTruncated), false;
+    if (load16(p.l4 + 4) != p.l4_len) return defer(out, DeferReason::kBadL4Header), false;
+    p.payload = p.l4 + 8;
+    p.payload_len = p.l4_len - 8;
+  } else {
+    return defer(out, DeferReason::kNotL4), false;
+  }
+  p.key.src_port = load16(p.l4);
+  p.key.dst_port = load16(p.l4 + 2);
+  if (cfg_.verify_l4_checksum && (p.key.proto == 6 || load16(p.l4 + 6) != 0)) {
+    uint64_t s = pseudo_sum(p.ip, p.key.proto, p.l4_len);
+    out.l4_csum =
+        csum_fold(csum_partial(p.l4, p.l4_len, s)) == 0 ? CsumStatus::kGood : CsumStatus::kBad;
+    if (out.l4_csum == CsumStatus::kBad) return defer(out, DeferReason::kBadL4Checksum), false;
+  }
+  return true;
+}
+
+Decision NicModel::rx(std::span<const uint8_t> frame, RxEntry& out) {
+  out.flow_id = kNoFlow;
+  out.reason = DeferReason::kNone;
+  out.nfrags = 0;
+  out.out_of_order = false;
+  out.ip_csum = out.l4_csum = CsumStatus::kNotChecked;
+  out.header_len = 0;
+  out.seq = out.payload_len = out.trimmed = out.placed = out.msg_seq = 0;
+  bump(Ctr::kRxFrames);
+
+  ParsedFrame p;
+  if (!parse(frame, p, out)) return out.decision;
+
+  uint32_t id = lookup(p.key);
+  if (id == kNil && p.key.proto == 17) {
+    FlowKey any = p.key;
+    any.src_port = 0;
+    id = lookup(any);
+  }
+  if (id == kNil) return defer(out, DeferReason::kFlowMiss);
+  Flow& f = flows_[id];
+  out.flow_id = id;
+  out.parser = f.spec.parser;
+  if (f.spec.mode == FlowMode::kCopy) return defer(out, DeferReason::kCopyMode);
+
+  switch (f.spec.parser) {
+    case Parser::kTcp:
+      return rx_tcp(f, p, out);
+    case Parser::kRoce:
+      return rx_roce(f, p, out);
+    case Parser::kSolar:
+      return rx_solar(f, p, out);
+    case Parser::kUdp:
+      break;
+  }
+  out.header_len = uint16_t(std::min<size_t>(p.payload - p.frame, kMaxHeaderBytes));
+  std::memcpy(out.header.data(), p.frame, out.header_len);
+  out.payload_len = p.payload_len;
+  if (p.payload_len == 0) return finish(out, Decision::kNoPayload);
+  return place_unreliable(f, p, out);
+}
+
+// ---- placement -------------------------------------------------------------------------------
+
+// Writes the fragments already in `out`, taking payload bytes from p.payload + skip.
+Decision NicModel::write_frags(const ParsedFrame& p, uint32_t skip, RxEntry& out) {
+  // Check every fragment first: a fault must not leave half a payload written.
+  for (uint8_t i = 0; i < out.nfrags; i++) {
+    const Placement& pl = out.frags[i];
+    const Mr* m = pl.mr < mrs_.size() ? &mrs_[pl.mr] : nullptr;
+    if (m == nullptr || !m->used || pl.offset > m->len || pl.len > m->len - pl.offset) {
+      return defer(out, DeferReason::kDmaFault);
+    }
+  }
+  const uint8_t* src = p.payload + skip;
+  uint32_t total = 0;
+  for (uint8_t i = 0; i < out.nfrags; i++) {
+    const Placement& pl = out.frags[i];
+    if (cfg_.dma_payload) dma_write(pl.mr, pl.offset, src, pl.len);
+    src += pl.len;
+    total += pl.len;
+  }
+  out.placed = total;
+  return finish(out, skip != 0 ? Decision::kTrimmed : Decision::kPlaced);
+}
+
+// Byte-stream placement: `dist` bytes past the oldest MS's first byte, `len` bytes long.
+Decision NicModel::place_stream(Flow& f, const ParsedFrame& p, uint64_t dist, uint32_t len,
+                                RxEntry& out) {
+  if (dist >= f.list_bytes || len > f.list_bytes - dist) return defer(out, DeferReason::kNoMs);
+  // Start from the MS the last placement ended in when the payload lies at or beyond it: in-order
+  // data then costs one step however many MSs are posted; data before it walks from the head.
+  uint32_t chunk = f.head_chunk, idx = f.head_idx;
+  uint64_t start = 0;  // distance of MS (chunk, idx) from the oldest MS's first byte
+  if (f.hint_chunk != kNil && dist >= f.hint_dist) {
+    chunk = f.hint_chunk;
+    idx = f.hint_idx;
+    start = f.hint_dist;
+  }
+  auto step = [&](const MsEntry& e) {
+    start += e.len;
+    if (++idx == cfg_.ms_chunk) {
+      chunk = chunk_next_[chunk];
+      idx = 0;
+    }
+  };
+  for (;;) {
+    const MsEntry& e = entry(chunk, idx);
+    if (dist - start < e.len) break;
+    step(e);
+  }
+  uint64_t in = dist - start;
+  uint8_t n = 0;
+  uint32_t left = len;
+  for (;;) {
+    if (n == kMaxFrags) return defer(out, DeferReason::kTooManyFrags);
+    const MsEntry& e = entry(chunk, idx);
+    uint32_t take = uint32_t(std::min<uint64_t>(left, e.len - in));
+    out.frags[n++] = {e.mr(), e.offset() + in, take};
+    left -= take;
+    if (left == 0) break;
+    in = 0;
+    step(e);
+  }
+  f.hint_chunk = chunk;
+  f.hint_idx = idx;
+  f.hint_dist = start;
+  out.nfrags = n;
+  return write_frags(p, out.trimmed, out);
+}
+
+// Message placement: the live MS posted for `msg`, `at` bytes into it.
+Decision NicModel::place_message(Flow& f, const ParsedFrame& p, uint32_t msg, uint64_t at,
+                                 uint32_t len, RxEntry& out) {
+  out.msg_seq = msg;
+  uint32_t chunk = f.head_chunk, idx = f.head_idx;
+  for (uint32_t i = 0; i < f.ms_count; i++) {
+    const MsEntry& e = entry(chunk, idx);
+    if (e.len != 0 && e.msg_seq == msg) {
+      if (at > e.len || len > e.len - at) return defer(out, DeferReason::kMsOverflow);
+      out.frags[0] = {e.mr(), e.offset() + at, len};
+      out.nfrags = 1;
+      Decision d = write_frags(p, out.trimmed, out);
+      if (d != Decision::kDeferred) bump(Ctr::kRxMessage);
+      return d;
+    }
+    if (++idx == cfg_.ms_chunk) {
+      chunk = chunk_next_[chunk];
+      idx = 0;
+    }
+  }
+  return defer(out, DeferReason::kNoMessage);
+}
+
+// Unreliable flows: the whole payload into the oldest MS, which is then consumed.
+Decision NicModel::place_unreliable(Flow& f, const ParsedFrame& p, RxEntry& out) {
+  drop_tombstones(f);
+  if (f.ms_count == 0) return defer(out, DeferReason::kNoMs);
+  const MsEntry& e = entry(f.head_chunk, f.head_idx);
+  if (out.payload_len > e.len) return defer(out, DeferReason::kMsOverflow);
+  out.frags[0] = {e.mr(), e.offset(), out.payload_len};
+  out.nfrags = 1;
+  out.msg_seq = e.msg_seq;
+  Decision d = write_frags(p, 0, out);
+  if (d == Decision::kPlaced) {
+    bump(Ctr::kRxUnreliable);
+    pop_head(f);
+  }
+  return d;
+}
+
+// ---- transports ------------------------------------------------------------------------------
+
+Decision NicModel::rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out) {
+  const uint8_t* tcp = p.l4;
+  uint8_t flags = tcp[13];
+  uint32_t seq = load32(tcp + 4);
+  out.seq = seq;
+  out.header_len = uint16_t(std::min<size_t>(p.payload - p.frame, kMaxHeaderBytes));
+  std::memcpy(out.header.data(), p.frame, out.header_len);
+  out.payload_len = p.payload_len;
+  if (p.payload_len == 0 || (flags & 0x04) != 0) return finish(out, Decision::kNoPayload);
+  if (flags & 0x02) seq++;  // SYN takes the first sequence number
+  if (!f.spec.reliable) return place_unreliable(f, p, out);
+
+  uint32_t msg = 0, msg_off = 0;
+  if (f.spec.messages && !find_msg_option(tcp, uint32_t(p.payload - tcp), &msg, &msg_off)) {
+    return defer(out, DeferReason::kNoMessage);
+  }
+  int32_t rel = int32_t(seq - f.cursor);
+  int64_t end = int64_t(rel) + p.payload_len;
+  if (end <= 0) return finish(out, Decision::kDropped);   // (b)
+  uint32_t trim = rel < 0 ? uint32_t(-int64_t(rel)) : 0;  // (c)
+  out.trimmed = trim;
+  out.out_of_order = rel > 0;  // (d)
+  if (f.spec.messages) {
+    return place_message(f, p, msg, uint64_t(msg_off) + trim, p.payload_len - trim, out);
+  }
+  uint32_t first = seq + trim;
+  uint32_t dist = first - uint32_t(f.head_pos);
+  return place_stream(f, p, dist, p.payload_len - trim, out);
+}
+
+Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
+  if (p.key.proto != 17 || p.key.dst_port != kRocePort) {
+    return defer(out, DeferReason::kBadL4Header);
+  }
+  if (p.payload_len < kBthLen + kIcrcLen) return defer(out, DeferReason::kTruncated);
+  const uint8_t* bth = p.payload;
+  uint8_t opcode = bth[0];
+  out.seq = load24(bth + 9);
+  if ((bth[1] & 0x0F) != 0) return defer(out, DeferReason::kBadL4Header);
+  uint32_t pad = (bth[1] >> 4) & 3;
+
+  if (cfg_.verify_l4_checksum) {
+    // ICRC: 8 bytes of ones, then IP, UDP and BTH with the variant fields set to ones.
+    std::array<uint8_t, 8 + 60 + 8 + kBthLen> m;
+    std::memset(m.data(), 0xFF, 8);
+    size_t n = 8;
+    std::memcpy(&m[n], p.ip, p.ip_hlen);
+    m[n + 1] = 0xFF;
+    m[n + 8] = 0xFF;
+    m[n + 10] = m[n + 11] = 0xFF;
+    n += p.ip_hlen;
+    std::memcpy(&m[n], p.l4, 8);
+    m[n + 6] = m[n + 7] = 0xFF;
+    n += 8;
+    std::memcpy(&m[n], bth, kBthLen);
+    m[n + 4] = 0xFF;
+    n += kBthLen;
+    uint32_t crc = crc32_update(0xFFFFFFFFu, m.data(), n);
+    crc = crc32_update(crc, bth + kBthLen, p.payload_len - kBthLen - kIcrcLen) ^ 0xFFFFFFFFu;
+    const uint8_t* ic = bth + p.payload_len - kIcrcLen;
+    uint32_t got =
+        uint32_t(ic[0]) | uint32_t(ic[1]) << 8 | uint32_t(ic[2]) << 16 | uint32_t(ic[3]) << 24;
+    out.l4_csum = crc == got ? CsumStatus::kGood : CsumStatus::kBad;
+    if (out.l4_csum == CsumStatus::kBad) return defer(out, DeferReason::kBadIcrc);
+  }
+
+  if (opcode == 0x81) {  // CNP: header only
+    out.header_len = uint16_t(std::min<size_t>(bth + p.payload_len - p.frame, kMaxHeaderBytes));
+    std::memcpy(out.header.data(), p.frame, out.header_len);
+    return finish(out, Decision::kNoPayload);
+  }
+  RoceOp op = roce_op(opcode);
+  if (p.payload_len < kBthLen + op.ext + kIcrcLen + pad) {
+    return defer(out, DeferReason::kBadL4Header);
+  }
+  const uint8_t* data = bth + kBthLen + op.ext;
+  uint32_t len = p.payload_len - kBthLen - op.ext - kIcrcLen - pad;
+  out.header_len = uint16_t(std::min<size_t>(data - p.frame, kMaxHeaderBytes));
+  std::memcpy(out.header.data(), p.frame, out.header_len);
+  out.payload_len = len;
+  ParsedFrame q = p;
+  q.payload = data;
+  q.payload_len = len;
+
+  if (op.kind == RoceKind::kNoData) return finish(out, Decision::kNoPayload);
+  if (op.kind == RoceKind::kUnsupported) {
+    return len == 0 ? finish(out, Decision::kNoPayload) : defer(out, DeferReason::kUnsupported);
+  }
+  uint32_t psn = out.seq;
+  if (f.spec.reliable && psn_diff(psn, f.cursor) < 0) {
+    return finish(out, Decision::kDropped);  // (b): a duplicate
+  }
+  out.out_of_order = psn != f.cursor;
+
+  const bool is_send = op.kind == RoceKind::kSend;
+  RoceCtx& c = is_send ? f.send_ctx : f.write_ctx;
+  const bool at_start = f.next_start_known && f.next_start_psn == psn;
+  if (op.first) {
+    if (c.valid && c.first_psn == psn) {
+      // A retransmitted first packet. A WRITE first seen off the chain joins it now.
+      if (at_start && !c.chained) {
+        c.chained = true;
+        f.next_start_known = false;
+      }
+    } else {
+      // A SEND takes the next posted receive only where the previous message is known to end,
+      // and once the cursor has passed that message, so its retransmissions still find it.
+      if (is_send && (!at_start || (c.valid && psn_diff(c.end_psn, f.cursor) >= 0))) {
+        return defer(out, DeferReason::kNoMessage);
+      }
+      RoceCtx n;
+      n.valid = true;
+      n.chained = at_start;
+      n.first_psn = psn;
+      n.next_psn = (psn + 1) & kPsnMask;
+      if (is_send) {
+        n.msg = f.next_msg++;
+        n.end_known = op.last;
+        n.end_psn = psn;
+      } else {
+        const uint8_t* reth = bth + kBthLen;
+        uint32_t rkey = load32(reth + 8);
+        if (rkey >= mrs_.size()) return defer(out, DeferReason::kDmaFault);
+        n.mr = uint16_t(rkey);
+        n.base = load64(reth);
+        n.limit = load32(reth + 12);
+        uint64_t packets =
+            op.last ? 1 : std::max<uint64_t>(1, (n.limit + f.spec.pmtu - 1) / f.spec.pmtu);
+        n.end_known = true;
+        n.end_psn = uint32_t(psn + packets - 1) & kPsnMask;
+      }
+      if (at_start) f.next_start_known = false;
+      // A later WRITE must not evict one the cursor has not passed yet: its middle packets would
+      // find no context. The later one's first packet is self-describing and placed anyway.
+      bool keep = !is_send && c.valid && psn_diff(c.end_psn, f.cursor) >= 0 &&
+                  psn_diff(psn, c.first_psn) > 0;
+      if (keep) {
+        if (n.chained) {
+          f.next_start_psn = (n.end_psn + 1) & kPsnMask;
+          f.next_start_known = true;
+        }
+        uint64_t len0 = len;
+        if (len0 > n.limit) return defer(out, DeferReason::kMsOverflow);
+        out.frags[0] = {n.mr, n.base, len};
+        out.nfrags = len == 0 ? 0 : 1;
+        return len == 0 ? finish(out, Decision::kNoPayload) : write_frags(q, 0, out);
+      }
+      c = n;
+    }
+  } else {
+    if (!c.valid || psn_diff(psn, c.first_psn) <= 0) return defer(out, DeferReason::kNoMessage);
+    if (c.end_known) {
+      // Within the message; its last packet exactly at its end.
+      int32_t to_end = psn_diff(c.end_psn, psn);
+      if (to_end < 0 || (op.last != (to_end == 0))) return defer(out, DeferReason::kNoMessage);
+    } else {
+      if (psn_diff(psn, c.next_psn) > 0) return defer(out, DeferReason::kNoMessage);
+      if (psn == c.next_psn) c.next_psn = (psn + 1) & kPsnMask;
+      if (op.last) {
+        c.end_known = true;
+        c.end_psn = psn;
+      }
+    }
+  }
+  if (c.chained && c.end_known) {
+    // The message's end is known (a WRITE from its first packet): pass the chain on, through
+    // a WRITE already seen that begins right there.
+    f.next_start_psn = (c.end_psn + 1) & kPsnMask;
+    f.next_start_known = true;
+    c.chained = false;
+    RoceCtx& w = f.write_ctx;
+    if (w.valid && !w.chained && w.first_psn == f.next_start_psn) {
+      f.next_start_psn = (w.end_psn + 1) & kPsnMask;
+    }
+  }
+  uint64_t at = uint64_t((psn - c.first_psn) & kPsnMask) * f.spec.pmtu;
+  if (len == 0) return finish(out, Decision::kNoPayload);
+  if (is_send) return place_message(f, q, c.msg, at, len, out);
+  if (at > c.limit || len > c.limit - at) return defer(out, DeferReason::kMsOverflow);
+  out.frags[0] = {c.mr, c.base + at, len};
+  out.nfrags = 1;
+  return write_frags(q, 0, out);
+}
+
+Decision NicModel::rx_solar(Flow& f, const ParsedFrame& p, RxEntry& out) {
+  if (p.key.proto != 17) return defer(out, DeferReason::kBadL4Header);
+  if (p.payload_len < kSolarLen) return defer(out, DeferReason::kTruncated);
+  const uint8_t* h = p.payload;
+  uint8_t type = h[0];
+  out.seq = load32(h + 8);
+  uint32_t io_id = load32(h + 12);
+  uint64_t offset = load64(h + 16);
+  ParsedFrame q = p;
+  q.payload = h + kSolarLen;
+  q.payload_len = p.payload_len - kSolarLen;
+  out.header_len = uint16_t(std::min<size_t>(q.payload - p.frame, kMaxHeaderBytes));
+  std::memcpy(out.header.data(), p.frame, out.header_len);
+  out.payload_len = q.payload_len;
+  if (type < 1 || type > 5) return defer(out, DeferReason::kBadL4Header);
+  if (type != 1 && type != 3) {  // READ_REQ, ACK, NACK carry no block
+    return q.payload_len == 0 ? finish(out, Decision::kNoPayload)
+                              : defer(out, DeferReason::kBadL4Header);
+  }
+  if (cfg_.verify_l4_checksum) {
+    bool ok = crc32c(q.payload, q.payload_len) == load32(h + 28);
+    out.l4_csum = ok ? CsumStatus::kGood : CsumStatus::kBad;
+    if (!ok) return defer(out, DeferReason::kBadCrc32c);
+  }
+  if (q.payload_len == 0) return finish(out, Decision::kNoPayload);
+  if (!f.spec.reliable) return place_unreliable(f, q, out);
+  if (f.spec.messages) return place_message(f, q, io_id, offset, q.payload_len, out);
+  // A byte stream placed by offset: bytes before the oldest MS were retired (b, c).
+  if (offset > UINT64_MAX - q.payload_len) return defer(out, DeferReason::kBadL4Header);
+  uint64_t end = offset + q.payload_len;
+  if (end <= f.head_pos) return finish(out, Decision::kDropped);
+  uint64_t trim = offset < f.head_pos ? f.head_pos - offset : 0;
+  out.trimmed = uint32_t(trim);
+  return place_stream(f, q, offset + trim - f.head_pos, uint32_t(q.payload_len - trim), out);
+}
+
+}  // namespace cleave::nic

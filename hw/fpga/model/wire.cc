@@ -1,0 +1,80 @@
+// wire.cc - the Internet checksum and table-driven CRC-32/CRC-32C (slicing by 8).
+#include "wire.h"
+
+#include <array>
+#include <cstring>
+
+namespace cleave::nic {
+namespace {
+
+using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
+
+constexpr CrcTables make_tables(uint32_t poly) {
+  CrcTables t{};
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++)
+      c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
+    t[0][i] = c;
+  }
+  for (uint32_t i = 0; i < 256; i++) {
+    for (size_t s = 1; s < 8; s++)
+      t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
+  }
+  return t;
+}
+
+constexpr CrcTables kCrc32 = make_tables(0xEDB88320u);
+constexpr CrcTables kCrc32c = make_tables(0x82F63B78u);
+
+uint32_t crc_update(const CrcTables& t, uint32_t crc, const uint8_t* p, size_t n) {
+  while (n >= 8) {
+    uint32_t lo =
+        crc ^ (uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24);
+    crc = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
+          t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
+    p += 8;
+    n -= 8;
+  }
+  while (n-- > 0)
+    crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xFF];
+  return crc;
+}
+
+}  // namespace
+
+uint64_t csum_partial(const uint8_t* p, size_t n, uint64_t sum) {
+  // 32-bit big-endian words into a 64-bit accumulator: no carry is lost for any frame size.
+  while (n >= 4) {
+    sum += load32(p);
+    p += 4;
+    n -= 4;
+  }
+  if (n >= 2) {
+    sum += load16(p);
+    p += 2;
+    n -= 2;
+  }
+  if (n == 1) sum += uint32_t(p[0]) << 8;
+  return sum;
+}
+
+uint16_t csum_fold(uint64_t sum) {
+  while (sum >> 16)
+    sum = (sum & 0xFFFF) + (sum >> 16);
+  return uint16_t(~sum);
+}
+
+uint64_t pseudo_sum(const uint8_t* ip_hdr, uint8_t proto, uint32_t l4_len) {
+  uint64_t s = csum_partial(ip_hdr + 12, 8, 0);
+  return s + proto + l4_len;
+}
+
+uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n) {
+  return crc_update(kCrc32, crc, p, n);
+}
+uint32_t crc32c_update(uint32_t crc, const uint8_t* p, size_t n) {
+  return crc_update(kCrc32c, crc, p, n);
+}
+
+}  // namespace cleave::nic

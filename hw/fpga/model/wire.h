@@ -1,0 +1,51 @@
+// wire.h - byte-order loads and stores, the Internet checksum, CRC-32 (ICRC) and CRC-32C.
+//
+// Everything here works on raw byte pointers the caller has already bounds-checked; nothing
+// allocates. The same functions serve RX verification and TX offload in the model.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cleave::nic {
+
+inline uint16_t load16(const uint8_t* p) {
+  return uint16_t(p[0] << 8 | p[1]);
+}
+inline uint32_t load24(const uint8_t* p) {
+  return uint32_t(p[0]) << 16 | uint32_t(p[1]) << 8 | p[2];
+}
+inline uint32_t load32(const uint8_t* p) {
+  return uint32_t(load16(p)) << 16 | load16(p + 2);
+}
+inline uint64_t load64(const uint8_t* p) {
+  return uint64_t(load32(p)) << 32 | load32(p + 4);
+}
+inline void store16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v >> 8);
+  p[1] = uint8_t(v);
+}
+inline void store32(uint8_t* p, uint32_t v) {
+  store16(p, uint16_t(v >> 16));
+  store16(p + 2, uint16_t(v));
+}
+
+// One's-complement sum of n bytes (big-endian 16-bit words, odd tail padded with zero), added
+// to `sum`. Only the last chunk of a checksummed range may have odd length.
+uint64_t csum_partial(const uint8_t* p, size_t n, uint64_t sum);
+// Folds a partial sum and complements it: the value to put in a checksum field.
+uint16_t csum_fold(uint64_t sum);
+// Partial sum of the IPv4 pseudo header (addresses as they are on the wire at p+12 of the IP
+// header, protocol, L4 length).
+uint64_t pseudo_sum(const uint8_t* ip_hdr, uint8_t proto, uint32_t l4_len);
+
+// CRC-32 as zlib computes it (reflected 0xEDB88320). `crc` is the running, non-inverted state:
+// start with 0xFFFFFFFF and XOR the result with 0xFFFFFFFF at the end.
+uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n);
+// CRC-32C (Castagnoli, reflected 0x82F63B78), same conventions.
+uint32_t crc32c_update(uint32_t crc, const uint8_t* p, size_t n);
+inline uint32_t crc32c(const uint8_t* p, size_t n) {
+  return crc32c_update(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
+}
+
+}  // namespace cleave::nic

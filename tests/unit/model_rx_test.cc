@@ -1,0 +1,777 @@
+// model_rx_test.cc - the NIC model's receive decisions (a-e) at their edges, per transport.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "model_frames.h"
+#include "nic_model.h"
+
+namespace cleave::nic {
+namespace {
+
+using test::Bytes;
+using test::pattern;
+
+constexpr uint8_t kUntouched = 0xEE;
+constexpr uint16_t kMr = 1;
+
+FlowKey tcp_key(uint16_t sport = 40000) {
+  return {test::kPeer, test::kLocal, sport, 5001, 6};
+}
+
+NicConfig small_config() {
+  NicConfig c;
+  c.max_flows = 8;
+  c.max_mrs = 16;
+  c.ms_committed_per_flow = 8;
+  c.ms_store_entries = 32;
+  c.ms_chunk = 4;
+  c.tx_completions = 8;
+  return c;
+}
+
+// One TCP flow (id 0) over one MR; MSs are posted at scattered offsets so a wrong fragment
+// split lands on untouched bytes and shows.
+class ModelRx : public ::testing::Test {
+ protected:
+  struct PostedMs {
+    uint64_t off;
+    uint32_t len;
+  };
+
+  void SetUp() override { start(1000); }
+  void start(uint32_t first_seq, NicConfig cfg = small_config()) {
+    mem.assign(1 << 20, kUntouched);
+    nic = std::make_unique<NicModel>(cfg);
+    ASSERT_EQ(nic->mr_add(kMr, mem.data(), mem.size(), 42), Err::kOk);
+    FlowSpec s;
+    s.key = tcp_key();
+    s.initial_seq = first_seq;
+    ASSERT_EQ(nic->flow_add(0, s), Err::kOk);
+    isn = first_seq;
+    posted.clear();
+  }
+  void post(uint64_t off, uint32_t len) {
+    ASSERT_EQ(nic->ms_post(0, {kMr, off, len, 0}), Err::kOk);
+    posted.push_back({off, len});
+  }
+  // Where stream byte k (counted from the ISN) lives in mem.
+  size_t where(uint64_t k) const {
+    for (const auto& m : posted) {
+      if (k < m.len) return size_t(m.off + k);
+      k -= m.len;
+    }
+    ADD_FAILURE() << "stream byte beyond the posted MSs";
+    return 0;
+  }
+  void expect_stream(uint64_t from, const Bytes& data) {
+    for (size_t i = 0; i < data.size(); i++) {
+      ASSERT_EQ(mem[where(from + i)], data[i]) << "stream byte " << from + i;
+    }
+  }
+  RxEntry rx(const Bytes& f) {
+    RxEntry e;
+    nic->rx(f, e);
+    return e;
+  }
+  RxEntry send(uint32_t rel, const Bytes& payload) {
+    return rx(test::tcp_frame(isn + rel, payload));
+  }
+  size_t untouched() const { return size_t(std::count(mem.begin(), mem.end(), kUntouched)); }
+
+  std::vector<uint8_t> mem;
+  std::unique_ptr<NicModel> nic;
+  std::vector<PostedMs> posted;
+  uint32_t isn = 0;
+};
+
+// ---- (a) in order -------------------------------------------------------------------------
+
+TEST_F(ModelRx, InOrderPlacesAtNextPosition) {
+  post(0x1000, 3000);
+  Bytes p1 = pattern(1000);
+  RxEntry e = send(0, p1);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.flow_id, 0u);
+  EXPECT_FALSE(e.out_of_order);
+  ASSERT_EQ(e.nfrags, 1);
+  EXPECT_EQ(e.frags[0].mr, kMr);
+  EXPECT_EQ(e.frags[0].offset, 0x1000u);
+  EXPECT_EQ(e.frags[0].len, 1000u);
+  EXPECT_EQ(e.placed, 1000u);
+  EXPECT_EQ(e.seq, isn);
+  EXPECT_EQ(e.header_len, 54);
+  EXPECT_EQ(e.ip_csum, CsumStatus::kGood);
+  EXPECT_EQ(e.l4_csum, CsumStatus::kGood);
+  Bytes f1 = test::tcp_frame(isn, p1);
+  EXPECT_EQ(Bytes(e.header.begin(), e.header.begin() + 54), Bytes(f1.begin(), f1.begin() + 54));
+  expect_stream(0, p1);
+
+  ASSERT_EQ(nic->cursor_update(0, isn + 1000), Err::kOk);
+  Bytes p2 = pattern(1000, 1000);
+  e = send(1000, p2);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].offset, 0x1000u + 1000);
+  expect_stream(1000, p2);
+  EXPECT_EQ(nic->counter(Ctr::kRxInOrder), 2u);
+  EXPECT_EQ(nic->counter(Ctr::kRxPlacedBytes), 2000u);
+  EXPECT_EQ(untouched(), mem.size() - 2000);
+}
+
+TEST_F(ModelRx, BurstGivesOneEntryPerFrame) {
+  post(0x100, 1000);
+  std::vector<Bytes> f = {test::tcp_frame(isn, pattern(100)), test::tcp_frame(isn, {}),
+                          test::tcp_frame(isn, pattern(10), 0x18, 1)};
+  std::vector<std::span<const uint8_t>> spans(f.begin(), f.end());
+  std::vector<RxEntry> out(2);
+  ASSERT_EQ(nic->rx_burst(spans, out), 2u);  // as many as there are entries
+  EXPECT_EQ(out[0].decision, Decision::kPlaced);
+  EXPECT_EQ(out[1].decision, Decision::kNoPayload);
+  out.resize(4);
+  ASSERT_EQ(nic->rx_burst(spans, out), 3u);
+  EXPECT_EQ(out[2].reason, DeferReason::kFlowMiss);
+  EXPECT_EQ(nic->counter(Ctr::kRxFrames), 5u);
+}
+
+TEST_F(ModelRx, PayloadEndingExactlyOnMsEdgeLeavesNoEmptyFragment) {
+  post(0x100, 1000);
+  post(0x8000, 1000);
+  RxEntry e = send(0, pattern(1000));
+  ASSERT_EQ(e.nfrags, 1);
+  EXPECT_EQ(e.frags[0].offset, 0x100u);
+  EXPECT_EQ(e.frags[0].len, 1000u);
+  ASSERT_EQ(nic->cursor_update(0, isn + 1000), Err::kOk);
+  e = send(1000, pattern(1000, 1000));
+  ASSERT_EQ(e.nfrags, 1);  // wholly in the second MS: no zero-length first fragment
+  EXPECT_EQ(e.frags[0].offset, 0x8000u);
+  EXPECT_EQ(e.frags[0].len, 1000u);
+  expect_stream(0, pattern(2000));
+  // And the MS before the edge retires exactly when the cursor reaches its end.
+  ASSERT_EQ(nic->cursor_update(0, isn + 999), Err::kBadArgument);  // backwards
+  EXPECT_EQ(nic->ms_retire(0, 2), Err::kNotConsumed);
+  EXPECT_EQ(nic->ms_retire(0, 1), Err::kOk);
+  EXPECT_EQ(nic->ms_count(0), 1u);
+}
+
+TEST_F(ModelRx, PayloadSpansThreeMss) {
+  post(0x100, 100);
+  post(0x2000, 200);
+  post(0x5000, 300);
+  Bytes p = pattern(550);
+  RxEntry e = send(0, p);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  ASSERT_EQ(e.nfrags, 3);
+  EXPECT_EQ(e.frags[0].offset, 0x100u);
+  EXPECT_EQ(e.frags[0].len, 100u);
+  EXPECT_EQ(e.frags[1].offset, 0x2000u);
+  EXPECT_EQ(e.frags[1].len, 200u);
+  EXPECT_EQ(e.frags[2].offset, 0x5000u);
+  EXPECT_EQ(e.frags[2].len, 250u);
+  expect_stream(0, p);
+  EXPECT_EQ(untouched(), mem.size() - 550);
+  EXPECT_EQ(nic->counter(Ctr::kRxFragments), 3u);
+}
+
+TEST_F(ModelRx, MoreFragmentsThanAnEntryHoldsDefers) {
+  for (int i = 0; i < 5; i++)
+    post(0x1000 * (i + 1), 10);
+  RxEntry e = send(0, pattern(50));
+  EXPECT_EQ(e.decision, Decision::kDeferred);
+  EXPECT_EQ(e.reason, DeferReason::kTooManyFrags);
+  EXPECT_EQ(untouched(), mem.size());
+}
+
+TEST_F(ModelRx, ZeroLengthPayloadDeliversHeaderOnly) {
+  post(0x100, 1000);
+  RxEntry e = send(0, {});
+  EXPECT_EQ(e.decision, Decision::kNoPayload);
+  EXPECT_EQ(e.payload_len, 0u);
+  EXPECT_EQ(e.header_len, 54);
+  EXPECT_EQ(e.nfrags, 0);
+  EXPECT_EQ(untouched(), mem.size());
+  EXPECT_EQ(nic->counter(Ctr::kRxNoPayload), 1u);
+}
+
+TEST_F(ModelRx, JumboPayloadAcrossThreeMss) {
+  post(0x10000, 4096);
+  post(0x20000, 4096);
+  post(0x30000, 4096);
+  Bytes p = pattern(9000);
+  RxEntry e = send(0, p);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  ASSERT_EQ(e.nfrags, 3);
+  EXPECT_EQ(e.frags[2].len, 9000u - 8192);
+  expect_stream(0, p);
+}
+
+// ---- (b) and (c): before the cursor --------------------------------------------------------
+
+TEST_F(ModelRx, WhollyBeforeCursorIsDroppedAndWritesNothing) {
+  post(0x100, 4000);
+  Bytes p = pattern(1000);
+  send(0, p);
+  ASSERT_EQ(nic->cursor_update(0, isn + 1000), Err::kOk);
+  Bytes other(1000, 0x55);
+  RxEntry e = send(0, other);  // ends exactly at the cursor
+  EXPECT_EQ(e.decision, Decision::kDropped);
+  EXPECT_EQ(e.nfrags, 0);
+  e = send(500, Bytes(500, 0x55));
+  EXPECT_EQ(e.decision, Decision::kDropped);
+  expect_stream(0, p);
+  EXPECT_EQ(nic->counter(Ctr::kRxDropped), 2u);
+}
+
+TEST_F(ModelRx, PartlyBeforeCursorIsTrimmed) {
+  post(0x100, 1000);
+  post(0x9000, 3000);
+  Bytes p = pattern(1000);
+  send(0, p);
+  ASSERT_EQ(nic->cursor_update(0, isn + 1000), Err::kOk);
+  Bytes q = pattern(1000, 600);
+  for (size_t i = 0; i < 400; i++)
+    q[i] = 0x55;  // the stale part must never be written
+  RxEntry e = send(600, q);
+  EXPECT_EQ(e.decision, Decision::kTrimmed);
+  EXPECT_EQ(e.trimmed, 400u);
+  EXPECT_EQ(e.placed, 600u);
+  ASSERT_EQ(e.nfrags, 1);
+  EXPECT_EQ(e.frags[0].offset, 0x9000u);
+  expect_stream(0, pattern(1600));
+  // Trimmed by one byte only.
+  e = send(999, pattern(2, 999));
+  EXPECT_EQ(e.decision, Decision::kTrimmed);
+  EXPECT_EQ(e.trimmed, 1u);
+  EXPECT_EQ(nic->counter(Ctr::kRxTrimmedBytes), 401u);
+}
+
+// ---- (d) past a hole ------------------------------------------------------------------------
+
+TEST_F(ModelRx, PastHoleWalksToThePosition) {
+  for (int i = 0; i < 4; i++)
+    post(0x10000 * (i + 1), 1000);
+  Bytes p = pattern(1000, 2500);
+  RxEntry e = send(2500, p);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_TRUE(e.out_of_order);
+  ASSERT_EQ(e.nfrags, 2);
+  EXPECT_EQ(e.frags[0].offset, 0x30000u + 500);
+  EXPECT_EQ(e.frags[0].len, 500u);
+  EXPECT_EQ(e.frags[1].offset, 0x40000u);
+  expect_stream(2500, p);
+  EXPECT_EQ(nic->counter(Ctr::kRxPastHole), 1u);
+  // The hole filled later lands in front of it.
+  e = send(0, pattern(2500));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_FALSE(e.out_of_order);
+  expect_stream(0, pattern(3500));
+}
+
+TEST_F(ModelRx, RetransmissionOverwritesFutureMs) {
+  post(0x100, 1000);
+  post(0x9000, 1000);
+  send(1200, Bytes(300, 0x11));
+  EXPECT_EQ(mem[0x9000 + 200], 0x11);
+  RxEntry e = send(1100, pattern(500, 1100));  // covers the earlier bytes again
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  expect_stream(1100, pattern(500, 1100));
+}
+
+// ---- (e) defer ------------------------------------------------------------------------------
+
+TEST_F(ModelRx, MsExhaustionDefersWholePacket) {
+  RxEntry e = send(0, pattern(100));
+  EXPECT_EQ(e.decision, Decision::kDeferred);
+  EXPECT_EQ(e.reason, DeferReason::kNoMs);
+  post(0x100, 1000);
+  post(0x9000, 1000);
+  e = send(1500, pattern(1000));  // half beyond the last MS
+  EXPECT_EQ(e.reason, DeferReason::kNoMs);
+  e = send(5000, pattern(10));  // wholly beyond
+  EXPECT_EQ(e.reason, DeferReason::kNoMs);
+  EXPECT_EQ(untouched(), mem.size());
+  e = send(1000, pattern(1000));  // exactly up to the end fits
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(nic->defer_count(DeferReason::kNoMs), 3u);
+}
+
+TEST_F(ModelRx, MsListsDrawFromTheSharedStoreUntilItRunsOut) {
+  // 8 committed + 32 shared entries: flow 0 can hold 40, then flow 1 still has its own 8.
+  for (int i = 0; i < 40; i++)
+    post(uint64_t(i) * 16, 16);
+  EXPECT_EQ(nic->ms_post(0, {kMr, 0x8000, 16, 0}), Err::kMsFull);
+  EXPECT_EQ(nic->store_chunks_free(), 0u);
+  FlowSpec s;
+  s.key = tcp_key(40001);
+  ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
+  for (int i = 0; i < 8; i++)
+    EXPECT_EQ(nic->ms_post(1, {kMr, 0x9000, 16, 0}), Err::kOk);
+  EXPECT_EQ(nic->ms_post(1, {kMr, 0x9000, 16, 0}), Err::kMsFull);
+  // Placement still walks across committed and store chunks.
+  RxEntry e = send(16 * 30 + 5, pattern(40));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.nfrags, 3);
+  expect_stream(16 * 30 + 5, pattern(40));
+  // Retiring returns store chunks.
+  ASSERT_EQ(nic->cursor_update(0, isn + 16 * 40), Err::kOk);
+  ASSERT_EQ(nic->ms_retire(0, 40), Err::kOk);
+  EXPECT_EQ(nic->store_chunks_free(), 8u);
+  EXPECT_EQ(nic->cmd_error_count(Err::kMsFull), 2u);
+}
+
+TEST_F(ModelRx, FlowMissAndFullTableDefer) {
+  for (uint32_t id = 1; id < 8; id++) {
+    FlowSpec s;
+    s.key = tcp_key(uint16_t(41000 + id));
+    ASSERT_EQ(nic->flow_add(id, s), Err::kOk);
+  }
+  FlowSpec s;
+  s.key = tcp_key(42000);
+  EXPECT_EQ(nic->flow_add(8, s), Err::kFlowTableFull);
+  EXPECT_EQ(nic->flow_add(kNoFlow, s), Err::kBadArgument);
+  RxEntry e = rx(test::tcp_frame(1, pattern(10), 0x18, 42000));
+  EXPECT_EQ(e.decision, Decision::kDeferred);
+  EXPECT_EQ(e.reason, DeferReason::kFlowMiss);
+  EXPECT_EQ(e.flow_id, kNoFlow);
+  EXPECT_EQ(nic->flows_in_use(), 8u);
+  EXPECT_EQ(nic->defer_count(DeferReason::kFlowMiss), 1u);
+}
+
+TEST_F(ModelRx, CopyModeDefersEverything) {
+  post(0x100, 1000);
+  ASSERT_EQ(nic->flow_set_mode(0, FlowMode::kCopy), Err::kOk);
+  EXPECT_EQ(send(0, pattern(10)).reason, DeferReason::kCopyMode);
+  EXPECT_EQ(send(0, {}).reason, DeferReason::kCopyMode);
+  ASSERT_EQ(nic->flow_set_mode(0, FlowMode::kZeroCopy), Err::kOk);
+  EXPECT_EQ(send(0, pattern(10)).decision, Decision::kPlaced);
+}
+
+// ---- sequence wrap ----------------------------------------------------------------------------
+
+TEST_F(ModelRx, TcpSequenceWrapsAt2To32) {
+  start(0xFFFFFC00u);  // 1024 bytes before the wrap
+  post(0x100, 1000);
+  post(0x9000, 1000);
+  post(0x20000, 1000);
+  Bytes p = pattern(1500);
+  RxEntry e = send(0, p);  // seq 0xFFFFFC00 .. 0x000001DC
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.nfrags, 2);
+  expect_stream(0, p);
+  ASSERT_EQ(nic->cursor_update(0, isn + 1500), Err::kOk);  // numerically smaller: forward
+  EXPECT_EQ(nic->cursor(0), 0x1DCu);
+  e = send(0, Bytes(1000, 0x55));  // numerically larger than the cursor, yet before it
+  EXPECT_EQ(e.decision, Decision::kDropped);
+  e = send(1000, pattern(1000, 1000));  // 0xFFFFFFE8: 500 bytes before the cursor
+  EXPECT_EQ(e.decision, Decision::kTrimmed);
+  EXPECT_EQ(e.trimmed, 500u);
+  e = send(1020, pattern(10, 1020));  // straddles 2^32 itself, wholly before the cursor
+  EXPECT_EQ(e.decision, Decision::kDropped);
+  expect_stream(0, pattern(2000));
+  EXPECT_EQ(nic->ms_retire(0, 1), Err::kOk);
+  EXPECT_EQ(nic->ms_retire(0, 1), Err::kNotConsumed);  // ends at isn+2000, cursor at 1500
+}
+
+TEST_F(ModelRx, SynTakesOneSequenceNumber) {
+  start(1000);
+  post(0x100, 100);
+  RxEntry e = rx(test::tcp_frame(isn - 1, pattern(10), 0x02));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  expect_stream(0, pattern(10));
+}
+
+TEST_F(ModelRx, TcpMessageOptionSelectsTheMs) {
+  FlowSpec s;
+  s.key = tcp_key(40001);
+  s.messages = true;
+  s.initial_seq = 5000;
+  ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
+  ASSERT_EQ(nic->ms_post(1, {kMr, 0x10000, 1000, 5}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(1, {kMr, 0x20000, 1000, 6}), Err::kOk);
+  auto seg = [&](uint32_t seq, const Bytes& payload, uint32_t msg, uint32_t off) {
+    return rx(test::tcp_frame_opts(seq, payload, test::msg_option(msg, off), 0x18, 40001));
+  };
+  // Message 5 is 300 bytes, message 6 follows in the byte stream; its second half first.
+  RxEntry e = seg(5400, pattern(100, 100), 6, 100);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_TRUE(e.out_of_order);
+  EXPECT_EQ(e.msg_seq, 6u);
+  EXPECT_EQ(e.frags[0].offset, 0x20000u + 100);
+  EXPECT_EQ(e.header_len, 14 + 20 + 32);
+  e = seg(5000, pattern(300, 7), 5, 0);
+  EXPECT_EQ(e.frags[0].offset, 0x10000u);
+  EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 300), pattern(300, 7));
+  EXPECT_EQ(mem[0x10000 + 300], kUntouched);
+  // The short message's MS retires unfilled.
+  ASSERT_EQ(nic->cursor_update(1, 5300), Err::kOk);
+  ASSERT_EQ(nic->ms_retire_msg(1, 5), Err::kOk);
+  EXPECT_EQ(nic->ms_count(1), 1u);
+  // Before the cursor: dropped; partly: trimmed, placed at offset + trim.
+  EXPECT_EQ(seg(5000, pattern(300), 5, 0).decision, Decision::kDropped);
+  ASSERT_EQ(nic->cursor_update(1, 5350), Err::kOk);
+  e = seg(5300, pattern(100), 6, 0);
+  EXPECT_EQ(e.decision, Decision::kTrimmed);
+  EXPECT_EQ(e.trimmed, 50u);
+  EXPECT_EQ(e.frags[0].offset, 0x20000u + 50);
+  // No option, or a message with no MS: the copy path.
+  EXPECT_EQ(rx(test::tcp_frame(5500, pattern(10), 0x18, 40001)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(seg(5500, pattern(10), 9, 0).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(seg(5500, pattern(10), 6, 995).reason, DeferReason::kMsOverflow);
+  // Malformed options end the search without reading past the header.
+  EXPECT_EQ(rx(test::tcp_frame_opts(5500, pattern(10), {2, 0, 1, 1}, 0x18, 40001)).reason,
+            DeferReason::kNoMessage);
+  EXPECT_EQ(rx(test::tcp_frame_opts(5500, pattern(10), {253, 40, 0xC1, 0xEA}, 0x18, 40001)).reason,
+            DeferReason::kNoMessage);
+}
+
+// ---- unreliable, Solar, RoCEv2 ------------------------------------------------------------------
+
+TEST_F(ModelRx, UnreliableFlowPlacesIntoNextMs) {
+  FlowSpec s;
+  s.key = {test::kPeer, test::kLocal, 0, 9000, 17};
+  s.parser = Parser::kUdp;
+  s.reliable = false;
+  ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
+  ASSERT_EQ(nic->ms_post(1, {kMr, 0x100, 100, 7}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(1, {kMr, 0x9000, 200, 8}), Err::kOk);
+  RxEntry e = rx(test::udp_frame(1234, 9000, pattern(80)));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].offset, 0x100u);
+  EXPECT_EQ(e.msg_seq, 7u);
+  EXPECT_EQ(nic->ms_count(1), 1u);  // consumed
+  e = rx(test::udp_frame(1234, 9000, pattern(300)));
+  EXPECT_EQ(e.reason, DeferReason::kMsOverflow);
+  e = rx(test::udp_frame(4321, 9000, pattern(200), false));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].offset, 0x9000u);
+  e = rx(test::udp_frame(4321, 9000, pattern(1)));
+  EXPECT_EQ(e.reason, DeferReason::kNoMs);
+  EXPECT_EQ(nic->counter(Ctr::kRxUnreliable), 2u);
+}
+
+class ModelSolar : public ModelRx {
+ protected:
+  void SetUp() override {
+    ModelRx::SetUp();
+    FlowSpec s;
+    s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
+    s.parser = Parser::kSolar;
+    s.messages = true;
+    ASSERT_EQ(nic->flow_add(2, s), Err::kOk);
+  }
+};
+
+TEST_F(ModelSolar, IoIdSelectsTheMsAndShortMessagesRetireUnfilled) {
+  ASSERT_EQ(nic->ms_post(2, {kMr, 0x10000, 8192, 10}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(2, {kMr, 0x20000, 8192, 11}), Err::kOk);
+  // A block of the later I/O first, on another path, then a short I/O.
+  RxEntry e = rx(test::solar_frame(1, 11, 4096, 1, pattern(4096, 7), 3));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.msg_seq, 11u);
+  EXPECT_EQ(e.frags[0].offset, 0x20000u + 4096);
+  EXPECT_EQ(e.l4_csum, CsumStatus::kGood);
+  e = rx(test::solar_frame(1, 10, 0, 2, pattern(512, 9)));
+  EXPECT_EQ(e.frags[0].offset, 0x10000u);
+  EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 512), pattern(512, 9));
+  EXPECT_EQ(mem[0x10000 + 512], kUntouched);
+  // The driver retires the short message's MS; the next I/O's MS is unaffected.
+  ASSERT_EQ(nic->ms_retire_msg(2, 10), Err::kOk);
+  EXPECT_EQ(nic->ms_count(2), 1u);
+  e = rx(test::solar_frame(1, 10, 512, 3, pattern(16)));
+  EXPECT_EQ(e.reason, DeferReason::kNoMessage);
+  e = rx(test::solar_frame(1, 11, 8192 - 100, 4, pattern(200)));  // runs past the MS
+  EXPECT_EQ(e.reason, DeferReason::kMsOverflow);
+  EXPECT_EQ(nic->ms_retire_msg(2, 10), Err::kNoSuchMessage);
+  ASSERT_EQ(nic->ms_retire_msg(2, 11), Err::kOk);
+  EXPECT_EQ(nic->ms_count(2), 0u);
+}
+
+TEST_F(ModelSolar, OutOfOrderRetirementLeavesNoGhosts) {
+  for (uint32_t io = 0; io < 6; io++) {
+    ASSERT_EQ(nic->ms_post(2, {kMr, 0x1000u * (io + 1), 100, io}), Err::kOk);
+  }
+  ASSERT_EQ(nic->ms_retire_msg(2, 3), Err::kOk);
+  ASSERT_EQ(nic->ms_retire_msg(2, 1), Err::kOk);
+  EXPECT_EQ(nic->ms_count(2), 6u);  // tombstones until they reach the head
+  ASSERT_EQ(nic->ms_retire_msg(2, 0), Err::kOk);
+  EXPECT_EQ(nic->ms_count(2), 4u);  // 0 and 1 popped
+  EXPECT_EQ(rx(test::solar_frame(1, 3, 0, 1, pattern(10))).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(rx(test::solar_frame(1, 4, 0, 1, pattern(10))).decision, Decision::kPlaced);
+  EXPECT_EQ(nic->mr_remove(kMr), Err::kMrInUse);
+}
+
+TEST_F(ModelSolar, BadBlockCrcDefers) {
+  ASSERT_EQ(nic->ms_post(2, {kMr, 0x10000, 8192, 10}), Err::kOk);
+  Bytes f = test::solar_frame(1, 10, 0, 1, pattern(64));
+  f[14 + 20 + 8 + 28] ^= 1;  // CRC32C field
+  // Keep the UDP checksum right so only the block CRC is wrong.
+  test::put16(&f[34 + 6], 0);
+  RxEntry e = rx(f);
+  EXPECT_EQ(e.reason, DeferReason::kBadCrc32c);
+  EXPECT_EQ(e.l4_csum, CsumStatus::kBad);
+  EXPECT_EQ(untouched(), mem.size());
+  // ACKs carry no block.
+  EXPECT_EQ(rx(test::solar_frame(4, 10, 0, 2, {})).decision, Decision::kNoPayload);
+}
+
+TEST_F(ModelRx, SolarStreamPlacesByOffset) {
+  FlowSpec s;
+  s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
+  s.parser = Parser::kSolar;
+  s.initial_offset = 1 << 20;
+  ASSERT_EQ(nic->flow_add(3, s), Err::kOk);
+  ASSERT_EQ(nic->ms_post(3, {kMr, 0x100, 1000, 0}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(3, {kMr, 0x9000, 1000, 0}), Err::kOk);
+  RxEntry e = rx(test::solar_frame(1, 1, (1 << 20) + 900, 1, pattern(200)));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  ASSERT_EQ(e.nfrags, 2);
+  EXPECT_EQ(e.frags[0].offset, 0x100u + 900);
+  EXPECT_EQ(e.frags[1].offset, 0x9000u);
+  ASSERT_EQ(nic->ms_retire(3, 1), Err::kOk);
+  e = rx(test::solar_frame(1, 1, (1 << 20) + 900, 2, pattern(200)));
+  EXPECT_EQ(e.decision, Decision::kTrimmed);
+  EXPECT_EQ(e.trimmed, 100u);
+  EXPECT_EQ(rx(test::solar_frame(1, 1, 0, 3, pattern(200))).decision, Decision::kDropped);
+}
+
+class ModelRoce : public ModelRx {
+ protected:
+  static constexpr uint32_t kPmtu = 256;
+  void SetUp() override {
+    ModelRx::SetUp();
+    FlowSpec s;
+    s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
+    s.parser = Parser::kRoce;
+    s.pmtu = kPmtu;
+    s.initial_seq = kFirstPsn;
+    ASSERT_EQ(nic->flow_add(4, s), Err::kOk);
+  }
+  RxEntry roce(uint8_t op, uint32_t psn, const Bytes& payload, const Bytes& ext = {}) {
+    return rx(test::roce_frame(op, psn & 0xFFFFFF, ext, payload, uint16_t(49152 + psn % 7)));
+  }
+  static constexpr uint32_t kFirstPsn = 0xFFFFFE;  // messages straddle the PSN wrap
+};
+
+TEST_F(ModelRoce, SendMessagesAcrossPsnWrapSelectPostedReceives) {
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 1024, 0}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x20000, 1024, 1}), Err::kOk);
+  Bytes msg = pattern(612);
+  Bytes a(msg.begin(), msg.begin() + 256), b(msg.begin() + 256, msg.begin() + 512),
+      c(msg.begin() + 512, msg.end());
+  RxEntry e = roce(0x00, 0xFFFFFE, a);  // SEND first
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.l4_csum, CsumStatus::kGood);
+  EXPECT_EQ(e.seq, 0xFFFFFEu);
+  ASSERT_EQ(nic->cursor_update(4, 0xFFFFFF), Err::kOk);
+  // The last packet before the middle one: a SEND's extent is unknown until its last packet
+  // arrives in order, so nothing past the hole can be placed safely yet.
+  e = roce(0x02, 0x000000, c);
+  EXPECT_EQ(e.decision, Decision::kDeferred);
+  EXPECT_EQ(e.reason, DeferReason::kNoMessage);
+  e = roce(0x01, 0xFFFFFF, b);
+  EXPECT_EQ(e.frags[0].offset, 0x10000u + 256);
+  e = roce(0x02, 0x000000, c);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_TRUE(e.out_of_order);  // the cursor still at 0xFFFFFF
+  EXPECT_EQ(e.frags[0].offset, 0x10000u + 512);
+  EXPECT_EQ(e.payload_len, 100u);  // pad and ICRC are not payload
+  // Once the end is known, a retransmission inside the message is placed again.
+  e = roce(0x01, 0xFFFFFF, b);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 612), msg);
+  EXPECT_EQ(mem[0x10000 + 612], kUntouched);
+  // The next SEND opens only once the cursor has passed this one (so that retransmissions
+  // of it still find their message).
+  EXPECT_EQ(roce(0x04, 0x000001, pattern(50, 3)).reason, DeferReason::kNoMessage);
+  ASSERT_EQ(nic->cursor_update(4, 0x000001), Err::kOk);
+  // A short SEND only: the next posted receive, retired unfilled by the driver.
+  e = roce(0x04, 0x000001, pattern(50, 3));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.msg_seq, 1u);
+  EXPECT_EQ(e.frags[0].offset, 0x20000u);
+  ASSERT_EQ(nic->cursor_update(4, 0x000002), Err::kOk);  // forward across the wrap
+  ASSERT_EQ(nic->ms_retire(4, 2), Err::kOk);
+  // Duplicates before the cursor (also across the wrap) are dropped.
+  EXPECT_EQ(roce(0x01, 0xFFFFFF, Bytes(256, 0x55)).decision, Decision::kDropped);
+  EXPECT_EQ(roce(0x04, 0x000001, Bytes(50, 0x55)).decision, Decision::kDropped);
+  EXPECT_EQ(nic->cursor_update(4, 0xFFFFFF), Err::kBadArgument);  // backwards
+  EXPECT_EQ(Bytes(mem.begin() + 0x20000, mem.begin() + 0x20000 + 50), pattern(50, 3));
+  // No receive posted for the next message.
+  EXPECT_EQ(roce(0x04, 0x000002, pattern(8)).reason, DeferReason::kNoMessage);
+}
+
+TEST_F(ModelRoce, SendWhoseStartIsUnknownDefers) {
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 4096, 0}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x20000, 4096, 1}), Err::kOk);
+  // The first packet is lost: middle and a later message cannot be placed safely.
+  EXPECT_EQ(roce(0x01, 0xFFFFFF, pattern(256)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(roce(0x04, 0x000003, pattern(8)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(untouched(), mem.size());
+  // The retransmitted first packet opens message 0; its retransmission again reuses it.
+  EXPECT_EQ(roce(0x00, 0xFFFFFE, pattern(256)).msg_seq, 0u);
+  EXPECT_EQ(roce(0x00, 0xFFFFFE, pattern(256)).msg_seq, 0u);
+  EXPECT_EQ(roce(0x02, 0xFFFFFF, pattern(10)).decision, Decision::kPlaced);
+  ASSERT_EQ(nic->cursor_update(4, 0x000000), Err::kOk);
+  EXPECT_EQ(roce(0x04, 0x000000, pattern(10)).msg_seq, 1u);
+  // A transport that took messages through the copy path tells the NIC where the next begins.
+  EXPECT_EQ(roce(0x04, 0x000005, pattern(10)).reason, DeferReason::kNoMessage);
+  ASSERT_EQ(nic->cursor_update(4, 0x000005), Err::kOk);
+  ASSERT_EQ(nic->roce_resync(4, 0x000005, 1), Err::kOk);
+  EXPECT_EQ(roce(0x04, 0x000005, pattern(10)).msg_seq, 1u);
+  EXPECT_EQ(nic->roce_resync(0, 0, 0), Err::kBadArgument);  // not a RoCE flow
+}
+
+TEST_F(ModelRoce, PacketsOfALaterMessageNeverLandInTheCurrentOne) {
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 4096, 0}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x20000, 4096, 1}), Err::kOk);
+  // Message A = FFFFFE..FFFFFF (its last packet lost), B = 000000..000001 (its first lost).
+  EXPECT_EQ(roce(0x00, 0xFFFFFE, pattern(256)).decision, Decision::kPlaced);
+  EXPECT_EQ(roce(0x02, 0x000001, pattern(10)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(mem[0x10000 + 256], kUntouched);
+  // WRITE: the RETH length bounds the message; a later WRITE's packets are not its own.
+  EXPECT_EQ(roce(0x06, 0x000010, pattern(256), test::reth(0x3000, kMr, 300)).decision,
+            Decision::kPlaced);
+  EXPECT_EQ(roce(0x07, 0x000011, pattern(256)).reason, DeferReason::kNoMessage);  // must be last
+  EXPECT_EQ(roce(0x08, 0x000012, pattern(44)).reason, DeferReason::kNoMessage);   // next WRITE
+  EXPECT_EQ(roce(0x08, 0x000011, pattern(44)).decision, Decision::kPlaced);
+  EXPECT_EQ(mem[0x3000 + 300], kUntouched);
+}
+
+TEST_F(ModelRoce, WritePlacesAtRethAddress) {
+  Bytes msg = pattern(600);
+  RxEntry e =
+      roce(0x06, 0xFFFFFE, Bytes(msg.begin(), msg.begin() + 256), test::reth(0x3000, kMr, 600));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].offset, 0x3000u);
+  EXPECT_EQ(e.header_len, 14 + 20 + 8 + 12 + 16);
+  e = roce(0x07, 0xFFFFFF, Bytes(msg.begin() + 256, msg.begin() + 512));
+  e = roce(0x08, 0x000000, Bytes(msg.begin() + 512, msg.end()));
+  EXPECT_EQ(e.frags[0].offset, 0x3000u + 512);
+  EXPECT_EQ(Bytes(mem.begin() + 0x3000, mem.begin() + 0x3000 + 600), msg);
+  // Beyond the RETH length, an unknown MR, outside the MR: deferred, nothing written.
+  e = roce(0x0A, 0x000001, pattern(300), test::reth(0x5000, kMr, 200));
+  EXPECT_EQ(e.reason, DeferReason::kMsOverflow);
+  e = roce(0x0A, 0x000002, pattern(30), test::reth(0x5000, 9, 200));
+  EXPECT_EQ(e.reason, DeferReason::kDmaFault);
+  e = roce(0x0A, 0x000003, pattern(30), test::reth((1 << 20) - 10, kMr, 200));
+  EXPECT_EQ(e.reason, DeferReason::kDmaFault);
+  EXPECT_EQ(untouched(), mem.size() - 600);
+}
+
+TEST_F(ModelRoce, BadIcrcAndAcksAndReadResponses) {
+  Bytes f = test::roce_frame(0x04, 0xFFFFFE, {}, pattern(40));
+  f[f.size() - 1] ^= 0x80;
+  EXPECT_EQ(rx(f).reason, DeferReason::kBadIcrc);
+  Bytes aeth = {0x1F, 0, 0, 1};
+  EXPECT_EQ(roce(0x11, 0xFFFFFE, {}, aeth).decision, Decision::kNoPayload);
+  EXPECT_EQ(roce(0x10, 0xFFFFFE, pattern(16), aeth).reason, DeferReason::kUnsupported);
+  EXPECT_EQ(roce(0x1F, 0xFFFFFE, pattern(16)).reason, DeferReason::kUnsupported);
+}
+
+// ---- commands ------------------------------------------------------------------------------
+
+TEST_F(ModelRx, BadCommandsAreReportedAndCounted) {
+  uint8_t buf[64];
+  EXPECT_EQ(nic->mr_add(kMr, buf, sizeof buf, 1), Err::kMrExists);
+  EXPECT_EQ(nic->mr_add(16, buf, sizeof buf, 1), Err::kMrTableFull);
+  EXPECT_EQ(nic->mr_add(2, nullptr, 64, 1), Err::kOutOfBounds);
+  EXPECT_EQ(nic->mr_add(2, buf, 0, 1), Err::kOutOfBounds);
+  EXPECT_EQ(nic->mr_remove(3), Err::kUnknownMr);
+  EXPECT_EQ(nic->ms_post(0, {kMr, (1 << 20) - 10, 11, 0}), Err::kOutOfBounds);
+  EXPECT_EQ(nic->ms_post(0, {kMr, ~0ull, 16, 0}), Err::kOutOfBounds);
+  EXPECT_EQ(nic->ms_post(0, {kMr, 0, 0, 0}), Err::kBadArgument);
+  EXPECT_EQ(nic->ms_post(0, {7, 0, 10, 0}), Err::kUnknownMr);
+  EXPECT_EQ(nic->ms_post(5, {kMr, 0, 10, 0}), Err::kUnknownFlow);
+  EXPECT_EQ(nic->ms_post(kNoFlow, {kMr, 0, 10, 0}), Err::kUnknownFlow);
+  EXPECT_EQ(nic->cursor_update(5, 0), Err::kUnknownFlow);
+  EXPECT_EQ(nic->ms_retire(0, 1), Err::kNotConsumed);
+  EXPECT_EQ(nic->ms_retire_msg(0, 1), Err::kBadArgument);
+  EXPECT_EQ(nic->flow_remove(5), Err::kUnknownFlow);
+  EXPECT_EQ(nic->flow_set_mode(5, FlowMode::kCopy), Err::kUnknownFlow);
+  FlowSpec s;
+  s.key = tcp_key();
+  EXPECT_EQ(nic->flow_add(0, s), Err::kFlowExists);  // same id
+  EXPECT_EQ(nic->flow_add(1, s), Err::kFlowExists);  // same 5-tuple
+  s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
+  s.parser = Parser::kRoce;
+  s.pmtu = 1000;  // not a power of two
+  EXPECT_EQ(nic->flow_add(1, s), Err::kBadArgument);
+  s.key = tcp_key(1);
+  s.pmtu = 4096;
+  EXPECT_EQ(nic->flow_add(1, s), Err::kBadArgument);  // RoCE over TCP
+  EXPECT_EQ(nic->cmd_error_count(Err::kUnknownFlow), 5u);
+  EXPECT_EQ(nic->cmd_error_count(Err::kOutOfBounds), 4u);
+  EXPECT_EQ(nic->counter(Ctr::kCmdErrors), 20u);
+  // The MR stays until its MSs are gone; removing the flow releases them.
+  post(0, 100);
+  EXPECT_EQ(nic->mr_remove(kMr), Err::kMrInUse);
+  EXPECT_EQ(nic->flow_remove(0), Err::kOk);
+  EXPECT_EQ(nic->mr_remove(kMr), Err::kOk);
+  EXPECT_EQ(nic->flows_in_use(), 0u);
+}
+
+TEST_F(ModelRx, RemovedMrIsNeverWritten) {
+  FlowSpec s;
+  s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
+  s.parser = Parser::kRoce;
+  ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
+  std::vector<uint8_t> other(4096, kUntouched);
+  ASSERT_EQ(nic->mr_add(2, other.data(), other.size(), 1), Err::kOk);
+  ASSERT_EQ(nic->mr_remove(2), Err::kOk);
+  RxEntry e = rx(test::roce_frame(0x0A, 0, test::reth(0, 2, 64), pattern(64)));
+  EXPECT_EQ(e.reason, DeferReason::kDmaFault);
+  EXPECT_EQ(std::count(other.begin(), other.end(), kUntouched), 4096);
+}
+
+// ---- accounting -----------------------------------------------------------------------------
+
+TEST(ModelMemory, ReportAddsUpAndTracksUse) {
+  NicConfig c;
+  c.max_flows = 1000;
+  NicModel nic(c);
+  MemoryReport r = nic.memory_report();
+  uint64_t sum = 0;
+  for (const auto& l : r.lines)
+    sum += l.bytes();
+  EXPECT_EQ(r.total_bytes, sum);
+  EXPECT_EQ(r.lines[0].bytes(), 1000u * kFlowEntryBytes);
+  EXPECT_EQ(r.lines[3].entries, 1000u * 128);
+  EXPECT_EQ(r.lines[4].entries, 1u << 20);
+  EXPECT_EQ(r.lines[4].bytes(), (1u << 20) * kMsEntryBytes);
+  EXPECT_EQ(r.per_flow_bytes,
+            kFlowEntryBytes + 2 * kHashBucketBytes + 128 * kMsEntryBytes + 8 * kChunkLinkBytes);
+  std::vector<uint8_t> mem(1 << 16);
+  ASSERT_EQ(nic.mr_add(0, mem.data(), mem.size(), 0), Err::kOk);
+  FlowSpec s;
+  s.key = tcp_key();
+  ASSERT_EQ(nic.flow_add(3, s), Err::kOk);
+  for (int i = 0; i < 130; i++)
+    ASSERT_EQ(nic.ms_post(3, {0, 0, 100, 0}), Err::kOk);
+  r = nic.memory_report();
+  EXPECT_EQ(r.lines[0].in_use, 1u);
+  EXPECT_EQ(r.lines[2].in_use, 1u);
+  EXPECT_EQ(r.lines[3].in_use, 128u);
+  EXPECT_EQ(r.lines[4].in_use, 2u);  // in the one chunk drawn from the store
+  EXPECT_EQ(r.lines[5].in_use, 1u);
+}
+
+TEST(ModelCounters, NamesAreUniqueAndStable) {
+  NicModel nic(small_config());
+  std::set<std::string> names;
+  nic.for_each_counter([&](std::string_view n, uint64_t) {
+    EXPECT_FALSE(n.empty());
+    names.insert(std::string(n));
+  });
+  EXPECT_EQ(names.size(), kCounterCount);
+  EXPECT_TRUE(names.count("rx_in_order"));
+  EXPECT_TRUE(names.count("defer_no_ms"));
+  EXPECT_TRUE(names.count("cmd_err_unknown_flow"));
+  EXPECT_TRUE(names.count("tx_status_dma_fault"));
+  EXPECT_EQ(decision_name(Decision::kTrimmed), "trimmed");
+  EXPECT_EQ(defer_reason_name(DeferReason::kDmaFault), "dma_fault");
+}
+
+}  // namespace
+}  // namespace cleave::nic
