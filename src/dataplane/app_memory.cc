@@ -171,6 +171,12 @@ int AppMemory::register_dpdk(const std::vector<uint16_t>& ports, std::string& wh
   return 0;
 }
 
+bool AppMemory::dpdk_knows() const {
+  if (base_ == nullptr) return false;
+  const rte_memseg_list* msl = rte_mem_virt2memseg_list(base_);
+  return msl != nullptr && msl->external != 0 && msl->base_va == base_ && msl->len >= mapped_;
+}
+
 void AppMemory::unregister_dpdk() {
   if (!dpdk_) return;
   for (uint16_t p : dma_ports_) {

@@ -34,6 +34,10 @@ class AppMemory {
 
   void reset();  // deregisters, unmaps, closes
 
+  // Asks DPDK (not our own flag) whether the whole mapping is known to it as external memory.
+  bool dpdk_knows() const;
+  size_t dma_mapped_ports() const { return dma_ports_.size(); }
+
   uint8_t* base() const { return base_; }
   uint64_t length() const { return length_; }  // usable bytes
   uint64_t mapped() const { return mapped_; }  // bytes mapped (length rounded to pages)

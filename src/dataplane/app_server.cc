@@ -628,6 +628,8 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
             {"connected_s", age},
             {"region_bytes", s.region.length()},
             {"hugepages", s.region.hugetlb()},
+            {"dpdk_external_memory", s.region.dpdk_knows()},
+            {"dma_mapped_ports", s.region.dma_mapped_ports()},
             {"memory_bytes", s.memory},
             {"memory_quota_bytes", uint64_t{q.memory_mb} * kMiB},
             {"pipes", s.pipes.size()},
@@ -673,6 +675,7 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
       mrs.push_back({{"id", id},
                      {"bytes", mr.mem.length()},
                      {"access", access_str(mr.access)},
+                     {"dpdk_external_memory", mr.mem.dpdk_knows()},
                      {"kind", mr.mem.hugetlb() ? "memfd (hugepages)" : "memfd"}});
     }
     j["pipe_list"] = pipes;

@@ -83,6 +83,7 @@ class AppSocket(ct.TestCase):
         self.assertEqual((a["name"], a["pid"], a["uid"], a["pipes"]), ("probe", os.getpid(), 0, 2))
         self.assertEqual(a["counters"]["ops"], {"nop": 1, "copy": 1, "send": 0})
         self.assertEqual(a["counters"]["bytes"], 1024)
+        self.assertTrue(a["dpdk_external_memory"])  # DPDK itself knows the region
         shown = self.d.ctl("app", "show", str(a["id"]))[1]
         self.assertEqual([p["kind"] for p in shown["pipe_list"]], ["completion", "submit"])
         self.assertEqual(shown["mr_list"][0]["kind"], "heap")
@@ -185,6 +186,9 @@ class AppSocket(ct.TestCase):
         mr1 = app.reg_mr(ra.sealed_memfd(1 << 20), 1 << 20)
         mr2 = app.reg_mr(ra.sealed_memfd(4096), 4096, access=ra.READ)
         self.assertEqual((mr1, mr2), (1, 2))
+        shown = self.d.ctl("app", "show", str(app.app_id))[1]
+        self.assertEqual([(m["id"], m["access"], m["dpdk_external_memory"])
+                          for m in shown["mr_list"][1:]], [(1, "rw", True), (2, "r", True)])
         self.assertEqual(app.reg_mr(ra.sealed_memfd(4096), 4096), ra.EDQUOT)  # 2 MRs
         [a] = self.apps()
         self.assertEqual(a["memory_bytes"], (4 << 20) + (1 << 20) + 4096)

@@ -325,9 +325,13 @@ void show_app(const json& a) {
   std::printf("app %s '%s': pid %s uid %s gid %s, connected %s\n", str(a["id"]).c_str(),
               str(a["name"]).c_str(), str(a["pid"]).c_str(), str(a["uid"]).c_str(),
               str(a["gid"]).c_str(), duration(a["connected_s"].get<double>()).c_str());
-  std::printf("  memory   %s of %s (region %s on %s)\n", mib(a["memory_bytes"]).c_str(),
-              mib(a["memory_quota_bytes"]).c_str(), mib(a["region_bytes"]).c_str(),
-              a["hugepages"].get<bool>() ? "hugepages" : "ordinary pages");
+  std::printf(
+      "  memory   %s of %s (region %s on %s, %s DPDK external memory, DMA-mapped for %s "
+      "port(s))\n",
+      mib(a["memory_bytes"]).c_str(), mib(a["memory_quota_bytes"]).c_str(),
+      mib(a["region_bytes"]).c_str(), a["hugepages"].get<bool>() ? "hugepages" : "ordinary pages",
+      a["dpdk_external_memory"].get<bool>() ? "registered as" : "NOT registered as",
+      str(a["dma_mapped_ports"]).c_str());
   std::printf("  pipes    %s of %s\n", str(a["pipes"]).c_str(), str(a["pipes_quota"]).c_str());
   for (const json& p : a["pipe_list"]) {
     std::string cq = p.contains("cq") ? "  -> cq " + str(p["cq"]) : "";
