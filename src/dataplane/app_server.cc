@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "management.h"  // MgmtError
+#include "unix_msg.h"
 
 namespace cleave::dp {
 
@@ -169,35 +170,23 @@ void AppServer::accept_apps() {
 
 void AppServer::on_message(Session& s) {
   alignas(8) uint8_t buf[abi::kMaxMessage + 1];
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(4 * sizeof(int))];
-  iovec iov{buf, sizeof buf};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  ssize_t n = recvmsg(s.fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  int fds[4];
+  int nfds = 0;
+  bool trunc = false;
+  ssize_t n = ipc::recv_msg(s.fd, buf, sizeof buf, MSG_DONTWAIT, fds, 4, &nfds, &trunc);
+  if (n == -EAGAIN) return;
   if (n <= 0) {
     close_session(s.fd, n == 0 ? "disconnected" : "socket error");
     return;
   }
   // Every fd that came along is ours to close unless a handler keeps it.
-  int fds[4];
-  int nfds = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < k && nfds < 4; i++)
-      std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-  }
   int fd = nfds == 1 ? fds[0] : -1;
   auto close_fds = [&] {
     for (int i = 0; i < nfds; i++)
       close(fds[i]);
   };
   abi::MsgHeader h{};
-  bool trunc = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || nfds > 1;
+  trunc = trunc || nfds > 1;
   if (!trunc && static_cast<size_t>(n) >= sizeof h) std::memcpy(&h, buf, sizeof h);
   auto size_ok = [&](size_t want) { return static_cast<size_t>(n) == want; };
   auto bad = [&](const char* why) {
@@ -517,23 +506,9 @@ bool AppServer::ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>
 }
 
 bool AppServer::send(Session& s, const void* msg, size_t len, int fd) {
-  iovec iov{const_cast<void*>(msg), len};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
   // Replies are small and one per request: an app whose socket buffer is full is not reading
   // them, and is not waited for.
-  return sendmsg(s.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+  return ipc::send_msg(s.fd, msg, len, fd, MSG_DONTWAIT) == static_cast<ssize_t>(len);
 }
 
 void AppServer::notice(Session& s, abi::NoticeReason why) {

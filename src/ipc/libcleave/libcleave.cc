@@ -23,6 +23,7 @@
 #include <new>
 
 #include "internal.h"
+#include "unix_msg.h"
 
 using namespace cleave;
 
@@ -42,41 +43,6 @@ int notice_code(uint32_t reason) {
   return reason == static_cast<uint32_t>(abi::NoticeReason::kEvicted) ? CL_EEVICTED : CL_EDAEMON;
 }
 
-// One message off the socket with any file descriptors that rode along. Returns its length, 0 on
-// EOF, or -errno.
-ssize_t recv_msg(int sock, void* buf, size_t len, int flags, int* fds, int max_fds, int* nfds,
-                 bool* truncated) {
-  iovec iov{buf, len};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 8)];
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = cbuf;
-  m.msg_controllen = sizeof cbuf;
-  ssize_t n;
-  do {
-    n = recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  *nfds = 0;
-  if (n < 0) return -errno;
-  // Keep the first max_fds descriptors; close anything else the peer sent.
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; i++) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (*nfds < max_fds) {
-        fds[(*nfds)++] = fd;
-      } else {
-        close(fd);
-      }
-    }
-  }
-  *truncated = (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
-  return n;
-}
-
 void close_fds(const int* fds, int n) {
   for (int i = 0; i < n; i++)
     close(fds[i]);
@@ -89,8 +55,8 @@ bool power_of_two(uint64_t v) {
 }  // namespace
 }  // namespace cleave::lib
 
+using cleave::ipc::recv_msg;
 using cleave::lib::close_fds;
-using cleave::lib::recv_msg;
 
 int cl_ctx::fail(int code) {
   int expected = 0;
@@ -146,31 +112,14 @@ int call_locked(cl_ctx* ctx, void* req, size_t req_len, int send_fd, abi::MsgTyp
   h->seq = ++ctx->seq;
   h->status = 0;
 
-  iovec iov{req, req_len};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  if (send_fd >= 0) {
-    m.msg_control = cbuf;
-    m.msg_controllen = sizeof cbuf;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &send_fd, sizeof(int));
-  }
-  ssize_t sent;
-  do {
-    sent = sendmsg(ctx->sock, &m, MSG_NOSIGNAL);
-  } while (sent < 0 && errno == EINTR);
+  ssize_t sent = ipc::send_msg(ctx->sock, req, req_len, send_fd, 0);
   // Any failure to send, a timeout included, means the daemon is gone or stuck.
   if (sent != static_cast<ssize_t>(req_len)) return ctx->fail(CL_EDAEMON);
 
   alignas(8) unsigned char buf[abi::kMaxMessage];
   int fds[4], nfds;
   bool trunc;
-  ssize_t n = recv_msg(ctx->sock, buf, sizeof buf, 0, fds, 4, &nfds, &trunc);
+  ssize_t n = ipc::recv_msg(ctx->sock, buf, sizeof buf, 0, fds, 4, &nfds, &trunc);
   if (n <= 0) {
     // EOF, a reset, or SO_RCVTIMEO expiring: all mean no reply will come.
     return ctx->fail(CL_EDAEMON);
