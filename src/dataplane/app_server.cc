@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "management.h"  // MgmtError
 #include "unix_msg.h"
@@ -114,6 +115,8 @@ AppServer::~AppServer() {
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
   close(listen_fd_);
+  for (int fd : quarantine_fds_)
+    close(fd);
   unlink(path_.c_str());
 }
 
@@ -230,8 +233,7 @@ void AppServer::on_message(Session& s) {
       if (!size_ok(sizeof m)) return bad("malformed pipe create");
       std::memcpy(&m, buf, sizeof m);
       auto r = reply_for<abi::PipeReply>(h, abi::MsgType::kPipeReply);
-      r.h.status = pipe_create(s, m, fd, r);  // takes fd on success
-      if (r.h.status != 0 && fd >= 0) close(fd);
+      r.h.status = pipe_create(s, m, fd, r);  // takes fd
       send(s, &r, sizeof r);
       return;
     }
@@ -342,7 +344,9 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   req->app_op = AppOp::kAttach;
   req->app = dp.get();
   if (!ctl(std::move(req))) {
-    s.region.reset();
+    // Unanswered, the request may still be applied: the dataplane could hold this app.
+    quarantine_.push_back(std::move(s.region));
+    (void)dp.release();
     return CL_ENOSPC;
   }
   next_id_++;
@@ -366,6 +370,13 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
 }
 
 int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi::PipeReply& out) {
+  // The doorbell fd is ours: closed on every refusal, kept by the pipe or the quarantine.
+  struct Owned {
+    int fd;
+    ~Owned() {
+      if (fd >= 0) close(fd);
+    }
+  } owned{fd};
   const AppQuota& q = s.rule->quota;
   auto kind = static_cast<abi::PipeKind>(m.kind);
   if (kind != abi::PipeKind::kSubmit && kind != abi::PipeKind::kRecv &&
@@ -418,9 +429,12 @@ int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi
   req->app_index = id;
   req->pipe = p;
   if (!ctl(std::move(req))) {
-    s.pipe_area.free(off - abi::kRegionHeaderSize);
+    // The dataplane may still install the pipe: its doorbell fd must stay open (and never be
+    // reused for something else) as long as the daemon runs.
+    if (fd >= 0) quarantine_fds_.push_back(std::exchange(owned.fd, -1));
     return CL_ENOSPC;
   }
+  owned.fd = -1;
   s.pipes[id] = {kind, m.entries, off, p.cq, fd};
   out.pipe = id;
   out.entries = m.entries;
@@ -472,7 +486,10 @@ int32_t AppServer::mr_reg(Session& s, const abi::MrReg& m, int fd, abi::MrReply&
   req->app_id = s.id;
   req->app_index = id;
   req->mr = {mr.mem.base(), mr.mem.length(), mr.access};
-  if (!ctl(std::move(req))) return CL_ENOSPC;
+  if (!ctl(std::move(req))) {
+    quarantine_.push_back(std::move(mr.mem));
+    return CL_ENOSPC;
+  }
   s.memory += m.length;
   out.mr = id;
   s.mrs.emplace(id, std::move(mr));
@@ -569,7 +586,12 @@ void AppServer::reclaim(Session& s) {
     (void)s.dp.release();
   }
   for (auto& [id, p] : s.pipes) {
-    if (p.doorbell_fd >= 0 && detached) close(p.doorbell_fd);
+    if (p.doorbell_fd < 0) continue;
+    if (detached) {
+      close(p.doorbell_fd);
+    } else {
+      quarantine_fds_.push_back(p.doorbell_fd);
+    }
   }
   s.pipes.clear();
   s.mrs.clear();

@@ -83,7 +83,8 @@ class AppServer {
   void on_message(Session& s);
   // Each returns the reply status; a reply message is filled in `out`.
   int32_t hello(Session& s, const abi::Hello& m, abi::HelloReply& out);
-  int32_t pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi::PipeReply& out);
+  int32_t pipe_create(Session& s, const abi::PipeCreate& m, int fd,
+                      abi::PipeReply& out);  // takes fd
   int32_t pipe_destroy(Session& s, const abi::PipeDestroy& m);
   int32_t mr_reg(Session& s, const abi::MrReg& m, int fd, abi::MrReply& out);
   int32_t mr_dereg(Session& s, const abi::MrDereg& m);
@@ -109,6 +110,7 @@ class AppServer {
   // Memory the dataplane may still reference after a control request went unanswered: kept
   // mapped until shutdown rather than risk a use after unmap.
   std::vector<AppMemory> quarantine_;
+  std::vector<int> quarantine_fds_;  // doorbells, likewise
 };
 
 }  // namespace cleave::dp
