@@ -206,6 +206,44 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertIn("lladdr 02:00:00:00:00:fe reachable", p.stdout)
 
 
+    def test_app_list_and_show(self):
+        app = {"id": 3, "name": "kv", "pid": 42, "uid": 1000, "gid": 1000, "connected_s": 75,
+               "region_bytes": 16 << 20, "hugepages": True, "dpdk_external_memory": True,
+               "dma_mapped_ports": 1, "memory_bytes": 17 << 20, "memory_quota_bytes": 256 << 20,
+               "pipes": 3, "pipes_quota": 16, "mrs": 1, "mrs_quota": 8,
+               "counters": {"ops": {"nop": 1, "copy": 2, "send": 3}, "bytes": 4096,
+                            "completions": 9, "recv_taken": 3, "no_recv": 0, "cq_full": 0,
+                            "doorbells": 0, "errors_total": 2},
+               "errors": {"bad_mr": 2, "out_of_bounds": 0},
+               "pipe_list": [{"id": 0, "kind": "completion", "entries": 1024, "offset": 4096,
+                              "doorbell": True},
+                             {"id": 1, "kind": "submit", "entries": 256, "offset": 40960,
+                              "cq": 0, "doorbell": False}],
+               "mr_list": [{"id": 0, "bytes": 12 << 20, "access": "rw", "kind": "heap"},
+                           {"id": 1, "bytes": 1 << 20, "access": "r", "kind": "memfd",
+                            "dpdk_external_memory": True}]}
+        d = self.fake(lambda r: ok(r, {"apps": [app], "max_apps": 32, "socket": "/run/x"}
+                                   if r["command"] == "app.list" else app))
+        p = self.ctl(d, "app")  # the verb defaults to list
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["ID", "NAME", "PID", "UID", "MEMORY", "PIPES", "MRS",
+                                            "COMPLETIONS", "ERRORS"])
+        self.assertEqual(lines[1].split(), ["3", "kv", "42", "1000", "17.0", "MiB", "/", "256.0",
+                                            "MiB", "3/16", "1/8", "9", "2"])
+        p = self.ctl(d, "app", "show", "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["args"], {"id": 3})
+        self.assertIn("app 3 'kv': pid 42 uid 1000 gid 1000, connected 1m 15s", p.stdout)
+        self.assertIn("hugepages, registered as DPDK external memory", p.stdout)
+        self.assertRegex(p.stdout, r"1 +submit +256 entries  -> cq 0")
+        self.assertRegex(p.stdout, r"bad_mr +2")
+        self.assertNotIn("out_of_bounds", p.stdout)  # zero counters are not listed
+        p = self.ctl(d, "app", "show", "three")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("expected an app id (a number), got 'three'", p.stderr)
+
+
 class CleavectlUsage(unittest.TestCase):
     def test_usage_errors_are_exit_2(self):
         for args in ([], ["frob"], ["port", "frob"], ["route", "get"], ["arp", "show", "x"],
