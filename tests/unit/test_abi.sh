@@ -49,8 +49,11 @@ if [ -n "$build" ]; then
     flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --define-variable=prefix="$tmp/root$prefix" \
       --cflags --libs cleave)
     printf '#include <cleave/cleave.h>\n#include <stdio.h>\nint main(void) {\n  cl_ctx *c;\n  int r = cl_open(NULL, &c);\n  printf("%%s\\n", cl_strerror(r));\n  return r == 0;\n}\n' > "$tmp/app.c"
+    # A sanitizer build's library needs its runtime in the app too.
+    san=""
+    readelf -d "$lib" | grep -q 'NEEDED.*libasan' && san="-fsanitize=address,undefined"
     # shellcheck disable=SC2086
-    if gcc -std=c11 -Wall -Werror "$tmp/app.c" -o "$tmp/app" $flags; then
+    if gcc -std=c11 -Wall -Werror $san "$tmp/app.c" -o "$tmp/app" $flags; then
       out=$(CLEAVE_APP_SOCKET="$tmp/none.sock" LD_LIBRARY_PATH=$(dirname "$(find "$tmp/root" -name 'libcleave.so.0' | head -1)") "$tmp/app" || true)
       [ -n "$out" ] && echo "ok: an app built with pkg-config flags runs against the installed library: $out" \
         || { echo "FAIL: the installed library did not run"; fail=1; }
