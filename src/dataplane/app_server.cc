@@ -80,6 +80,24 @@ uint32_t free_id(const M& used, uint32_t lo, uint32_t hi) {
 
 }  // namespace
 
+bool AppServer::LogBudget::take() {
+  auto now = Clock::now();
+  if (now - window_start >= std::chrono::seconds(10)) {
+    if (suppressed != 0) {
+      spdlog::warn("app socket: {} more refusals or protocol errors in the last 10 s not logged",
+                   suppressed);
+    }
+    window_start = now;
+    logged = suppressed = 0;
+  }
+  if (logged < 10) {
+    logged++;
+    return true;
+  }
+  suppressed++;
+  return false;
+}
+
 AppServer::AppServer(const Config& cfg, std::string path, int epoll_fd, CtlChannel& ctl,
                      std::vector<uint16_t> ports)
     : cfg_(cfg),
@@ -145,7 +163,8 @@ void AppServer::accept_apps() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     if (sessions_.size() >= cfg_.apps.max_apps + kMaxPending) {
-      spdlog::warn("app socket: too many connections ({}); refusing one", sessions_.size());
+      if (refusals_.take())
+        spdlog::warn("app socket: too many connections ({}); refusing one", sessions_.size());
       close(fd);
       continue;
     }
@@ -197,7 +216,8 @@ void AppServer::on_message(Session& s) {
     abi::Reply r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
     r.h.status = CL_EPROTO;
     send(s, &r, sizeof r);
-    spdlog::warn("app socket: pid {} uid {}: {}; closing", s.cred.pid, s.cred.uid, why);
+    if (refusals_.take())
+      spdlog::warn("app socket: pid {} uid {}: {}; closing", s.cred.pid, s.cred.uid, why);
     close_session(s.fd, "protocol error");
   };
   if (trunc || static_cast<size_t>(n) < sizeof h || h.magic != abi::kMagic) {
@@ -275,8 +295,9 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   out.max_version = abi::kAbiVersion;
   uint16_t v = std::min(m.max_version, abi::kAbiVersion);
   if (m.min_version > m.max_version || v < std::max(m.min_version, abi::kAbiMinVersion)) {
-    spdlog::warn("app pid {}: no common protocol version (app {}-{}, cleaved {}-{})", s.cred.pid,
-                 m.min_version, m.max_version, abi::kAbiMinVersion, abi::kAbiVersion);
+    if (refusals_.take())
+      spdlog::warn("app pid {}: no common protocol version (app {}-{}, cleaved {}-{})", s.cred.pid,
+                   m.min_version, m.max_version, abi::kAbiMinVersion, abi::kAbiVersion);
     return CL_EVERSION;
   }
   size_t len = strnlen(m.name, abi::kAppNameMax);
@@ -285,13 +306,15 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
     return CL_EINVAL;
   }
   if (s.rule == nullptr) {
-    spdlog::warn("app pid {} uid {} gid {} refused: no rule in apps.allow admits it", s.cred.pid,
-                 s.cred.uid, s.cred.gid);
+    if (refusals_.take())
+      spdlog::warn("app pid {} uid {} gid {} refused: no rule in apps.allow admits it", s.cred.pid,
+                   s.cred.uid, s.cred.gid);
     return CL_EPERM;
   }
   if (apps() >= cfg_.apps.max_apps) {
-    spdlog::warn("app pid {} refused: apps.max_apps ({}) connected", s.cred.pid,
-                 cfg_.apps.max_apps);
+    if (refusals_.take())
+      spdlog::warn("app pid {} refused: apps.max_apps ({}) connected", s.cred.pid,
+                   cfg_.apps.max_apps);
     return CL_ENOSPC;
   }
   const AppQuota& q = s.rule->quota;

@@ -97,6 +97,15 @@ class AppServer {
   nlohmann::json describe(const Session& s, const AppCounters* c, bool detail) const;
   std::map<uint32_t, AppCounters> counters();
 
+  // Refusals and protocol errors are logged at most 10 per 10 s, so a local user cannot flood
+  // the journal by connecting in a loop; the rest are counted and summarised.
+  struct LogBudget {
+    Clock::time_point window_start{};
+    unsigned logged = 0;
+    uint64_t suppressed = 0;
+    bool take();
+  };
+
   const Config& cfg_;
   std::string path_;
   int epoll_fd_;
@@ -106,6 +115,7 @@ class AppServer {
   bool try_huge_;
   bool warned_no_huge_ = false;
   uint32_t next_id_ = 1;
+  LogBudget refusals_;
   std::map<int, Session> sessions_;  // by fd
   // Memory the dataplane may still reference after a control request went unanswered: kept
   // mapped until shutdown rather than risk a use after unmap.
