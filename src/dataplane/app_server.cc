@@ -163,8 +163,9 @@ void AppServer::accept_apps() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     if (sessions_.size() >= cfg_.apps.max_apps + kMaxPending) {
-      if (refusals_.take())
+      if (refusals_.take()) {
         spdlog::warn("app socket: too many connections ({}); refusing one", sessions_.size());
+      }
       close(fd);
       continue;
     }
@@ -216,8 +217,9 @@ void AppServer::on_message(Session& s) {
     abi::Reply r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
     r.h.status = CL_EPROTO;
     send(s, &r, sizeof r);
-    if (refusals_.take())
+    if (refusals_.take()) {
       spdlog::warn("app socket: pid {} uid {}: {}; closing", s.cred.pid, s.cred.uid, why);
+    }
     close_session(s.fd, "protocol error");
   };
   if (trunc || static_cast<size_t>(n) < sizeof h || h.magic != abi::kMagic) {
@@ -295,9 +297,10 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   out.max_version = abi::kAbiVersion;
   uint16_t v = std::min(m.max_version, abi::kAbiVersion);
   if (m.min_version > m.max_version || v < std::max(m.min_version, abi::kAbiMinVersion)) {
-    if (refusals_.take())
+    if (refusals_.take()) {
       spdlog::warn("app pid {}: no common protocol version (app {}-{}, cleaved {}-{})", s.cred.pid,
                    m.min_version, m.max_version, abi::kAbiMinVersion, abi::kAbiVersion);
+    }
     return CL_EVERSION;
   }
   size_t len = strnlen(m.name, abi::kAppNameMax);
@@ -306,15 +309,17 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
     return CL_EINVAL;
   }
   if (s.rule == nullptr) {
-    if (refusals_.take())
+    if (refusals_.take()) {
       spdlog::warn("app pid {} uid {} gid {} refused: no rule in apps.allow admits it", s.cred.pid,
                    s.cred.uid, s.cred.gid);
+    }
     return CL_EPERM;
   }
   if (apps() >= cfg_.apps.max_apps) {
-    if (refusals_.take())
+    if (refusals_.take()) {
       spdlog::warn("app pid {} refused: apps.max_apps ({}) connected", s.cred.pid,
                    cfg_.apps.max_apps);
+    }
     return CL_ENOSPC;
   }
   const AppQuota& q = s.rule->quota;
