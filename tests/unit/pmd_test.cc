@@ -139,11 +139,30 @@ uint64_t xstat(uint16_t port, const char* name) {
   return v;
 }
 
+// Collects what DPDK logs while it lives.
+struct LogCapture {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  LogCapture() { rte_openlog_stream(f); }
+  ~LogCapture() {
+    rte_openlog_stream(nullptr);
+    std::fclose(f);
+    std::free(buf);
+  }
+  std::string text() {
+    std::fflush(f);
+    return std::string(buf, len);
+  }
+};
+
 // Two net_cleave ports A and B over a crossed pair of ring ports: A's wire sends into `ab`,
 // which B's wire receives, and back over `ba`.
 class Pair : public ::testing::Test {
  protected:
   void SetUp() override {
+    pool_avail_ = rte_mempool_avail_count(g_pool);
+    jumbo_avail_ = rte_mempool_avail_count(g_jumbo_pool);
     const std::string n = std::to_string(++g_seq);
     ab_ = rte_ring_create(("ab" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
     ba_ = rte_ring_create(("ba" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
@@ -179,10 +198,14 @@ class Pair : public ::testing::Test {
     }
     drain(ab_);
     drain(ba_);
-    for (const std::string& name : {name_a_, name_b_}) {
-      uint16_t p;
-      if (rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) rte_eth_dev_close(p);
-      rte_vdev_uninit(name.c_str());
+    {
+      LogCapture log;
+      for (const std::string& name : {name_a_, name_b_}) {
+        uint16_t p;
+        if (rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) rte_eth_dev_close(p);
+        rte_vdev_uninit(name.c_str());
+      }
+      EXPECT_EQ(log.text().find("in flight"), std::string::npos) << log.text();
     }
     for (uint16_t w : {wire_a_, wire_b_}) {
       rte_eth_dev_stop(w);
@@ -190,6 +213,8 @@ class Pair : public ::testing::Test {
     }
     rte_ring_free(ab_);
     rte_ring_free(ba_);
+    EXPECT_EQ(rte_mempool_avail_count(g_pool), pool_avail_) << "every app mbuf came back";
+    EXPECT_EQ(rte_mempool_avail_count(g_jumbo_pool), jumbo_avail_);
   }
 
   static void drain(rte_ring* r) {
@@ -251,6 +276,7 @@ class Pair : public ::testing::Test {
   std::string wire_a_name_, wire_b_name_, name_a_, name_b_;
   uint16_t wire_a_ = 0, wire_b_ = 0, a_ = 0, b_ = 0;
   std::vector<rte_mbuf*> held_;
+  unsigned pool_avail_ = 0, jumbo_avail_ = 0;
 };
 
 TEST_F(Pair, TsoPayloadLandsInThePostedMs) {
@@ -621,23 +647,6 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
 
 // ---- probing ----------------------------------------------------------------------------------
 
-// Collects what DPDK logs while it lives.
-struct LogCapture {
-  char* buf = nullptr;
-  size_t len = 0;
-  FILE* f = open_memstream(&buf, &len);
-  LogCapture() { rte_openlog_stream(f); }
-  ~LogCapture() {
-    rte_openlog_stream(nullptr);
-    std::fclose(f);
-    std::free(buf);
-  }
-  std::string text() {
-    std::fflush(f);
-    return std::string(buf, len);
-  }
-};
-
 TEST(Probe, BadDevargsFailWithAClearLog) {
   {
     LogCapture log;
@@ -728,6 +737,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "EAL init failed\n");
     return 1;
   }
+  rte_log_set_level_pattern("pmd.net.cleave", RTE_LOG_WARNING);  // frames left in flight
   g_pool =
       rte_pktmbuf_pool_create("test_pool", 8191, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
   g_jumbo_pool =

@@ -551,12 +551,16 @@ int probe(rte_vdev_device* vdev) {
     goto fail;
   }
   {
+    // Named per instance, not per port: a frame pool left behind at close (frames still in
+    // flight) must not block the next device on the same port id.
+    static uint32_t instances = 0;
+    const uint32_t inst = instances++;
     char n[RTE_RING_NAMESIZE];
-    std::snprintf(n, sizeof n, "cleave_rx_%u", d->port_id);
+    std::snprintf(n, sizeof n, "cleave_rx_%u", inst);
     d->rx_ring = rte_ring_create(n, kRingSize, eth->data->numa_node, RING_F_EXACT_SZ);
-    std::snprintf(n, sizeof n, "cleave_tx_%u", d->port_id);
+    std::snprintf(n, sizeof n, "cleave_tx_%u", inst);
     d->tx_ring = rte_ring_create(n, kRingSize, eth->data->numa_node, RING_F_EXACT_SZ);
-    std::snprintf(n, sizeof n, "cleave_fr_%u", d->port_id);
+    std::snprintf(n, sizeof n, "cleave_fr_%u", inst);
     d->tx_pool = rte_pktmbuf_pool_create(
         n, a.tx_mbufs, 128, 0, uint16_t(RTE_PKTMBUF_HEADROOM + kMaxFrame), eth->data->numa_node);
     if (d->rx_ring == nullptr || d->tx_ring == nullptr || d->tx_pool == nullptr) {
