@@ -712,6 +712,38 @@ TEST(Probe, FromTheEalCommandLineOverANullWire) {
   ASSERT_EQ(rte_eth_dev_stop(port), 0);
 }
 
+// The NIC's frame pool is sized for the MTU at configure; a frame over the MTU is refused.
+TEST(Probe, FramesFollowTheMtu) {
+  uint16_t port = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave9", &port), 0);
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = 1500;
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  EXPECT_EQ(rte_eth_dev_set_mtu(port, 9000), -EBUSY) << "a larger pool needs a stopped port";
+  ASSERT_EQ(rte_eth_stats_reset(port), 0);
+  AppMemory app(pattern(3000, 1));
+  rte_mbuf* d = app.descriptor(tcp_frame(1, nullptr, 0, false), 0, 3000, 0);
+  ASSERT_EQ(rte_eth_tx_burst(port, 0, &d, 1), 1);
+  rte_eth_stats st{};
+  ASSERT_EQ(rte_eth_stats_get(port, &st), 0);
+  EXPECT_EQ(st.oerrors, 1u);
+  EXPECT_EQ(st.opackets, 0u);
+  EXPECT_EQ(app.completions, 1) << "a refused descriptor still releases the app memory";
+
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+  ASSERT_EQ(rte_eth_dev_set_mtu(port, 9000), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  d = app.descriptor(tcp_frame(1, nullptr, 0, false), 0, 3000, 0);
+  ASSERT_EQ(rte_eth_tx_burst(port, 0, &d, 1), 1);
+  ASSERT_EQ(rte_eth_stats_get(port, &st), 0);
+  EXPECT_EQ(st.opackets, 1u);
+  EXPECT_EQ(app.completions, 2);
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

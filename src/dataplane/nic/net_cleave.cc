@@ -127,6 +127,56 @@ int command(uint16_t port, F&& f) {
   return r;
 }
 
+// Names rings and pools per instance, not per port: a frame pool left behind with frames in
+// flight must not block the next device on the same port id.
+uint32_t next_instance() {
+  static uint32_t instances = 0;
+  return instances++;
+}
+
+void release_frame_pool(Device& d) {
+  if (d.tx_pool == nullptr) return;
+  // Frames still on the wire or held by the peer point into the pool: leave it then.
+  const unsigned in_use = rte_mempool_in_use_count(d.tx_pool);
+  if (in_use == 0) {
+    rte_mempool_free(d.tx_pool);
+  } else {
+    CL_LOG(WARNING, "port %u: %u frames still in flight; their pool is not freed\n", d.port_id,
+           in_use);
+  }
+  d.tx_pool = nullptr;
+  d.tx_room = 0;
+}
+
+// The pool the model merges frames into, sized for the MTU: made at configure, remade when the
+// MTU grows past it (port stopped).
+int size_frame_pool(Device& d, uint16_t mtu) {
+  const uint32_t room = uint32_t(mtu) + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + RTE_VLAN_HLEN;
+  if (d.tx_pool != nullptr && d.tx_room >= room) {
+    rte_spinlock_lock(&d.lock);
+    d.max_frame = room;
+    rte_spinlock_unlock(&d.lock);
+    return 0;
+  }
+  if (d.started) {
+    CL_LOG(ERR, "port %u: stop the port to raise the MTU to %u\n", d.port_id, mtu);
+    return -EBUSY;
+  }
+  release_frame_pool(d);
+  char n[RTE_MEMPOOL_NAMESIZE];
+  std::snprintf(n, sizeof n, "cleave_fr_%u", next_instance());
+  d.tx_pool = rte_pktmbuf_pool_create(n, d.tx_mbufs, 128, 0, uint16_t(RTE_PKTMBUF_HEADROOM + room),
+                                      d.socket);
+  if (d.tx_pool == nullptr) {
+    CL_LOG(ERR, "port %u: frame pool of %u mbufs of %u bytes: %s\n", d.port_id, d.tx_mbufs, room,
+           rte_strerror(rte_errno));
+    return -ENOMEM;
+  }
+  d.tx_room = rte_pktmbuf_data_room_size(d.tx_pool) - RTE_PKTMBUF_HEADROOM;
+  d.max_frame = room;
+  return 0;
+}
+
 // ---- ethdev ops ---------------------------------------------------------------------------
 
 int dev_infos_get(rte_eth_dev* eth, rte_eth_dev_info* info) {
@@ -179,11 +229,12 @@ int dev_configure(rte_eth_dev* eth) {
     CL_LOG(ERR, "port %u: wire MTU %u: %s\n", d.port_id, data->mtu, rte_strerror(-r));
     return r;
   }
-  return 0;
+  return size_frame_pool(d, data->mtu);
 }
 
 int mtu_set(rte_eth_dev* eth, uint16_t mtu) {
   Device& d = *dev_of(eth);
+  if (int r = size_frame_pool(d, mtu); r != 0) return r;
   const int r = rte_eth_dev_set_mtu(d.wire_port, mtu);
   return r == -ENOTSUP ? 0 : r;
 }
@@ -234,7 +285,10 @@ int link_update(rte_eth_dev* eth, int wait) {
 
 int dev_start(rte_eth_dev* eth) {
   Device& d = *dev_of(eth);
-  if (eth->data->rx_queues[0] == nullptr || eth->data->tx_queues[0] == nullptr) return -EINVAL;
+  if (eth->data->rx_queues[0] == nullptr || eth->data->tx_queues[0] == nullptr ||
+      d.tx_pool == nullptr) {
+    return -EINVAL;
+  }
   if (int r = rte_eth_dev_start(d.wire_port); r != 0) {
     CL_LOG(ERR, "port %u: starting wire port %u: %s\n", d.port_id, d.wire_port, rte_strerror(-r));
     return r;
@@ -275,16 +329,7 @@ void destroy(Device* d) {
   if (d->rx_ring != nullptr && d->tx_ring != nullptr) drain_locked(*d);
   rte_ring_free(d->rx_ring);
   rte_ring_free(d->tx_ring);
-  if (d->tx_pool != nullptr) {
-    // Frames still on the wire or held by the peer point into this pool: leave it then.
-    const unsigned in_use = rte_mempool_in_use_count(d->tx_pool);
-    if (in_use == 0) {
-      rte_mempool_free(d->tx_pool);
-    } else {
-      CL_LOG(WARNING, "port %u: %u frames still in flight; their pool is not freed\n", d->port_id,
-             in_use);
-    }
-  }
+  release_frame_pool(*d);
   delete d;
 }
 
@@ -529,7 +574,9 @@ int probe(rte_vdev_device* vdev) {
   priv->dev = d;
   d->port_id = eth->data->port_id;
   d->wire_port = wire;
+  d->socket = eth->data->numa_node;
   d->cfg = a.cfg;
+  d->tx_mbufs = a.tx_mbufs;
   d->bounce_mr = uint16_t(a.cfg.max_mrs - 1);
   try {
     d->model = std::make_unique<nic::NicModel>(a.cfg);
@@ -551,24 +598,15 @@ int probe(rte_vdev_device* vdev) {
     goto fail;
   }
   {
-    // Named per instance, not per port: a frame pool left behind at close (frames still in
-    // flight) must not block the next device on the same port id.
-    static uint32_t instances = 0;
-    const uint32_t inst = instances++;
     char n[RTE_RING_NAMESIZE];
-    std::snprintf(n, sizeof n, "cleave_rx_%u", inst);
+    std::snprintf(n, sizeof n, "cleave_rx_%u", next_instance());
     d->rx_ring = rte_ring_create(n, kRingSize, eth->data->numa_node, RING_F_EXACT_SZ);
-    std::snprintf(n, sizeof n, "cleave_tx_%u", inst);
+    std::snprintf(n, sizeof n, "cleave_tx_%u", next_instance());
     d->tx_ring = rte_ring_create(n, kRingSize, eth->data->numa_node, RING_F_EXACT_SZ);
-    std::snprintf(n, sizeof n, "cleave_fr_%u", inst);
-    d->tx_pool = rte_pktmbuf_pool_create(
-        n, a.tx_mbufs, 128, 0, uint16_t(RTE_PKTMBUF_HEADROOM + kMaxFrame), eth->data->numa_node);
-    if (d->rx_ring == nullptr || d->tx_ring == nullptr || d->tx_pool == nullptr) {
-      CL_LOG(ERR, "%s: rings or frame pool (%u mbufs of %u bytes): %s\n", name, a.tx_mbufs,
-             kMaxFrame, rte_strerror(rte_errno));
+    if (d->rx_ring == nullptr || d->tx_ring == nullptr) {
+      CL_LOG(ERR, "%s: rings: %s\n", name, rte_strerror(rte_errno));
       goto fail;
     }
-    d->tx_room = rte_pktmbuf_data_room_size(d->tx_pool) - RTE_PKTMBUF_HEADROOM;
   }
   {
     rte_service_spec spec{};

@@ -70,8 +70,11 @@ struct Device {
   bool service_registered = false;
   nic::NicConfig cfg;
   std::unique_ptr<nic::NicModel> model;
-  rte_mempool* tx_pool = nullptr;  // frames the model merges
+  int socket = 0;
+  uint32_t tx_mbufs = 0;           // devarg: frames in flight
+  rte_mempool* tx_pool = nullptr;  // frames the model merges; made at configure for the MTU
   uint32_t tx_room = 0;            // data bytes in one tx_pool mbuf
+  uint32_t max_frame = 0;          // the MTU plus Ethernet header, CRC and a VLAN tag
   rte_ring* rx_ring = nullptr;     // service -> rx_burst: header mbufs with placement
   rte_ring* tx_ring = nullptr;     // tx_burst -> service: descriptors
   rte_mempool* rx_mp = nullptr;    // the application's RX pool: the wire's RX queue uses it

@@ -25,7 +25,8 @@
  *     tx_bounce). RTE_MBUF_F_TX_TCP_SEG (with tso_segsz) segments up to 64 KB;
  *     RTE_MBUF_F_TX_IP_CKSUM and RTE_MBUF_F_TX_TCP_CKSUM / _UDP_CKSUM fill checksums.
  *     The mbuf is freed once the payload has been read: the extbuf's free callback is the send
- *     completion for the app memory (retransmissions re-issue a new descriptor).
+ *     completion for the app memory (retransmissions re-issue a new descriptor). A descriptor
+ *     the NIC refuses (bad headers, a frame over the MTU) is freed too and counted in oerrors.
  *   - plain single-segment frames: sent as they are, or through the NIC's checksum path when
  *     one of the checksum flags above is set (l2_len, l3_len, l4_len need not be set).
  *
