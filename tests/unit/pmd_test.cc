@@ -449,6 +449,83 @@ TEST_F(Pair, OutOfOrderTrimmedAndDuplicateFramesOnTheWire) {
   EXPECT_EQ(xstat(b_, "nic_rx_trimmed_bytes"), 500u);
 }
 
+// Ethernet/IPv4/UDP/BTH/RETH of an RDMA WRITE-only from A to B (lengths and ICRC by the NIC).
+Bytes roce_write_header(uint32_t psn, uint16_t rkey, uint64_t va, uint32_t len) {
+  Bytes f(14 + 20 + 8 + 12 + 16, 0);
+  f[0] = 2;
+  f[6] = 4;
+  f[12] = 0x08;
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+  ip->version_ihl = 0x45;
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_UDP;
+  ip->src_addr = rte_cpu_to_be_32(kIpA);
+  ip->dst_addr = rte_cpu_to_be_32(kIpB);
+  uint8_t* udp = f.data() + 34;
+  udp[0] = 0xC0;  // source port 49152
+  udp[2] = 4791 >> 8;
+  udp[3] = 4791 & 0xFF;
+  uint8_t* bth = udp + 8;
+  bth[0] = 0x0A;  // RDMA WRITE only; pad 0 (the length is a multiple of 4)
+  bth[2] = bth[3] = 0xFF;
+  bth[7] = 0x11;  // destination QP
+  bth[9] = uint8_t(psn >> 16);
+  bth[10] = uint8_t(psn >> 8);
+  bth[11] = uint8_t(psn);
+  uint8_t* reth = bth + 12;
+  for (int i = 0; i < 8; i++)
+    reth[i] = uint8_t(va >> (56 - 8 * i));
+  reth[10] = uint8_t(rkey >> 8);
+  reth[11] = uint8_t(rkey);
+  for (int i = 0; i < 4; i++)
+    reth[12 + i] = uint8_t(len >> (24 - 8 * i));
+  return f;
+}
+
+TEST_F(Pair, RoceWriteWithIcrcFromTheDynamicFlag) {
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kIpA;
+  f.dst_ip = kIpB;
+  f.dst_port = 4791;  // any source port
+  f.proto = 17;
+  f.parser = RTE_PMD_CLEAVE_PARSER_ROCE;
+  f.reliable = 1;
+  f.initial_seq = 100;
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 3, &f), 0);
+  Bytes rx(4096, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 5, rx.data(), rx.size(), 1), 0);
+  AppMemory app(pattern(1024, 6));
+  ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 5, app.bytes.data(), app.bytes.size(), 1), 0);
+  const int icrc = rte_pmd_cleave_tx_icrc_bit();
+  ASSERT_GE(icrc, 0);
+
+  // Without the flag the frame carries no ICRC: the receiving NIC refuses to place it.
+  rte_mbuf* d = app.descriptor(roce_write_header(100, 5, 256, 1024), 0, 1024, 0);
+  d->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DEFERRED);
+
+  d = app.descriptor(roce_write_header(100, 5, 256, 1024), 0, 1024, 0);
+  d->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | (uint64_t(1) << icrc);
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  const rte_pmd_cleave_placement& p = placement(got[0]);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_PLACED) << int(p.reason);
+  EXPECT_EQ(p.parser, RTE_PMD_CLEAVE_PARSER_ROCE);
+  EXPECT_EQ(p.flow_id, 3u);
+  EXPECT_EQ(p.seq, 100u);
+  EXPECT_EQ(p.mr, 5);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&p), 256u);
+  EXPECT_EQ(p.placed, 1024u);
+  EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD) << "ICRC";
+  EXPECT_EQ(got[0]->pkt_len, 70u);
+  EXPECT_EQ(0, std::memcmp(rx.data() + 256, app.bytes.data(), 1024));
+  EXPECT_EQ(app.completions, 2);
+}
+
 TEST_F(Pair, JumboFrameAndMultiSegmentWireFrames) {
   add_flow_b(1);
   Bytes rx(20000, 0);

@@ -30,6 +30,7 @@ namespace cleave::pmd {
 
 int g_logtype = -1;
 int g_placement_offset = -1;
+uint64_t g_icrc_mask = 0;
 
 namespace {
 
@@ -562,6 +563,13 @@ int probe(rte_vdev_device* vdev) {
     return -rte_errno;
   }
 
+  if (const int bit = rte_pmd_cleave_tx_icrc_bit(); bit >= 0) {
+    g_icrc_mask = uint64_t(1) << bit;
+  } else {
+    CL_LOG(ERR, "%s: registering the ICRC TX flag: %s\n", name, rte_strerror(rte_errno));
+    return -rte_errno;
+  }
+
   rte_eth_dev* eth = rte_eth_vdev_allocate(vdev, sizeof(Priv));
   if (eth == nullptr) {
     CL_LOG(ERR, "%s: cannot allocate an ethdev\n", name);
@@ -681,6 +689,12 @@ int rte_pmd_cleave_placement_offset(void) {
   desc.size = sizeof(struct rte_pmd_cleave_placement);
   desc.align = alignof(struct rte_pmd_cleave_placement);
   return rte_mbuf_dynfield_register(&desc);
+}
+
+int rte_pmd_cleave_tx_icrc_bit(void) {
+  rte_mbuf_dynflag desc{};
+  std::snprintf(desc.name, sizeof desc.name, "%s", RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG);
+  return rte_mbuf_dynflag_register(&desc);
 }
 
 int rte_pmd_cleave_mr_add(uint16_t port, uint16_t id, void* base, uint64_t len, uint32_t owner) {

@@ -37,6 +37,7 @@ inline constexpr uint32_t kBounceBytes = nic::kMaxTsoBytes + nic::kMaxMtu;
 
 extern int g_logtype;
 extern int g_placement_offset;
+extern uint64_t g_icrc_mask;  // ol_flags bit of RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG
 
 // PMD counters beyond the model's: stats_get reads the first six, xstats all of them.
 enum class PmdCtr : uint8_t {

@@ -150,8 +150,9 @@ void flush_pending(Device& d) {
   }
 }
 
-// Length of Ethernet + IPv4 + TCP/UDP headers of a flat frame, or 0 if it is not one.
-uint32_t header_length(const uint8_t* f, uint32_t len) {
+// Length of Ethernet + IPv4 + TCP/UDP headers (+ the 12-byte BTH for `roce`) of a flat frame,
+// or 0 if it is not one.
+uint32_t header_length(const uint8_t* f, uint32_t len, bool roce) {
   if (len < 14 + 20 || f[12] != 0x08 || f[13] != 0x00 || (f[14] >> 4) != 4) return 0;
   const uint32_t l4 = 14 + uint32_t(f[14] & 0xF) * 4;
   const uint8_t proto = f[14 + 9];
@@ -160,7 +161,10 @@ uint32_t header_length(const uint8_t* f, uint32_t len) {
     const uint32_t h = l4 + uint32_t(f[l4 + 12] >> 4) * 4;
     return h <= len ? h : 0;
   }
-  if (proto == 17) return len >= l4 + 8 ? l4 + 8 : 0;
+  if (proto == 17) {
+    const uint32_t h = l4 + 8 + (roce ? 12 : 0);
+    return len >= h ? h : 0;
+  }
   return l4 <= len ? l4 : 0;
 }
 
@@ -218,6 +222,7 @@ bool tx_one(Device& d, rte_mbuf* m) {
   if ((ol & RTE_MBUF_F_TX_IP_CKSUM) != 0) flags |= nic::kTxIpCsum;
   const uint64_t l4 = ol & RTE_MBUF_F_TX_L4_MASK;
   if (l4 == RTE_MBUF_F_TX_TCP_CKSUM || l4 == RTE_MBUF_F_TX_UDP_CKSUM) flags |= nic::kTxL4Csum;
+  if ((ol & g_icrc_mask) != 0) flags |= nic::kTxIcrc;
 
   if (m->nb_segs == 1 && flags == 0) {
     if (pending_room(d) == 0) return false;
@@ -230,7 +235,7 @@ bool tx_one(Device& d, rte_mbuf* m) {
   const uint8_t* h = rte_pktmbuf_mtod(m, const uint8_t*);
   uint32_t hlen = m->data_len;
   if (m->nb_segs == 1) {
-    hlen = header_length(h, m->data_len);
+    hlen = header_length(h, m->data_len, (flags & nic::kTxIcrc) != 0);
     if (hlen == 0) {
       drop_tx(d, m);
       return true;

@@ -23,7 +23,9 @@
  *     When that segment lies inside a registered MR the NIC reads the payload from the MR
  *     (zero copy); otherwise the PMD copies the payload segments first (counted in xstats
  *     tx_bounce). RTE_MBUF_F_TX_TCP_SEG (with tso_segsz) segments up to 64 KB;
- *     RTE_MBUF_F_TX_IP_CKSUM and RTE_MBUF_F_TX_TCP_CKSUM / _UDP_CKSUM fill checksums.
+ *     RTE_MBUF_F_TX_IP_CKSUM and RTE_MBUF_F_TX_TCP_CKSUM / _UDP_CKSUM fill checksums; the
+ *     dynamic flag RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG appends the RoCEv2 pad and ICRC (the header
+ *     mbuf then ends with the BTH or a later RoCE header).
  *     The mbuf is freed once the payload has been read: the extbuf's free callback is the send
  *     completion for the app memory (retransmissions re-issue a new descriptor). A descriptor
  *     the NIC refuses (bad headers, a frame over the MTU) is freed too and counted in oerrors.
@@ -153,6 +155,12 @@ static inline uint64_t rte_pmd_cleave_placement_mr_offset(
     const struct rte_pmd_cleave_placement* p) {
   return ((uint64_t)p->offset_hi << 32) | p->offset_lo;
 }
+
+/** Name of the mbuf dynamic TX flag asking the NIC for the RoCEv2 pad (BTH PadCnt) and ICRC. */
+#define RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG "rte_pmd_cleave_tx_icrc"
+
+/** Registers (once per process; idempotent) and returns the ICRC flag's bit in ol_flags, or -1. */
+int rte_pmd_cleave_tx_icrc_bit(void);
 
 /** A flow-table entry. Addresses and ports in host byte order; src is the remote peer. */
 struct rte_pmd_cleave_flow {
