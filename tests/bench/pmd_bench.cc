@@ -150,8 +150,8 @@ void cleave_zero_copy(benchmark::State& state) {
   const uint32_t payload = size - 54;
   const uint32_t ms_len = payload * kBurst;
   constexpr uint32_t kAhead = 4;  // MSs posted ahead of the cursor
-  static std::vector<uint8_t> app(9000 * kBurst, 0x33);
-  static std::vector<uint8_t> rx(9000 * kBurst * (kAhead + 1), 0);
+  static std::vector<uint8_t> app(size_t(9000) * kBurst, 0x33);
+  static std::vector<uint8_t> rx(size_t(9000) * kBurst * (kAhead + 1), 0);
   static uint16_t next_mr = 0;
   const uint16_t mr_a = next_mr, mr_b = uint16_t(next_mr + 1);
   next_mr = uint16_t(next_mr + 2);
@@ -189,7 +189,7 @@ void cleave_zero_copy(benchmark::State& state) {
       auto* h = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(d[i], 54));
       std::memcpy(h, hdr.data(), 54);
       reinterpret_cast<rte_tcp_hdr*>(h + 34)->sent_seq = rte_cpu_to_be_32(seq + i * payload);
-      rte_pktmbuf_attach_extbuf(carriers[i], app.data() + i * payload, RTE_BAD_IOVA,
+      rte_pktmbuf_attach_extbuf(carriers[i], app.data() + size_t(i) * payload, RTE_BAD_IOVA,
                                 uint16_t(payload), &shinfo);
       carriers[i]->data_len = uint16_t(payload);
       carriers[i]->pkt_len = payload;

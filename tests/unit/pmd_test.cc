@@ -733,10 +733,10 @@ TEST_F(Pair, CommandsFromOtherThreadsRaceNothing) {
   ASSERT_EQ(rte_pmd_cleave_service_id(a_, &sa), 0);
   ASSERT_EQ(rte_pmd_cleave_service_id(b_, &sb), 0);
   add_flow_b(kSeq);
-  Bytes rx(kLen * kSlots, 0);
+  Bytes rx(size_t(kLen) * kSlots, 0);
   ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 1, rx.data(), rx.size(), 1), 0);
   for (uint32_t k = 0; k + 1 < kSlots; k++)
-    ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 1, k * kLen, kLen, 0), 0);
+    ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 1, uint64_t(k) * kLen, kLen, 0), 0);
   AppMemory app(pattern(size_t(kLen) * kCount, 12));
   ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 1, app.bytes.data(), app.bytes.size(), 1), 0);
 
@@ -784,11 +784,14 @@ TEST_F(Pair, CommandsFromOtherThreadsRaceNothing) {
     }
     lost += placed != kLen;
     const uint32_t slot = i % kSlots;
-    bad += std::memcmp(rx.data() + slot * kLen, app.bytes.data() + size_t(i) * kLen, kLen) != 0;
+    bad += std::memcmp(rx.data() + size_t(slot) * kLen, app.bytes.data() + size_t(i) * kLen,
+                       kLen) != 0;
     // The transport's share: accept the bytes, retire their MS, post the next buffer.
     EXPECT_EQ(rte_pmd_cleave_cursor_update(b_, kFlow, kSeq + (i + 1) * kLen), 0);
     EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), 0);
-    EXPECT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 1, ((i + kSlots - 1) % kSlots) * kLen, kLen, 0), 0);
+    EXPECT_EQ(
+        rte_pmd_cleave_ms_post(b_, kFlow, 1, uint64_t((i + kSlots - 1) % kSlots) * kLen, kLen, 0),
+        0);
   }
   stop = true;
   control.join();

@@ -277,7 +277,6 @@ bool tx_one(Device& d, rte_mbuf* m) {
     s = d.model->tx(req, std::span(d.frame_spans.data(), nf), std::span(d.frame_lens.data(), nf),
                     &got);
   }
-  poll_completions(d);
   if (s != TxStatus::kOk) got = 0;
   for (uint32_t i = 0; i < got; i++) {
     rte_mbuf* f = d.frame_bufs[i];
@@ -301,11 +300,12 @@ void tx_merge(Device& d) {
     d.tx_stage_count = rte_ring_sc_dequeue_burst(
         d.tx_ring, reinterpret_cast<void**>(d.tx_stage.data()), kBurst, nullptr);
   }
-  while (d.tx_stage_count > 0) {
-    if (!tx_one(d, d.tx_stage[d.tx_stage_head])) return;
+  while (d.tx_stage_count > 0 && tx_one(d, d.tx_stage[d.tx_stage_head])) {
     d.tx_stage_head++;
     d.tx_stage_count--;
   }
+  // The mbuf's release is the completion the app sees; the model's own ring is just emptied.
+  poll_completions(d);
 }
 
 // Inline mode: no service lcore runs the NIC, so the dataplane's bursts do.
