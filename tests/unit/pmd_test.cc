@@ -8,6 +8,7 @@
 #include <rte_eal.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
+#include <rte_flow.h>
 #include <rte_ip.h>
 #include <rte_log.h>
 #include <rte_malloc.h>
@@ -723,6 +724,87 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
   EXPECT_EQ(xstat(a_, "service_inline"), inline_a) << "the service lcore, not tx_burst, ran A";
   EXPECT_EQ(xstat(b_, "service_inline"), 0u);
   EXPECT_GT(xstat(b_, "service_runs"), 0u);
+}
+
+// rte_flow installs copy-mode flows: frames arrive whole, marked with the rule's MARK id.
+TEST_F(Pair, RteFlowMarkClassifiesIntoCopyModeFlows) {
+  rte_flow_attr attr{};
+  attr.ingress = 1;
+  rte_flow_item_ipv4 ip{};
+  ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
+  ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
+  rte_flow_item_tcp tcp{};
+  tcp.hdr.src_port = rte_cpu_to_be_16(kPortA);
+  tcp.hdr.dst_port = rte_cpu_to_be_16(kPortB);
+  rte_flow_item items[4] = {};
+  items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+  items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+  items[1].spec = &ip;
+  items[2].type = RTE_FLOW_ITEM_TYPE_TCP;
+  items[2].spec = &tcp;
+  items[3].type = RTE_FLOW_ITEM_TYPE_END;
+  rte_flow_action_mark mark{};
+  mark.id = 42;
+  rte_flow_action_queue queue{};
+  rte_flow_action actions[3] = {};
+  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
+  actions[0].conf = &mark;
+  actions[1].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+  actions[1].conf = &queue;
+  actions[2].type = RTE_FLOW_ACTION_TYPE_END;
+
+  rte_flow_error err{};
+  ASSERT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), 0);
+  rte_flow* rule = rte_flow_create(b_, &attr, items, actions, &err);
+  ASSERT_NE(rule, nullptr) << (err.message ? err.message : "");
+  EXPECT_EQ(rte_flow_create(b_, &attr, items, actions, &err), nullptr) << "MARK id in use";
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 1u);
+
+  Bytes payload = pattern(300, 3);
+  inject_b(tcp_frame(9, payload.data(), 300));
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(placement(got[0]).reason, RTE_PMD_CLEAVE_DEFER_COPY_MODE);
+  EXPECT_EQ(placement(got[0]).flow_id, 42u);
+  EXPECT_TRUE(got[0]->ol_flags & RTE_MBUF_F_RX_FDIR_ID);
+  EXPECT_EQ(got[0]->hash.fdir.hi, 42u);
+  EXPECT_EQ(got[0]->pkt_len, 354u);
+
+  // What it cannot do is refused with a reason.
+  rte_flow_attr egress{};
+  egress.egress = 1;
+  EXPECT_NE(rte_flow_validate(b_, &egress, items, actions, &err), 0);
+  rte_flow_action drop[2] = {};
+  drop[0].type = RTE_FLOW_ACTION_TYPE_DROP;
+  drop[1].type = RTE_FLOW_ACTION_TYPE_END;
+  EXPECT_EQ(rte_flow_validate(b_, &attr, items, drop, &err), -ENOTSUP);
+  EXPECT_NE(err.message, nullptr);
+  actions[0].type = RTE_FLOW_ACTION_TYPE_VOID;  // no MARK
+  EXPECT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), -EINVAL);
+  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
+  rte_flow_item_tcp loose{};
+  loose.hdr.dst_port = UINT16_MAX;
+  items[2].mask = &loose;
+  EXPECT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), -ENOTSUP) << "no wildcards";
+  items[2].mask = nullptr;
+
+  ASSERT_EQ(rte_flow_destroy(b_, rule, &err), 0);
+  inject_b(tcp_frame(9, payload.data(), 300));
+  got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).reason, RTE_PMD_CLEAVE_DEFER_FLOW_MISS);
+
+  mark.id = 43;
+  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr);
+  mark.id = 44;
+  tcp.hdr.src_port = rte_cpu_to_be_16(kPortA + 1);
+  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr);
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 2u);
+  ASSERT_EQ(rte_flow_flush(b_, &err), 0);
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 0u);
+  mark.id = 45;
+  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr) << "freed at close";
 }
 
 // The private API, stats and xstats from other threads while a service lcore runs both NICs:

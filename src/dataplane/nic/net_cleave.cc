@@ -7,6 +7,8 @@
 #include <ethdev_driver.h>
 #include <ethdev_vdev.h>
 #include <rte_errno.h>
+#include <rte_flow.h>
+#include <rte_flow_driver.h>
 #include <rte_kvargs.h>
 #include <rte_log.h>
 #include <rte_malloc.h>
@@ -25,6 +27,11 @@
 #include <string>
 
 #include "net_cleave.h"
+
+// An rte_flow rule of net_cleave: the flow-table entry it installed.
+struct rte_flow {
+  uint32_t id;
+};
 
 namespace cleave::pmd {
 
@@ -331,6 +338,8 @@ void destroy(Device* d) {
   rte_ring_free(d->rx_ring);
   rte_ring_free(d->tx_ring);
   release_frame_pool(*d);
+  for (rte_flow* f : d->rules)
+    delete f;
   delete d;
 }
 
@@ -445,6 +454,222 @@ int allmulti_off(rte_eth_dev* eth) {
   return r == -ENOTSUP ? 0 : r;
 }
 
+// ---- rte_flow: classification with MARK --------------------------------------------------
+//
+// A rule ETH / IPV4 (src, dst) / TCP or UDP (ports) with MARK id [+ QUEUE 0] installs flow `id`
+// in copy mode: its frames arrive whole with the flow id in the placement field and as the
+// MARK (RTE_MBUF_F_RX_FDIR_ID, hash.fdir.hi). Zero-copy placement needs sequence state rte_flow
+// cannot carry: use rte_pmd_cleave_flow_add() for that (or switch the mode of a rule's flow
+// once its cursor is right). UDP to 4791 is parsed as RoCEv2, other UDP as plain UDP.
+
+// rte_flow.h's default masks are C only; these are the same (addresses and ports, exactly).
+const rte_flow_item_ipv4 kIpv4Mask = [] {
+  rte_flow_item_ipv4 m{};
+  m.hdr.src_addr = UINT32_MAX;
+  m.hdr.dst_addr = UINT32_MAX;
+  return m;
+}();
+const rte_flow_item_tcp kTcpMask = [] {
+  rte_flow_item_tcp m{};
+  m.hdr.src_port = UINT16_MAX;
+  m.hdr.dst_port = UINT16_MAX;
+  return m;
+}();
+const rte_flow_item_udp kUdpMask = [] {
+  rte_flow_item_udp m{};
+  m.hdr.src_port = UINT16_MAX;
+  m.hdr.dst_port = UINT16_MAX;
+  return m;
+}();
+
+int flow_error(rte_flow_error* e, int code, rte_flow_error_type type, const void* cause,
+               const char* msg) {
+  return rte_flow_error_set(e, code, type, cause, msg);
+}
+
+int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
+               const rte_flow_action* actions, nic::FlowSpec* spec, uint32_t* id,
+               rte_flow_error* e) {
+  if (attr == nullptr || items == nullptr || actions == nullptr) {
+    return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_UNSPECIFIED, nullptr, "missing arguments");
+  }
+  if (attr->egress != 0 || attr->transfer != 0 || attr->ingress == 0 || attr->group != 0) {
+    return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ATTR, attr, "ingress rules in group 0 only");
+  }
+  *spec = {};
+  spec->mode = nic::FlowMode::kCopy;
+  bool ip = false, l4 = false;
+  for (const rte_flow_item* it = items; it->type != RTE_FLOW_ITEM_TYPE_END; it++) {
+    if (it->last != nullptr) {
+      return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM, it, "ranges are not supported");
+    }
+    switch (it->type) {
+      case RTE_FLOW_ITEM_TYPE_VOID:
+        break;
+      case RTE_FLOW_ITEM_TYPE_ETH: {
+        static const rte_flow_item_eth zero{};
+        if (it->mask != nullptr && std::memcmp(it->mask, &zero, sizeof zero) != 0) {
+          return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM_MASK, it,
+                            "Ethernet fields are not matched");
+        }
+        break;
+      }
+      case RTE_FLOW_ITEM_TYPE_IPV4: {
+        const auto* v = static_cast<const rte_flow_item_ipv4*>(it->spec);
+        const auto* m =
+            it->mask != nullptr ? static_cast<const rte_flow_item_ipv4*>(it->mask) : &kIpv4Mask;
+        if (v == nullptr || std::memcmp(m, &kIpv4Mask, sizeof *m) != 0) {
+          return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM, it,
+                            "IPv4: source and destination addresses exactly, nothing else");
+        }
+        spec->key.src_ip = rte_be_to_cpu_32(v->hdr.src_addr);
+        spec->key.dst_ip = rte_be_to_cpu_32(v->hdr.dst_addr);
+        ip = true;
+        break;
+      }
+      case RTE_FLOW_ITEM_TYPE_TCP: {
+        const auto* v = static_cast<const rte_flow_item_tcp*>(it->spec);
+        const auto* m =
+            it->mask != nullptr ? static_cast<const rte_flow_item_tcp*>(it->mask) : &kTcpMask;
+        if (v == nullptr || std::memcmp(m, &kTcpMask, sizeof *m) != 0) {
+          return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM, it,
+                            "TCP: both ports exactly, nothing else");
+        }
+        spec->key.proto = 6;
+        spec->key.src_port = rte_be_to_cpu_16(v->hdr.src_port);
+        spec->key.dst_port = rte_be_to_cpu_16(v->hdr.dst_port);
+        spec->parser = nic::Parser::kTcp;
+        l4 = true;
+        break;
+      }
+      case RTE_FLOW_ITEM_TYPE_UDP: {
+        const auto* v = static_cast<const rte_flow_item_udp*>(it->spec);
+        const auto* m =
+            it->mask != nullptr ? static_cast<const rte_flow_item_udp*>(it->mask) : &kUdpMask;
+        rte_flow_item_udp any_src = kUdpMask;
+        any_src.hdr.src_port = 0;
+        if (v == nullptr || (std::memcmp(m, &kUdpMask, sizeof *m) != 0 &&
+                             std::memcmp(m, &any_src, sizeof *m) != 0)) {
+          return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM, it,
+                            "UDP destination port exactly, source port exactly or not at all");
+        }
+        spec->key.proto = 17;
+        spec->key.src_port = m->hdr.src_port != 0 ? rte_be_to_cpu_16(v->hdr.src_port) : 0;
+        spec->key.dst_port = rte_be_to_cpu_16(v->hdr.dst_port);
+        spec->parser = spec->key.dst_port == 4791 ? nic::Parser::kRoce : nic::Parser::kUdp;
+        spec->reliable = spec->parser == nic::Parser::kRoce;
+        l4 = true;
+        break;
+      }
+      default:
+        return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM, it,
+                          "pattern: ETH / IPV4 / TCP or UDP only");
+    }
+  }
+  if (!ip || !l4) {
+    return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_ITEM_NUM, items,
+                      "the pattern needs IPV4 and TCP or UDP");
+  }
+  bool mark = false;
+  for (const rte_flow_action* a = actions; a->type != RTE_FLOW_ACTION_TYPE_END; a++) {
+    switch (a->type) {
+      case RTE_FLOW_ACTION_TYPE_VOID:
+        break;
+      case RTE_FLOW_ACTION_TYPE_MARK:
+        if (a->conf == nullptr) {
+          return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_ACTION_CONF, a, "MARK needs an id");
+        }
+        *id = static_cast<const rte_flow_action_mark*>(a->conf)->id;
+        mark = true;
+        break;
+      case RTE_FLOW_ACTION_TYPE_QUEUE:
+        if (a->conf == nullptr || static_cast<const rte_flow_action_queue*>(a->conf)->index != 0) {
+          return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_ACTION_CONF, a, "one queue: index 0");
+        }
+        break;
+      default:
+        return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ACTION, a,
+                          "actions: MARK (the flow id) and QUEUE 0 only");
+    }
+  }
+  if (!mark) {
+    return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_ACTION_NUM, actions,
+                      "MARK carries the flow id and is required");
+  }
+  return 0;
+}
+
+int flow_validate(rte_eth_dev* eth, const rte_flow_attr* attr, const rte_flow_item items[],
+                  const rte_flow_action actions[], rte_flow_error* e) {
+  (void)eth;
+  nic::FlowSpec spec;
+  uint32_t id = 0;
+  return parse_rule(attr, items, actions, &spec, &id, e);
+}
+
+rte_flow* flow_create(rte_eth_dev* eth, const rte_flow_attr* attr, const rte_flow_item items[],
+                      const rte_flow_action actions[], rte_flow_error* e) {
+  Device& d = *dev_of(eth);
+  nic::FlowSpec spec;
+  uint32_t id = 0;
+  if (parse_rule(attr, items, actions, &spec, &id, e) != 0) return nullptr;
+  auto* f = new (std::nothrow) rte_flow{id};
+  if (f == nullptr) {
+    flow_error(e, ENOMEM, RTE_FLOW_ERROR_TYPE_HANDLE, nullptr, "no memory for the handle");
+    return nullptr;
+  }
+  rte_spinlock_lock(&d.lock);
+  const nic::Err r = d.model->flow_add(id, spec);
+  rte_spinlock_unlock(&d.lock);
+  if (r != nic::Err::kOk) {
+    delete f;
+    flow_error(e, -to_errno(r), RTE_FLOW_ERROR_TYPE_ACTION, nullptr,
+               r == nic::Err::kFlowExists ? "the MARK id is in use" : "the flow table refused it");
+    return nullptr;
+  }
+  d.rules.push_back(f);
+  return f;
+}
+
+int flow_destroy(rte_eth_dev* eth, rte_flow* f, rte_flow_error* e) {
+  Device& d = *dev_of(eth);
+  auto it = std::find(d.rules.begin(), d.rules.end(), f);
+  if (it == d.rules.end()) {
+    return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_HANDLE, f, "not a rule of this port");
+  }
+  rte_spinlock_lock(&d.lock);
+  d.model->flow_remove(f->id);
+  rte_spinlock_unlock(&d.lock);
+  d.rules.erase(it);
+  delete f;
+  return 0;
+}
+
+int flow_flush(rte_eth_dev* eth, rte_flow_error* e) {
+  Device& d = *dev_of(eth);
+  while (!d.rules.empty()) {
+    if (int r = flow_destroy(eth, d.rules.back(), e); r != 0) return r;
+  }
+  return 0;
+}
+
+rte_flow_ops make_flow_ops() {
+  rte_flow_ops o{};
+  o.validate = flow_validate;
+  o.create = flow_create;
+  o.destroy = flow_destroy;
+  o.flush = flow_flush;
+  return o;
+}
+
+const rte_flow_ops g_flow_ops = make_flow_ops();
+
+int flow_ops_get(rte_eth_dev* eth, const rte_flow_ops** ops) {
+  (void)eth;
+  *ops = &g_flow_ops;
+  return 0;
+}
+
 eth_dev_ops make_ops() {
   eth_dev_ops o{};
   o.dev_configure = dev_configure;
@@ -465,6 +690,7 @@ eth_dev_ops make_ops() {
   o.mtu_set = mtu_set;
   o.rx_queue_setup = rx_queue_setup;
   o.tx_queue_setup = tx_queue_setup;
+  o.flow_ops_get = flow_ops_get;
   return o;
 }
 

@@ -105,6 +105,9 @@ struct Device {
   std::array<uint64_t, size_t(PmdCtr::kCount)> ctr_base{};  // stats_reset/xstats_reset
   std::array<uint64_t, nic::kCounterCount> model_base{};    // xstats_reset of model counters
 
+  // ---- control path only (rte_flow calls, close) ----
+  std::vector<rte_flow*> rules;  // rte_flow handles to free at flush or close
+
   void bump(PmdCtr c, uint64_t n = 1) { ctr[size_t(c)] += n; }
   uint64_t value(PmdCtr c) const { return ctr[size_t(c)] - ctr_base[size_t(c)]; }
 };

@@ -32,6 +32,11 @@
  *   - plain single-segment frames: sent as they are, or through the NIC's checksum path when
  *     one of the checksum flags above is set (l2_len, l3_len, l4_len need not be set).
  *
+ * Flow rules: rte_flow_create() with ETH / IPV4 (both addresses) / TCP or UDP (ports; UDP may
+ * leave the source port out) and actions MARK (the flow id) [+ QUEUE 0] installs a copy-mode flow:
+ * its frames arrive whole, marked. Zero-copy placement needs the sequence state rte_flow cannot
+ * carry: rte_pmd_cleave_flow_add() below. Both share one flow-id space.
+ *
  * Threads: the NIC (the model) is used by one thread at a time. Its service body runs on a
  * service lcore when the application maps one to the service (rte_pmd_cleave_service_id(),
  * rte_service_map_lcore_set(), rte_service_runstate_set()); otherwise rx_burst and tx_burst run
