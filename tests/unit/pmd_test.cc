@@ -958,6 +958,35 @@ TEST(Probe, FromTheEalCommandLineOverANullWire) {
   ASSERT_EQ(rte_eth_dev_stop(port), 0);
 }
 
+// From the EAL command line too; this one is left to EAL cleanup, which must cope.
+TEST(Probe, AWireOfItsOwnFromTheEalCommandLine) {
+  uint16_t port = 0, wire = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave8", &port), 0);
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_null8", &wire), 0);
+  EXPECT_EQ(rte_pmd_cleave_flow_add(wire, 1, nullptr), -ENODEV);
+}
+
+// A wire that is not there yet is probed by net_cleave with wire_args, and closed with it.
+TEST(Probe, AWireOfItsOwnFromWireArgs) {
+  ASSERT_EQ(rte_vdev_init("net_cleave_own", "wire=net_null7,tx_mbufs=63,wire_args=size=80,no-rx=1"),
+            0);
+  uint16_t port = 0, wire = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave_own", &port), 0);
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_null7", &wire), 0);
+  rte_eth_conf conf{};
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 64, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 64, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  rte_mbuf* bufs[4];
+  EXPECT_EQ(rte_eth_rx_burst(port, 0, bufs, 4), 0) << "no-rx=1 reached the wire";
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+  ASSERT_EQ(rte_eth_dev_close(port), 0);
+  EXPECT_FALSE(rte_eth_dev_is_valid_port(wire)) << "the wire went with it";
+  EXPECT_EQ(rte_vdev_uninit("net_cleave_own"), 0);
+  EXPECT_EQ(rte_vdev_uninit("net_null7"), 0);
+}
+
 // The NIC's frame pool is sized for the MTU at configure; a frame over the MTU is refused.
 TEST(Probe, FramesFollowTheMtu) {
   uint16_t port = 0;
@@ -995,21 +1024,24 @@ TEST(Probe, FramesFollowTheMtu) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   std::string prefix = "--file-prefix=cleave-pmdtest-" + std::to_string(getpid());
-  const char* eal_argv[] = {"pmd_tests",
-                            "--no-huge",
-                            "--no-shconf",
-                            "-m",
-                            "256",
-                            "--no-pci",
-                            "-l",
-                            "0,1",
-                            "--no-telemetry",
-                            "--log-level=*:error",
-                            "--vdev",
-                            "net_null0",
-                            "--vdev",
-                            "net_cleave9,wire=net_null0,max_flows=16,ms_store=256,tx_mbufs=255",
-                            prefix.c_str()};
+  const char* eal_argv[] = {
+      "pmd_tests",
+      "--no-huge",
+      "--no-shconf",
+      "-m",
+      "256",
+      "--no-pci",
+      "-l",
+      "0,1",
+      "--no-telemetry",
+      "--log-level=*:error",
+      "--vdev",
+      "net_null0",
+      "--vdev",
+      "net_cleave9,wire=net_null0,max_flows=16,ms_store=256,tx_mbufs=255",
+      "--vdev",
+      "net_cleave8,max_flows=16,ms_store=256,wire=net_null8,wire_args=no-rx=1",
+      prefix.c_str()};
   int eal_argc = static_cast<int>(sizeof eal_argv / sizeof eal_argv[0]);
   if (rte_eal_init(eal_argc, const_cast<char**>(eal_argv)) < 0) {
     std::fprintf(stderr, "EAL init failed\n");

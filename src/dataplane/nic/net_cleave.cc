@@ -68,6 +68,7 @@ constexpr const char* kArgMaxMrs = "max_mrs";
 constexpr const char* kArgMsCommitted = "ms_committed";
 constexpr const char* kArgMsStore = "ms_store";
 constexpr const char* kArgTxMbufs = "tx_mbufs";
+constexpr const char* kArgWireArgs = "wire_args";
 const char* const kValidArgs[] = {kArgWire,    kArgMaxFlows, kArgMaxMrs, kArgMsCommitted,
                                   kArgMsStore, kArgTxMbufs,  nullptr};
 
@@ -173,8 +174,9 @@ int size_frame_pool(Device& d, uint16_t mtu) {
   release_frame_pool(d);
   char n[RTE_MEMPOOL_NAMESIZE];
   std::snprintf(n, sizeof n, "cleave_fr_%u", next_instance());
-  d.tx_pool = rte_pktmbuf_pool_create(n, d.tx_mbufs, 128, 0, uint16_t(RTE_PKTMBUF_HEADROOM + room),
-                                      d.socket);
+  const unsigned cache = std::min<unsigned>(128, d.tx_mbufs / 2);  // at most n / 1.5
+  d.tx_pool = rte_pktmbuf_pool_create(n, d.tx_mbufs, cache, 0,
+                                      uint16_t(RTE_PKTMBUF_HEADROOM + room), d.socket);
   if (d.tx_pool == nullptr) {
     CL_LOG(ERR, "port %u: frame pool of %u mbufs of %u bytes: %s\n", d.port_id, d.tx_mbufs, room,
            rte_strerror(rte_errno));
@@ -340,6 +342,12 @@ void destroy(Device* d) {
   release_frame_pool(*d);
   for (rte_flow* f : d->rules)
     delete f;
+  // A wire probed by this port goes with it. Closed, not uninit: the vdev bus may be walking its
+  // device list right now (EAL cleanup), and the wire's own remove copes with a closed port.
+  if (d->own_wire && rte_eth_dev_is_valid_port(d->wire_port)) {
+    rte_eth_dev_stop(d->wire_port);
+    rte_eth_dev_close(d->wire_port);
+  }
   delete d;
 }
 
@@ -700,6 +708,7 @@ const eth_dev_ops g_ops = make_ops();
 
 struct Args {
   std::string wire;
+  std::string wire_args;  // devargs when net_cleave probes the wire itself
   nic::NicConfig cfg;
   uint32_t tx_mbufs = 4095;
 };
@@ -723,11 +732,21 @@ int parse_str(const char* key, const char* value, void* out) {
 }
 
 int parse_args(const char* name, const char* params, Args& a) {
-  rte_kvargs* kv = rte_kvargs_parse(params != nullptr ? params : "", kValidArgs);
+  // wire_args=... is last and takes the rest verbatim: the wire's own devargs have commas and
+  // '=' that rte_kvargs cannot nest.
+  std::string own = params != nullptr ? params : "";
+  const std::string key = std::string(kArgWireArgs) + "=";
+  size_t at = own.rfind(key, 0) == 0 ? 0 : own.find("," + key);
+  if (at != std::string::npos) {
+    const size_t value = at == 0 ? key.size() : at + 1 + key.size();
+    a.wire_args = own.substr(value);
+    own.erase(at);
+  }
+  rte_kvargs* kv = rte_kvargs_parse(own.c_str(), kValidArgs);
   if (kv == nullptr) {
     CL_LOG(ERR,
            "%s: cannot parse devargs '%s'; known: wire=<ethdev name>, max_flows, max_mrs, "
-           "ms_committed, ms_store, tx_mbufs\n",
+           "ms_committed, ms_store, tx_mbufs, and last wire_args=<the wire's devargs>\n",
            name, params != nullptr ? params : "");
     return -EINVAL;
   }
@@ -764,12 +783,23 @@ int probe(rte_vdev_device* vdev) {
   Args a;
   if (int r = parse_args(name, rte_vdev_device_args(vdev), a); r != 0) return r;
   uint16_t wire = 0;
+  bool own_wire = false;
   if (rte_eth_dev_get_port_by_name(a.wire.c_str(), &wire) != 0) {
-    CL_LOG(ERR,
-           "%s: wire port '%s' not found: probe it first (an earlier --vdev, "
-           "rte_eth_from_rings(), ...)\n",
-           name, a.wire.c_str());
-    return -ENODEV;
+    // Not probed yet: probe it as a vdev of our own (so one --vdev, or one cleaved port entry,
+    // brings up both). It is closed with this port.
+    const int r =
+        rte_vdev_init(a.wire.c_str(), a.wire_args.empty() ? nullptr : a.wire_args.c_str());
+    if (r == 0 && rte_eth_dev_get_port_by_name(a.wire.c_str(), &wire) == 0) {
+      own_wire = true;
+    } else {
+      if (r == 0) rte_vdev_uninit(a.wire.c_str());
+      CL_LOG(ERR,
+             "%s: wire port '%s' not found, and no vdev driver probes it: name a port probed "
+             "before (an earlier --vdev, rte_eth_from_rings(), ...) or a vdev, with its devargs "
+             "in wire_args=... (last)\n",
+             name, a.wire.c_str());
+      return -ENODEV;
+    }
   }
   uint16_t p = 0;
   RTE_ETH_FOREACH_DEV(p) {
@@ -786,6 +816,7 @@ int probe(rte_vdev_device* vdev) {
   g_placement_offset = rte_pmd_cleave_placement_offset();
   if (g_placement_offset < 0) {
     CL_LOG(ERR, "%s: registering the mbuf dynamic field: %s\n", name, rte_strerror(rte_errno));
+    if (own_wire) rte_eth_dev_close(wire);
     return -rte_errno;
   }
 
@@ -793,12 +824,14 @@ int probe(rte_vdev_device* vdev) {
     g_icrc_mask = uint64_t(1) << bit;
   } else {
     CL_LOG(ERR, "%s: registering the ICRC TX flag: %s\n", name, rte_strerror(rte_errno));
+    if (own_wire) rte_eth_dev_close(wire);
     return -rte_errno;
   }
 
   rte_eth_dev* eth = rte_eth_vdev_allocate(vdev, sizeof(Priv));
   if (eth == nullptr) {
     CL_LOG(ERR, "%s: cannot allocate an ethdev\n", name);
+    if (own_wire) rte_eth_dev_close(wire);
     return -ENOMEM;
   }
   auto* priv = static_cast<Priv*>(eth->data->dev_private);
@@ -808,6 +841,7 @@ int probe(rte_vdev_device* vdev) {
   priv->dev = d;
   d->port_id = eth->data->port_id;
   d->wire_port = wire;
+  d->own_wire = own_wire;
   d->socket = eth->data->numa_node;
   d->cfg = a.cfg;
   d->tx_mbufs = a.tx_mbufs;
@@ -872,7 +906,11 @@ int probe(rte_vdev_device* vdev) {
   return 0;
 
 fail:
-  if (d != nullptr) destroy(d);
+  if (d != nullptr) {
+    destroy(d);  // closes a wire of its own
+  } else if (own_wire) {
+    rte_eth_dev_close(wire);
+  }
   priv->dev = nullptr;
   rte_eth_dev_release_port(eth);
   return err;
@@ -895,7 +933,8 @@ namespace cleave::pmd {
 RTE_PMD_REGISTER_VDEV(net_cleave, g_driver);
 RTE_PMD_REGISTER_PARAM_STRING(net_cleave,
                               "wire=<ethdev name> max_flows=<int> max_mrs=<int> "
-                              "ms_committed=<int> ms_store=<int> tx_mbufs=<int>");
+                              "ms_committed=<int> ms_store=<int> tx_mbufs=<int> "
+                              "wire_args=<the wire's devargs, last>");
 RTE_INIT(net_cleave_log_init) {
   g_logtype = rte_log_register_type_and_pick_level("pmd.net.cleave", RTE_LOG_NOTICE);
   if (g_logtype < 0) g_logtype = RTE_LOGTYPE_PMD;

@@ -66,6 +66,7 @@ struct Device {
   // ---- set at probe, read-only afterwards ----
   uint16_t port_id = 0;
   uint16_t wire_port = 0;
+  bool own_wire = false;   // probed by this port (wire_args), closed with it
   uint16_t bounce_mr = 0;  // the MR id the PMD keeps for payloads outside registered MRs
   uint32_t service_id = 0;
   bool service_registered = false;

@@ -245,7 +245,8 @@ bool tx_one(Device& d, rte_mbuf* m) {
   req.len = m->pkt_len - hlen;
   req.mss = (flags & nic::kTxTso) != 0 ? m->tso_segsz : 0;
   req.flags = flags;
-  if (NicModel::tx_frames(req) > d.frame_bufs.size() ||
+  // More frames than the pool could ever give at once would wait forever: refuse them.
+  if (NicModel::tx_frames(req) > std::min<size_t>(d.frame_bufs.size(), d.tx_mbufs) ||
       NicModel::tx_frame_room(req) > d.max_frame) {
     drop_tx(d, m);
     return true;

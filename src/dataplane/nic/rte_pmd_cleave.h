@@ -7,8 +7,11 @@
  * name and layout. Change a layout, bump RTE_PMD_CLEAVE_API_VERSION.
  *
  * Device arguments (vdev): net_cleaveN,wire=<ethdev name>[,max_flows=N][,max_mrs=N]
- *   [,ms_committed=N][,ms_store=N][,tx_mbufs=N]. The wire is an already-probed port (ring,
- *   memif, af_packet, tap, null) that net_cleave configures, starts and stops as its own.
+ *   [,ms_committed=N][,ms_store=N][,tx_mbufs=N][,wire_args=<devargs>]. The wire is a port (ring,
+ *   memif, af_packet, tap, null) that net_cleave configures, starts and stops as its own: one
+ *   probed before, or, when none has that name, a vdev net_cleave probes itself and closes with
+ *   itself, with wire_args (last; the rest of the string, verbatim) as its devargs, e.g.
+ *   net_cleave0,wire=net_tap0,wire_args=iface=cl0,persist.
  *
  * Receive: rte_eth_rx_burst() returns one mbuf per received frame. For a frame whose payload was
  * placed, dropped or trimmed (or that had none) the mbuf holds the headers only (frame start up
