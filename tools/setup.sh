@@ -13,7 +13,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 packages=(
-  build-essential g++ pkg-config meson ninja-build python3
+  build-essential g++ pkg-config meson ninja-build python3 dpkg-dev
   dpdk dpdk-dev libdpdk-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libbenchmark-dev
@@ -27,6 +27,39 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "==> installing: ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The net_cleave PMD needs DPDK's driver-SDK headers (ethdev_driver.h, bus_vdev_driver.h, ...),
+# which libdpdk-dev does not ship. They come from Debian's source package of the installed
+# version, unpacked under /var/cache/cleave (the build finds it there; -Ddpdk_src overrides).
+# Source packages need a deb-src entry: a copy of the machine's own Debian entry, so no host name
+# is written into the repository.
+dpdk_version=$(dpkg-query -W -f='${Version}' libdpdk-dev)
+dpdk_upstream=${dpdk_version#*:}
+dpdk_upstream=${dpdk_upstream%%-*}
+dpdk_src=/var/cache/cleave/dpdk-stable-$dpdk_upstream
+if [ ! -f "$dpdk_src/lib/ethdev/ethdev_driver.h" ]; then
+  echo "==> fetching the DPDK $dpdk_version source package for the driver-SDK headers"
+  deb_src=/etc/apt/sources.list.d/cleave-deb-src.sources
+  if ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    entry=$(grep -lsE '^Types:(.* )?deb( .*)?$' /etc/apt/sources.list.d/*.sources | head -n1 || true)
+    if [ -n "$entry" ]; then
+      sed -E 's/^Types:.*/Types: deb-src/' "$entry" > "$deb_src"
+    elif grep -qsE '^deb ' /etc/apt/sources.list; then
+      grep -E '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' \
+        > /etc/apt/sources.list.d/cleave-deb-src.list
+    else
+      echo "setup.sh: no Debian apt entry to copy as deb-src; unpack DPDK $dpdk_upstream" \
+           "yourself and pass -Ddpdk_src=DIR to meson" >&2
+      exit 1
+    fi
+  fi
+  apt-get update -qq
+  mkdir -p /var/cache/cleave
+  dl=$(mktemp -d /var/cache/cleave/dpdk-download.XXXXXX)
+  (cd "$dl" && apt-get source -qq --download-only "dpdk=$dpdk_version")
+  dpkg-source -x "$dl"/dpdk_*.dsc "$dpdk_src"
+  rm -rf "$dl" /var/cache/cleave/dpdk_*.orig.tar.*  # dpkg-source copies the tarball beside the tree
 fi
 
 if [ ! -f build/build.ninja ]; then

@@ -1,0 +1,126 @@
+// net_cleave.h - the net_cleave PMD's private state, shared by its control and data path files.
+//
+// One Device per net_cleave port. The model (the NIC), the scratch buffers and every array the
+// data path uses are allocated at probe or configure time; the burst functions and the service
+// body only index them.
+//
+// Who touches what:
+//   - the service body (service lcore, or inline from rx/tx burst) holds `lock` and owns the
+//     model, the TX stage, the pending wire frames and the counters;
+//   - rx_burst is the only consumer of `rx_ring` (the service the only producer, under `lock`);
+//   - tx_burst is the only producer of `tx_ring` (the service the only consumer, under `lock`);
+//   - private API commands, stats and xstats take `lock` (spinning) on the control path.
+#pragma once
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+#include <rte_spinlock.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "nic_model.h"
+#include "rte_pmd_cleave.h"
+
+namespace cleave::pmd {
+
+inline constexpr uint16_t kBurst = 32;
+inline constexpr uint32_t kRingSize = 1024;       // rx_ring and tx_ring entries
+inline constexpr uint32_t kPendingFrames = 2048;  // wire frames waiting for room on the wire
+inline constexpr uint32_t kMaxFrame = nic::kMaxMtu + 14 + 4;  // largest frame out of the model
+inline constexpr uint32_t kBounceBytes = nic::kMaxTsoBytes + nic::kMaxMtu;
+
+extern int g_logtype;
+extern int g_placement_offset;
+extern uint64_t g_icrc_mask;  // ol_flags bit of RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG
+
+// PMD counters beyond the model's: stats_get reads the first six, xstats all of them.
+enum class PmdCtr : uint8_t {
+  kRxPackets,  // header entries handed to rx_burst
+  kRxBytes,    // frame bytes received from the wire
+  kTxPackets,  // frames sent on the wire
+  kTxBytes,
+  kTxErrors,       // descriptors the model rejected or that could not be merged
+  kRxLinearized,   // multi-segment wire frames copied flat for the model
+  kTxPassThrough,  // plain frames sent as they are
+  kTxZeroCopy,     // descriptors whose payload the model read from a registered MR
+  kTxBounce,       // descriptors whose payload was copied to the bounce MR first
+  kTxWireFull,     // service rounds that found the wire full
+  kServiceRuns,    // service body runs (service lcore or inline)
+  kServiceInline,  // of those, from rx/tx burst
+  kCount
+};
+
+struct MrRange {
+  uintptr_t base = 0;
+  uint64_t len = 0;
+  uint16_t id = 0;
+};
+
+struct Device {
+  // ---- set at probe, read-only afterwards ----
+  uint16_t port_id = 0;
+  uint16_t wire_port = 0;
+  bool own_wire = false;   // probed by this port (wire_args), closed with it
+  uint16_t bounce_mr = 0;  // the MR id the PMD keeps for payloads outside registered MRs
+  uint32_t service_id = 0;
+  bool service_registered = false;
+  nic::NicConfig cfg;
+  std::unique_ptr<nic::NicModel> model;
+  int socket = 0;
+  uint32_t tx_mbufs = 0;           // devarg: frames in flight
+  rte_mempool* tx_pool = nullptr;  // frames the model merges; made at configure for the MTU
+  uint32_t tx_room = 0;            // data bytes in one tx_pool mbuf
+  uint32_t max_frame = 0;          // the MTU plus Ethernet header, CRC and a VLAN tag
+  rte_ring* rx_ring = nullptr;     // service -> rx_burst: header mbufs with placement
+  rte_ring* tx_ring = nullptr;     // tx_burst -> service: descriptors
+  rte_mempool* rx_mp = nullptr;    // the application's RX pool: the wire's RX queue uses it
+  uint16_t nb_rx_desc = 0;
+  uint16_t nb_tx_desc = 0;
+  bool started = false;
+
+  alignas(64) rte_spinlock_t lock = RTE_SPINLOCK_INITIALIZER;
+
+  // ---- owned by whoever holds `lock` ----
+  std::vector<uint8_t> bounce;     // payload staging for the bounce MR
+  std::vector<uint8_t> rx_flat;    // a multi-segment wire frame made flat for the model
+  std::vector<MrRange> mr_ranges;  // registered MRs sorted by base, for the TX lookup
+  std::vector<rte_mbuf*> pending;  // wire frames not yet accepted by the wire (a ring)
+  std::vector<uint32_t> pending_len;
+  uint32_t pending_head = 0;
+  uint32_t pending_count = 0;
+  std::array<rte_mbuf*, kBurst> tx_stage{};  // descriptors taken from tx_ring
+  uint32_t tx_stage_head = 0;
+  uint32_t tx_stage_count = 0;
+  std::vector<rte_mbuf*> frame_bufs;  // mbufs for one model TX request
+  std::vector<std::span<uint8_t>> frame_spans;
+  std::vector<uint32_t> frame_lens;
+  std::array<nic::TxCompletion, 64> txc{};
+  nic::RxEntry rx_entry;
+  std::array<uint64_t, size_t(PmdCtr::kCount)> ctr{};
+  std::array<uint64_t, size_t(PmdCtr::kCount)> ctr_base{};  // stats_reset/xstats_reset
+  std::array<uint64_t, nic::kCounterCount> model_base{};    // xstats_reset of model counters
+
+  // ---- control path only (rte_flow calls, close) ----
+  std::vector<rte_flow*> rules;  // rte_flow handles to free at flush or close
+
+  void bump(PmdCtr c, uint64_t n = 1) { ctr[size_t(c)] += n; }
+  uint64_t value(PmdCtr c) const { return ctr[size_t(c)] - ctr_base[size_t(c)]; }
+};
+
+// Data path (net_cleave_datapath.cc).
+uint16_t rx_burst(void* queue, rte_mbuf** pkts, uint16_t n);
+uint16_t tx_burst(void* queue, rte_mbuf** pkts, uint16_t n);
+int32_t service_run(void* arg);  // the rte_service callback
+// One round of the NIC: wire TX flush, descriptors merged, wire RX into the model. Caller holds
+// dev.lock.
+void poll_locked(Device& dev);
+// Frees every mbuf the device holds (rings, stage, pending); caller holds dev.lock, stopped.
+void drain_locked(Device& dev);
+
+}  // namespace cleave::pmd

@@ -1,0 +1,225 @@
+/* rte_pmd_cleave.h - the net_cleave private API: the contract every header-split NIC PMD keeps. */
+/*
+ * The dataplane drives the header-split NIC through standard ethdev calls plus the functions
+ * below. Today the device behind them is the reference model (hw/fpga/model) running as a DPDK
+ * service over a "wire" port (net_cleave vdev); a hardware PMD for the Corundum-based FPGA must
+ * keep exactly this header: same names, same struct layouts, same error codes, same dynamic field
+ * name and layout. Change a layout, bump RTE_PMD_CLEAVE_API_VERSION.
+ *
+ * Device arguments (vdev): net_cleaveN,wire=<ethdev name>[,max_flows=N][,max_mrs=N]
+ *   [,ms_committed=N][,ms_store=N][,tx_mbufs=N][,wire_args=<devargs>]. The wire is a port (ring,
+ *   memif, af_packet, tap, null) that net_cleave configures, starts and stops as its own: one
+ *   probed before, or, when none has that name, a vdev net_cleave probes itself and closes with
+ *   itself, with wire_args (last; the rest of the string, verbatim) as its devargs, e.g.
+ *   net_cleave0,wire=net_tap0,wire_args=iface=cl0,persist.
+ *
+ * Receive: rte_eth_rx_burst() returns one mbuf per received frame. For a frame whose payload was
+ * placed, dropped or trimmed (or that had none) the mbuf holds the headers only (frame start up
+ * to the payload); for a deferred frame it holds the whole frame (the copy path). Each carries a
+ * struct rte_pmd_cleave_placement in the mbuf dynamic field RTE_PMD_CLEAVE_PLACEMENT_DYNFIELD,
+ * RTE_MBUF_F_RX_IP_CKSUM_* / RTE_MBUF_F_RX_L4_CKSUM_* from the NIC's checks, and, when the flow
+ * table matched, RTE_MBUF_F_RX_FDIR_ID with the flow id in hash.fdir.hi (as an rte_flow MARK).
+ *
+ * Transmit: rte_eth_tx_burst() takes
+ *   - header-only descriptors: a header mbuf (Ethernet/IPv4/TCP or UDP, exactly the headers)
+ *     chained to one segment over app memory, normally an extbuf (rte_pktmbuf_attach_extbuf).
+ *     When that segment lies inside a registered MR the NIC reads the payload from the MR
+ *     (zero copy); otherwise the PMD copies the payload segments first (counted in xstats
+ *     tx_bounce). RTE_MBUF_F_TX_TCP_SEG (with tso_segsz) segments up to 64 KB;
+ *     RTE_MBUF_F_TX_IP_CKSUM and RTE_MBUF_F_TX_TCP_CKSUM / _UDP_CKSUM fill checksums; the
+ *     dynamic flag RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG appends the RoCEv2 pad and ICRC (the header
+ *     mbuf then ends with the BTH or a later RoCE header).
+ *     The mbuf is freed once the payload has been read: the extbuf's free callback is the send
+ *     completion for the app memory (retransmissions re-issue a new descriptor). A descriptor
+ *     the NIC refuses (bad headers, a frame over the MTU) is freed too and counted in oerrors.
+ *   - plain single-segment frames: sent as they are, or through the NIC's checksum path when
+ *     one of the checksum flags above is set (l2_len, l3_len, l4_len need not be set).
+ *
+ * Flow rules: rte_flow_create() with ETH / IPV4 (both addresses) / TCP or UDP (ports; UDP may
+ * leave the source port out) and actions MARK (the flow id) [+ QUEUE 0] installs a copy-mode flow:
+ * its frames arrive whole, marked. Zero-copy placement needs the sequence state rte_flow cannot
+ * carry: rte_pmd_cleave_flow_add() below. Both share one flow-id space.
+ *
+ * Threads: the NIC (the model) is used by one thread at a time. Its service body runs on a
+ * service lcore when the application maps one to the service (rte_pmd_cleave_service_id(),
+ * rte_service_map_lcore_set(), rte_service_runstate_set()); otherwise rx_burst and tx_burst run
+ * it inline, so a plain dataplane loop needs nothing else. The commands below take a spinlock
+ * that the service body also takes (the service only trylocks, and skips a round when a command
+ * holds it): they may be called from any thread, return synchronously, and never run in the
+ * middle of a burst. Burst functions: one thread per queue, as usual in DPDK.
+ *
+ * Errors: 0 on success, a negative errno: -ENODEV (not a net_cleave port), -EINVAL (bad
+ * argument), -ENOENT (unknown MR or flow), -EEXIST (id in use), -ENOSPC (table full), -EBUSY
+ * (MR still referenced by posted MSs), -ERANGE (outside the MR, or overflow), -ENOBUFS (MS list
+ * and shared store exhausted), -EAGAIN (retiring an MS the cursor has not passed), -ENOMSG (no MS
+ * for that message).
+ */
+#ifndef RTE_PMD_CLEAVE_H
+#define RTE_PMD_CLEAVE_H
+
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RTE_PMD_CLEAVE_API_VERSION 1
+
+/** Name of the mbuf dynamic field holding struct rte_pmd_cleave_placement. */
+#define RTE_PMD_CLEAVE_PLACEMENT_DYNFIELD "rte_pmd_cleave_placement"
+
+/** Identifiers of the same values in hw/fpga/model/nic_model.h (checked by static_assert). */
+enum rte_pmd_cleave_decision {
+  RTE_PMD_CLEAVE_PLACED = 0,   /**< whole payload written to app memory (in order or past a hole) */
+  RTE_PMD_CLEAVE_TRIMMED = 1,  /**< the part before the cursor was cut, the rest placed */
+  RTE_PMD_CLEAVE_DROPPED = 2,  /**< wholly before the cursor (duplicate); header delivered */
+  RTE_PMD_CLEAVE_DEFERRED = 3, /**< the whole frame is in the mbuf (copy path); see reason */
+  RTE_PMD_CLEAVE_NO_PAYLOAD = 4, /**< nothing to place (ACKs, zero-length segments) */
+};
+
+/** Why a frame was deferred (values of cleave::nic::DeferReason). */
+enum rte_pmd_cleave_defer_reason {
+  RTE_PMD_CLEAVE_DEFER_NONE = 0,
+  RTE_PMD_CLEAVE_DEFER_NOT_IPV4 = 1,
+  RTE_PMD_CLEAVE_DEFER_TRUNCATED = 2,
+  RTE_PMD_CLEAVE_DEFER_BAD_IP_HEADER = 3,
+  RTE_PMD_CLEAVE_DEFER_IP_FRAGMENT = 4,
+  RTE_PMD_CLEAVE_DEFER_BAD_IP_CHECKSUM = 5,
+  RTE_PMD_CLEAVE_DEFER_BAD_L4_HEADER = 6,
+  RTE_PMD_CLEAVE_DEFER_BAD_L4_CHECKSUM = 7,
+  RTE_PMD_CLEAVE_DEFER_BAD_ICRC = 8,
+  RTE_PMD_CLEAVE_DEFER_BAD_CRC32C = 9,
+  RTE_PMD_CLEAVE_DEFER_NOT_L4 = 10,
+  RTE_PMD_CLEAVE_DEFER_FLOW_MISS = 11,
+  RTE_PMD_CLEAVE_DEFER_COPY_MODE = 12,
+  RTE_PMD_CLEAVE_DEFER_NO_MS = 13,
+  RTE_PMD_CLEAVE_DEFER_TOO_MANY_FRAGS = 14,
+  RTE_PMD_CLEAVE_DEFER_NO_MESSAGE = 15,
+  RTE_PMD_CLEAVE_DEFER_MS_OVERFLOW = 16,
+  RTE_PMD_CLEAVE_DEFER_UNSUPPORTED = 17,
+  RTE_PMD_CLEAVE_DEFER_DMA_FAULT = 18,
+};
+
+enum rte_pmd_cleave_parser {
+  RTE_PMD_CLEAVE_PARSER_TCP = 0,
+  RTE_PMD_CLEAVE_PARSER_ROCE = 1,
+  RTE_PMD_CLEAVE_PARSER_SOLAR = 2,
+  RTE_PMD_CLEAVE_PARSER_UDP = 3,
+};
+
+enum rte_pmd_cleave_flow_mode {
+  RTE_PMD_CLEAVE_ZERO_COPY = 0, /**< place payloads into posted MSs */
+  RTE_PMD_CLEAVE_COPY = 1,      /**< deliver every frame whole (copy path) */
+};
+
+/** Checksum status (values of cleave::nic::CsumStatus). */
+enum rte_pmd_cleave_csum {
+  RTE_PMD_CLEAVE_CSUM_NOT_CHECKED = 0,
+  RTE_PMD_CLEAVE_CSUM_GOOD = 1,
+  RTE_PMD_CLEAVE_CSUM_BAD = 2,
+};
+
+#define RTE_PMD_CLEAVE_NO_FLOW UINT32_C(0xFFFFFFFF)
+
+/**
+ * Placement metadata of one received frame, in the mbuf dynamic field. 32 bytes, 4-byte
+ * aligned, so it fits the mbuf's dynamic area next to others. A payload that straddles MSs is
+ * placed contiguously in stream order; mr/offset give where its first placed byte landed
+ * (seq + trimmed in stream terms), the transport knows the rest from the MSs it posted.
+ */
+struct rte_pmd_cleave_placement {
+  uint32_t flow_id;     /**< RTE_PMD_CLEAVE_NO_FLOW on a flow-table miss */
+  uint32_t seq;         /**< TCP sequence number, RoCE PSN or Solar tx sequence of the frame */
+  uint32_t msg_seq;     /**< message semantics: the message whose MS was written */
+  uint32_t placed;      /**< payload bytes written to app memory */
+  uint32_t offset_lo;   /**< first placed byte: offset in the MR, bits 31..0 */
+  uint16_t offset_hi;   /**< ... bits 47..32 */
+  uint16_t mr;          /**< first placed byte: MR id */
+  uint16_t payload_len; /**< payload bytes in the frame (no pad, no ICRC) */
+  uint16_t trimmed;     /**< bytes cut before the cursor */
+  uint8_t decision;     /**< enum rte_pmd_cleave_decision */
+  uint8_t reason;       /**< enum rte_pmd_cleave_defer_reason */
+  uint8_t parser;       /**< enum rte_pmd_cleave_parser */
+  uint8_t flags;        /**< RTE_PMD_CLEAVE_F_* below */
+};
+
+#define RTE_PMD_CLEAVE_F_NFRAGS_MASK 0x07u  /**< MSs the payload was written into (0..4) */
+#define RTE_PMD_CLEAVE_F_OUT_OF_ORDER 0x08u /**< placed past a hole */
+#define RTE_PMD_CLEAVE_F_IP_CSUM_SHIFT 4    /**< 2 bits: enum rte_pmd_cleave_csum */
+#define RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT 6    /**< 2 bits: TCP/UDP checksum, ICRC or CRC32C */
+
+/** Registers (once per process; idempotent) and returns the dynamic field's offset, or -1. */
+int rte_pmd_cleave_placement_offset(void);
+
+/** The placement of a received mbuf; `offset` from rte_pmd_cleave_placement_offset(). */
+static inline struct rte_pmd_cleave_placement* rte_pmd_cleave_placement_get(struct rte_mbuf* m,
+                                                                            int offset) {
+  return RTE_MBUF_DYNFIELD(m, offset, struct rte_pmd_cleave_placement*);
+}
+
+static inline uint64_t rte_pmd_cleave_placement_mr_offset(
+    const struct rte_pmd_cleave_placement* p) {
+  return ((uint64_t)p->offset_hi << 32) | p->offset_lo;
+}
+
+/** Name of the mbuf dynamic TX flag asking the NIC for the RoCEv2 pad (BTH PadCnt) and ICRC. */
+#define RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG "rte_pmd_cleave_tx_icrc"
+
+/** Registers (once per process; idempotent) and returns the ICRC flag's bit in ol_flags, or -1. */
+int rte_pmd_cleave_tx_icrc_bit(void);
+
+/** A flow-table entry. Addresses and ports in host byte order; src is the remote peer. */
+struct rte_pmd_cleave_flow {
+  uint32_t src_ip;
+  uint32_t dst_ip;
+  uint16_t src_port; /**< UDP parsers: 0 matches any source port */
+  uint16_t dst_port;
+  uint8_t proto;    /**< 6 TCP, 17 UDP */
+  uint8_t mode;     /**< enum rte_pmd_cleave_flow_mode */
+  uint8_t parser;   /**< enum rte_pmd_cleave_parser */
+  uint8_t reliable; /**< 1: place by sequence/offset against the cursor; 0: next MS */
+  uint8_t messages; /**< 1: a message number selects the MS (Solar I/O id, RoCE SEND) */
+  uint8_t reserved[3];
+  uint32_t initial_seq;    /**< TCP: first payload byte expected; RoCE: first PSN */
+  uint32_t pmtu;           /**< RoCE: payload bytes per first/middle packet (0: 4096) */
+  uint64_t initial_offset; /**< Solar without messages: stream offset of the first MS */
+};
+
+/** Registers app memory [base, base+len) as MR `id` (below the max_mrs devarg) of `owner`. */
+int rte_pmd_cleave_mr_add(uint16_t port, uint16_t id, void* base, uint64_t len, uint32_t owner);
+/** Removes MR `id`; -EBUSY while posted MSs refer to it. */
+int rte_pmd_cleave_mr_remove(uint16_t port, uint16_t id);
+
+/** Adds flow `id` (below the max_flows devarg). */
+int rte_pmd_cleave_flow_add(uint16_t port, uint32_t id, const struct rte_pmd_cleave_flow* flow);
+/** Removes flow `id` and drops its MSs. */
+int rte_pmd_cleave_flow_remove(uint16_t port, uint32_t id);
+/** Switches a flow between zero-copy and copy mode. */
+int rte_pmd_cleave_flow_set_mode(uint16_t port, uint32_t id, enum rte_pmd_cleave_flow_mode mode);
+
+/**
+ * Posts a Memory Segment [offset, offset+len) of MR `mr` on the flow's MS list. Byte streams:
+ * it continues where the previous MS ends (on an empty TCP list it starts at the cursor).
+ * Message flows: `msg` names the message the MS receives; ignored otherwise.
+ */
+int rte_pmd_cleave_ms_post(uint16_t port, uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len,
+                           uint32_t msg);
+/** TCP: the next byte the transport expects; RoCE: its ePSN. Never moves backwards. */
+int rte_pmd_cleave_cursor_update(uint16_t port, uint32_t flow, uint32_t cursor);
+/** Retires the `count` oldest MSs (byte streams: only those wholly before the cursor). */
+int rte_pmd_cleave_ms_retire(uint16_t port, uint32_t flow, uint32_t count);
+/** Message flows: retires the MS of message `msg` wherever it is in the list. */
+int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg);
+/** RoCE: a message starts at `psn` and the next SEND is message `next_msg`. */
+int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg);
+
+/** The rte_service id of the port's NIC service (the model), for mapping a service lcore. */
+int rte_pmd_cleave_service_id(uint16_t port, uint32_t* service_id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RTE_PMD_CLEAVE_H */

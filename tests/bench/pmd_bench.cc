@@ -1,0 +1,309 @@
+// pmd_bench.cc - net_cleave packets per second end to end over a ring wire, against the bare wire.
+//
+// One process, EAL without hugepages, inline mode (no service lcore: the bursts run the NICs).
+// Per frame size (64, 1500, 9000 bytes, MTU 9000) three paths, each moving bursts of 32 frames
+// from port A to port B:
+//   RingWire        the two ring ports alone: the baseline, measured in the same run;
+//   CleaveDeferred  plain frames through both NICs: A passes them through, B's model parses,
+//                   verifies checksums, misses the flow table and delivers them whole;
+//   CleaveZeroCopy  header + extbuf descriptors: A's model merges and checksums, B's model
+//                   places payloads into posted MSs and delivers headers; the app side
+//                   advances the cursor and re-posts MSs every burst.
+// Prints figures and the ratio to the baseline; asserts nothing.
+// Run: meson test -C build --benchmark --suite bench -v pmd   (or ./build/tests/pmd_bench)
+#include <benchmark/benchmark.h>
+#include <rte_bus_vdev.h>
+#include <rte_eal.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <rte_tcp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rte_pmd_cleave.h"
+
+namespace {
+
+constexpr uint16_t kBurst = 32;
+constexpr uint32_t kFlow = 1;
+constexpr uint32_t kSizes[] = {64, 1500, 9000};
+
+rte_mempool* g_small = nullptr;  // headers and extbuf carriers
+rte_mempool* g_jumbo = nullptr;  // prebuilt plain frames
+
+struct Ports {
+  uint16_t raw_tx = 0, raw_rx = 0;  // the bare ring wire
+  uint16_t a = 0, b = 0;            // net_cleave over a second ring wire
+} g;
+
+std::vector<uint8_t> tcp_frame(uint32_t size, uint32_t seq, bool csum) {
+  std::vector<uint8_t> f(std::max<uint32_t>(size, 54), 0x5A);
+  std::fill(f.begin(), f.begin() + 54, 0);
+  f[0] = 2;
+  f[6] = 4;
+  f[12] = 0x08;
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+  ip->version_ihl = 0x45;
+  ip->total_length = rte_cpu_to_be_16(uint16_t(size - 14));
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_TCP;
+  ip->src_addr = rte_cpu_to_be_32(0x0a000001);
+  ip->dst_addr = rte_cpu_to_be_32(0x0a000002);
+  auto* tcp = reinterpret_cast<rte_tcp_hdr*>(f.data() + 34);
+  tcp->src_port = rte_cpu_to_be_16(1000);
+  tcp->dst_port = rte_cpu_to_be_16(2000);
+  tcp->sent_seq = rte_cpu_to_be_32(seq);
+  tcp->data_off = 5 << 4;
+  tcp->tcp_flags = RTE_TCP_ACK_FLAG;
+  tcp->rx_win = 0xFFFF;
+  if (csum) {
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
+    tcp->cksum = rte_ipv4_udptcp_cksum(ip, tcp);
+  }
+  return f;
+}
+
+void start(uint16_t port) {
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = 9000;
+  conf.txmode.offloads = RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
+      rte_eth_rx_queue_setup(port, 0, 1024, SOCKET_ID_ANY, nullptr, g_small) != 0 ||
+      rte_eth_tx_queue_setup(port, 0, 1024, SOCKET_ID_ANY, nullptr) != 0 ||
+      rte_eth_dev_start(port) != 0) {
+    std::fprintf(stderr, "port %u does not start\n", port);
+    std::exit(1);
+  }
+}
+
+uint16_t crossed_pair(const std::string& name, uint16_t* second) {
+  rte_ring* ab = rte_ring_create((name + "ab").c_str(), 4096, SOCKET_ID_ANY, 0);
+  rte_ring* ba = rte_ring_create((name + "ba").c_str(), 4096, SOCKET_ID_ANY, 0);
+  int x = rte_eth_from_rings((name + "x").c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY);
+  int y = rte_eth_from_rings((name + "y").c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY);
+  if (x < 0 || y < 0) std::exit(1);
+  *second = uint16_t(y);
+  return uint16_t(x);
+}
+
+// Receives `want` frames on `port` (running its NIC), freeing them; returns how many came.
+uint32_t receive(uint16_t port, uint16_t kick, uint32_t want) {
+  uint32_t got = 0;
+  rte_mbuf* bufs[kBurst];
+  for (int idle = 0; got < want && idle < 1000;) {
+    if (kick != RTE_MAX_ETHPORTS) rte_eth_tx_burst(kick, 0, nullptr, 0);
+    const uint16_t n = rte_eth_rx_burst(port, 0, bufs, kBurst);
+    rte_pktmbuf_free_bulk(bufs, n);
+    got += n;
+    idle = n == 0 ? idle + 1 : 0;
+  }
+  return got;
+}
+
+// Plain prebuilt frames, held with an extra reference so each burst reuses them.
+void plain(benchmark::State& state, uint16_t tx, uint16_t rx, uint16_t kick) {
+  const uint32_t size = uint32_t(state.range(0));
+  const std::vector<uint8_t> f = tcp_frame(size, 1, true);
+  rte_mbuf* frames[kBurst];
+  for (rte_mbuf*& m : frames) {
+    m = rte_pktmbuf_alloc(g_jumbo);
+    std::memcpy(rte_pktmbuf_append(m, uint16_t(size)), f.data(), size);
+  }
+  uint64_t lost = 0;
+  for (auto _ : state) {
+    for (rte_mbuf* m : frames) {
+      rte_mbuf_refcnt_update(m, 1);
+      m->data_len = uint16_t(size);
+      m->pkt_len = size;
+    }
+    uint16_t sent = rte_eth_tx_burst(tx, 0, frames, kBurst);
+    for (uint16_t i = sent; i < kBurst; i++)
+      rte_mbuf_refcnt_update(frames[i], -1);
+    lost += sent - receive(rx, kick, sent);
+  }
+  for (rte_mbuf* m : frames)
+    rte_pktmbuf_free(m);
+  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
+  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
+  state.counters["lost"] = double(lost);
+}
+
+void ring_wire(benchmark::State& state) {
+  plain(state, g.raw_tx, g.raw_rx, RTE_MAX_ETHPORTS);
+}
+void cleave_deferred(benchmark::State& state) {
+  plain(state, g.a, g.b, g.a);
+}
+
+// Header + extbuf descriptors placed into MSs on B; the cursor and MSs move every burst.
+void cleave_zero_copy(benchmark::State& state) {
+  const uint32_t size = uint32_t(state.range(0));
+  const uint32_t payload = size - 54;
+  const uint32_t ms_len = payload * kBurst;
+  constexpr uint32_t kAhead = 4;  // MSs posted ahead of the cursor
+  static std::vector<uint8_t> app(size_t(9000) * kBurst, 0x33);
+  static std::vector<uint8_t> rx(size_t(9000) * kBurst * (kAhead + 1), 0);
+  static uint16_t next_mr = 0;
+  const uint16_t mr_a = next_mr, mr_b = uint16_t(next_mr + 1);
+  next_mr = uint16_t(next_mr + 2);
+  rte_pmd_cleave_mr_add(g.a, mr_a, app.data(), app.size(), 1);
+  rte_pmd_cleave_mr_add(g.b, mr_b, rx.data(), rx.size(), 1);
+  uint32_t seq = 1000;
+  rte_pmd_cleave_flow flow{};
+  flow.src_ip = 0x0a000001;
+  flow.dst_ip = 0x0a000002;
+  flow.src_port = 1000;
+  flow.dst_port = 2000;
+  flow.proto = 6;
+  flow.reliable = 1;
+  flow.initial_seq = seq;
+  rte_pmd_cleave_flow_add(g.b, kFlow, &flow);
+  uint32_t slot = 0;
+  for (; slot < kAhead; slot++)
+    rte_pmd_cleave_ms_post(g.b, kFlow, mr_b, uint64_t(slot % (kAhead + 1)) * ms_len, ms_len, 0);
+  std::vector<uint8_t> hdr = tcp_frame(54, seq, false);
+  rte_mbuf_ext_shared_info shinfo{};
+  shinfo.free_cb = [](void*, void*) {};
+  uint64_t lost = 0, placed_bytes = 0;
+  const int off = rte_pmd_cleave_placement_offset();
+
+  for (auto _ : state) {
+    rte_mbuf* d[kBurst];
+    rte_mbuf* carriers[kBurst];
+    if (rte_pktmbuf_alloc_bulk(g_small, d, kBurst) != 0 ||
+        rte_pktmbuf_alloc_bulk(g_small, carriers, kBurst) != 0) {
+      state.SkipWithError("out of mbufs");
+      break;
+    }
+    rte_mbuf_ext_refcnt_set(&shinfo, kBurst);
+    for (uint16_t i = 0; i < kBurst; i++) {
+      auto* h = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(d[i], 54));
+      std::memcpy(h, hdr.data(), 54);
+      reinterpret_cast<rte_tcp_hdr*>(h + 34)->sent_seq = rte_cpu_to_be_32(seq + i * payload);
+      rte_pktmbuf_attach_extbuf(carriers[i], app.data() + size_t(i) * payload, RTE_BAD_IOVA,
+                                uint16_t(payload), &shinfo);
+      carriers[i]->data_len = uint16_t(payload);
+      carriers[i]->pkt_len = payload;
+      rte_pktmbuf_chain(d[i], carriers[i]);
+      d[i]->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
+      d[i]->l2_len = 14;
+      d[i]->l3_len = 20;
+      d[i]->l4_len = 20;
+    }
+    const uint16_t sent = rte_eth_tx_burst(g.a, 0, d, kBurst);
+    if (sent < kBurst) rte_pktmbuf_free_bulk(d + sent, kBurst - sent);
+    uint32_t got = 0;
+    rte_mbuf* bufs[kBurst];
+    for (int idle = 0; got < sent && idle < 1000;) {
+      rte_eth_tx_burst(g.a, 0, nullptr, 0);
+      const uint16_t n = rte_eth_rx_burst(g.b, 0, bufs, kBurst);
+      for (uint16_t i = 0; i < n; i++)
+        placed_bytes += rte_pmd_cleave_placement_get(bufs[i], off)->placed;
+      rte_pktmbuf_free_bulk(bufs, n);
+      got += n;
+      idle = n == 0 ? idle + 1 : 0;
+    }
+    lost += sent - got;
+    // The transport's share: accept the burst, retire its MS, post the next one.
+    seq += uint32_t(sent) * payload;
+    rte_pmd_cleave_cursor_update(g.b, kFlow, seq);
+    rte_pmd_cleave_ms_retire(g.b, kFlow, 1);
+    rte_pmd_cleave_ms_post(g.b, kFlow, mr_b, uint64_t(slot++ % (kAhead + 1)) * ms_len, ms_len, 0);
+  }
+  rte_pmd_cleave_flow_remove(g.b, kFlow);
+  rte_pmd_cleave_mr_remove(g.a, mr_a);
+  rte_pmd_cleave_mr_remove(g.b, mr_b);
+  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
+  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
+  state.counters["lost"] = double(lost);
+  state.counters["placed_per_frame"] =
+      state.iterations() > 0 ? double(placed_bytes) / double(state.iterations() * kBurst) : 0;
+}
+
+// Prints the usual table, then each net_cleave path's median rate over the bare wire's.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (!median && r.run_type != Run::RT_Iteration) continue;
+      auto it = r.counters.find("items_per_second");
+      if (it == r.counters.end()) continue;
+      const std::string name = r.run_name.str();
+      if (median || !rate_.count(name)) rate_[name] = it->second.value;
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\nnet_cleave end to end over the ring wire (inline mode, bursts of %u):\n",
+                kBurst);
+    for (uint32_t size : kSizes) {
+      const std::string s = "/" + std::to_string(size);
+      const double base = rate_["RingWire" + s];
+      for (const char* path : {"CleaveDeferred", "CleaveZeroCopy"}) {
+        const double v = rate_[std::string(path) + s];
+        std::printf("  %5u B  %-15s %8.3f Mpps  %6.1f%% of the bare wire (%.3f Mpps)\n", size, path,
+                    v / 1e6, base > 0 ? 100.0 * v / base : 0.0, base / 1e6);
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, double> rate_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string prefix = "--file-prefix=cleave-pmdbench-" + std::to_string(getpid());
+  const char* eal_argv[] = {
+      "pmd_bench", "--no-huge",      "--no-shconf",         "-m",          "512", "--no-pci", "-l",
+      "0",         "--no-telemetry", "--log-level=*:error", prefix.c_str()};
+  if (rte_eal_init(int(sizeof eal_argv / sizeof eal_argv[0]), const_cast<char**>(eal_argv)) < 0) {
+    return 1;
+  }
+  g_small = rte_pktmbuf_pool_create("bench_small", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                    SOCKET_ID_ANY);
+  g_jumbo =
+      rte_pktmbuf_pool_create("bench_jumbo", 255, 0, 0, RTE_PKTMBUF_HEADROOM + 9216, SOCKET_ID_ANY);
+  if (g_small == nullptr || g_jumbo == nullptr) return 1;
+  g.raw_tx = crossed_pair("raw", &g.raw_rx);
+  uint16_t wb = 0;
+  uint16_t wa = crossed_pair("cl", &wb);
+  (void)wa;
+  const char* sizing = ",max_flows=1024,ms_store=65536";
+  if (rte_vdev_init("net_cleave_a", (std::string("wire=net_ring_clx") + sizing).c_str()) != 0 ||
+      rte_vdev_init("net_cleave_b", (std::string("wire=net_ring_cly") + sizing).c_str()) != 0 ||
+      rte_eth_dev_get_port_by_name("net_cleave_a", &g.a) != 0 ||
+      rte_eth_dev_get_port_by_name("net_cleave_b", &g.b) != 0) {
+    std::fprintf(stderr, "net_cleave ports do not probe\n");
+    return 1;
+  }
+  for (uint16_t p : {g.raw_tx, g.raw_rx, g.a, g.b})
+    start(p);
+  (void)wb;
+
+  for (uint32_t size : kSizes) {
+    benchmark::RegisterBenchmark("RingWire", ring_wire)->Arg(size);
+    benchmark::RegisterBenchmark("CleaveDeferred", cleave_deferred)->Arg(size);
+    benchmark::RegisterBenchmark("CleaveZeroCopy", cleave_zero_copy)->Arg(size);
+  }
+  benchmark::Initialize(&argc, argv);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  for (uint16_t p : {g.a, g.b, g.raw_tx, g.raw_rx})
+    rte_eth_dev_stop(p);
+  rte_eal_cleanup();
+  return 0;
+}

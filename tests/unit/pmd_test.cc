@@ -1,0 +1,1203 @@
+// pmd_test.cc - the net_cleave PMD end to end: two ports over a crossed ring wire in one process.
+//
+// EAL runs without hugepages or root. Each test builds a fresh wire (two rings, two ring ports
+// made with rte_eth_from_rings) and two net_cleave ports with rte_vdev_init; the test is the
+// dataplane on both ends and can also inject frames straight onto the wire ring.
+#include <gtest/gtest.h>
+#include <rte_bus_vdev.h>
+#include <rte_eal.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_flow.h>
+#include <rte_ip.h>
+#include <rte_log.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <rte_service.h>
+#include <rte_tcp.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rte_pmd_cleave.h"
+
+namespace {
+
+rte_mempool* g_pool = nullptr;        // headers, plain frames, extbuf carriers
+rte_mempool* g_jumbo_pool = nullptr;  // injected jumbo frames
+int g_seq = 0;
+
+constexpr uint32_t kIpA = 0x0a000001;  // 10.0.0.1, behind port A
+constexpr uint32_t kIpB = 0x0a000002;  // 10.0.0.2, behind port B
+constexpr uint16_t kPortA = 1000;
+constexpr uint16_t kPortB = 2000;
+constexpr uint32_t kFlow = 7;
+
+using Bytes = std::vector<uint8_t>;
+
+// An Ethernet/IPv4/TCP frame from A to B with correct checksums (when `csum`) and `payload`.
+Bytes tcp_frame(uint32_t seq, const uint8_t* payload, uint32_t len, bool csum = true,
+                uint32_t src = kIpA, uint32_t dst = kIpB, uint16_t sport = kPortA,
+                uint16_t dport = kPortB) {
+  Bytes f(14 + 20 + 20 + len, 0);
+  for (int i = 0; i < 6; i++) {
+    f[i] = uint8_t(0x02 + i);
+    f[6 + i] = uint8_t(0x12 + i);
+  }
+  f[12] = 0x08;
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+  ip->version_ihl = 0x45;
+  ip->total_length = rte_cpu_to_be_16(uint16_t(40 + len));
+  ip->packet_id = rte_cpu_to_be_16(1);
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_TCP;
+  ip->src_addr = rte_cpu_to_be_32(src);
+  ip->dst_addr = rte_cpu_to_be_32(dst);
+  auto* tcp = reinterpret_cast<rte_tcp_hdr*>(f.data() + 34);
+  tcp->src_port = rte_cpu_to_be_16(sport);
+  tcp->dst_port = rte_cpu_to_be_16(dport);
+  tcp->sent_seq = rte_cpu_to_be_32(seq);
+  tcp->recv_ack = rte_cpu_to_be_32(1);
+  tcp->data_off = 5 << 4;
+  tcp->tcp_flags = RTE_TCP_ACK_FLAG | RTE_TCP_PSH_FLAG;
+  tcp->rx_win = rte_cpu_to_be_16(65535);
+  if (len > 0) std::memcpy(f.data() + 54, payload, len);
+  if (csum) {
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
+    tcp->cksum = rte_ipv4_udptcp_cksum(ip, tcp);
+  }
+  return f;
+}
+
+rte_mbuf* to_mbuf(const Bytes& f) {
+  rte_mbuf* m = rte_pktmbuf_alloc(f.size() > 2000 ? g_jumbo_pool : g_pool);
+  if (m == nullptr) return nullptr;
+  std::memcpy(rte_pktmbuf_append(m, uint16_t(f.size())), f.data(), f.size());
+  return m;
+}
+
+Bytes pattern(size_t n, uint8_t salt) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; i++)
+    b[i] = uint8_t(i * 7 + salt + (i >> 8));
+  return b;
+}
+
+const rte_pmd_cleave_placement& placement(rte_mbuf* m) {
+  return *rte_pmd_cleave_placement_get(m, rte_pmd_cleave_placement_offset());
+}
+
+// App memory the extbuf segments point at; the free callback is the send completion.
+struct AppMemory {
+  Bytes bytes;
+  rte_mbuf_ext_shared_info shinfo{};
+  int completions = 0;
+  explicit AppMemory(Bytes b) : bytes(std::move(b)) {
+    shinfo.free_cb = [](void*, void* opaque) { static_cast<AppMemory*>(opaque)->completions++; };
+    shinfo.fcb_opaque = this;
+  }
+  // A header mbuf chained to extbuf segments over [off, off+len) (<= 64 KB - 1 per segment).
+  rte_mbuf* descriptor(const Bytes& header, uint64_t off, uint32_t len, uint16_t mss) {
+    rte_mbuf* h = rte_pktmbuf_alloc(g_pool);
+    std::memcpy(rte_pktmbuf_append(h, uint16_t(header.size())), header.data(), header.size());
+    rte_mbuf* last = h;
+    uint32_t segs = (len + 32767) / 32768;
+    rte_mbuf_ext_refcnt_set(&shinfo, uint16_t(segs));
+    for (uint32_t done = 0; done < len;) {
+      const uint32_t n = std::min<uint32_t>(32768, len - done);
+      rte_mbuf* p = rte_pktmbuf_alloc(g_pool);
+      rte_pktmbuf_attach_extbuf(p, bytes.data() + off + done, RTE_BAD_IOVA, uint16_t(n), &shinfo);
+      p->data_len = uint16_t(n);
+      p->pkt_len = n;
+      EXPECT_EQ(rte_pktmbuf_chain(h, p), 0);
+      last = p;
+      done += n;
+    }
+    (void)last;
+    h->l2_len = 14;
+    h->l3_len = 20;
+    h->l4_len = 20;
+    h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
+    if (mss != 0) {
+      h->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
+      h->tso_segsz = mss;
+    }
+    return h;
+  }
+};
+
+uint64_t xstat(uint16_t port, const char* name) {
+  uint64_t id = 0;
+  EXPECT_EQ(rte_eth_xstats_get_id_by_name(port, name, &id), 0) << name;
+  uint64_t v = ~0ull;
+  EXPECT_EQ(rte_eth_xstats_get_by_id(port, &id, &v, 1), 1) << name;
+  return v;
+}
+
+// Collects what DPDK logs while it lives.
+struct LogCapture {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  LogCapture() { rte_openlog_stream(f); }
+  ~LogCapture() {
+    rte_openlog_stream(nullptr);
+    std::fclose(f);
+    std::free(buf);
+  }
+  std::string text() {
+    std::fflush(f);
+    return std::string(buf, len);
+  }
+};
+
+// Two net_cleave ports A and B over a crossed pair of ring ports: A's wire sends into `ab`,
+// which B's wire receives, and back over `ba`.
+class Pair : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pool_avail_ = rte_mempool_avail_count(g_pool);
+    jumbo_avail_ = rte_mempool_avail_count(g_jumbo_pool);
+    const std::string n = std::to_string(++g_seq);
+    ab_ = rte_ring_create(("ab" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
+    ba_ = rte_ring_create(("ba" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
+    ASSERT_NE(ab_, nullptr);
+    ASSERT_NE(ba_, nullptr);
+    // rte_eth_from_rings(NAME) names the port net_ring_NAME.
+    int wa = rte_eth_from_rings(("wa" + n).c_str(), &ba_, 1, &ab_, 1, SOCKET_ID_ANY);
+    int wb = rte_eth_from_rings(("wb" + n).c_str(), &ab_, 1, &ba_, 1, SOCKET_ID_ANY);
+    wire_a_name_ = "net_ring_wa" + n;
+    wire_b_name_ = "net_ring_wb" + n;
+    ASSERT_GE(wa, 0);
+    ASSERT_GE(wb, 0);
+    wire_a_ = uint16_t(wa);
+    wire_b_ = uint16_t(wb);
+    name_a_ = "net_cleave_a" + n;
+    name_b_ = "net_cleave_b" + n;
+    const std::string sizing =
+        ",max_flows=64,max_mrs=16,ms_committed=16,ms_store=1024,tx_mbufs=1023";
+    ASSERT_EQ(rte_vdev_init(name_a_.c_str(), ("wire=" + wire_a_name_ + sizing).c_str()), 0);
+    ASSERT_EQ(rte_vdev_init(name_b_.c_str(), ("wire=" + wire_b_name_ + sizing).c_str()), 0);
+    ASSERT_EQ(rte_eth_dev_get_port_by_name(name_a_.c_str(), &a_), 0);
+    ASSERT_EQ(rte_eth_dev_get_port_by_name(name_b_.c_str(), &b_), 0);
+    start(a_);
+    start(b_);
+  }
+
+  void TearDown() override {
+    for (rte_mbuf* m : held_)
+      rte_pktmbuf_free(m);
+    held_.clear();
+    for (uint16_t p : {a_, b_}) {
+      if (rte_eth_dev_is_valid_port(p)) rte_eth_dev_stop(p);
+    }
+    drain(ab_);
+    drain(ba_);
+    {
+      LogCapture log;
+      for (const std::string& name : {name_a_, name_b_}) {
+        uint16_t p;
+        if (rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) rte_eth_dev_close(p);
+        rte_vdev_uninit(name.c_str());
+      }
+      EXPECT_EQ(log.text().find("in flight"), std::string::npos) << log.text();
+    }
+    for (uint16_t w : {wire_a_, wire_b_}) {
+      rte_eth_dev_stop(w);
+      rte_eth_dev_close(w);
+    }
+    rte_ring_free(ab_);
+    rte_ring_free(ba_);
+    EXPECT_EQ(rte_mempool_avail_count(g_pool), pool_avail_) << "every app mbuf came back";
+    EXPECT_EQ(rte_mempool_avail_count(g_jumbo_pool), jumbo_avail_);
+  }
+
+  static void drain(rte_ring* r) {
+    void* m;
+    while (rte_ring_dequeue(r, &m) == 0)
+      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+  }
+
+  static void start(uint16_t port, uint16_t mtu = 9000) {
+    rte_eth_conf conf{};
+    conf.rxmode.mtu = mtu;
+    conf.txmode.offloads = RTE_ETH_TX_OFFLOAD_MULTI_SEGS | RTE_ETH_TX_OFFLOAD_TCP_TSO |
+                           RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+    ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+    ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
+    ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr), 0);
+    ASSERT_EQ(rte_eth_dev_start(port), 0);
+  }
+
+  // Runs both NICs (inline mode: their bursts run the service) until B has delivered `want`
+  // entries or nothing moves for a while. The mbufs are freed at TearDown.
+  std::vector<rte_mbuf*> receive_b(size_t want) {
+    std::vector<rte_mbuf*> got;
+    for (int idle = 0; got.size() < want && idle < 2000;) {
+      rte_mbuf* bufs[32];
+      rte_eth_tx_burst(a_, 0, nullptr, 0);  // A's NIC flushes its wire
+      uint16_t n = rte_eth_rx_burst(b_, 0, bufs, 32);
+      for (uint16_t i = 0; i < n; i++) {
+        got.push_back(bufs[i]);
+        held_.push_back(bufs[i]);
+      }
+      idle = n == 0 ? idle + 1 : 0;
+    }
+    return got;
+  }
+
+  void add_flow_b(uint32_t initial_seq) {
+    rte_pmd_cleave_flow f{};
+    f.src_ip = kIpA;
+    f.dst_ip = kIpB;
+    f.src_port = kPortA;
+    f.dst_port = kPortB;
+    f.proto = 6;
+    f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
+    f.parser = RTE_PMD_CLEAVE_PARSER_TCP;
+    f.reliable = 1;
+    f.initial_seq = initial_seq;
+    ASSERT_EQ(rte_pmd_cleave_flow_add(b_, kFlow, &f), 0);
+  }
+
+  void inject_b(const Bytes& frame) {
+    rte_mbuf* m = to_mbuf(frame);
+    ASSERT_NE(m, nullptr);
+    ASSERT_EQ(rte_ring_enqueue(ab_, m), 0);
+  }
+
+  rte_ring* ab_ = nullptr;
+  rte_ring* ba_ = nullptr;
+  std::string wire_a_name_, wire_b_name_, name_a_, name_b_;
+  uint16_t wire_a_ = 0, wire_b_ = 0, a_ = 0, b_ = 0;
+  std::vector<rte_mbuf*> held_;
+  unsigned pool_avail_ = 0, jumbo_avail_ = 0;
+};
+
+TEST_F(Pair, TsoPayloadLandsInThePostedMs) {
+  constexpr uint32_t kLen = 65536, kMss = 1448, kSeq = 1000, kMsOff = 4096;
+  add_flow_b(kSeq);
+  Bytes rx(kMsOff + kLen + 4096, 0xEE);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 1, rx.data(), rx.size(), 42), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 1, kMsOff, kLen, 0), 0);
+  AppMemory app(pattern(kLen + 100, 3));
+  ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 3, app.bytes.data(), app.bytes.size(), 42), 0);
+
+  Bytes hdr = tcp_frame(kSeq, nullptr, 0, false);
+  rte_mbuf* d = app.descriptor(hdr, 100, kLen, kMss);
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  constexpr uint32_t kFrames = (kLen + kMss - 1) / kMss;
+  std::vector<rte_mbuf*> got = receive_b(kFrames);
+  ASSERT_EQ(got.size(), kFrames);
+
+  uint32_t placed = 0;
+  for (uint32_t i = 0; i < kFrames; i++) {
+    rte_mbuf* m = got[i];
+    const rte_pmd_cleave_placement& p = placement(m);
+    SCOPED_TRACE(i);
+    EXPECT_EQ(m->pkt_len, 54u) << "header only";
+    EXPECT_EQ(m->nb_segs, 1);
+    EXPECT_EQ(m->port, b_);
+    EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_PLACED);
+    EXPECT_EQ(p.flow_id, kFlow);
+    EXPECT_EQ(p.seq, kSeq + i * kMss);
+    EXPECT_EQ(p.mr, 1);
+    EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&p), kMsOff + i * kMss);
+    EXPECT_EQ(p.placed, std::min(kMss, kLen - i * kMss));
+    EXPECT_EQ(p.payload_len, p.placed);
+    EXPECT_EQ(p.flags & RTE_PMD_CLEAVE_F_NFRAGS_MASK, 1u);
+    EXPECT_EQ((p.flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER) != 0, i > 0);
+    EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_IP_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+    EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+    EXPECT_EQ(m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK, RTE_MBUF_F_RX_IP_CKSUM_GOOD);
+    EXPECT_EQ(m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK, RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+    EXPECT_TRUE(m->ol_flags & RTE_MBUF_F_RX_FDIR_ID);
+    EXPECT_EQ(m->hash.fdir.hi, kFlow);
+    auto* tcp = rte_pktmbuf_mtod_offset(m, rte_tcp_hdr*, 34);
+    EXPECT_EQ(rte_be_to_cpu_32(tcp->sent_seq), kSeq + i * kMss);
+    placed += p.placed;
+  }
+  EXPECT_EQ(placed, kLen);
+  EXPECT_EQ(0, std::memcmp(rx.data() + kMsOff, app.bytes.data() + 100, kLen));
+  EXPECT_EQ(rx[kMsOff - 1], 0xEE);
+  EXPECT_EQ(rx[kMsOff + kLen], 0xEE);
+  EXPECT_EQ(app.completions, 1) << "the extbuf was released once the NIC read it";
+
+  rte_eth_stats sa{}, sb{};
+  ASSERT_EQ(rte_eth_stats_get(a_, &sa), 0);
+  ASSERT_EQ(rte_eth_stats_get(b_, &sb), 0);
+  EXPECT_EQ(sa.opackets, kFrames);
+  EXPECT_EQ(sb.ipackets, kFrames);
+  EXPECT_EQ(sb.ibytes, sa.obytes);
+  EXPECT_EQ(xstat(a_, "tx_zero_copy"), 1u);
+  EXPECT_EQ(xstat(a_, "tx_bounce"), 0u);
+  EXPECT_EQ(xstat(a_, "nic_tx_tso_requests"), 1u);
+  EXPECT_EQ(xstat(a_, "nic_tx_frames"), kFrames);
+  // The model compares with the transport's cursor, which this test never advances: only the
+  // first frame is at the cursor, the rest land past it (case d) at their exact place.
+  EXPECT_EQ(xstat(b_, "nic_rx_in_order"), 1u);
+  EXPECT_EQ(xstat(b_, "nic_rx_past_hole"), kFrames - 1);
+  EXPECT_EQ(xstat(b_, "nic_rx_placed_bytes"), kLen);
+}
+
+TEST_F(Pair, PayloadOutsideAnyMrIsBouncedAndStillPlaced) {
+  add_flow_b(77);
+  Bytes rx(8192, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 2, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 2, 0, 8192, 0), 0);
+  AppMemory app(pattern(3000, 9));  // never registered on A
+  rte_mbuf* d = app.descriptor(tcp_frame(77, nullptr, 0, false), 0, 3000, 0);
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(placement(got[0]).placed, 3000u);
+  EXPECT_EQ(0, std::memcmp(rx.data(), app.bytes.data(), 3000));
+  EXPECT_EQ(xstat(a_, "tx_bounce"), 1u);
+  EXPECT_EQ(app.completions, 1);
+}
+
+TEST_F(Pair, FlowMissDefersTheWholeFrame) {
+  Bytes payload = pattern(1000, 1);
+  Bytes f = tcp_frame(5, payload.data(), 1000);
+  rte_mbuf* m = to_mbuf(f);
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &m, 1), 1);
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  const rte_pmd_cleave_placement& p = placement(got[0]);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(p.reason, RTE_PMD_CLEAVE_DEFER_FLOW_MISS);
+  EXPECT_EQ(p.flow_id, RTE_PMD_CLEAVE_NO_FLOW);
+  EXPECT_EQ(p.placed, 0u);
+  EXPECT_FALSE(got[0]->ol_flags & RTE_MBUF_F_RX_FDIR);
+  ASSERT_EQ(got[0]->pkt_len, f.size());
+  EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(got[0], void*), f.data(), f.size()));
+  EXPECT_EQ(xstat(a_, "tx_pass_through"), 1u);
+  EXPECT_EQ(xstat(b_, "nic_defer_flow_miss"), 1u);
+}
+
+TEST_F(Pair, PlainFrameGetsItsChecksumsFilled) {
+  Bytes payload = pattern(600, 2);
+  Bytes f = tcp_frame(5, payload.data(), 600, /*csum=*/false);
+  rte_mbuf* m = to_mbuf(f);
+  m->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &m, 1), 1);
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  const rte_pmd_cleave_placement& p = placement(got[0]);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_IP_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+  EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+  ASSERT_EQ(got[0]->pkt_len, f.size());
+  auto* ip = rte_pktmbuf_mtod_offset(got[0], rte_ipv4_hdr*, 14);
+  EXPECT_EQ(rte_ipv4_cksum(ip), 0) << "a correct header sums to zero";
+  EXPECT_EQ(rte_ipv4_udptcp_cksum_verify(ip, ip + 1), 0);
+  EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod_offset(got[0], uint8_t*, 54), payload.data(), 600));
+}
+
+TEST_F(Pair, OutOfOrderTrimmedAndDuplicateFramesOnTheWire) {
+  constexpr uint32_t kSeq = 5000;
+  add_flow_b(kSeq);
+  Bytes rx(4000, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 4, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 4, 0, 1500, 0), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 4, 1500, 2500, 0), 0);
+  Bytes stream = pattern(3000, 5);
+  auto seg = [&](uint32_t from, uint32_t len) {
+    return tcp_frame(kSeq + from, stream.data() + from, len);
+  };
+  inject_b(seg(1000, 1000));  // past a hole: lands at its place, straddling the two MSs
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_TRUE(placement(got[0]).flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER);
+  EXPECT_EQ(placement(got[0]).flags & RTE_PMD_CLEAVE_F_NFRAGS_MASK, 2u);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&placement(got[0])), 1000u);
+
+  inject_b(seg(0, 1000));  // fills the hole
+  got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_FALSE(placement(got[0]).flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER);
+  EXPECT_EQ(0, std::memcmp(rx.data(), stream.data(), 2000));
+
+  ASSERT_EQ(rte_pmd_cleave_cursor_update(b_, kFlow, kSeq + 2000), 0);
+  inject_b(seg(0, 1000));     // a duplicate wholly before the cursor
+  inject_b(seg(1500, 1000));  // half before the cursor
+  got = receive_b(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DROPPED);
+  EXPECT_EQ(placement(got[0]).placed, 0u);
+  EXPECT_EQ(got[0]->pkt_len, 54u);
+  EXPECT_EQ(placement(got[1]).decision, RTE_PMD_CLEAVE_TRIMMED);
+  EXPECT_EQ(placement(got[1]).trimmed, 500u);
+  EXPECT_EQ(placement(got[1]).placed, 500u);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&placement(got[1])), 2000u);
+  EXPECT_EQ(0, std::memcmp(rx.data(), stream.data(), 2500));
+  EXPECT_EQ(rx[2500], 0);
+
+  // The retired MS and a retire past the cursor.
+  EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), 0);
+  EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), -EAGAIN);
+  EXPECT_EQ(xstat(b_, "nic_rx_past_hole"), 1u);
+  EXPECT_EQ(xstat(b_, "nic_rx_dropped"), 1u);
+  EXPECT_EQ(xstat(b_, "nic_rx_trimmed_bytes"), 500u);
+}
+
+// Ethernet/IPv4/UDP/BTH/RETH of an RDMA WRITE-only from A to B (lengths and ICRC by the NIC).
+Bytes roce_write_header(uint32_t psn, uint16_t rkey, uint64_t va, uint32_t len) {
+  Bytes f(14 + 20 + 8 + 12 + 16, 0);
+  f[0] = 2;
+  f[6] = 4;
+  f[12] = 0x08;
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+  ip->version_ihl = 0x45;
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_UDP;
+  ip->src_addr = rte_cpu_to_be_32(kIpA);
+  ip->dst_addr = rte_cpu_to_be_32(kIpB);
+  uint8_t* udp = f.data() + 34;
+  udp[0] = 0xC0;  // source port 49152
+  udp[2] = 4791 >> 8;
+  udp[3] = 4791 & 0xFF;
+  uint8_t* bth = udp + 8;
+  bth[0] = 0x0A;  // RDMA WRITE only; pad 0 (the length is a multiple of 4)
+  bth[2] = bth[3] = 0xFF;
+  bth[7] = 0x11;  // destination QP
+  bth[9] = uint8_t(psn >> 16);
+  bth[10] = uint8_t(psn >> 8);
+  bth[11] = uint8_t(psn);
+  uint8_t* reth = bth + 12;
+  for (int i = 0; i < 8; i++)
+    reth[i] = uint8_t(va >> (56 - 8 * i));
+  reth[10] = uint8_t(rkey >> 8);
+  reth[11] = uint8_t(rkey);
+  for (int i = 0; i < 4; i++)
+    reth[12 + i] = uint8_t(len >> (24 - 8 * i));
+  return f;
+}
+
+TEST_F(Pair, RoceWriteWithIcrcFromTheDynamicFlag) {
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kIpA;
+  f.dst_ip = kIpB;
+  f.dst_port = 4791;  // any source port
+  f.proto = 17;
+  f.parser = RTE_PMD_CLEAVE_PARSER_ROCE;
+  f.reliable = 1;
+  f.initial_seq = 100;
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 3, &f), 0);
+  Bytes rx(4096, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 5, rx.data(), rx.size(), 1), 0);
+  AppMemory app(pattern(1024, 6));
+  ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 5, app.bytes.data(), app.bytes.size(), 1), 0);
+  const int icrc = rte_pmd_cleave_tx_icrc_bit();
+  ASSERT_GE(icrc, 0);
+
+  // Without the flag the frame carries no ICRC: the receiving NIC refuses to place it.
+  rte_mbuf* d = app.descriptor(roce_write_header(100, 5, 256, 1024), 0, 1024, 0);
+  d->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DEFERRED);
+
+  d = app.descriptor(roce_write_header(100, 5, 256, 1024), 0, 1024, 0);
+  d->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | (uint64_t(1) << icrc);
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  const rte_pmd_cleave_placement& p = placement(got[0]);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_PLACED) << int(p.reason);
+  EXPECT_EQ(p.parser, RTE_PMD_CLEAVE_PARSER_ROCE);
+  EXPECT_EQ(p.flow_id, 3u);
+  EXPECT_EQ(p.seq, 100u);
+  EXPECT_EQ(p.mr, 5);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&p), 256u);
+  EXPECT_EQ(p.placed, 1024u);
+  EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD) << "ICRC";
+  EXPECT_EQ(got[0]->pkt_len, 70u);
+  EXPECT_EQ(0, std::memcmp(rx.data() + 256, app.bytes.data(), 1024));
+  EXPECT_EQ(app.completions, 2);
+}
+
+TEST_F(Pair, JumboFrameAndMultiSegmentWireFrames) {
+  add_flow_b(1);
+  Bytes rx(20000, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 0, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 0, 0, 20000, 0), 0);
+  Bytes stream = pattern(18000, 11);
+  inject_b(tcp_frame(1, stream.data(), 8946));  // a 9000-byte frame in one segment
+  // The next one arrives in three segments, as a wire with small buffers would give it.
+  Bytes f = tcp_frame(1 + 8946, stream.data() + 8946, 3000);
+  rte_mbuf* head = nullptr;
+  for (size_t at = 0; at < f.size(); at += 1200) {
+    rte_mbuf* s = rte_pktmbuf_alloc(g_pool);
+    const size_t n = std::min<size_t>(1200, f.size() - at);
+    std::memcpy(rte_pktmbuf_append(s, uint16_t(n)), f.data() + at, n);
+    if (head == nullptr) {
+      head = s;
+    } else {
+      ASSERT_EQ(rte_pktmbuf_chain(head, s), 0);
+    }
+  }
+  ASSERT_EQ(rte_ring_enqueue(ab_, head), 0);
+  std::vector<rte_mbuf*> got = receive_b(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(placement(got[0]).placed, 8946u);
+  EXPECT_EQ(placement(got[1]).placed, 3000u);
+  EXPECT_EQ(got[1]->pkt_len, 54u);
+  EXPECT_EQ(got[1]->nb_segs, 1);
+  EXPECT_EQ(0, std::memcmp(rx.data(), stream.data(), 11946));
+  EXPECT_EQ(xstat(b_, "rx_linearized"), 1u);
+}
+
+TEST_F(Pair, XstatsReflectDecisionsAndMemory) {
+  rte_eth_xstat_name names[512];
+  const int n = rte_eth_xstats_get_names(b_, names, 512);
+  ASSERT_GT(n, 0);
+  ASSERT_LT(n, 512);
+  std::map<std::string, int> index;
+  for (int i = 0; i < n; i++)
+    index[names[i].name] = i;
+  for (const char* want :
+       {"nic_rx_frames", "nic_rx_in_order", "nic_rx_past_hole", "nic_rx_trimmed", "nic_rx_dropped",
+        "nic_rx_deferred", "nic_defer_no_ms", "nic_defer_flow_miss", "nic_cmd_err_unknown_flow",
+        "nic_tx_status_dma_fault", "nic_mem_flow_table_bytes", "nic_mem_flow_table_in_use",
+        "nic_mem_ms_store_in_use", "nic_mem_total_bytes", "tx_bounce", "service_inline"}) {
+    EXPECT_TRUE(index.count(want)) << want;
+  }
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 0u);
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_bytes"), 64u * 96u);
+  const uint64_t total = xstat(b_, "nic_mem_total_bytes");
+  uint64_t sum = 0;
+  for (const auto& [name, i] : index) {
+    if (name.starts_with("nic_mem_") && name.ends_with("_bytes") && name != "nic_mem_total_bytes")
+      sum += xstat(b_, name.c_str());
+  }
+  EXPECT_EQ(sum, total);
+
+  add_flow_b(10);
+  Bytes rx(100, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 0, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 0, 0, 100, 0), 0);
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 1u);
+  EXPECT_EQ(xstat(b_, "nic_mem_ms_committed_in_use"), 1u);
+  Bytes payload = pattern(400, 0);
+  inject_b(tcp_frame(10, payload.data(), 400));  // no MS covers it: deferred whole
+  inject_b(tcp_frame(10, payload.data(), 100));  // placed
+  inject_b(tcp_frame(10, payload.data(), 100, true, kIpA, kIpB, 9, kPortB));  // flow miss
+  EXPECT_EQ(receive_b(3).size(), 3u);
+  EXPECT_EQ(xstat(b_, "nic_rx_frames"), 3u);
+  EXPECT_EQ(xstat(b_, "nic_defer_no_ms"), 1u);
+  EXPECT_EQ(xstat(b_, "nic_defer_flow_miss"), 1u);
+  EXPECT_EQ(xstat(b_, "nic_rx_in_order"), 1u);
+  EXPECT_EQ(xstat(b_, "rx_headers"), 3u);
+  EXPECT_EQ(rte_pmd_cleave_ms_post(b_, 99, 0, 0, 10, 0), -ENOENT);
+  EXPECT_EQ(xstat(b_, "nic_cmd_err_unknown_flow"), 1u);
+
+  ASSERT_EQ(rte_eth_xstats_reset(b_), 0);
+  EXPECT_EQ(xstat(b_, "nic_rx_frames"), 0u);
+  EXPECT_EQ(xstat(b_, "nic_defer_flow_miss"), 0u);
+  EXPECT_EQ(xstat(b_, "rx_headers"), 0u);
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 1u) << "memory is not a counter";
+  rte_eth_stats st{};
+  ASSERT_EQ(rte_eth_stats_get(b_, &st), 0);
+  EXPECT_EQ(st.ipackets, 0u);
+  ASSERT_EQ(rte_pmd_cleave_flow_remove(b_, kFlow), 0);
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 0u);
+  EXPECT_EQ(xstat(b_, "nic_mem_ms_committed_in_use"), 0u);
+}
+
+TEST_F(Pair, CommandsReportErrors) {
+  Bytes mem(1000);
+  EXPECT_EQ(rte_pmd_cleave_mr_add(wire_a_, 0, mem.data(), mem.size(), 1), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_mr_add(RTE_MAX_ETHPORTS, 0, mem.data(), mem.size(), 1), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 16, mem.data(), mem.size(), 1), -ENOSPC) << "max_mrs=16";
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), 0);
+  EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), -EEXIST);
+  EXPECT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 0, 0, 10, 0), -ENOENT);
+  add_flow_b(0);
+  rte_pmd_cleave_flow dup{};
+  dup.src_ip = kIpA;
+  dup.dst_ip = kIpB;
+  dup.src_port = kPortA;
+  dup.dst_port = kPortB;
+  dup.proto = 6;
+  EXPECT_EQ(rte_pmd_cleave_flow_add(b_, kFlow, &dup), -EEXIST);
+  dup.parser = 9;
+  EXPECT_EQ(rte_pmd_cleave_flow_add(b_, 8, &dup), -EINVAL);
+  EXPECT_EQ(rte_pmd_cleave_flow_add(b_, 1000, nullptr), -EINVAL);
+  EXPECT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 0, 900, 200, 0), -ERANGE);
+  EXPECT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 5, 0, 10, 0), -ENOENT);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 0, 0, 500, 0), 0);
+  EXPECT_EQ(rte_pmd_cleave_mr_remove(b_, 0), -EBUSY);
+  EXPECT_EQ(rte_pmd_cleave_flow_set_mode(b_, kFlow, RTE_PMD_CLEAVE_COPY), 0);
+  EXPECT_EQ(rte_pmd_cleave_flow_remove(b_, kFlow), 0);
+  EXPECT_EQ(rte_pmd_cleave_mr_remove(b_, 0), 0);
+  EXPECT_EQ(rte_pmd_cleave_mr_remove(b_, 0), -ENOENT);
+  uint32_t sid = 0;
+  EXPECT_EQ(rte_pmd_cleave_service_id(b_, &sid), 0);
+  EXPECT_EQ(rte_pmd_cleave_service_id(wire_b_, &sid), -ENODEV);
+}
+
+TEST_F(Pair, StopStartCloseAndQueueValidation) {
+  rte_eth_link link{};
+  ASSERT_EQ(rte_eth_link_get_nowait(a_, &link), 0);
+  EXPECT_EQ(link.link_status, RTE_ETH_LINK_UP) << "the ring wire is up";
+  Bytes payload = pattern(100, 4);
+  rte_mbuf* m = to_mbuf(tcp_frame(1, payload.data(), 100));
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &m, 1), 1);
+  EXPECT_EQ(receive_b(1).size(), 1u);
+
+  ASSERT_EQ(rte_eth_dev_stop(b_), 0);
+  ASSERT_EQ(rte_eth_link_get_nowait(b_, &link), 0);
+  EXPECT_EQ(link.link_status, RTE_ETH_LINK_DOWN);
+  rte_eth_conf conf{};
+  EXPECT_NE(rte_eth_dev_configure(b_, 2, 1, &conf), 0) << "one queue pair only";
+  EXPECT_NE(rte_eth_rx_queue_setup(b_, 0, 4096, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  start(b_);
+  m = to_mbuf(tcp_frame(1, payload.data(), 100));
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &m, 1), 1);
+  EXPECT_EQ(receive_b(1).size(), 1u) << "traffic flows again after a restart";
+
+  // Frames queued on B's wire when B stops are dropped with it, and nothing leaks.
+  for (int i = 0; i < 5; i++)
+    inject_b(tcp_frame(1, payload.data(), 100));
+  ASSERT_EQ(rte_eth_tx_burst(b_, 0, nullptr, 0), 0);  // B's NIC takes them off the wire
+  ASSERT_EQ(rte_eth_dev_stop(b_), 0);
+  ASSERT_EQ(rte_eth_dev_close(b_), 0);
+  EXPECT_FALSE(rte_eth_dev_is_valid_port(b_));
+  Bytes mem(10);
+  EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), -ENODEV);
+  EXPECT_EQ(rte_vdev_uninit(name_b_.c_str()), 0);
+}
+
+TEST_F(Pair, ServiceLcoreRunsTheNic) {
+  uint32_t sa = 0, sb = 0;
+  ASSERT_EQ(rte_pmd_cleave_service_id(a_, &sa), 0);
+  ASSERT_EQ(rte_pmd_cleave_service_id(b_, &sb), 0);
+  ASSERT_EQ(rte_service_lcore_add(1), 0);
+  for (uint32_t s : {sa, sb}) {
+    ASSERT_EQ(rte_service_map_lcore_set(s, 1, 1), 0);
+    ASSERT_EQ(rte_service_runstate_set(s, 1), 0);
+  }
+  ASSERT_EQ(rte_service_lcore_start(1), 0);
+  const uint64_t inline_a = xstat(a_, "service_inline");
+
+  add_flow_b(0);
+  Bytes rx(40000, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 1, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 1, 0, 40000, 0), 0);
+  AppMemory app(pattern(40000, 8));
+  ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 1, app.bytes.data(), app.bytes.size(), 1), 0);
+  rte_mbuf* d = app.descriptor(tcp_frame(0, nullptr, 0, false), 0, 40000, 8000);
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  std::vector<rte_mbuf*> got;
+  for (int i = 0; i < 200000 && got.size() < 5; i++) {
+    rte_mbuf* bufs[8];
+    uint16_t n = rte_eth_rx_burst(b_, 0, bufs, 8);
+    for (uint16_t k = 0; k < n; k++) {
+      got.push_back(bufs[k]);
+      held_.push_back(bufs[k]);
+    }
+    if (n == 0) usleep(10);
+  }
+  for (uint32_t s : {sa, sb})
+    ASSERT_EQ(rte_service_runstate_set(s, 0), 0);
+  ASSERT_EQ(rte_service_lcore_stop(1), 0);
+  for (uint32_t s : {sa, sb})
+    ASSERT_EQ(rte_service_map_lcore_set(s, 1, 0), 0);
+  ASSERT_EQ(rte_service_lcore_del(1), 0);
+
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(0, std::memcmp(rx.data(), app.bytes.data(), 40000));
+  EXPECT_EQ(xstat(a_, "service_inline"), inline_a) << "the service lcore, not tx_burst, ran A";
+  EXPECT_EQ(xstat(b_, "service_inline"), 0u);
+  EXPECT_GT(xstat(b_, "service_runs"), 0u);
+}
+
+// rte_flow installs copy-mode flows: frames arrive whole, marked with the rule's MARK id.
+TEST_F(Pair, RteFlowMarkClassifiesIntoCopyModeFlows) {
+  rte_flow_attr attr{};
+  attr.ingress = 1;
+  rte_flow_item_ipv4 ip{};
+  ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
+  ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
+  rte_flow_item_tcp tcp{};
+  tcp.hdr.src_port = rte_cpu_to_be_16(kPortA);
+  tcp.hdr.dst_port = rte_cpu_to_be_16(kPortB);
+  rte_flow_item items[4] = {};
+  items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+  items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+  items[1].spec = &ip;
+  items[2].type = RTE_FLOW_ITEM_TYPE_TCP;
+  items[2].spec = &tcp;
+  items[3].type = RTE_FLOW_ITEM_TYPE_END;
+  rte_flow_action_mark mark{};
+  mark.id = 42;
+  rte_flow_action_queue queue{};
+  rte_flow_action actions[3] = {};
+  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
+  actions[0].conf = &mark;
+  actions[1].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+  actions[1].conf = &queue;
+  actions[2].type = RTE_FLOW_ACTION_TYPE_END;
+
+  rte_flow_error err{};
+  ASSERT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), 0);
+  rte_flow* rule = rte_flow_create(b_, &attr, items, actions, &err);
+  ASSERT_NE(rule, nullptr) << (err.message ? err.message : "");
+  EXPECT_EQ(rte_flow_create(b_, &attr, items, actions, &err), nullptr) << "MARK id in use";
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 1u);
+
+  Bytes payload = pattern(300, 3);
+  inject_b(tcp_frame(9, payload.data(), 300));
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(placement(got[0]).reason, RTE_PMD_CLEAVE_DEFER_COPY_MODE);
+  EXPECT_EQ(placement(got[0]).flow_id, 42u);
+  EXPECT_TRUE(got[0]->ol_flags & RTE_MBUF_F_RX_FDIR_ID);
+  EXPECT_EQ(got[0]->hash.fdir.hi, 42u);
+  EXPECT_EQ(got[0]->pkt_len, 354u);
+
+  // What it cannot do is refused with a reason.
+  rte_flow_attr egress{};
+  egress.egress = 1;
+  EXPECT_NE(rte_flow_validate(b_, &egress, items, actions, &err), 0);
+  rte_flow_action drop[2] = {};
+  drop[0].type = RTE_FLOW_ACTION_TYPE_DROP;
+  drop[1].type = RTE_FLOW_ACTION_TYPE_END;
+  EXPECT_EQ(rte_flow_validate(b_, &attr, items, drop, &err), -ENOTSUP);
+  EXPECT_NE(err.message, nullptr);
+  actions[0].type = RTE_FLOW_ACTION_TYPE_VOID;  // no MARK
+  EXPECT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), -EINVAL);
+  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
+  rte_flow_item_tcp loose{};
+  loose.hdr.dst_port = UINT16_MAX;
+  items[2].mask = &loose;
+  EXPECT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), -ENOTSUP) << "no wildcards";
+  items[2].mask = nullptr;
+
+  ASSERT_EQ(rte_flow_destroy(b_, rule, &err), 0);
+  inject_b(tcp_frame(9, payload.data(), 300));
+  got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).reason, RTE_PMD_CLEAVE_DEFER_FLOW_MISS);
+
+  mark.id = 43;
+  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr);
+  mark.id = 44;
+  tcp.hdr.src_port = rte_cpu_to_be_16(kPortA + 1);
+  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr);
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 2u);
+  ASSERT_EQ(rte_flow_flush(b_, &err), 0);
+  EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 0u);
+  mark.id = 45;
+  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr) << "freed at close";
+}
+
+// The private API, stats and xstats from other threads while a service lcore runs both NICs:
+// commands take the lock the service trylocks, so the stream still lands byte for byte.
+TEST_F(Pair, CommandsFromOtherThreadsRaceNothing) {
+  constexpr uint32_t kLen = 16384, kCount = 200, kSlots = 4, kSeq = 77;
+  uint32_t sa = 0, sb = 0;
+  ASSERT_EQ(rte_pmd_cleave_service_id(a_, &sa), 0);
+  ASSERT_EQ(rte_pmd_cleave_service_id(b_, &sb), 0);
+  add_flow_b(kSeq);
+  Bytes rx(size_t(kLen) * kSlots, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 1, rx.data(), rx.size(), 1), 0);
+  for (uint32_t k = 0; k + 1 < kSlots; k++)
+    ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 1, uint64_t(k) * kLen, kLen, 0), 0);
+  AppMemory app(pattern(size_t(kLen) * kCount, 12));
+  ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 1, app.bytes.data(), app.bytes.size(), 1), 0);
+
+  ASSERT_EQ(rte_service_lcore_add(1), 0);
+  for (uint32_t s : {sa, sb}) {
+    ASSERT_EQ(rte_service_map_lcore_set(s, 1, 1), 0);
+    ASSERT_EQ(rte_service_runstate_set(s, 1), 0);
+  }
+  ASSERT_EQ(rte_service_lcore_start(1), 0);
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> control_ops{0};
+  std::thread control([&] {
+    Bytes other(4096);
+    std::vector<rte_eth_xstat> xs(512);
+    while (!stop.load()) {
+      for (uint16_t p : {a_, b_}) {
+        rte_eth_stats st;
+        EXPECT_EQ(rte_eth_stats_get(p, &st), 0);
+        EXPECT_GT(rte_eth_xstats_get(p, xs.data(), unsigned(xs.size())), 0);
+        EXPECT_EQ(rte_pmd_cleave_mr_add(p, 9, other.data(), other.size(), 2), 0);
+        EXPECT_EQ(rte_pmd_cleave_mr_remove(p, 9), 0);
+      }
+      control_ops++;
+    }
+  });
+
+  while (control_ops.load() == 0)
+    std::this_thread::yield();  // the control thread is going before the stream starts
+  uint32_t bad = 0, lost = 0;
+  for (uint32_t i = 0; i < kCount; i++) {
+    rte_mbuf* d = app.descriptor(tcp_frame(kSeq + i * kLen, nullptr, 0, false), uint64_t(i) * kLen,
+                                 kLen, 8000);
+    while (rte_eth_tx_burst(a_, 0, &d, 1) == 0) {
+    }
+    uint32_t placed = 0;
+    // A deadline, not a spin count: the service lcore shares two loaded cores with us.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (placed < kLen && std::chrono::steady_clock::now() < deadline) {
+      rte_mbuf* bufs[8];
+      const uint16_t n = rte_eth_rx_burst(b_, 0, bufs, 8);
+      for (uint16_t k = 0; k < n; k++)
+        placed += placement(bufs[k]).placed;
+      rte_pktmbuf_free_bulk(bufs, n);
+    }
+    lost += placed != kLen;
+    const uint32_t slot = i % kSlots;
+    bad += std::memcmp(rx.data() + size_t(slot) * kLen, app.bytes.data() + size_t(i) * kLen,
+                       kLen) != 0;
+    // The transport's share: accept the bytes, retire their MS, post the next buffer.
+    EXPECT_EQ(rte_pmd_cleave_cursor_update(b_, kFlow, kSeq + (i + 1) * kLen), 0);
+    EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), 0);
+    EXPECT_EQ(
+        rte_pmd_cleave_ms_post(b_, kFlow, 1, uint64_t((i + kSlots - 1) % kSlots) * kLen, kLen, 0),
+        0);
+  }
+  stop = true;
+  control.join();
+  for (uint32_t s : {sa, sb})
+    ASSERT_EQ(rte_service_runstate_set(s, 0), 0);
+  ASSERT_EQ(rte_service_lcore_stop(1), 0);
+  for (uint32_t s : {sa, sb})
+    ASSERT_EQ(rte_service_map_lcore_set(s, 1, 0), 0);
+  ASSERT_EQ(rte_service_lcore_del(1), 0);
+
+  EXPECT_EQ(lost, 0u);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(app.completions, int(kCount));
+  EXPECT_GT(control_ops.load(), 0u);
+  EXPECT_EQ(xstat(b_, "nic_rx_placed_bytes"), uint64_t(kLen) * kCount);
+}
+
+// ---- probing ----------------------------------------------------------------------------------
+
+TEST(Probe, BadDevargsFailWithAClearLog) {
+  {
+    LogCapture log;
+    EXPECT_NE(rte_vdev_init("net_cleave_bad0", nullptr), 0);
+    EXPECT_NE(log.text().find("need wire=<ethdev name>"), std::string::npos) << log.text();
+  }
+  {
+    LogCapture log;
+    EXPECT_NE(rte_vdev_init("net_cleave_bad1", "wire=no_such_port"), 0);
+    EXPECT_NE(log.text().find("wire port 'no_such_port' not found"), std::string::npos)
+        << log.text();
+  }
+  {
+    LogCapture log;
+    EXPECT_NE(rte_vdev_init("net_cleave_bad2", "wire=net_null0,colour=blue"), 0);
+    EXPECT_NE(log.text().find("cannot parse devargs"), std::string::npos) << log.text();
+  }
+  {
+    LogCapture log;
+    EXPECT_NE(rte_vdev_init("net_cleave_bad3", "wire=net_null0,max_flows=lots"), 0);
+    EXPECT_NE(log.text().find("max_flows=lots"), std::string::npos) << log.text();
+  }
+  {
+    LogCapture log;  // net_cleave9 (from the EAL command line) already owns net_null0
+    EXPECT_NE(rte_vdev_init("net_cleave_bad4", "wire=net_null0"), 0);
+    EXPECT_NE(log.text().find("already belongs"), std::string::npos) << log.text();
+    EXPECT_NE(rte_vdev_init("net_cleave_bad5", "wire=net_cleave9"), 0);
+  }
+  uint16_t p;
+  for (const char* n : {"net_cleave_bad0", "net_cleave_bad1", "net_cleave_bad2"})
+    EXPECT_NE(rte_eth_dev_get_port_by_name(n, &p), 0) << n;
+}
+
+// net_cleave9,wire=net_null0 came from --vdev on the EAL command line, as in cleaved.
+TEST(Probe, FromTheEalCommandLineOverANullWire) {
+  uint16_t port = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave9", &port), 0);
+  rte_eth_dev_info info{};
+  ASSERT_EQ(rte_eth_dev_info_get(port, &info), 0);
+  EXPECT_STREQ(info.driver_name, "net_cleave");
+  EXPECT_EQ(info.max_mtu, 9216);
+  rte_eth_conf conf{};
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  // net_null's RX invents zero-filled frames: not IPv4, so deferred whole.
+  rte_mbuf* bufs[8];
+  uint16_t n = 0;
+  for (int i = 0; i < 10 && n == 0; i++)
+    n = rte_eth_rx_burst(port, 0, bufs, 8);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(placement(bufs[0]).decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(placement(bufs[0]).reason, RTE_PMD_CLEAVE_DEFER_NOT_IPV4);
+  rte_pktmbuf_free_bulk(bufs, n);
+  Bytes payload = pattern(64, 0);
+  rte_mbuf* m = to_mbuf(tcp_frame(1, payload.data(), 64));
+  ASSERT_EQ(rte_eth_tx_burst(port, 0, &m, 1), 1);
+  rte_eth_rx_burst(port, 0, bufs, 0);
+  rte_eth_stats st{};
+  ASSERT_EQ(rte_eth_stats_get(port, &st), 0);
+  EXPECT_EQ(st.opackets, 1u);
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+}
+
+// From the EAL command line too; this one is left to EAL cleanup, which must cope.
+TEST(Probe, AWireOfItsOwnFromTheEalCommandLine) {
+  uint16_t port = 0, wire = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave8", &port), 0);
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_null8", &wire), 0);
+  EXPECT_EQ(rte_pmd_cleave_flow_add(wire, 1, nullptr), -ENODEV);
+}
+
+// A wire that is not there yet is probed by net_cleave with wire_args, and closed with it.
+TEST(Probe, AWireOfItsOwnFromWireArgs) {
+  ASSERT_EQ(rte_vdev_init("net_cleave_own", "wire=net_null7,tx_mbufs=63,wire_args=size=80,no-rx=1"),
+            0);
+  uint16_t port = 0, wire = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave_own", &port), 0);
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_null7", &wire), 0);
+  rte_eth_conf conf{};
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 64, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 64, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  rte_mbuf* bufs[4];
+  EXPECT_EQ(rte_eth_rx_burst(port, 0, bufs, 4), 0) << "no-rx=1 reached the wire";
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+  ASSERT_EQ(rte_eth_dev_close(port), 0);
+  EXPECT_FALSE(rte_eth_dev_is_valid_port(wire)) << "the wire went with it";
+  EXPECT_EQ(rte_vdev_uninit("net_cleave_own"), 0);
+  EXPECT_EQ(rte_vdev_uninit("net_null7"), 0);
+}
+
+// The NIC's frame pool is sized for the MTU at configure; a frame over the MTU is refused.
+TEST(Probe, FramesFollowTheMtu) {
+  uint16_t port = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave9", &port), 0);
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = 1500;
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  EXPECT_EQ(rte_eth_dev_set_mtu(port, 9000), -EBUSY) << "a larger pool needs a stopped port";
+  ASSERT_EQ(rte_eth_stats_reset(port), 0);
+  AppMemory app(pattern(3000, 1));
+  rte_mbuf* d = app.descriptor(tcp_frame(1, nullptr, 0, false), 0, 3000, 0);
+  ASSERT_EQ(rte_eth_tx_burst(port, 0, &d, 1), 1);
+  rte_eth_stats st{};
+  ASSERT_EQ(rte_eth_stats_get(port, &st), 0);
+  EXPECT_EQ(st.oerrors, 1u);
+  EXPECT_EQ(st.opackets, 0u);
+  EXPECT_EQ(app.completions, 1) << "a refused descriptor still releases the app memory";
+
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+  ASSERT_EQ(rte_eth_dev_set_mtu(port, 9000), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  d = app.descriptor(tcp_frame(1, nullptr, 0, false), 0, 3000, 0);
+  ASSERT_EQ(rte_eth_tx_burst(port, 0, &d, 1), 1);
+  ASSERT_EQ(rte_eth_stats_get(port, &st), 0);
+  EXPECT_EQ(st.opackets, 1u);
+  EXPECT_EQ(app.completions, 2);
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+}
+
+// ---- two processes over memif ------------------------------------------------------------------
+
+constexpr uint32_t kMemifLen = 65536, kMemifMss = 1448, kMemifSeq = 500;
+
+void start_mtu1500(uint16_t port) {
+  rte_eth_conf conf{};
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+}
+
+bool wait_link_up(uint16_t port, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    rte_eth_link link{};
+    rte_eth_link_get_nowait(port, &link);
+    if (link.link_status == RTE_ETH_LINK_UP) return true;
+    rte_mbuf* none[1];
+    rte_eth_rx_burst(port, 0, none, 0);
+    usleep(1000);
+  }
+  return false;
+}
+
+// The second process: net_cleave over the client end of a memif, sending one 64 KB TSO
+// descriptor. Exit status 0 when all its frames went out the wire.
+int memif_peer(const std::string& sock) {
+  const std::string prefix = "--file-prefix=cleave-pmdpeer-" + std::to_string(getpid());
+  const std::string vdev =
+      "net_cleave_peer,max_flows=16,ms_store=256,tx_mbufs=255,"
+      "wire=net_memif_c,wire_args=role=client,socket=" +
+      sock;
+  const char* eal_argv[] = {"pmd_peer",
+                            "--no-huge",
+                            "--no-shconf",
+                            "-m",
+                            "256",
+                            "--no-pci",
+                            "-l",
+                            "0",
+                            "--no-telemetry",
+                            "--log-level=*:error",
+                            prefix.c_str(),
+                            "--vdev",
+                            vdev.c_str()};
+  if (rte_eal_init(int(sizeof eal_argv / sizeof eal_argv[0]), const_cast<char**>(eal_argv)) < 0) {
+    return 2;
+  }
+  g_pool =
+      rte_pktmbuf_pool_create("peer_pool", 2047, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  uint16_t port = 0;
+  if (g_pool == nullptr || rte_eth_dev_get_port_by_name("net_cleave_peer", &port) != 0) return 3;
+  start_mtu1500(port);
+  if (!wait_link_up(port, std::chrono::seconds(10))) return 4;
+  AppMemory app(pattern(kMemifLen, 21));
+  if (rte_pmd_cleave_mr_add(port, 0, app.bytes.data(), app.bytes.size(), 1) != 0) return 5;
+  rte_mbuf* d = app.descriptor(tcp_frame(kMemifSeq, nullptr, 0, false), 0, kMemifLen, kMemifMss);
+  if (rte_eth_tx_burst(port, 0, &d, 1) != 1) return 6;
+  constexpr uint64_t kFrames = (kMemifLen + kMemifMss - 1) / kMemifMss;
+  rte_eth_stats st{};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    rte_eth_tx_burst(port, 0, nullptr, 0);  // inline: the burst runs the NIC
+    rte_eth_stats_get(port, &st);
+    if (st.opackets == kFrames) break;
+    usleep(100);
+  }
+  usleep(200000);  // let the server drain the memif ring before the link goes down
+  rte_eth_dev_stop(port);
+  rte_eth_dev_close(port);
+  rte_eal_cleanup();
+  return st.opackets == kFrames && app.completions == 1 ? 0 : 7;
+}
+
+// Two processes, each with its own net_cleave over one end of a memif (copy mode, no
+// hugepages): the peer's TSO descriptor lands in this process's posted MS.
+TEST(Memif, TwoProcessesOverMemif) {
+  const std::string sock = "/cleave-pmdtest-" + std::to_string(getpid()) + ".sock";  // abstract
+  ASSERT_EQ(rte_vdev_init("net_cleave_srv", ("max_flows=16,ms_store=256,tx_mbufs=255,"
+                                             "wire=net_memif_s,wire_args=role=server,socket=" +
+                                             sock)
+                                                .c_str()),
+            0);
+  uint16_t port = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave_srv", &port), 0);
+  start_mtu1500(port);
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kIpA;
+  f.dst_ip = kIpB;
+  f.src_port = kPortA;
+  f.dst_port = kPortB;
+  f.proto = 6;
+  f.reliable = 1;
+  f.initial_seq = kMemifSeq;
+  ASSERT_EQ(rte_pmd_cleave_flow_add(port, 1, &f), 0);
+  Bytes rx(kMemifLen, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(port, 0, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(port, 1, 0, 0, kMemifLen, 0), 0);
+
+  const std::string arg = "--memif-peer=" + sock;
+  char* child_argv[] = {const_cast<char*>("pmd_tests"), const_cast<char*>(arg.c_str()), nullptr};
+  pid_t child = 0;
+  ASSERT_EQ(posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, child_argv, environ), 0);
+
+  EXPECT_TRUE(wait_link_up(port, std::chrono::seconds(15))) << "the link follows the wire's";
+  constexpr uint32_t kFrames = (kMemifLen + kMemifMss - 1) / kMemifMss;
+  uint32_t headers = 0, placed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (headers < kFrames && std::chrono::steady_clock::now() < deadline) {
+    rte_mbuf* bufs[32];
+    const uint16_t n = rte_eth_rx_burst(port, 0, bufs, 32);
+    for (uint16_t i = 0; i < n; i++) {
+      EXPECT_EQ(placement(bufs[i]).decision, RTE_PMD_CLEAVE_PLACED);
+      placed += placement(bufs[i]).placed;
+    }
+    rte_pktmbuf_free_bulk(bufs, n);
+    headers += n;
+    if (n == 0) usleep(100);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "peer status " << status;
+  EXPECT_EQ(headers, kFrames);
+  EXPECT_EQ(placed, kMemifLen);
+  EXPECT_EQ(0, std::memcmp(rx.data(), pattern(kMemifLen, 21).data(), kMemifLen));
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+  ASSERT_EQ(rte_eth_dev_close(port), 0);
+  EXPECT_EQ(rte_vdev_uninit("net_cleave_srv"), 0);
+  rte_vdev_uninit("net_memif_s");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strncmp(argv[1], "--memif-peer=", 13) == 0) {
+    return memif_peer(argv[1] + 13);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  std::string prefix = "--file-prefix=cleave-pmdtest-" + std::to_string(getpid());
+  const char* eal_argv[] = {
+      "pmd_tests",
+      "--no-huge",
+      "--no-shconf",
+      "-m",
+      "256",
+      "--no-pci",
+      "-l",
+      "0,1",
+      "--no-telemetry",
+      "--log-level=*:error",
+      "--vdev",
+      "net_null0",
+      "--vdev",
+      "net_cleave9,wire=net_null0,max_flows=16,ms_store=256,tx_mbufs=255",
+      "--vdev",
+      "net_cleave8,max_flows=16,ms_store=256,wire=net_null8,wire_args=no-rx=1",
+      prefix.c_str()};
+  int eal_argc = static_cast<int>(sizeof eal_argv / sizeof eal_argv[0]);
+  if (rte_eal_init(eal_argc, const_cast<char**>(eal_argv)) < 0) {
+    std::fprintf(stderr, "EAL init failed\n");
+    return 1;
+  }
+  rte_log_set_level_pattern("pmd.net.cleave", RTE_LOG_WARNING);  // frames left in flight
+  g_pool =
+      rte_pktmbuf_pool_create("test_pool", 8191, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  g_jumbo_pool =
+      rte_pktmbuf_pool_create("test_jumbo", 255, 0, 0, RTE_PKTMBUF_HEADROOM + 9216, SOCKET_ID_ANY);
+  if (g_pool == nullptr || g_jumbo_pool == nullptr) {
+    std::fprintf(stderr, "mbuf pools: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  int rc = RUN_ALL_TESTS();
+  uint16_t p;
+  if (rte_eth_dev_get_port_by_name("net_cleave9", &p) == 0) rte_eth_dev_close(p);
+  rte_mempool_free(g_jumbo_pool);
+  rte_mempool_free(g_pool);
+  rte_eal_cleanup();
+  return rc;
+}
