@@ -16,6 +16,8 @@
 #include <rte_ring.h>
 #include <rte_service.h>
 #include <rte_tcp.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -1019,9 +1021,144 @@ TEST(Probe, FramesFollowTheMtu) {
   ASSERT_EQ(rte_eth_dev_stop(port), 0);
 }
 
+// ---- two processes over memif ------------------------------------------------------------------
+
+constexpr uint32_t kMemifLen = 65536, kMemifMss = 1448, kMemifSeq = 500;
+
+void start_mtu1500(uint16_t port) {
+  rte_eth_conf conf{};
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+}
+
+bool wait_link_up(uint16_t port, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    rte_eth_link link{};
+    rte_eth_link_get_nowait(port, &link);
+    if (link.link_status == RTE_ETH_LINK_UP) return true;
+    rte_mbuf* none[1];
+    rte_eth_rx_burst(port, 0, none, 0);
+    usleep(1000);
+  }
+  return false;
+}
+
+// The second process: net_cleave over the client end of a memif, sending one 64 KB TSO
+// descriptor. Exit status 0 when all its frames went out the wire.
+int memif_peer(const std::string& sock) {
+  const std::string prefix = "--file-prefix=cleave-pmdpeer-" + std::to_string(getpid());
+  const std::string vdev =
+      "net_cleave_peer,max_flows=16,ms_store=256,tx_mbufs=255,"
+      "wire=net_memif_c,wire_args=role=client,socket=" +
+      sock;
+  const char* eal_argv[] = {"pmd_peer",
+                            "--no-huge",
+                            "--no-shconf",
+                            "-m",
+                            "256",
+                            "--no-pci",
+                            "-l",
+                            "0",
+                            "--no-telemetry",
+                            "--log-level=*:error",
+                            prefix.c_str(),
+                            "--vdev",
+                            vdev.c_str()};
+  if (rte_eal_init(int(sizeof eal_argv / sizeof eal_argv[0]), const_cast<char**>(eal_argv)) < 0) {
+    return 2;
+  }
+  g_pool =
+      rte_pktmbuf_pool_create("peer_pool", 2047, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  uint16_t port = 0;
+  if (g_pool == nullptr || rte_eth_dev_get_port_by_name("net_cleave_peer", &port) != 0) return 3;
+  start_mtu1500(port);
+  if (!wait_link_up(port, std::chrono::seconds(10))) return 4;
+  AppMemory app(pattern(kMemifLen, 21));
+  if (rte_pmd_cleave_mr_add(port, 0, app.bytes.data(), app.bytes.size(), 1) != 0) return 5;
+  rte_mbuf* d = app.descriptor(tcp_frame(kMemifSeq, nullptr, 0, false), 0, kMemifLen, kMemifMss);
+  if (rte_eth_tx_burst(port, 0, &d, 1) != 1) return 6;
+  constexpr uint64_t kFrames = (kMemifLen + kMemifMss - 1) / kMemifMss;
+  rte_eth_stats st{};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    rte_eth_tx_burst(port, 0, nullptr, 0);  // inline: the burst runs the NIC
+    rte_eth_stats_get(port, &st);
+    if (st.opackets == kFrames) break;
+    usleep(100);
+  }
+  usleep(200000);  // let the server drain the memif ring before the link goes down
+  rte_eth_dev_stop(port);
+  rte_eth_dev_close(port);
+  rte_eal_cleanup();
+  return st.opackets == kFrames && app.completions == 1 ? 0 : 7;
+}
+
+// Two processes, each with its own net_cleave over one end of a memif (copy mode, no
+// hugepages): the peer's TSO descriptor lands in this process's posted MS.
+TEST(Memif, TwoProcessesOverMemif) {
+  const std::string sock = "/cleave-pmdtest-" + std::to_string(getpid()) + ".sock";  // abstract
+  ASSERT_EQ(rte_vdev_init("net_cleave_srv", ("max_flows=16,ms_store=256,tx_mbufs=255,"
+                                             "wire=net_memif_s,wire_args=role=server,socket=" +
+                                             sock)
+                                                .c_str()),
+            0);
+  uint16_t port = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave_srv", &port), 0);
+  start_mtu1500(port);
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kIpA;
+  f.dst_ip = kIpB;
+  f.src_port = kPortA;
+  f.dst_port = kPortB;
+  f.proto = 6;
+  f.reliable = 1;
+  f.initial_seq = kMemifSeq;
+  ASSERT_EQ(rte_pmd_cleave_flow_add(port, 1, &f), 0);
+  Bytes rx(kMemifLen, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(port, 0, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(port, 1, 0, 0, kMemifLen, 0), 0);
+
+  const std::string arg = "--memif-peer=" + sock;
+  char* child_argv[] = {const_cast<char*>("pmd_tests"), const_cast<char*>(arg.c_str()), nullptr};
+  pid_t child = 0;
+  ASSERT_EQ(posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, child_argv, environ), 0);
+
+  EXPECT_TRUE(wait_link_up(port, std::chrono::seconds(15))) << "the link follows the wire's";
+  constexpr uint32_t kFrames = (kMemifLen + kMemifMss - 1) / kMemifMss;
+  uint32_t headers = 0, placed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (headers < kFrames && std::chrono::steady_clock::now() < deadline) {
+    rte_mbuf* bufs[32];
+    const uint16_t n = rte_eth_rx_burst(port, 0, bufs, 32);
+    for (uint16_t i = 0; i < n; i++) {
+      EXPECT_EQ(placement(bufs[i]).decision, RTE_PMD_CLEAVE_PLACED);
+      placed += placement(bufs[i]).placed;
+    }
+    rte_pktmbuf_free_bulk(bufs, n);
+    headers += n;
+    if (n == 0) usleep(100);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "peer status " << status;
+  EXPECT_EQ(headers, kFrames);
+  EXPECT_EQ(placed, kMemifLen);
+  EXPECT_EQ(0, std::memcmp(rx.data(), pattern(kMemifLen, 21).data(), kMemifLen));
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+  ASSERT_EQ(rte_eth_dev_close(port), 0);
+  EXPECT_EQ(rte_vdev_uninit("net_cleave_srv"), 0);
+  rte_vdev_uninit("net_memif_s");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strncmp(argv[1], "--memif-peer=", 13) == 0) {
+    return memif_peer(argv[1] + 13);
+  }
   ::testing::InitGoogleTest(&argc, argv);
   std::string prefix = "--file-prefix=cleave-pmdtest-" + std::to_string(getpid());
   const char* eal_argv[] = {
