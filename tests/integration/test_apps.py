@@ -271,6 +271,11 @@ class AppSocket(ct.TestCase):
         # The good app's data, which the hostile one must never see.
         secret = bytes(random.Random(2).randrange(256) for _ in range(4096))
         good.write_heap(0, secret)
+        # The good app's MR 1 holds the secret too; MR ids are per app, so the hostile app's
+        # "MR 1" below names nothing it owns.
+        mfd = ra.sealed_memfd(1 << 20)
+        os.pwrite(mfd, secret, 0)
+        self.assertEqual(good.reg_mr(mfd, 1 << 20), 1)
         evil.write_heap(0, bytes(65536))
         stop = threading.Event()
         results = {"copies": 0, "bad": 0}
@@ -294,7 +299,7 @@ class AppSocket(ct.TestCase):
             hostile = [
                 ra.send_entry(ra.OP_COPY, 1, 0, big - 8, 64, 0, 0),           # past the end
                 ra.send_entry(ra.OP_COPY, 2, 0, 2**64 - 16, 64, 0, 0),         # wraps
-                ra.send_entry(ra.OP_COPY, 3, 1, 0, 64, 0, 0),                  # no MR 1 here
+                ra.send_entry(ra.OP_COPY, 3, 1, 0, 64, 0, 0),                  # good's MR id
                 ra.send_entry(ra.OP_COPY, 4, 0, 0, 64, 0, 2**63),              # far target
                 ra.send_entry(200, 5),                                         # opcode
                 ra.send_entry(ra.OP_SEND, 6, length=8, target=gsq.id + 100),   # no such pipe
