@@ -41,6 +41,12 @@ uint64_t g_icrc_mask = 0;
 
 namespace {
 
+// rte_flow masks are byte patterns, padding included (zero-initialised on both sides): compare
+// them as bytes.
+bool same_bytes(const void* a, const void* b, size_t n) {
+  return std::memcmp(a, b, n) == 0;
+}
+
 #define CL_LOG(level, ...) rte_log(RTE_LOG_##level, g_logtype, "net_cleave: " __VA_ARGS__)
 
 // The private API's values are the model's: a hardware PMD keeps the header, the model keeps
@@ -516,7 +522,7 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
         break;
       case RTE_FLOW_ITEM_TYPE_ETH: {
         static const rte_flow_item_eth zero{};
-        if (it->mask != nullptr && std::memcmp(it->mask, &zero, sizeof zero) != 0) {
+        if (it->mask != nullptr && !same_bytes(it->mask, &zero, sizeof zero)) {
           return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM_MASK, it,
                             "Ethernet fields are not matched");
         }
@@ -526,7 +532,7 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
         const auto* v = static_cast<const rte_flow_item_ipv4*>(it->spec);
         const auto* m =
             it->mask != nullptr ? static_cast<const rte_flow_item_ipv4*>(it->mask) : &kIpv4Mask;
-        if (v == nullptr || std::memcmp(m, &kIpv4Mask, sizeof *m) != 0) {
+        if (v == nullptr || !same_bytes(m, &kIpv4Mask, sizeof *m)) {
           return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM, it,
                             "IPv4: source and destination addresses exactly, nothing else");
         }
@@ -539,7 +545,7 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
         const auto* v = static_cast<const rte_flow_item_tcp*>(it->spec);
         const auto* m =
             it->mask != nullptr ? static_cast<const rte_flow_item_tcp*>(it->mask) : &kTcpMask;
-        if (v == nullptr || std::memcmp(m, &kTcpMask, sizeof *m) != 0) {
+        if (v == nullptr || !same_bytes(m, &kTcpMask, sizeof *m)) {
           return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM, it,
                             "TCP: both ports exactly, nothing else");
         }
@@ -556,8 +562,8 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
             it->mask != nullptr ? static_cast<const rte_flow_item_udp*>(it->mask) : &kUdpMask;
         rte_flow_item_udp any_src = kUdpMask;
         any_src.hdr.src_port = 0;
-        if (v == nullptr || (std::memcmp(m, &kUdpMask, sizeof *m) != 0 &&
-                             std::memcmp(m, &any_src, sizeof *m) != 0)) {
+        if (v == nullptr ||
+            (!same_bytes(m, &kUdpMask, sizeof *m) && !same_bytes(m, &any_src, sizeof *m))) {
           return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ITEM, it,
                             "UDP destination port exactly, source port exactly or not at all");
         }
