@@ -68,12 +68,7 @@ int AppMemory::create(const std::string& name, uint64_t size, bool try_huge, App
     // the app can never fault on a missing page later.
     if (fd >= 0 && ftruncate(fd, static_cast<off_t>(mapped)) == 0 &&
         fcntl(fd, F_ADD_SEALS, kSeals) == 0 && (base = map(fd, mapped)) != nullptr) {
-      out.fd_ = fd;
-      out.base_ = base;
-      out.length_ = size;
-      out.mapped_ = mapped;
-      out.page_size_ = kHugePage;
-      out.hugetlb_ = true;
+      out.adopt(fd, base, size, mapped, kHugePage, true);
       return 0;
     }
     why = errstr("no hugepage-backed region");
@@ -93,11 +88,7 @@ int AppMemory::create(const std::string& name, uint64_t size, bool try_huge, App
     close(fd);
     return CL_ENOMEM;
   }
-  out.fd_ = fd;
-  out.base_ = base;
-  out.length_ = size;
-  out.mapped_ = mapped;
-  out.page_size_ = page;
+  out.adopt(fd, base, size, mapped, page, false);
   return 0;
 }
 
@@ -130,11 +121,7 @@ int AppMemory::import(int fd, uint64_t length, AppMemory& out, std::string& why)
     why = errstr("mmap");
     return CL_ENOMEM;
   }
-  out.base_ = base;
-  out.length_ = length;
-  out.mapped_ = mapped;
-  out.page_size_ = page;
-  out.hugetlb_ = huge;
+  out.adopt(-1, base, length, mapped, page, huge);
   return 0;
 }
 
@@ -169,6 +156,16 @@ int AppMemory::register_dpdk(const std::vector<uint16_t>& ports, std::string& wh
     }
   }
   return 0;
+}
+
+void AppMemory::adopt(int fd, uint8_t* base, uint64_t length, uint64_t mapped, uint64_t page,
+                      bool hugetlb) {
+  fd_ = fd;
+  base_ = base;
+  length_ = length;
+  mapped_ = mapped;
+  page_size_ = page;
+  hugetlb_ = hugetlb;
 }
 
 bool AppMemory::dpdk_knows() const {

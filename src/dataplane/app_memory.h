@@ -46,6 +46,8 @@ class AppMemory {
   int fd() const { return fd_; }  // create(): the memfd to pass to the app; import(): -1
 
  private:
+  // Takes a mapping made by create() or import() (fd -1: not kept).
+  void adopt(int fd, uint8_t* base, uint64_t length, uint64_t mapped, uint64_t page, bool hugetlb);
   void unregister_dpdk();
 
   int fd_ = -1;

@@ -80,6 +80,15 @@ Bytes tcp_frame(uint32_t seq, const uint8_t* payload, uint32_t len, bool csum = 
   return f;
 }
 
+// One RX and one TX queue of `descs` entries, then start. Asserts, so call it through
+// ASSERT_NO_FATAL_FAILURE where what follows needs a started port.
+void start_port(uint16_t port, const rte_eth_conf& conf, uint16_t descs) {
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, descs, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, descs, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+}
+
 rte_mbuf* to_mbuf(const Bytes& f) {
   rte_mbuf* m = rte_pktmbuf_alloc(f.size() > 2000 ? g_jumbo_pool : g_pool);
   if (m == nullptr) return nullptr;
@@ -234,10 +243,7 @@ class Pair : public ::testing::Test {
     conf.rxmode.mtu = mtu;
     conf.txmode.offloads = RTE_ETH_TX_OFFLOAD_MULTI_SEGS | RTE_ETH_TX_OFFLOAD_TCP_TSO |
                            RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
-    ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
-    ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
-    ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr), 0);
-    ASSERT_EQ(rte_eth_dev_start(port), 0);
+    start_port(port, conf, 512);
   }
 
   // Runs both NICs (inline mode: their bursts run the service) until B has delivered `want`
@@ -1026,11 +1032,7 @@ TEST(Probe, FramesFollowTheMtu) {
 constexpr uint32_t kMemifLen = 65536, kMemifMss = 1448, kMemifSeq = 500;
 
 void start_mtu1500(uint16_t port) {
-  rte_eth_conf conf{};
-  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
-  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
-  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr), 0);
-  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  start_port(port, rte_eth_conf{}, 512);
 }
 
 bool wait_link_up(uint16_t port, std::chrono::seconds limit) {
