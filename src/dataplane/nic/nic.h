@@ -1,0 +1,100 @@
+// nic.h - the dataplane's NIC: one interface over two backends, so transports run unchanged.
+//
+//   - cleave:  a net_cleave port (the header-split NIC; the reference model here, the FPGA on real
+//              hosts). Bursts are the port's; commands are rte_pmd_cleave_*.
+//   - generic: any other DPDK port. The same split and placement done in software on the
+//              dataplane lcore, by the same reference model (hw/fpga/model, the single source of
+//              truth for the semantics) over the port's mbufs, with payload copies by the CPU.
+//
+// Both hand the dataplane the same thing: one mbuf per received frame, trimmed to its headers when
+// the payload was placed, dropped or trimmed (or there was none) and whole when deferred, with the
+// rte_pmd_cleave_placement dynamic field, checksum flags and the FDIR flow id filled in exactly as
+// rte_pmd_cleave.h describes; and on TX they take header-only descriptors (a header mbuf chained
+// to extbuf segments over app memory, with RTE_MBUF_F_TX_* offload flags) and plain frames. Only
+// the counters differ.
+//
+// Threads: the dataplane lcore alone calls a Nic's bursts and commands, and its counters (the
+// management thread asks through the CtlChannel). Bursts are called once per burst: the virtual
+// call is per burst, never per packet. open_nic() and the destructor run on the main thread
+// while the dataplane is not running.
+#pragma once
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "nic_model.h"
+#include "rte_pmd_cleave.h"
+
+namespace cleave::dp {
+
+enum class NicBackend : uint8_t { kCleave, kGeneric };
+std::string_view backend_name(NicBackend b);
+
+// Sizing of the generic backend's tables (host memory). The cleave backend takes its sizing from
+// the net_cleave devargs instead.
+struct GenericNicParams {
+  nic::NicConfig model;
+  uint32_t tx_frames = 4096;  // frames the software merge may hold for a full TX queue
+};
+
+class Nic {
+ public:
+  virtual ~Nic() = default;
+  Nic(const Nic&) = delete;
+  Nic& operator=(const Nic&) = delete;
+
+  NicBackend backend() const { return backend_; }
+  uint16_t port_id() const { return port_id_; }
+
+  // ---- data path ----
+  // Up to n received frames, as described above. Never blocks.
+  virtual uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) = 0;
+  // Takes up to n descriptors or frames; returns how many it took (those are the NIC's now: each
+  // is freed once its payload has been read, which is the app memory's send completion). The
+  // rest stay the caller's.
+  virtual uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) = 0;
+
+  // ---- commands: the semantics and errors (0 or a negative errno) of rte_pmd_cleave_* ----
+  virtual int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) = 0;
+  virtual int mr_remove(uint16_t id) = 0;
+  virtual int flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) = 0;
+  virtual int flow_remove(uint32_t id) = 0;
+  virtual int flow_set_mode(uint32_t id, rte_pmd_cleave_flow_mode mode) = 0;
+  virtual int ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len,
+                      uint32_t msg) = 0;
+  virtual int cursor_update(uint32_t flow, uint32_t cursor) = 0;
+  virtual int ms_retire(uint32_t flow, uint32_t count) = 0;
+  virtual int ms_retire_msg(uint32_t flow, uint32_t msg) = 0;
+  virtual int roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) = 0;
+
+  // ---- introspection (not on the packet path; may allocate) ----
+  // Every counter by a stable name, as net_cleave's xstats name them: the model's counters as
+  // nic_<name> (decisions, defer reasons, command errors) and its table memory as
+  // nic_mem_<table>_bytes / _in_use and nic_mem_total_bytes, the same on both backends (on-NIC
+  // memory for cleave, host memory for generic); plus each backend's own counters.
+  virtual void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const = 0;
+
+  // The placement dynamic field's offset in every mbuf rx_burst returns.
+  int placement_offset() const { return placement_offset_; }
+
+ protected:
+  Nic(NicBackend b, uint16_t port_id);
+
+ private:
+  NicBackend backend_;
+  uint16_t port_id_;
+  int placement_offset_;
+};
+
+// The backend for a configured and started port: cleave for a net_cleave port, generic for any
+// other. `pool` supplies the frames the generic backend's software TX merge builds. Throws
+// std::runtime_error with a readable message on failure.
+std::unique_ptr<Nic> open_nic(uint16_t port_id, rte_mempool* pool,
+                              const GenericNicParams& params = {});
+
+}  // namespace cleave::dp
