@@ -737,22 +737,24 @@ TEST(ModelMemory, ReportAddsUpAndTracksUse) {
     sum += l.bytes();
   EXPECT_EQ(r.total_bytes, sum);
   EXPECT_EQ(r.lines[0].bytes(), 1000u * kFlowEntryBytes);
-  EXPECT_EQ(r.lines[3].entries, 1000u * 128);
-  EXPECT_EQ(r.lines[4].entries, 1u << 20);
-  EXPECT_EQ(r.lines[4].bytes(), (1u << 20) * kMsEntryBytes);
+  // The defaults: 32 committed entries per flow (2 chunks of 16), a 64K-entry store.
+  EXPECT_EQ(r.lines[3].entries, 1000u * 32);
+  EXPECT_EQ(r.lines[4].entries, 1u << 16);
+  EXPECT_EQ(r.lines[4].bytes(), (1u << 16) * kMsEntryBytes);
+  EXPECT_EQ(r.lines[5].entries, 1000u * 2 + (1u << 16) / 16);
   EXPECT_EQ(r.per_flow_bytes,
-            kFlowEntryBytes + 2 * kHashBucketBytes + 128 * kMsEntryBytes + 8 * kChunkLinkBytes);
+            kFlowEntryBytes + 2 * kHashBucketBytes + 32 * kMsEntryBytes + 2 * kChunkLinkBytes);
   std::vector<uint8_t> mem(1 << 16);
   ASSERT_EQ(nic.mr_add(0, mem.data(), mem.size(), 0), Err::kOk);
   FlowSpec s;
   s.key = tcp_key();
   ASSERT_EQ(nic.flow_add(3, s), Err::kOk);
-  for (int i = 0; i < 130; i++)
+  for (int i = 0; i < 34; i++)
     ASSERT_EQ(nic.ms_post(3, {0, 0, 100, 0}), Err::kOk);
   r = nic.memory_report();
   EXPECT_EQ(r.lines[0].in_use, 1u);
   EXPECT_EQ(r.lines[2].in_use, 1u);
-  EXPECT_EQ(r.lines[3].in_use, 128u);
+  EXPECT_EQ(r.lines[3].in_use, 32u);
   EXPECT_EQ(r.lines[4].in_use, 2u);  // in the one chunk drawn from the store
   EXPECT_EQ(r.lines[5].in_use, 1u);
 }

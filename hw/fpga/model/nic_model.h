@@ -39,8 +39,12 @@ inline constexpr size_t kCounterBytes = 8;
 struct NicConfig {
   uint32_t max_flows = 16384;
   uint32_t max_mrs = 4096;
-  uint32_t ms_committed_per_flow = 128;  // entries each flow owns; a multiple of ms_chunk
-  uint32_t ms_store_entries = 1u << 20;  // shared backing store drawn on demand
+  // MS lists: a committed allocation per flow plus a shared store drawn on demand. The defaults
+  // keep 10K zero-copy flows within 8 MB of NIC memory, store included (hw/fpga/docs/formats.md
+  // section 3): 32 entries cover a 2 MB window of 64 KB receive buffers per flow, and one flow
+  // can still grow by 64K entries from the store.
+  uint32_t ms_committed_per_flow = 32;   // entries each flow owns; a multiple of ms_chunk
+  uint32_t ms_store_entries = 1u << 16;  // shared backing store
   uint32_t ms_chunk = 16;                // entries per chunk (allocation unit)
   uint32_t tx_completions = 4096;        // completion ring entries
   bool verify_l4_checksum = true;        // TCP/UDP checksum, ICRC, CRC32C before placing
