@@ -100,36 +100,7 @@ Device* cleave_port(uint16_t port) {
   return dev_of(eth);
 }
 
-int to_errno(nic::Err e) {
-  switch (e) {
-    case nic::Err::kOk:
-      return 0;
-    case nic::Err::kBadArgument:
-      return -EINVAL;
-    case nic::Err::kUnknownMr:
-    case nic::Err::kUnknownFlow:
-      return -ENOENT;
-    case nic::Err::kMrExists:
-    case nic::Err::kFlowExists:
-      return -EEXIST;
-    case nic::Err::kMrTableFull:
-    case nic::Err::kFlowTableFull:
-      return -ENOSPC;
-    case nic::Err::kMrInUse:
-      return -EBUSY;
-    case nic::Err::kOutOfBounds:
-      return -ERANGE;
-    case nic::Err::kMsFull:
-      return -ENOBUFS;
-    case nic::Err::kNotConsumed:
-      return -EAGAIN;
-    case nic::Err::kNoSuchMessage:
-      return -ENOMSG;
-    case nic::Err::kCount:
-      break;
-  }
-  return -EINVAL;
-}
+using model_mbuf::to_errno;
 
 // Runs a command on the port's model under the lock the service also takes.
 template <typename F>
@@ -859,10 +830,7 @@ int probe(rte_vdev_device* vdev) {
     d->mr_ranges.reserve(a.cfg.max_mrs);
     d->pending.resize(kPendingFrames);
     d->pending_len.resize(kPendingFrames);
-    const uint32_t max_frames = nic::kMaxTsoBytes / 64 + 1;  // TSO with a 64-byte MSS
-    d->frame_bufs.resize(max_frames);
-    d->frame_spans.resize(max_frames);
-    d->frame_lens.resize(max_frames);
+    d->frames.resize(model_mbuf::kMaxTxFrames);
   } catch (const std::bad_alloc&) {
     CL_LOG(ERR, "%s: not enough memory for the NIC model\n", name);
     goto fail;
@@ -947,9 +915,9 @@ RTE_INIT(net_cleave_log_init) {
 }
 }  // namespace cleave::pmd
 
+using cleave::model_mbuf::to_errno;
 using cleave::pmd::command;
 using cleave::pmd::Device;
-using cleave::pmd::to_errno;
 namespace nic = cleave::nic;
 
 // ---- the private API (rte_pmd_cleave.h) -----------------------------------------------------
@@ -972,14 +940,7 @@ int rte_pmd_cleave_mr_add(uint16_t port, uint16_t id, void* base, uint64_t len, 
   return command(port, [&](Device& d) {
     if (id >= d.bounce_mr) return -ENOSPC;
     const int r = to_errno(d.model->mr_add(id, static_cast<uint8_t*>(base), len, owner));
-    if (r == 0) {
-      cleave::pmd::MrRange mr{reinterpret_cast<uintptr_t>(base), len, id};
-      auto at = std::upper_bound(d.mr_ranges.begin(), d.mr_ranges.end(), mr,
-                                 [](const cleave::pmd::MrRange& x, const cleave::pmd::MrRange& y) {
-                                   return x.base < y.base;
-                                 });
-      d.mr_ranges.insert(at, mr);  // capacity reserved at probe: no allocation
-    }
+    if (r == 0) d.mr_ranges.insert(reinterpret_cast<uintptr_t>(base), len, id);  // reserved
     return r;
   });
 }
@@ -988,27 +949,16 @@ int rte_pmd_cleave_mr_remove(uint16_t port, uint16_t id) {
   return command(port, [&](Device& d) {
     if (id >= d.bounce_mr) return -ENOENT;
     const int r = to_errno(d.model->mr_remove(id));
-    if (r == 0) {
-      std::erase_if(d.mr_ranges, [&](const cleave::pmd::MrRange& m) { return m.id == id; });
-    }
+    if (r == 0) d.mr_ranges.erase(id);
     return r;
   });
 }
 
 int rte_pmd_cleave_flow_add(uint16_t port, uint32_t id, const struct rte_pmd_cleave_flow* flow) {
-  if (flow == nullptr || flow->mode > RTE_PMD_CLEAVE_COPY ||
-      flow->parser > RTE_PMD_CLEAVE_PARSER_UDP) {
+  nic::FlowSpec s;
+  if (!cleave::model_mbuf::flow_spec(flow, s)) {
     return cleave::pmd::cleave_port(port) == nullptr ? -ENODEV : -EINVAL;
   }
-  nic::FlowSpec s;
-  s.key = {flow->src_ip, flow->dst_ip, flow->src_port, flow->dst_port, flow->proto};
-  s.mode = nic::FlowMode(flow->mode);
-  s.parser = nic::Parser(flow->parser);
-  s.reliable = flow->reliable != 0;
-  s.messages = flow->messages != 0;
-  s.initial_seq = flow->initial_seq;
-  s.pmtu = flow->pmtu != 0 ? flow->pmtu : 4096;
-  s.initial_offset = flow->initial_offset;
   return command(port, [&](Device& d) { return to_errno(d.model->flow_add(id, s)); });
 }
 

@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "model_mbuf.h"
 #include "nic_model.h"
 #include "rte_pmd_cleave.h"
 
@@ -32,8 +33,8 @@ namespace cleave::pmd {
 inline constexpr uint16_t kBurst = 32;
 inline constexpr uint32_t kRingSize = 1024;       // rx_ring and tx_ring entries
 inline constexpr uint32_t kPendingFrames = 2048;  // wire frames waiting for room on the wire
-inline constexpr uint32_t kMaxFrame = nic::kMaxMtu + 14 + 4;  // largest frame out of the model
-inline constexpr uint32_t kBounceBytes = nic::kMaxTsoBytes + nic::kMaxMtu;
+inline constexpr uint32_t kMaxFrame = model_mbuf::kMaxFrame;
+inline constexpr uint32_t kBounceBytes = model_mbuf::kBounceBytes;
 
 extern int g_logtype;
 extern int g_placement_offset;
@@ -54,12 +55,6 @@ enum class PmdCtr : uint8_t {
   kServiceRuns,    // service body runs (service lcore or inline)
   kServiceInline,  // of those, from rx/tx burst
   kCount
-};
-
-struct MrRange {
-  uintptr_t base = 0;
-  uint64_t len = 0;
-  uint16_t id = 0;
 };
 
 struct Device {
@@ -89,7 +84,7 @@ struct Device {
   // ---- owned by whoever holds `lock` ----
   std::vector<uint8_t> bounce;     // payload staging for the bounce MR
   std::vector<uint8_t> rx_flat;    // a multi-segment wire frame made flat for the model
-  std::vector<MrRange> mr_ranges;  // registered MRs sorted by base, for the TX lookup
+  model_mbuf::MrRanges mr_ranges;  // registered MRs by address, for the TX lookup
   std::vector<rte_mbuf*> pending;  // wire frames not yet accepted by the wire (a ring)
   std::vector<uint32_t> pending_len;
   uint32_t pending_head = 0;
@@ -97,10 +92,7 @@ struct Device {
   std::array<rte_mbuf*, kBurst> tx_stage{};  // descriptors taken from tx_ring
   uint32_t tx_stage_head = 0;
   uint32_t tx_stage_count = 0;
-  std::vector<rte_mbuf*> frame_bufs;  // mbufs for one model TX request
-  std::vector<std::span<uint8_t>> frame_spans;
-  std::vector<uint32_t> frame_lens;
-  std::array<nic::TxCompletion, 64> txc{};
+  model_mbuf::FrameScratch frames;  // mbufs for one model TX request
   nic::RxEntry rx_entry;
   std::array<uint64_t, size_t(PmdCtr::kCount)> ctr{};
   std::array<uint64_t, size_t(PmdCtr::kCount)> ctr_base{};  // stats_reset/xstats_reset

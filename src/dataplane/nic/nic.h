@@ -56,7 +56,8 @@ class Nic {
   virtual uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) = 0;
   // Takes up to n descriptors or frames; returns how many it took (those are the NIC's now: each
   // is freed once its payload has been read, which is the app memory's send completion). The
-  // rest stay the caller's.
+  // rest stay the caller's. Frames the NIC holds for a full port go out on every call, n = 0
+  // included (and, on both backends, on rx_burst).
   virtual uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) = 0;
 
   // ---- commands: the semantics and errors (0 or a negative errno) of rte_pmd_cleave_* ----
@@ -65,8 +66,7 @@ class Nic {
   virtual int flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) = 0;
   virtual int flow_remove(uint32_t id) = 0;
   virtual int flow_set_mode(uint32_t id, rte_pmd_cleave_flow_mode mode) = 0;
-  virtual int ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len,
-                      uint32_t msg) = 0;
+  virtual int ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) = 0;
   virtual int cursor_update(uint32_t flow, uint32_t cursor) = 0;
   virtual int ms_retire(uint32_t flow, uint32_t count) = 0;
   virtual int ms_retire_msg(uint32_t flow, uint32_t msg) = 0;

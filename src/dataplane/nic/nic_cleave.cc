@@ -1,0 +1,79 @@
+// nic_cleave.cc - the cleave backend: a net_cleave port's bursts and rte_pmd_cleave_* commands.
+//
+// The header-split NIC does the work; this only forwards. Bursts use queue 0 (net_cleave has
+// one queue pair); counters are the port's xstats by name, the model's as nic_*.
+#include <rte_ethdev.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "nic_backends.h"
+
+namespace cleave::dp {
+namespace {
+
+class CleaveNic final : public Nic {
+ public:
+  explicit CleaveNic(uint16_t port) : Nic(NicBackend::kCleave, port) {}
+
+  uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) override {
+    return rte_eth_rx_burst(port_id(), 0, pkts, n);
+  }
+  uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) override {
+    return rte_eth_tx_burst(port_id(), 0, pkts, n);
+  }
+
+  int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) override {
+    return rte_pmd_cleave_mr_add(port_id(), id, base, len, owner);
+  }
+  int mr_remove(uint16_t id) override { return rte_pmd_cleave_mr_remove(port_id(), id); }
+  int flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) override {
+    return rte_pmd_cleave_flow_add(port_id(), id, &flow);
+  }
+  int flow_remove(uint32_t id) override { return rte_pmd_cleave_flow_remove(port_id(), id); }
+  int flow_set_mode(uint32_t id, rte_pmd_cleave_flow_mode mode) override {
+    return rte_pmd_cleave_flow_set_mode(port_id(), id, mode);
+  }
+  int ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) override {
+    return rte_pmd_cleave_ms_post(port_id(), flow, mr, offset, len, msg);
+  }
+  int cursor_update(uint32_t flow, uint32_t cursor) override {
+    return rte_pmd_cleave_cursor_update(port_id(), flow, cursor);
+  }
+  int ms_retire(uint32_t flow, uint32_t count) override {
+    return rte_pmd_cleave_ms_retire(port_id(), flow, count);
+  }
+  int ms_retire_msg(uint32_t flow, uint32_t msg) override {
+    return rte_pmd_cleave_ms_retire_msg(port_id(), flow, msg);
+  }
+  int roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) override {
+    return rte_pmd_cleave_roce_resync(port_id(), flow, psn, next_msg);
+  }
+
+  void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const override {
+    const int n = rte_eth_xstats_get_names(port_id(), nullptr, 0);
+    if (n <= 0) return;
+    std::vector<rte_eth_xstat_name> names(static_cast<size_t>(n));
+    std::vector<rte_eth_xstat> values(static_cast<size_t>(n));
+    const int got_names = rte_eth_xstats_get_names(port_id(), names.data(), unsigned(n));
+    const int got = rte_eth_xstats_get(port_id(), values.data(), unsigned(n));
+    if (got_names != n || got != n) return;  // the set changed in between: skip this read
+    for (const rte_eth_xstat& x : values) {
+      if (x.id < names.size()) f(names[x.id].name, x.value);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Nic> open_cleave_nic(uint16_t port_id) {
+  // A command that only a net_cleave port answers with anything but -ENODEV.
+  if (rte_pmd_cleave_flow_add(port_id, 0, nullptr) == -ENODEV) {
+    throw std::runtime_error("port " + std::to_string(port_id) +
+                             " is not a net_cleave port: the cleave NIC backend needs one");
+  }
+  return std::make_unique<CleaveNic>(port_id);
+}
+
+}  // namespace cleave::dp

@@ -1,0 +1,457 @@
+// nic_generic.cc - the generic backend: header split, placement and TX merge in software, on the
+// dataplane lcore, by the NIC reference model over any DPDK port's mbufs.
+//
+// RX: the port's frames go through the model one by one (model_mbuf::rx_frame, exactly what
+// net_cleave's service does), so rx_burst hands out what net_cleave's would.
+// TX, per descriptor, in order:
+//   - frames the port sends as they are: plain single-segment frames without offload flags, and
+//     descriptors whose every ask (MULTI_SEGS for a chain, TSO, IPv4/TCP/UDP checksums) the port
+//     offers and was configured with; those get l2/l3/l4_len and rte_eth_tx_prepare. They go
+//     straight to the port, and only while nothing waits in the pending ring (order);
+//   - everything else (the RoCE ICRC always) is merged by the model into frames from the frame
+//     pool, payload read from the registered MR that holds it or bounced, then queued in a
+//     bounded pending ring that is flushed to the port before new work. The descriptor is freed
+//     once its payload was read: the extbuf free callback is the app's send completion.
+// A descriptor is taken only when there is room for all of it; it otherwise stays the caller's.
+// Nothing on the data path allocates, logs, locks or throws; every frame is counted.
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model_mbuf.h"
+#include "nic_backends.h"
+
+namespace cleave::dp {
+namespace {
+
+namespace mm = cleave::model_mbuf;
+
+constexpr uint16_t kRun = 32;  // frames sent straight to the port per rte_eth_tx_burst
+
+// The generic backend's own counters; the rx/tx packet and byte counts use the names of ethdev's
+// basic xstats, the rest net_cleave's where the meaning is the same.
+enum class Ctr : uint8_t {
+  kRxPackets,
+  kRxBytes,
+  kTxPackets,  // frames the port accepted
+  kTxBytes,
+  kRxLinearized,    // multi-segment frames copied flat for the model
+  kTxPassThrough,   // plain frames sent as they are
+  kTxOffloaded,     // descriptors the port merges, segments or checksums itself
+  kTxSwMerged,      // descriptors merged by the model
+  kTxZeroCopy,      // of those, payload read from a registered MR
+  kTxBounce,        // of those, payload copied to the bounce buffer first
+  kTxErrors,        // descriptors refused (bad headers, over the MTU, too many frames)
+  kTxWireFull,      // flushes that found the port full
+  kTxPoolEmpty,     // merges postponed for want of frame mbufs
+  kTxPrepareFails,  // descriptors rte_eth_tx_prepare refused, merged in software instead
+  kCount
+};
+constexpr const char* kCtrNames[] = {
+    "rx_good_packets", "rx_good_bytes", "tx_good_packets", "tx_good_bytes",    "rx_linearized",
+    "tx_pass_through", "tx_offloaded",  "tx_sw_merged",    "tx_zero_copy",     "tx_bounce",
+    "tx_errors",       "tx_wire_full",  "tx_pool_empty",   "tx_prepare_fails",
+};
+static_assert(std::size(kCtrNames) == size_t(Ctr::kCount));
+
+// Ethernet/IPv4/TCP or UDP header lengths of the frame starting in m's first segment.
+bool set_header_lengths(rte_mbuf* m) {
+  const auto* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  const uint32_t h = mm::header_length(f, m->data_len, false);
+  if (h == 0) return false;
+  const uint8_t proto = f[14 + 9];
+  if (proto != 6 && proto != 17) return false;
+  m->l2_len = 14;
+  m->l3_len = uint32_t(f[14] & 0xF) * 4;
+  m->l4_len = h - 14 - m->l3_len;
+  return true;
+}
+
+class GenericNic final : public Nic {
+ public:
+  GenericNic(uint16_t port, rte_mempool* pool, const GenericNicParams& params,
+             const rte_eth_dev_info& info);
+  ~GenericNic() override;
+
+  uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) override;
+  uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) override;
+
+  int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) override;
+  int mr_remove(uint16_t id) override;
+  int flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) override;
+  int flow_remove(uint32_t id) override { return mm::to_errno(model_->flow_remove(id)); }
+  int flow_set_mode(uint32_t id, rte_pmd_cleave_flow_mode mode) override;
+  int ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) override;
+  int cursor_update(uint32_t flow, uint32_t cursor) override {
+    return mm::to_errno(model_->cursor_update(flow, cursor));
+  }
+  int ms_retire(uint32_t flow, uint32_t count) override {
+    return mm::to_errno(model_->ms_retire(flow, count));
+  }
+  int ms_retire_msg(uint32_t flow, uint32_t msg) override {
+    return mm::to_errno(model_->ms_retire_msg(flow, msg));
+  }
+  int roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) override {
+    return mm::to_errno(model_->roce_resync(flow, psn, next_msg));
+  }
+
+  void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const override;
+
+ private:
+  void bump(Ctr c, uint64_t n = 1) { ctr_[size_t(c)] += n; }
+  bool direct(rte_mbuf* m, bool* offload) const;
+  uint16_t send_run(rte_mbuf** pkts, uint16_t n, uint32_t offloaded);
+  bool take_sw(rte_mbuf* m);
+  void refuse(rte_mbuf* m) {
+    rte_pktmbuf_free(m);
+    bump(Ctr::kTxErrors);
+  }
+  uint32_t pending_room() const { return uint32_t(pending_.size()) - pending_count_; }
+  void push_pending(rte_mbuf* m);
+  void flush_pending();
+
+  // ---- set at open ----
+  rte_mempool* pool_;  // frames the software merge builds
+  uint32_t frame_room_ = 0;
+  uint32_t max_frame_ = 0;  // largest merged frame: the MTU + Ethernet header, CRC, a VLAN tag
+  uint64_t offloads_ = 0;   // TX offloads the port offers and was configured with
+  uint64_t icrc_mask_ = 0;
+  uint16_t bounce_mr_ = 0;  // the model's MR for payloads outside registered MRs
+  std::unique_ptr<nic::NicModel> model_;
+
+  // ---- data path state (the dataplane lcore) ----
+  std::vector<uint8_t> rx_flat_;
+  nic::RxEntry rx_entry_;
+  std::vector<uint8_t> bounce_;
+  mm::MrRanges mrs_;
+  mm::FrameScratch frames_;
+  std::vector<rte_mbuf*> pending_;  // merged frames not yet accepted by the port (a ring)
+  std::vector<uint32_t> pending_len_;
+  uint32_t pending_head_ = 0;
+  uint32_t pending_count_ = 0;
+  std::array<uint64_t, size_t(Ctr::kCount)> ctr_{};
+};
+
+GenericNic::GenericNic(uint16_t port, rte_mempool* pool, const GenericNicParams& params,
+                       const rte_eth_dev_info& info)
+    : Nic(NicBackend::kGeneric, port), pool_(pool) {
+  const std::string name = "port " + std::to_string(port) + " (" + info.driver_name + ")";
+  if (pool == nullptr) {
+    throw std::runtime_error(name +
+                             ": the generic NIC backend needs a frame pool for its "
+                             "software TX merge");
+  }
+  if (params.tx_frames == 0) {
+    throw std::runtime_error(name + ": the generic NIC backend needs tx_frames > 0");
+  }
+  if (params.model.max_mrs >= UINT16_MAX) {
+    throw std::runtime_error(name + ": max_mrs " + std::to_string(params.model.max_mrs) +
+                             ": at most " + std::to_string(UINT16_MAX - 1));
+  }
+  const uint32_t data_room = rte_pktmbuf_data_room_size(pool);
+  frame_room_ = data_room > RTE_PKTMBUF_HEADROOM ? data_room - RTE_PKTMBUF_HEADROOM : 0;
+  uint16_t mtu = RTE_ETHER_MTU;
+  if (int r = rte_eth_dev_get_mtu(port, &mtu); r != 0) {
+    throw std::runtime_error(name + ": reading its MTU failed: " + rte_strerror(-r));
+  }
+  max_frame_ = std::min<uint32_t>(
+      uint32_t(mtu) + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + RTE_VLAN_HLEN, frame_room_);
+  rte_eth_conf conf{};
+  if (int r = rte_eth_dev_conf_get(port, &conf); r != 0) {
+    throw std::runtime_error(name + ": reading its configuration failed: " + rte_strerror(-r));
+  }
+  offloads_ = info.tx_offload_capa & conf.txmode.offloads;
+  const int icrc = rte_pmd_cleave_tx_icrc_bit();
+  if (icrc < 0) {
+    throw std::runtime_error(name + ": cannot register the mbuf dynamic flag " +
+                             RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG + ": " + rte_strerror(rte_errno));
+  }
+  icrc_mask_ = uint64_t(1) << icrc;
+
+  nic::NicConfig cfg = params.model;
+  cfg.max_mrs = params.model.max_mrs + 1;  // one more: the bounce MR
+  try {
+    model_ = std::make_unique<nic::NicModel>(cfg);
+    bounce_mr_ = uint16_t(model_->config().max_mrs - 1);
+    rx_flat_.resize(mm::kMaxFrame);
+    bounce_.resize(mm::kBounceBytes);
+    mrs_.reserve(model_->config().max_mrs);
+    frames_.resize(mm::kMaxTxFrames);
+    pending_.resize(params.tx_frames);
+    pending_len_.resize(params.tx_frames);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(name + ": not enough memory for the generic NIC's tables (" +
+                             std::to_string(cfg.max_flows) + " flows, " +
+                             std::to_string(cfg.ms_store_entries) + " shared MS entries)");
+  }
+  if (model_->mr_add(bounce_mr_, bounce_.data(), bounce_.size(), 0) != nic::Err::kOk) {
+    throw std::runtime_error(name + ": the NIC model refused its bounce MR");
+  }
+}
+
+GenericNic::~GenericNic() {
+  for (uint32_t i = 0; i < pending_count_; i++)
+    rte_pktmbuf_free(pending_[(pending_head_ + i) % pending_.size()]);
+}
+
+// ---- RX -----------------------------------------------------------------------------------------
+
+uint16_t GenericNic::rx_burst(rte_mbuf** pkts, uint16_t n) {
+  // Merged frames waiting for the port go out first, as net_cleave's inline service does.
+  if (pending_count_ > 0) flush_pending();
+  const uint16_t got = rte_eth_rx_burst(port_id(), 0, pkts, n);
+  uint64_t bytes = 0;
+  uint64_t linearized = 0;
+  for (uint16_t i = 0; i < got; i++) {
+    bytes += pkts[i]->pkt_len;
+    linearized += mm::rx_frame(*model_, pkts[i], rx_flat_, rx_entry_, placement_offset()) ? 1 : 0;
+  }
+  bump(Ctr::kRxPackets, got);
+  bump(Ctr::kRxBytes, bytes);
+  bump(Ctr::kRxLinearized, linearized);
+  return got;
+}
+
+// ---- TX -----------------------------------------------------------------------------------------
+
+void GenericNic::push_pending(rte_mbuf* m) {
+  const uint32_t at = (pending_head_ + pending_count_) % uint32_t(pending_.size());
+  pending_[at] = m;
+  pending_len_[at] = m->pkt_len;
+  pending_count_++;
+}
+
+void GenericNic::flush_pending() {
+  const auto size = uint32_t(pending_.size());
+  while (pending_count_ > 0) {
+    const uint32_t contig = std::min(pending_count_, size - pending_head_);
+    const auto want = uint16_t(std::min<uint32_t>(contig, UINT16_MAX));
+    const uint16_t sent = rte_eth_tx_burst(port_id(), 0, &pending_[pending_head_], want);
+    // Lengths were saved when queued: once sent, a frame may already belong to the peer.
+    uint64_t bytes = 0;
+    for (uint16_t i = 0; i < sent; i++)
+      bytes += pending_len_[pending_head_ + i];
+    bump(Ctr::kTxPackets, sent);
+    bump(Ctr::kTxBytes, bytes);
+    pending_head_ = (pending_head_ + sent) % size;
+    pending_count_ -= sent;
+    if (sent < want) {
+      bump(Ctr::kTxWireFull);
+      return;
+    }
+  }
+}
+
+// Whether the port sends `m` as it is: a plain frame, or one whose every offload the port was
+// configured with (then its header lengths and RTE_MBUF_F_TX_IPV4 are set for the driver, which
+// leaves the request the same should it stay the caller's, and *offload is raised).
+bool GenericNic::direct(rte_mbuf* m, bool* offload) const {
+  const uint64_t ol = m->ol_flags;
+  const uint8_t flags = mm::tx_flags(ol, icrc_mask_);
+  if (m->nb_segs == 1 && flags == 0) return true;
+  if ((flags & nic::kTxIcrc) != 0) return false;  // no DPDK offload computes the RoCE ICRC
+  uint64_t need = m->nb_segs > 1 ? RTE_ETH_TX_OFFLOAD_MULTI_SEGS : 0;
+  uint64_t add = 0;
+  if ((flags & nic::kTxTso) != 0) {
+    // The model's TSO fills both checksums; ask the port for the same.
+    need |= RTE_ETH_TX_OFFLOAD_TCP_TSO | RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+    add |= RTE_MBUF_F_TX_IP_CKSUM;
+  }
+  if ((flags & nic::kTxIpCsum) != 0) need |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+  if ((flags & nic::kTxL4Csum) != 0) {
+    need |= (ol & RTE_MBUF_F_TX_L4_MASK) == RTE_MBUF_F_TX_TCP_CKSUM ? RTE_ETH_TX_OFFLOAD_TCP_CKSUM
+                                                                    : RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+  }
+  if ((need & ~offloads_) != 0) return false;
+  if (flags != 0) {
+    if (!set_header_lengths(m)) return false;
+    m->ol_flags = (ol & ~RTE_MBUF_F_TX_IPV6) | RTE_MBUF_F_TX_IPV4 | add;
+    *offload = true;
+  }
+  return true;
+}
+
+// Sends frames the port takes as they are; `offloaded` marks (bit i) the descriptors among them.
+uint16_t GenericNic::send_run(rte_mbuf** pkts, uint16_t n, uint32_t offloaded) {
+  std::array<uint32_t, kRun> lens;
+  for (uint16_t i = 0; i < n; i++)
+    lens[i] = pkts[i]->pkt_len;
+  const uint16_t sent = rte_eth_tx_burst(port_id(), 0, pkts, n);
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < sent; i++)
+    bytes += lens[i];
+  const uint32_t sent_mask = sent >= 32 ? ~0u : (1u << sent) - 1;
+  const auto off = uint64_t(std::popcount(offloaded & sent_mask));
+  bump(Ctr::kTxPackets, sent);
+  bump(Ctr::kTxBytes, bytes);
+  bump(Ctr::kTxOffloaded, off);
+  bump(Ctr::kTxPassThrough, sent - off);
+  if (sent < n) bump(Ctr::kTxWireFull);
+  return sent;
+}
+
+// Merges one descriptor into the pending ring. False when it must wait (no room in the ring, no
+// frame mbufs): it stays the caller's. True when taken: merged, or refused and freed (counted).
+bool GenericNic::take_sw(rte_mbuf* m) {
+  const uint8_t flags = mm::tx_flags(m->ol_flags, icrc_mask_);
+  nic::TxRequest req;
+  if (!mm::tx_request(m, flags, req)) {
+    refuse(m);
+    return true;
+  }
+  // More frames than the ring or the scratch could ever hold would wait forever: refuse them.
+  const uint32_t nf = nic::NicModel::tx_frames(req);
+  if (nf > pending_.size() || nf > frames_.bufs.size() ||
+      nic::NicModel::tx_frame_room(req) > max_frame_) {
+    refuse(m);
+    return true;
+  }
+  if (pending_room() < nf) return false;
+  switch (mm::tx_payload(m, uint32_t(req.header.size()), mrs_, bounce_, bounce_mr_, req)) {
+    case mm::Payload::kNone:
+      break;
+    case mm::Payload::kZeroCopy:
+      bump(Ctr::kTxZeroCopy);
+      break;
+    case mm::Payload::kBounced:
+      bump(Ctr::kTxBounce);
+      break;
+    case mm::Payload::kFailed:
+      refuse(m);
+      return true;
+  }
+  nic::TxStatus s = nic::TxStatus::kOk;
+  uint16_t got = 0;
+  if (!mm::merge(*model_, req, pool_, frame_room_, frames_, &s, &got)) {
+    bump(Ctr::kTxPoolEmpty);
+    return false;
+  }
+  for (uint16_t i = 0; i < got; i++)
+    push_pending(frames_.bufs[i]);
+  // The payload has been read: freeing the descriptor is the app memory's send completion.
+  if (s != nic::TxStatus::kOk) {
+    refuse(m);
+  } else {
+    rte_pktmbuf_free(m);
+    bump(Ctr::kTxSwMerged);
+  }
+  return true;
+}
+
+uint16_t GenericNic::tx_burst(rte_mbuf** pkts, uint16_t n) {
+  flush_pending();
+  if (pending_count_ > 0) return 0;  // the port is still full: nothing new
+  uint16_t i = 0;
+  bool merged = false;
+  while (i < n) {
+    // The longest run the port sends as it is.
+    uint16_t run = 0;
+    uint32_t offloaded = 0;
+    while (run < kRun && i + run < n) {
+      bool off = false;
+      if (!direct(pkts[i + run], &off)) break;
+      offloaded |= off ? 1u << run : 0;
+      run++;
+    }
+    if (run == 0) {
+      if (!take_sw(pkts[i])) {
+        // The pending ring may be full of frames the port takes now: one more try.
+        flush_pending();
+        if (!take_sw(pkts[i])) break;
+      }
+      merged = true;
+      i++;
+      continue;
+    }
+    // Merged frames queued before this run go first.
+    if (pending_count_ > 0) {
+      flush_pending();
+      if (pending_count_ > 0) break;
+    }
+    uint16_t ok = run;
+    if (offloaded != 0) ok = rte_eth_tx_prepare(port_id(), 0, pkts + i, run);
+    const uint16_t sent = send_run(pkts + i, ok, offloaded);
+    i += sent;
+    if (sent < ok) break;  // the port is full: the rest stay the caller's
+    if (ok < run) {
+      // The driver cannot take this one as it is (rte_errno says why): the model merges it.
+      bump(Ctr::kTxPrepareFails);
+      if (!take_sw(pkts[i])) break;
+      merged = true;
+      i++;
+    }
+  }
+  flush_pending();
+  if (merged) mm::poll_completions(*model_, frames_);
+  return i;
+}
+
+// ---- commands: rte_pmd_cleave_*'s arguments and errors ----------------------------------------
+
+int GenericNic::mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) {
+  if (id >= bounce_mr_) return -ENOSPC;
+  const int r = mm::to_errno(model_->mr_add(id, static_cast<uint8_t*>(base), len, owner));
+  if (r == 0) mrs_.insert(reinterpret_cast<uintptr_t>(base), len, id);  // reserved at open
+  return r;
+}
+
+int GenericNic::mr_remove(uint16_t id) {
+  if (id >= bounce_mr_) return -ENOENT;
+  const int r = mm::to_errno(model_->mr_remove(id));
+  if (r == 0) mrs_.erase(id);
+  return r;
+}
+
+int GenericNic::flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) {
+  nic::FlowSpec s;
+  if (!mm::flow_spec(&flow, s)) return -EINVAL;
+  return mm::to_errno(model_->flow_add(id, s));
+}
+
+int GenericNic::flow_set_mode(uint32_t id, rte_pmd_cleave_flow_mode mode) {
+  if (mode != RTE_PMD_CLEAVE_ZERO_COPY && mode != RTE_PMD_CLEAVE_COPY) return -EINVAL;
+  return mm::to_errno(model_->flow_set_mode(id, nic::FlowMode(mode)));
+}
+
+int GenericNic::ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) {
+  if (mr >= bounce_mr_) return -ENOENT;
+  return mm::to_errno(model_->ms_post(flow, nic::MsDesc{mr, offset, len, msg}));
+}
+
+// ---- counters -----------------------------------------------------------------------------------
+
+void GenericNic::for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const {
+  for (size_t c = 0; c < size_t(Ctr::kCount); c++)
+    f(kCtrNames[c], ctr_[c]);
+  // The names net_cleave's xstats give the same model counters and memory.
+  std::string name;
+  model_->for_each_counter([&](std::string_view n, uint64_t v) {
+    name.assign("nic_").append(n);
+    f(name, v);
+  });
+  const nic::MemoryReport r = model_->memory_report();
+  for (const nic::MemoryLine& l : r.lines) {
+    name.assign("nic_mem_").append(l.name).append("_bytes");
+    f(name, l.bytes());
+    name.assign("nic_mem_").append(l.name).append("_in_use");
+    f(name, l.in_use);
+  }
+  f("nic_mem_total_bytes", r.total_bytes);
+}
+
+}  // namespace
+
+std::unique_ptr<Nic> open_generic_nic(uint16_t port_id, rte_mempool* pool,
+                                      const GenericNicParams& params,
+                                      const rte_eth_dev_info& info) {
+  return std::make_unique<GenericNic>(port_id, pool, params, info);
+}
+
+}  // namespace cleave::dp
