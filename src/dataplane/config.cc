@@ -249,6 +249,22 @@ void check_arp(Checker& c, const YAML::Node& n, Config& cfg) {
   c.number(n, "failed_hold_ms", "arp", a.failed_hold_ms, 0, 3600000);
 }
 
+void check_nic(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "nic", {"max_flows", "max_mrs", "ms_committed", "ms_store"})) return;
+  auto& g = cfg.nic;
+  c.number(n, "max_flows", "nic", g.max_flows, 1, 1 << 22);
+  c.number(n, "max_mrs", "nic", g.max_mrs, 1, 65535);
+  c.number(n, "ms_committed", "nic", g.ms_committed, 16, 1 << 16);
+  c.number(n, "ms_store", "nic", g.ms_store, 0, 1 << 26);
+  for (auto [key, v] : {std::pair{"ms_committed", g.ms_committed}, {"ms_store", g.ms_store}}) {
+    if (v % 16 != 0) {
+      c.error(Checker::value(n, key), std::string("nic.") + key +
+                                          ": expected a multiple of 16 (the MS chunk), got " +
+                                          std::to_string(v));
+    }
+  }
+}
+
 // The first of `keys` given in mapping n, else n itself: where a cross-field error is reported.
 YAML::Node first_of(const YAML::Node& n, std::initializer_list<std::string_view> keys) {
   for (auto key : keys) {
@@ -505,7 +521,8 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   }
   Config cfg;
   cfg.source = name;
-  if (!c.mapping(root, "", {"runtime_dir", "log", "eal", "dataplane", "arp", "apps", "ports"}))
+  if (!c.mapping(root, "",
+                 {"runtime_dir", "log", "eal", "dataplane", "arp", "nic", "apps", "ports"}))
     return r;
 
   if (YAML::Node v = c.string(root, "runtime_dir", "", cfg.runtime_dir); v.IsDefined()) {
@@ -518,6 +535,7 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   if (YAML::Node n = Checker::value(root, "eal"); n.IsDefined()) check_eal(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "dataplane"); n.IsDefined()) check_dataplane(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "arp"); n.IsDefined()) check_arp(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "nic"); n.IsDefined()) check_nic(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "apps"); n.IsDefined()) check_apps(c, n, cfg);
 
   if (cfg.dataplane.lcore == cfg.eal.main_lcore) {

@@ -86,6 +86,14 @@ struct Config {
     uint32_t retries = 3;
     uint32_t failed_hold_ms = 5000;
   } arp;
+  // Table sizes of the generic NIC backend (software split and placement on ports that are not
+  // net_cleave); a net_cleave port takes its own from its devargs.
+  struct {
+    uint32_t max_flows = 16384;
+    uint32_t max_mrs = 4096;
+    uint32_t ms_committed = 32;  // MS entries each flow owns (a multiple of 16)
+    uint32_t ms_store = 65536;   // MS entries shared by all flows (a multiple of 16)
+  } nic;
   struct {
     uint32_t max_apps = 32;
     uint32_t budget = 32;  // entries taken from one app per loop iteration (fairness)

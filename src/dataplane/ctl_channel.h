@@ -6,6 +6,7 @@
 // the request and preallocates any room the answer needs, so the dataplane never allocates.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -28,6 +29,13 @@ enum class CtlOp : uint8_t {
   kArpTable,  // the neighbour cache
   kRouteGet,  // route and next hop for `addr`, resolving the next hop's MAC
   kApp,       // an app table update (app_op), or every app's counters
+  kNic,       // one port's NIC backend and counters (nic_port)
+};
+
+// One NIC counter, its name copied (xstats names are at most 64 bytes with the NUL).
+struct NicCounterRow {
+  std::array<char, 64> name{};
+  uint64_t value = 0;
 };
 
 struct AppCountersRow {
@@ -76,6 +84,14 @@ struct CtlRequest {
   DpPipe pipe;
   bool app_ok = false;
   std::vector<AppCountersRow> app_counters;  // kCounters: capacity reserved by the requester
+
+  // kNic: the port by index; the answer fills nic_counters up to the capacity the requester
+  // reserved (nic_truncated says some did not fit).
+  uint8_t nic_port = 0;
+  bool nic_found = false;
+  uint8_t nic_backend = 0;  // NicBackend
+  std::vector<NicCounterRow> nic_counters;
+  bool nic_truncated = false;
 
   std::atomic<bool> done{false};
 };

@@ -65,6 +65,10 @@ DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz) {
   p.arp.reachable_cycles = ms_to_cycles(c.arp.reachable_ms, tsc_hz);
   p.arp.retry_cycles = ms_to_cycles(c.arp.retry_ms, tsc_hz);
   p.arp.failed_hold_cycles = ms_to_cycles(c.arp.failed_hold_ms, tsc_hz);
+  p.nic.model.max_flows = c.nic.max_flows;
+  p.nic.model.max_mrs = c.nic.max_mrs;
+  p.nic.model.ms_committed_per_flow = c.nic.ms_committed;
+  p.nic.model.ms_store_entries = c.nic.ms_store;
   return p;
 }
 
@@ -88,7 +92,9 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
     p.ip_be = rte_cpu_to_be_32(p.conf.ipv4.addr.host);
     p.bcast_be = rte_cpu_to_be_32(p.conf.ipv4.network().host | ~p.conf.ipv4.mask());
     p.stats = &stats_.ports[i];
+    p.nic = open_nic(p.conf.port_id, pool, params_.nic);
     p.wire.port_id = p.conf.port_id;
+    p.wire.nic = p.nic.get();
     p.wire.full_reason = Drop::kTxFull;
     p.wire.packets = &p.stats->tx_packets;
     p.wire.bytes = &p.stats->tx_bytes;
@@ -160,7 +166,7 @@ unsigned Dataplane::poll_ports() {
   unsigned total = 0;
   rte_mbuf* pkts[kMaxBurst];
   for (Port& p : ports_) {
-    uint16_t n = rte_eth_rx_burst(p.conf.port_id, 0, pkts, static_cast<uint16_t>(params_.burst));
+    uint16_t n = p.nic->rx_burst(pkts, static_cast<uint16_t>(params_.burst));
     if (n == 0) continue;
     for (uint16_t i = 0; i < n; i++)
       rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
@@ -203,6 +209,8 @@ void Dataplane::flush_all() {
 // ---- receive path ----
 
 void Dataplane::rx_packet(Port& p, rte_mbuf* m) {
+  // The NIC matched a flow: the frame (maybe only its headers) belongs to that flow's transport.
+  if (unlikely((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0)) return drop(m, Drop::kNoTransport);
   if (unlikely(m->data_len < sizeof(rte_ether_hdr))) return drop(m, Drop::kRunt);
   const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
   if (unlikely(!rte_is_multicast_ether_addr(&eth->dst_addr) &&
@@ -348,16 +356,22 @@ void Dataplane::stage(TxStage& s, rte_mbuf* m) {
 }
 
 void Dataplane::flush(TxStage& s) {
-  uint16_t sent = rte_eth_tx_burst(s.port_id, 0, s.pkts, s.n);
+  // Lengths are read before sending: a sent mbuf may already belong to the other side.
+  uint64_t bytes = 0;
   if (s.bytes != nullptr) {
-    for (uint16_t i = 0; i < sent; i++)
-      *s.bytes += s.pkts[i]->pkt_len;
+    for (uint16_t i = 0; i < s.n; i++)
+      bytes += s.pkts[i]->pkt_len;
   }
+  uint16_t sent =
+      s.nic != nullptr ? s.nic->tx_burst(s.pkts, s.n) : rte_eth_tx_burst(s.port_id, 0, s.pkts, s.n);
   *s.packets += sent;
   if (unlikely(sent < s.n)) {
     stats_.drops[static_cast<size_t>(s.full_reason)] += s.n - sent;
+    for (uint16_t i = sent; s.bytes != nullptr && i < s.n; i++)
+      bytes -= s.pkts[i]->pkt_len;
     rte_pktmbuf_free_bulk(s.pkts + sent, s.n - sent);
   }
+  if (s.bytes != nullptr) *s.bytes += bytes;
   s.n = 0;
 }
 

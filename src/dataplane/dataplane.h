@@ -5,7 +5,9 @@
 // CtlChannel, which is the only way other threads reach this state.
 //
 // Setup (ports configured and started, mempool) is done by the daemon before construction;
-// see port.h. The dataplane owns the packet path: RX burst, ARP, ICMP echo, the exception tap,
+// see port.h. The constructor opens each port's NIC backend (nic.h: net_cleave ports get the
+// header-split NIC, any other port the generic one); from then on the dataplane reaches ports
+// only through their Nic. It owns the packet path: RX burst, ARP, ICMP echo, the exception tap,
 // timers, TX flush, and the answers to control requests.
 #pragma once
 
@@ -23,6 +25,7 @@
 #include "config.h"
 #include "ctl_channel.h"
 #include "net.h"
+#include "nic.h"
 #include "route.h"
 #include "stats.h"
 #include "timer_wheel.h"
@@ -47,7 +50,8 @@ struct DataplaneParams {
   uint32_t max_apps = 32;
   uint32_t app_budget = 32;
   uint32_t idle_sleep_us = 0;
-  ArpParams arp;  // in TSC cycles
+  ArpParams arp;         // in TSC cycles
+  GenericNicParams nic;  // tables of the generic NIC backend
 
   static DataplaneParams from_config(const Config& c, uint64_t tsc_hz);
 };
@@ -55,6 +59,7 @@ struct DataplaneParams {
 // Packets staged for one TX queue, sent in bursts by flush().
 struct TxStage {
   uint16_t port_id = kNoPort;
+  Nic* nic = nullptr;  // the port's NIC; null: a plain port (the exception tap)
   uint16_t n = 0;
   Drop full_reason = Drop::kTxFull;
   uint64_t* packets = nullptr;  // counters credited with what the NIC accepted
@@ -64,6 +69,7 @@ struct TxStage {
 
 class Dataplane final : private ArpIo {
  public:
+  // Throws std::runtime_error when a port's NIC backend cannot be opened.
   Dataplane(const DataplaneParams& params, std::vector<DpPort> ports, const RouteTable& routes,
             rte_mempool* pool, CtlChannel& ctl);
   Dataplane(const Dataplane&) = delete;
@@ -91,7 +97,8 @@ class Dataplane final : private ArpIo {
     uint32_t ip_be = 0;  // our address, network byte order
     uint32_t bcast_be = 0;
     PortStats* stats = nullptr;
-    TxStage wire;       // to the port
+    std::unique_ptr<Nic> nic;
+    TxStage wire;       // to the port, through nic
     TxStage exception;  // to the kernel tap
   };
 
@@ -119,6 +126,7 @@ class Dataplane final : private ArpIo {
   void answer_arp_table(CtlRequest* r, uint64_t now);
   void answer_route_get(CtlRequest* r, uint64_t now);
   void answer_app(CtlRequest* r, uint64_t now);
+  void answer_nic(CtlRequest* r);
 
   DataplaneParams params_;
   std::vector<Port> ports_;

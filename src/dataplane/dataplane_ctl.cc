@@ -2,6 +2,8 @@
 // between bursts, on the dataplane lcore, from state only this lcore touches.
 #include <rte_cycles.h>
 
+#include <algorithm>
+
 #include "dataplane.h"
 
 namespace cleave::dp {
@@ -30,6 +32,9 @@ void Dataplane::serve_control(uint64_t now) {
         break;
       case CtlOp::kApp:
         answer_app(r, now);
+        break;
+      case CtlOp::kNic:
+        answer_nic(r);
         break;
     }
     CtlChannel::answer(r);
@@ -61,6 +66,27 @@ void Dataplane::answer_app(CtlRequest* r, uint64_t now) {
       r->app_ok = true;
       break;
   }
+}
+
+// The generic backend's counters live on this lcore, so both backends are read here.
+void Dataplane::answer_nic(CtlRequest* r) {
+  r->nic_counters.clear();
+  r->nic_truncated = false;
+  r->nic_found = r->nic_port < ports_.size();
+  if (!r->nic_found) return;
+  const Nic& nic = *ports_[r->nic_port].nic;
+  r->nic_backend = static_cast<uint8_t>(nic.backend());
+  nic.for_each_counter([&](std::string_view name, uint64_t value) {
+    if (r->nic_counters.size() == r->nic_counters.capacity()) {
+      r->nic_truncated = true;
+      return;
+    }
+    NicCounterRow row;
+    name = name.substr(0, row.name.size() - 1);
+    std::copy(name.begin(), name.end(), row.name.begin());
+    row.value = value;
+    r->nic_counters.push_back(row);
+  });
 }
 
 void Dataplane::answer_arp_table(CtlRequest* r, uint64_t now) {

@@ -96,6 +96,7 @@ json Management::handle(std::string_view command, const json& args) {
   if (command == "route.show") return routes();
   if (command == "route.get") return route_get(str_arg("addr", true));
   if (command == "stats.show") return stats();
+  if (command == "nic.show") return nic(str_arg("name", false));
   if (command == "app.list" || command == "app.show") {
     if (apps_ == nullptr) throw MgmtError(mgmt::kErrUnavailable, "the app server is not running");
     if (command == "app.list") return apps_->list();
@@ -176,6 +177,52 @@ json Management::ports(const std::string& name) {
          {"link", link_json(p.port_id)},
          {"counters", counters_json(p.port_id)},
          {"xstats", xstats_json(p.port_id)}});
+  }
+  if (!name.empty() && out.empty()) {
+    throw MgmtError(mgmt::kErrNotFound, "no port named '" + name + "'");
+  }
+  return out;
+}
+
+json Management::nic(const std::string& name) {
+  json out = json::array();
+  for (size_t i = 0; i < ports_.size(); i++) {
+    if (!name.empty() && name != ports_[i].name) continue;
+    auto r = std::make_unique<CtlRequest>();
+    r->op = CtlOp::kNic;
+    r->nic_port = static_cast<uint8_t>(i);
+    r->nic_counters.reserve(kMaxNicCounters);
+    r = ask(std::move(r));
+    if (!r->nic_found) continue;
+    // nic_mem_<table>_bytes / _in_use and nic_mem_total_bytes become the memory table.
+    constexpr std::string_view kMem = "nic_mem_", kBytes = "_bytes", kInUse = "_in_use";
+    json counters = json::object();
+    json tables = json::object();
+    uint64_t total = 0;
+    for (const NicCounterRow& c : r->nic_counters) {
+      std::string_view n(c.name.data());
+      if (n == "nic_mem_total_bytes") {
+        total = c.value;
+      } else if (n.starts_with(kMem) && n.ends_with(kBytes)) {
+        n = n.substr(kMem.size(), n.size() - kMem.size() - kBytes.size());
+        tables[std::string(n)]["bytes"] = c.value;
+      } else if (n.starts_with(kMem) && n.ends_with(kInUse)) {
+        n = n.substr(kMem.size(), n.size() - kMem.size() - kInUse.size());
+        tables[std::string(n)]["in_use"] = c.value;
+      } else {
+        counters[std::string(n)] = c.value;
+      }
+    }
+    auto backend = static_cast<NicBackend>(r->nic_backend);
+    out.push_back({{"name", ports_[i].name},
+                   {"device", cfg_.ports[i].device},
+                   {"backend", backend_name(backend)},
+                   {"memory",
+                    {{"where", backend == NicBackend::kCleave ? "nic" : "host"},
+                     {"total_bytes", total},
+                     {"tables", tables}}},
+                   {"counters", counters},
+                   {"truncated", r->nic_truncated}});
   }
   if (!name.empty() && out.empty()) {
     throw MgmtError(mgmt::kErrNotFound, "no port named '" + name + "'");

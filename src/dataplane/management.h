@@ -20,6 +20,9 @@
 
 namespace cleave::dp {
 
+// NIC counters one nic.show answer can carry per port.
+inline constexpr size_t kMaxNicCounters = 512;
+
 struct MgmtError : std::runtime_error {
   MgmtError(std::string_view code_, const std::string& message)
       : std::runtime_error(message), code(code_) {}
@@ -55,6 +58,7 @@ class Management {
   nlohmann::json routes();
   nlohmann::json route_get(const std::string& addr);
   nlohmann::json stats();
+  nlohmann::json nic(const std::string& name);  // empty name: all ports
 
  private:
   std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);

@@ -31,7 +31,8 @@ namespace cleave::dp {
   X(kNoHandler, "no_handler", "IPv4 protocol no flow handles, and no exception tap")        \
   X(kExceptionFull, "exception_full", "the exception tap's TX queue was full")              \
   X(kTxFull, "tx_full", "the port's TX queue was full")                                     \
-  X(kNoMbuf, "no_mbuf", "no packet buffer for a copy")
+  X(kNoMbuf, "no_mbuf", "no packet buffer for a copy")                                      \
+  X(kNoTransport, "no_transport", "frame of a NIC flow that no transport serves")
 
 enum class Drop : uint8_t {
 #define CLEAVE_X(e, name, what) e,

@@ -1,4 +1,5 @@
-// telemetry.cc - /cleave/status, /cleave/ports and /cleave/stats on DPDK's telemetry socket.
+// telemetry.cc - /cleave/status, /cleave/ports, /cleave/stats and /cleave/nic on DPDK's telemetry
+// socket.
 //
 // The callbacks run on DPDK's telemetry thread and go through Management, which reaches
 // dataplane state only via the control channel. Telemetry dictionaries take only names of
@@ -99,6 +100,9 @@ json do_ports(Management& m) {
 json do_stats(Management& m) {
   return m.stats();
 }
+json do_nic(Management& m) {
+  return m.nic("");
+}
 
 }  // namespace
 
@@ -117,6 +121,9 @@ void register_telemetry(Management* m) {
   rte_telemetry_register_cmd(
       "/cleave/stats", handler<do_stats>,
       "cleaved dataplane stats: lcore busy/idle, per port, ARP, ICMP, drops");
+  rte_telemetry_register_cmd(
+      "/cleave/nic", handler<do_nic>,
+      "cleaved NICs per port: backend (cleave or generic), placement counters, table memory");
 }
 
 }  // namespace cleave::dp

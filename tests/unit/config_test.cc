@@ -37,7 +37,7 @@ TEST(Config, EmbeddedDefaultIsValid) {
   ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
   const Config& c = *r.config;
   ASSERT_EQ(c.ports.size(), 1u);
-  EXPECT_EQ(c.ports[0].device, "net_tap0,iface=cleave0");
+  EXPECT_EQ(c.ports[0].device, "net_cleave0,wire=net_tap0,wire_args=iface=cleave0");
   EXPECT_EQ(c.ports[0].ipv4.str(), "198.18.0.1/24");
   EXPECT_EQ(c.runtime_dir, "/run/cleave");
   EXPECT_NE(c.dataplane.lcore, c.eal.main_lcore);
@@ -255,6 +255,19 @@ TEST(Config, BadAppRulesAreReported) {
   expect_error(std::string("apps:\n  quota: {memory_mb: 8, region_mb: 16}\n") + kPort, 2, 36,
                "does not fit");
   expect_error(std::string("apps:\n  allow: {uid: 0}\n") + kPort, 2, 10, "a list");
+}
+
+TEST(Config, GenericNicTablesAreReadAndChecked) {
+  ConfigResult r =
+      parse(std::string("nic: {max_flows: 100, ms_committed: 64, ms_store: 0}\n") + kPort);
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
+  EXPECT_EQ(r.config->nic.max_flows, 100u);
+  EXPECT_EQ(r.config->nic.max_mrs, 4096u);
+  EXPECT_EQ(r.config->nic.ms_committed, 64u);
+  EXPECT_EQ(r.config->nic.ms_store, 0u);
+  expect_error(std::string("nic:\n  ms_store: 1000\n") + kPort, 2, 13, "multiple of 16");
+  expect_error(std::string("nic:\n  ms_committed: 8\n") + kPort, 2, 17, "ms_committed");
+  expect_error(std::string("nic:\n  max_flow: 8\n") + kPort, 2, 3, "max_flow");
 }
 
 TEST(Config, EveryErrorIsReportedInOnePass) {

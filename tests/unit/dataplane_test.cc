@@ -4,6 +4,7 @@
 // EAL runs without hugepages or root. Each test gets fresh ports made from rte_rings; the test
 // plays the wire peer by enqueueing frames into the port's RX ring and reading its TX ring.
 #include <gtest/gtest.h>
+#include <rte_bus_vdev.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_eth_ring.h>
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -28,6 +30,7 @@
 #include "frames.h"
 #include "port.h"
 #include "route.h"
+#include "rte_pmd_cleave.h"
 
 namespace cleave::dp {
 namespace {
@@ -95,9 +98,11 @@ struct RingPort {
 class DataplaneTest : public ::testing::Test {
  protected:
   // Builds the dataplane over fresh ring ports. `yaml_port_extra` is appended to the port.
+  // `cleave`: the port is a net_cleave NIC over the ring port (the cleave backend); else the
+  // ring port itself (the generic backend).
   void build(const std::string& yaml_port_extra = "", bool exception = false,
              const std::string& arp = "arp: {retry_ms: 20, retries: 3, failed_hold_ms: 100}\n",
-             uint16_t mtu = 1500) {
+             uint16_t mtu = 1500, bool cleave = false) {
     std::string tag = "t" + std::to_string(g_seq++);
     wire = std::make_unique<RingPort>(tag + "w");
     std::string text = arp + "ports:\n  - name: p0\n    device: " + tag +
@@ -108,6 +113,11 @@ class DataplaneTest : public ::testing::Test {
     DpPort p;
     p.name = "p0";
     p.port_id = wire->port_id;
+    if (cleave) {
+      cleave_name = "net_cleave_dp" + tag;
+      ASSERT_EQ(rte_vdev_init(cleave_name.c_str(), ("wire=net_ring_" + tag + "w").c_str()), 0);
+      ASSERT_EQ(rte_eth_dev_get_port_by_name(cleave_name.c_str(), &p.port_id), 0);
+    }
     p.ipv4 = cfg.ports[0].ipv4;
     p.mtu = mtu;
     rte_mempool* pool = mtu > 1500 ? g_jumbo_pool : g_pool;
@@ -124,10 +134,33 @@ class DataplaneTest : public ::testing::Test {
                                      std::vector<DpPort>{p}, *routes, pool, *ctl);
   }
   void TearDown() override {
+    uint16_t port = 0;
     dp.reset();
     ctl.reset();
     tap.reset();
+    if (!cleave_name.empty() && rte_eth_dev_get_port_by_name(cleave_name.c_str(), &port) == 0) {
+      rte_eth_dev_stop(port);
+      rte_eth_dev_close(port);
+      rte_vdev_uninit(cleave_name.c_str());
+    }
+    cleave_name.clear();
     wire.reset();
+  }
+
+  // The port's NIC backend and counters by name, as nic.show asks for them.
+  std::map<std::string, uint64_t> nic_counters(NicBackend* backend) {
+    auto req = std::make_unique<CtlRequest>();
+    req->op = CtlOp::kNic;
+    req->nic_port = 0;
+    req->nic_counters.reserve(512);
+    auto a = ask(std::move(req));
+    EXPECT_TRUE(a->nic_found);
+    EXPECT_FALSE(a->nic_truncated);
+    *backend = static_cast<NicBackend>(a->nic_backend);
+    std::map<std::string, uint64_t> out;
+    for (const NicCounterRow& r : a->nic_counters)
+      out[r.name.data()] = r.value;
+    return out;
   }
 
   // Polls until `n` frames came out of the wire (or `ms` passed); returns them.
@@ -177,6 +210,7 @@ class DataplaneTest : public ::testing::Test {
   }
 
   Config cfg;
+  std::string cleave_name;
   std::unique_ptr<RingPort> wire, tap;
   std::unique_ptr<RouteTable> routes;
   std::unique_ptr<CtlChannel> ctl;
@@ -261,6 +295,58 @@ TEST_F(DataplaneTest, AnswersEchoRequests) {
   EXPECT_EQ(s.proto.icmp_echo_replies, 3u);
   EXPECT_EQ(s.ports[0].rx_packets, 3u);
   EXPECT_EQ(s.ports[0].tx_packets, 3u);
+}
+
+// The same echo through either NIC backend; both count the same decisions under the same names.
+TEST_F(DataplaneTest, BothNicBackendsCarryTheCopyPathAndCountIt) {
+  for (bool cleave : {false, true}) {
+    SCOPED_TRACE(cleave ? "cleave backend" : "generic backend");
+    build("", false, "arp: {retry_ms: 20, retries: 3, failed_hold_ms: 100}\n", 1500, cleave);
+    wire->take();  // the announcement
+    for (int i = 0; i < 5; i++)
+      wire->send(echo_request(56));
+    wire->send(test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, test::udp(9, 9, 100)));
+    auto out = poll_wire(5);
+    ASSERT_EQ(out.size(), 5u);
+    for (const Bytes& r : out)
+      EXPECT_EQ(r[34], 0);  // echo reply
+    poll_for(20);
+    NicBackend b{};
+    auto c = nic_counters(&b);
+    EXPECT_EQ(b, cleave ? NicBackend::kCleave : NicBackend::kGeneric);
+    EXPECT_EQ(c["nic_rx_frames"], 6u);
+    EXPECT_EQ(c["nic_rx_deferred"], 6u);
+    EXPECT_EQ(c["nic_defer_not_l4"], 5u);     // ICMP
+    EXPECT_EQ(c["nic_defer_flow_miss"], 1u);  // the UDP datagram
+    EXPECT_GT(c["nic_mem_total_bytes"], 0u);
+    EXPECT_EQ(drops(Drop::kNoHandler), 1u);
+    if (cleave) {
+      EXPECT_EQ(c.count("tx_pass_through"), 1u);  // the PMD's own xstats
+    }
+    TearDown();
+  }
+}
+
+// A frame the NIC matched to a flow belongs to a transport; with none it is counted, not
+// mistaken for copy-path traffic.
+TEST_F(DataplaneTest, FrameOfANicFlowWithoutATransportIsDropped) {
+  build("", false, "arp: {retry_ms: 20, retries: 3, failed_hold_ms: 100}\n", 1500, true);
+  uint16_t port = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name(cleave_name.c_str(), &port), 0);
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kPeerIp;
+  f.dst_ip = kOurIp;
+  f.src_port = 9;
+  f.dst_port = 9;
+  f.proto = 17;
+  f.mode = RTE_PMD_CLEAVE_COPY;
+  f.parser = RTE_PMD_CLEAVE_PARSER_UDP;
+  ASSERT_EQ(rte_pmd_cleave_flow_add(port, 3, &f), 0);
+  wire->send(test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, test::udp(9, 9, 100)));
+  wire->send(test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, test::udp(8, 9, 100)));
+  poll_for(30);
+  EXPECT_EQ(drops(Drop::kNoTransport), 1u);
+  EXPECT_EQ(drops(Drop::kNoHandler), 1u);
 }
 
 TEST_F(DataplaneTest, AnswersJumboEchoAtMtu9000) {

@@ -206,6 +206,28 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertIn("lladdr 02:00:00:00:00:fe reachable", p.stdout)
 
 
+    def test_nic_show(self):
+        nic = {"name": "p0", "device": "net_cleave0,wire=net_ring0", "backend": "cleave",
+               "memory": {"where": "nic", "total_bytes": 7422020,
+                          "tables": {"flow_table": {"bytes": 960000, "in_use": 2},
+                                     "ms_store": {"bytes": 1048576, "in_use": 0}}},
+               "counters": {"nic_rx_in_order": 12, "nic_defer_no_ms": 0, "tx_zero_copy": 5},
+               "truncated": False}
+        d = self.fake(lambda r: ok(r, [nic]))
+        p = self.ctl(d, "nic")  # the verb defaults to show
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "nic.show")
+        self.assertIn("p0: net_cleave0,wire=net_ring0  backend cleave  table memory 7.42 MB "
+                      "(on the NIC)", p.stdout)
+        self.assertRegex(p.stdout, r"flow_table +960000 +2")
+        self.assertRegex(p.stdout, r"nic_rx_in_order +12")
+        self.assertNotIn("nic_defer_no_ms", p.stdout)
+        self.assertIn("(1 at zero)", p.stdout)
+        p = self.ctl(d, "-d", "nic", "show", "p0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["args"], {"name": "p0"})
+        self.assertRegex(p.stdout, r"nic_defer_no_ms +0")
+
     def test_app_list_and_show(self):
         app = {"id": 3, "name": "kv", "pid": 42, "uid": 1000, "gid": 1000, "connected_s": 75,
                "region_bytes": 16 << 20, "hugepages": True, "dpdk_external_memory": True,

@@ -230,6 +230,32 @@ void show_ports(const json& ports, bool details) {
   }
 }
 
+void show_nics(const json& nics, bool details) {
+  for (const json& n : nics) {
+    const json& m = n["memory"];
+    std::printf("%s: %s  backend %s  table memory %.2f MB (%s)\n", str(n["name"]).c_str(),
+                str(n["device"]).c_str(), str(n["backend"]).c_str(),
+                double(m["total_bytes"].get<uint64_t>()) / 1e6,
+                m["where"] == "nic" ? "on the NIC" : "host memory");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [table, t] : m["tables"].items()) {
+      rows.push_back({"    " + table, str(t["bytes"]), str(t["in_use"])});
+    }
+    print_table({"    TABLE", "BYTES", "IN USE"}, rows);
+    size_t hidden = 0;
+    std::printf("    counters%s:\n", details ? "" : " (non-zero; -d for all)");
+    for (const auto& [name, v] : n["counters"].items()) {
+      if (!details && v.get<uint64_t>() == 0) {
+        hidden++;
+        continue;
+      }
+      std::printf("      %-32s %s\n", name.c_str(), str(v).c_str());
+    }
+    if (hidden != 0) std::printf("      (%zu at zero)\n", hidden);
+    if (n["truncated"].get<bool>()) std::printf("    (more counters than shown)\n");
+  }
+}
+
 void show_arp(const json& a) {
   std::vector<std::vector<std::string>> rows;
   for (const json& e : a["entries"]) {
@@ -383,6 +409,8 @@ Objects and verbs (the verb defaults to show):
   route show              the routing table
   route get ADDR          the route to ADDR and its next hop, resolving the next hop's MAC
   stats show              dataplane counters: lcore busy/idle, per port, ARP, ICMP, drops
+  nic show [NAME]         each port's NIC: backend (cleave: the header-split NIC; generic:
+                          software placement), placement counters, table memory
   app list                connected apps (libcleave): memory, pipes, MRs, requests, errors
   app show ID             one app: its pipes, MRs, request counters and errors by kind
   log level [LEVEL]       show, or set, the daemon's log level
@@ -392,7 +420,7 @@ Objects and verbs (the verb defaults to show):
 Options:
   -j, --json              print the daemon's JSON answer instead of tables
   -p, --pretty            indent JSON output
-  -d, --details           more detail (port show: every xstat, zeros included)
+  -d, --details           more detail (port show, nic show: every counter, zeros included)
   -s, --socket PATH       cleaved's control socket
                           (default $CLEAVE_SOCKET, else /run/cleave/cleaved.sock)
   -w, --wait MS           route get: how long to wait for ARP resolution (default 5000)
@@ -469,6 +497,11 @@ int run(int argc, char** argv) {
        [](const json& r, const auto&) { show_route_get(r); }},
       {"stats", "show", 0, 0, simple("stats.show"),
        [](const json& r, const auto&) { show_stats(r); }},
+      {"nic", "show", 0, 1,
+       [](Connection& c, const auto& a) {
+         return c.call("nic.show", a.empty() ? json::object() : json{{"name", a[0]}});
+       },
+       [&](const json& r, const auto&) { show_nics(r, details); }},
       {"app", "list", 0, 0, simple("app.list"), [](const json& r, const auto&) { show_apps(r); }},
       {"app", "show", 1, 1,
        [&](Connection& c, const auto& a) {

@@ -421,6 +421,13 @@ int xstats_reset(rte_eth_dev* eth) {
   return 0;
 }
 
+// The MAC is the NIC's (ethdev stores it in Priv::mac on success); the wire takes it too where it
+// can, so a tap's kernel side or a veth sees the same address. The NIC filters nothing by MAC.
+int mac_addr_set(rte_eth_dev* eth, rte_ether_addr* addr) {
+  const int r = rte_eth_dev_default_mac_addr_set(dev_of(eth)->wire_port, addr);
+  return r == -ENOTSUP ? 0 : r;
+}
+
 // Promiscuous and all-multicast are the wire's: the NIC itself filters nothing by MAC.
 int promisc_on(rte_eth_dev* eth) {
   const int r = rte_eth_promiscuous_enable(dev_of(eth)->wire_port);
@@ -661,6 +668,7 @@ eth_dev_ops make_ops() {
   o.dev_start = dev_start;
   o.dev_stop = dev_stop;
   o.dev_close = dev_close;
+  o.mac_addr_set = mac_addr_set;
   o.promiscuous_enable = promisc_on;
   o.promiscuous_disable = promisc_off;
   o.allmulticast_enable = allmulti_on;
