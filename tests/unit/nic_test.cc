@@ -912,7 +912,6 @@ TEST_P(NicPair, CommandsReportTheSameErrors) {
   EXPECT_EQ(rx_->flow_add(kFlow, dup), -EEXIST);
   dup.parser = 9;
   EXPECT_EQ(rx_->flow_add(8, dup), -EINVAL);
-  EXPECT_EQ(rx_->flow_set_mode(kFlow, rte_pmd_cleave_flow_mode(7)), -EINVAL);
   EXPECT_EQ(rx_->ms_post(kFlow, 0, 900, 200, 0), -ERANGE);
   EXPECT_EQ(rx_->ms_post(kFlow, 5, 0, 10, 0), -ENOENT);
   EXPECT_EQ(rx_->ms_post(kFlow, 16, 0, 10, 0), -ENOENT) << "the bounce MR is the NIC's own";
