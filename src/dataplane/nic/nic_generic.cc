@@ -68,9 +68,10 @@ bool set_header_lengths(rte_mbuf* m) {
   if (h == 0) return false;
   const uint8_t proto = f[14 + 9];
   if (proto != 6 && proto != 17) return false;
+  const uint32_t l3 = uint32_t(f[14] & 0xF) * 4;
   m->l2_len = 14;
-  m->l3_len = uint32_t(f[14] & 0xF) * 4;
-  m->l4_len = h - 14 - m->l3_len;
+  m->l3_len = l3;
+  m->l4_len = h - 14 - l3;
   return true;
 }
 
