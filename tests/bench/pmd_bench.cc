@@ -9,6 +9,13 @@
 //   CleaveZeroCopy  header + extbuf descriptors: A's model merges and checksums, B's model
 //                   places payloads into posted MSs and delivers headers; the app side
 //                   advances the cursor and re-posts MSs every burst.
+// and, through the dataplane's Nic (nic.h):
+//   CleaveRxPlaced  frames of one flow put on B's wire as they are (sequence numbers and
+//                   checksums moved on every burst), placed by the cleave backend on B;
+//   GenericRxPlaced the same frames on a third ring wire, placed by the generic backend on the
+//                   ring port itself: the model's placement on the dataplane's own core;
+//   GenericZeroCopy CleaveZeroCopy over two generic Nics: the software TX merge (checksums,
+//                   payload read from the registered MR) and the software placement.
 // Prints figures and the ratio to the baseline; asserts nothing.
 // Run: meson test -C build --benchmark --suite bench -v pmd   (or ./build/tests/pmd_bench)
 #include <benchmark/benchmark.h>
@@ -26,9 +33,11 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "nic.h"
 #include "rte_pmd_cleave.h"
 
 namespace {
@@ -40,9 +49,14 @@ constexpr uint32_t kSizes[] = {64, 1500, 9000};
 rte_mempool* g_small = nullptr;  // headers and extbuf carriers
 rte_mempool* g_jumbo = nullptr;  // prebuilt plain frames
 
+rte_mempool* g_frames = nullptr;  // frames the generic backend's TX merge builds
+
 struct Ports {
   uint16_t raw_tx = 0, raw_rx = 0;  // the bare ring wire
   uint16_t a = 0, b = 0;            // net_cleave over a second ring wire
+  uint16_t wire_a = 0;              // A's end of that wire
+  uint16_t gx = 0, gy = 0;          // a third ring wire, for the generic backend
+  std::unique_ptr<cleave::dp::Nic> cleave_b, gen_x, gen_y;
 } g;
 
 std::vector<uint8_t> tcp_frame(uint32_t size, uint32_t seq, bool csum) {
@@ -229,6 +243,175 @@ void cleave_zero_copy(benchmark::State& state) {
       state.iterations() > 0 ? double(placed_bytes) / double(state.iterations() * kBurst) : 0;
 }
 
+// RFC 1624: the checksum `hc` after a 32-bit word of the summed data went from `from` to `to`
+// (all as they lie in memory).
+uint16_t csum_update32(uint16_t hc, uint32_t from, uint32_t to) {
+  uint32_t sum = uint16_t(~hc);
+  sum += uint16_t(~from) + uint16_t(~from >> 16) + uint16_t(to) + uint16_t(to >> 16);
+  while (sum >> 16 != 0)
+    sum = (sum & 0xFFFF) + (sum >> 16);
+  return uint16_t(~sum);
+}
+
+// A receive window of kAhead MSs over `rx`, on `nic`, moved on every burst like a transport.
+struct Window {
+  static constexpr uint32_t kAhead = 4;
+  cleave::dp::Nic& nic;
+  uint16_t mr;
+  uint32_t ms_len;
+  uint32_t seq;
+  uint32_t slot = 0;
+  Window(cleave::dp::Nic& n, uint16_t mr_id, std::vector<uint8_t>& rx, uint32_t len, uint32_t s)
+      : nic(n), mr(mr_id), ms_len(len), seq(s) {
+    nic.mr_add(mr, rx.data(), rx.size(), 1);
+    rte_pmd_cleave_flow flow{};
+    flow.src_ip = 0x0a000001;
+    flow.dst_ip = 0x0a000002;
+    flow.src_port = 1000;
+    flow.dst_port = 2000;
+    flow.proto = 6;
+    flow.reliable = 1;
+    flow.initial_seq = seq;
+    nic.flow_add(kFlow, flow);
+    for (; slot < kAhead; slot++)
+      nic.ms_post(kFlow, mr, uint64_t(slot % (kAhead + 1)) * ms_len, ms_len, 0);
+  }
+  ~Window() {
+    nic.flow_remove(kFlow);
+    nic.mr_remove(mr);
+  }
+  // The transport's share: accept the burst, retire its MS, post the next one.
+  void advance(uint32_t bytes) {
+    seq += bytes;
+    nic.cursor_update(kFlow, seq);
+    nic.ms_retire(kFlow, 1);
+    nic.ms_post(kFlow, mr, uint64_t(slot++ % (kAhead + 1)) * ms_len, ms_len, 0);
+  }
+};
+
+uint16_t next_mr() {
+  static uint16_t mr = 100;
+  return mr++;
+}
+
+// Frames of one flow sent raw on `wire`, received and placed by `rx` (a Nic).
+void rx_placed(benchmark::State& state, uint16_t wire, cleave::dp::Nic& rx) {
+  const uint32_t size = uint32_t(state.range(0));
+  const uint32_t payload = size - 54;
+  static std::vector<uint8_t> mem(size_t(9000) * kBurst * (Window::kAhead + 1), 0);
+  Window w(rx, next_mr(), mem, payload * kBurst, 1000);
+  rte_mbuf* frames[kBurst];
+  for (uint16_t i = 0; i < kBurst; i++) {
+    const std::vector<uint8_t> f = tcp_frame(size, w.seq + i * payload, true);
+    frames[i] = rte_pktmbuf_alloc(g_jumbo);
+    std::memcpy(rte_pktmbuf_append(frames[i], uint16_t(size)), f.data(), size);
+  }
+  const int off = rte_pmd_cleave_placement_offset();
+  uint64_t lost = 0, placed_bytes = 0;
+  for (auto _ : state) {
+    for (uint16_t i = 0; i < kBurst; i++) {
+      rte_mbuf* m = frames[i];
+      rte_mbuf_refcnt_update(m, 1);
+      m->data_len = uint16_t(size);
+      m->pkt_len = size;
+      auto* tcp = rte_pktmbuf_mtod_offset(m, rte_tcp_hdr*, 34);
+      const uint32_t from = tcp->sent_seq;
+      const uint32_t to = rte_cpu_to_be_32(w.seq + i * payload);
+      tcp->sent_seq = to;
+      tcp->cksum = csum_update32(tcp->cksum, from, to);
+    }
+    const uint16_t sent = rte_eth_tx_burst(wire, 0, frames, kBurst);
+    for (uint16_t i = sent; i < kBurst; i++)
+      rte_mbuf_refcnt_update(frames[i], -1);
+    uint32_t got = 0;
+    rte_mbuf* bufs[kBurst];
+    for (int idle = 0; got < sent && idle < 1000;) {
+      const uint16_t n = rx.rx_burst(bufs, kBurst);
+      for (uint16_t i = 0; i < n; i++)
+        placed_bytes += rte_pmd_cleave_placement_get(bufs[i], off)->placed;
+      rte_pktmbuf_free_bulk(bufs, n);
+      got += n;
+      idle = n == 0 ? idle + 1 : 0;
+    }
+    lost += sent - got;
+    w.advance(uint32_t(sent) * payload);
+  }
+  for (rte_mbuf* m : frames)
+    rte_pktmbuf_free(m);
+  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
+  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
+  state.counters["lost"] = double(lost);
+  state.counters["placed_per_frame"] =
+      state.iterations() > 0 ? double(placed_bytes) / double(state.iterations() * kBurst) : 0;
+}
+
+void cleave_rx_placed(benchmark::State& state) {
+  rx_placed(state, g.wire_a, *g.cleave_b);
+}
+void generic_rx_placed(benchmark::State& state) {
+  rx_placed(state, g.gx, *g.gen_y);
+}
+
+// Header + extbuf descriptors through the generic Nic on x, placed by the generic Nic on y.
+void generic_zero_copy(benchmark::State& state) {
+  const uint32_t size = uint32_t(state.range(0));
+  const uint32_t payload = size - 54;
+  static std::vector<uint8_t> app(size_t(9000) * kBurst, 0x33);
+  static std::vector<uint8_t> mem(size_t(9000) * kBurst * (Window::kAhead + 1), 0);
+  cleave::dp::Nic& tx = *g.gen_x;
+  cleave::dp::Nic& rx = *g.gen_y;
+  const uint16_t mr_tx = next_mr();
+  tx.mr_add(mr_tx, app.data(), app.size(), 1);
+  Window w(rx, next_mr(), mem, payload * kBurst, 1000);
+  std::vector<uint8_t> hdr = tcp_frame(54, w.seq, false);
+  rte_mbuf_ext_shared_info shinfo{};
+  shinfo.free_cb = [](void*, void*) {};
+  const int off = rte_pmd_cleave_placement_offset();
+  uint64_t lost = 0, placed_bytes = 0;
+  for (auto _ : state) {
+    rte_mbuf* d[kBurst];
+    rte_mbuf* carriers[kBurst];
+    if (rte_pktmbuf_alloc_bulk(g_small, d, kBurst) != 0 ||
+        rte_pktmbuf_alloc_bulk(g_small, carriers, kBurst) != 0) {
+      state.SkipWithError("out of mbufs");
+      break;
+    }
+    rte_mbuf_ext_refcnt_set(&shinfo, kBurst);
+    for (uint16_t i = 0; i < kBurst; i++) {
+      auto* h = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(d[i], 54));
+      std::memcpy(h, hdr.data(), 54);
+      reinterpret_cast<rte_tcp_hdr*>(h + 34)->sent_seq = rte_cpu_to_be_32(w.seq + i * payload);
+      rte_pktmbuf_attach_extbuf(carriers[i], app.data() + size_t(i) * payload, RTE_BAD_IOVA,
+                                uint16_t(payload), &shinfo);
+      carriers[i]->data_len = uint16_t(payload);
+      carriers[i]->pkt_len = payload;
+      rte_pktmbuf_chain(d[i], carriers[i]);
+      d[i]->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
+    }
+    const uint16_t sent = tx.tx_burst(d, kBurst);
+    if (sent < kBurst) rte_pktmbuf_free_bulk(d + sent, kBurst - sent);
+    uint32_t got = 0;
+    rte_mbuf* bufs[kBurst];
+    for (int idle = 0; got < sent && idle < 1000;) {
+      tx.tx_burst(nullptr, 0);
+      const uint16_t n = rx.rx_burst(bufs, kBurst);
+      for (uint16_t i = 0; i < n; i++)
+        placed_bytes += rte_pmd_cleave_placement_get(bufs[i], off)->placed;
+      rte_pktmbuf_free_bulk(bufs, n);
+      got += n;
+      idle = n == 0 ? idle + 1 : 0;
+    }
+    lost += sent - got;
+    w.advance(uint32_t(sent) * payload);
+  }
+  tx.mr_remove(mr_tx);
+  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
+  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
+  state.counters["lost"] = double(lost);
+  state.counters["placed_per_frame"] =
+      state.iterations() > 0 ? double(placed_bytes) / double(state.iterations() * kBurst) : 0;
+}
+
 // Prints the usual table, then each net_cleave path's median rate over the bare wire's.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
@@ -245,12 +428,15 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\nnet_cleave end to end over the ring wire (inline mode, bursts of %u):\n",
-                kBurst);
+    std::printf(
+        "\nnet_cleave and the Nic's backends over the ring wire (inline mode, bursts of %u, "
+        "medians):\n",
+        kBurst);
     for (uint32_t size : kSizes) {
       const std::string s = "/" + std::to_string(size);
       const double base = rate_["RingWire" + s];
-      for (const char* path : {"CleaveDeferred", "CleaveZeroCopy"}) {
+      for (const char* path : {"CleaveDeferred", "CleaveZeroCopy", "CleaveRxPlaced",
+                               "GenericRxPlaced", "GenericZeroCopy"}) {
         const double v = rate_[std::string(path) + s];
         std::printf("  %5u B  %-15s %8.3f Mpps  %6.1f%% of the bare wire (%.3f Mpps)\n", size, path,
                     v / 1e6, base > 0 ? 100.0 * v / base : 0.0, base / 1e6);
@@ -276,11 +462,13 @@ int main(int argc, char** argv) {
                                     SOCKET_ID_ANY);
   g_jumbo =
       rte_pktmbuf_pool_create("bench_jumbo", 255, 0, 0, RTE_PKTMBUF_HEADROOM + 9216, SOCKET_ID_ANY);
-  if (g_small == nullptr || g_jumbo == nullptr) return 1;
+  g_frames = rte_pktmbuf_pool_create("bench_frames", 1023, 128, 0, RTE_PKTMBUF_HEADROOM + 9216,
+                                     SOCKET_ID_ANY);
+  if (g_small == nullptr || g_jumbo == nullptr || g_frames == nullptr) return 1;
   g.raw_tx = crossed_pair("raw", &g.raw_rx);
   uint16_t wb = 0;
-  uint16_t wa = crossed_pair("cl", &wb);
-  (void)wa;
+  g.wire_a = crossed_pair("cl", &wb);
+  g.gx = crossed_pair("gen", &g.gy);
   const char* sizing = ",max_flows=1024,ms_store=65536";
   if (rte_vdev_init("net_cleave_a", (std::string("wire=net_ring_clx") + sizing).c_str()) != 0 ||
       rte_vdev_init("net_cleave_b", (std::string("wire=net_ring_cly") + sizing).c_str()) != 0 ||
@@ -289,20 +477,38 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "net_cleave ports do not probe\n");
     return 1;
   }
-  for (uint16_t p : {g.raw_tx, g.raw_rx, g.a, g.b})
+  for (uint16_t p : {g.raw_tx, g.raw_rx, g.a, g.b, g.gx, g.gy})
     start(p);
   (void)wb;
+  try {
+    cleave::dp::GenericNicParams params;
+    params.model.max_flows = 1024;
+    params.model.ms_store_entries = 65536;
+    params.tx_frames = 512;
+    g.cleave_b = cleave::dp::open_nic(g.b, g_frames);
+    g.gen_x = cleave::dp::open_nic(g.gx, g_frames, params);
+    g.gen_y = cleave::dp::open_nic(g.gy, g_frames, params);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
 
   for (uint32_t size : kSizes) {
     benchmark::RegisterBenchmark("RingWire", ring_wire)->Arg(size);
     benchmark::RegisterBenchmark("CleaveDeferred", cleave_deferred)->Arg(size);
     benchmark::RegisterBenchmark("CleaveZeroCopy", cleave_zero_copy)->Arg(size);
+    benchmark::RegisterBenchmark("CleaveRxPlaced", cleave_rx_placed)->Arg(size);
+    benchmark::RegisterBenchmark("GenericRxPlaced", generic_rx_placed)->Arg(size);
+    benchmark::RegisterBenchmark("GenericZeroCopy", generic_zero_copy)->Arg(size);
   }
   benchmark::Initialize(&argc, argv);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  for (uint16_t p : {g.a, g.b, g.raw_tx, g.raw_rx})
+  g.cleave_b.reset();
+  g.gen_x.reset();
+  g.gen_y.reset();
+  for (uint16_t p : {g.a, g.b, g.raw_tx, g.raw_rx, g.gx, g.gy})
     rte_eth_dev_stop(p);
   rte_eal_cleanup();
   return 0;

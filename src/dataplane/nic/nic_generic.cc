@@ -68,9 +68,10 @@ bool set_header_lengths(rte_mbuf* m) {
   if (h == 0) return false;
   const uint8_t proto = f[14 + 9];
   if (proto != 6 && proto != 17) return false;
+  const uint32_t l3 = uint32_t(f[14] & 0xF) * 4;
   m->l2_len = 14;
-  m->l3_len = uint32_t(f[14] & 0xF) * 4;
-  m->l4_len = h - 14 - m->l3_len;
+  m->l3_len = l3;
+  m->l4_len = h - 14 - l3;
   return true;
 }
 
@@ -212,6 +213,7 @@ uint16_t GenericNic::rx_burst(rte_mbuf** pkts, uint16_t n) {
   for (uint16_t i = 0; i < got; i++) {
     bytes += pkts[i]->pkt_len;
     linearized += mm::rx_frame(*model_, pkts[i], rx_flat_, rx_entry_, placement_offset()) ? 1 : 0;
+    pkts[i]->port = port_id();
   }
   bump(Ctr::kRxPackets, got);
   bump(Ctr::kRxBytes, bytes);
@@ -250,8 +252,9 @@ void GenericNic::flush_pending() {
 }
 
 // Whether the port sends `m` as it is: a plain frame, or one whose every offload the port was
-// configured with (then its header lengths and RTE_MBUF_F_TX_IPV4 are set for the driver, which
-// leaves the request the same should it stay the caller's, and *offload is raised).
+// configured with: a chain the port gathers, checksums or TSO it computes (then the header
+// lengths and RTE_MBUF_F_TX_IPV4 are set for the driver, which leaves the request the same should
+// it stay the caller's). *offload is raised for all but plain frames.
 bool GenericNic::direct(rte_mbuf* m, bool* offload) const {
   const uint64_t ol = m->ol_flags;
   const uint8_t flags = mm::tx_flags(ol, icrc_mask_);
@@ -273,8 +276,8 @@ bool GenericNic::direct(rte_mbuf* m, bool* offload) const {
   if (flags != 0) {
     if (!set_header_lengths(m)) return false;
     m->ol_flags = (ol & ~RTE_MBUF_F_TX_IPV6) | RTE_MBUF_F_TX_IPV4 | add;
-    *offload = true;
   }
+  *offload = true;
   return true;
 }
 
@@ -348,6 +351,9 @@ bool GenericNic::take_sw(rte_mbuf* m) {
 uint16_t GenericNic::tx_burst(rte_mbuf** pkts, uint16_t n) {
   flush_pending();
   if (pending_count_ > 0) return 0;  // the port is still full: nothing new
+  // A call with nothing to send still reaches the port: PMDs that do deferred work in their
+  // tx_burst (completions, a NIC service run inline, as net_cleave's) get to do it.
+  if (n == 0) return rte_eth_tx_burst(port_id(), 0, pkts, 0);
   uint16_t i = 0;
   bool merged = false;
   while (i < n) {

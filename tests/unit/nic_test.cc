@@ -1,0 +1,1122 @@
+// nic_test.cc - the dataplane's Nic on both backends: the same placement tests, the same answers.
+//
+// EAL runs without hugepages or root. Each test builds a crossed ring wire (two rings, two ring
+// ports from rte_eth_from_rings). The receiving Nic is open_nic() on a net_cleave port over its
+// end of the wire (cleave) or on the ring port itself (generic); the sending Nic is the same on
+// the other end. Tests inject frames straight onto the receiver's wire ring, or send them through
+// the sending Nic, and check what rx_burst hands out: only the counters may differ.
+#include <gtest/gtest.h>
+#include <rte_bus_vdev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <rte_tcp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "nic.h"
+#include "nic_backends.h"
+#include "rte_pmd_cleave.h"
+
+namespace {
+
+using cleave::dp::GenericNicParams;
+using cleave::dp::Nic;
+using cleave::dp::NicBackend;
+using cleave::dp::open_nic;
+
+rte_mempool* g_pool = nullptr;        // headers, plain frames, extbuf carriers, merged frames
+rte_mempool* g_jumbo_pool = nullptr;  // injected jumbo frames
+int g_seq = 0;
+
+constexpr uint32_t kIpA = 0x0a000001;  // 10.0.0.1, the sender
+constexpr uint32_t kIpB = 0x0a000002;  // 10.0.0.2, the receiver
+constexpr uint16_t kPortA = 1000;
+constexpr uint16_t kPortB = 2000;
+constexpr uint32_t kFlow = 7;
+constexpr uint8_t kUntouched = 0xEE;
+
+using Bytes = std::vector<uint8_t>;
+
+// An Ethernet/IPv4/TCP frame from A to B with correct checksums (when `csum`) and `payload`.
+Bytes tcp_frame(uint32_t seq, const uint8_t* payload, uint32_t len, bool csum = true,
+                uint16_t sport = kPortA) {
+  Bytes f(14 + 20 + 20 + len, 0);
+  for (int i = 0; i < 6; i++) {
+    f[i] = uint8_t(0x02 + i);
+    f[6 + i] = uint8_t(0x12 + i);
+  }
+  f[12] = 0x08;
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+  ip->version_ihl = 0x45;
+  ip->total_length = rte_cpu_to_be_16(uint16_t(40 + len));
+  ip->packet_id = rte_cpu_to_be_16(1);
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_TCP;
+  ip->src_addr = rte_cpu_to_be_32(kIpA);
+  ip->dst_addr = rte_cpu_to_be_32(kIpB);
+  auto* tcp = reinterpret_cast<rte_tcp_hdr*>(f.data() + 34);
+  tcp->src_port = rte_cpu_to_be_16(sport);
+  tcp->dst_port = rte_cpu_to_be_16(kPortB);
+  tcp->sent_seq = rte_cpu_to_be_32(seq);
+  tcp->recv_ack = rte_cpu_to_be_32(1);
+  tcp->data_off = 5 << 4;
+  tcp->tcp_flags = RTE_TCP_ACK_FLAG | RTE_TCP_PSH_FLAG;
+  tcp->rx_win = rte_cpu_to_be_16(65535);
+  if (len > 0) std::memcpy(f.data() + 54, payload, len);
+  if (csum) {
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
+    tcp->cksum = rte_ipv4_udptcp_cksum(ip, tcp);
+  }
+  return f;
+}
+
+Bytes pattern(size_t n, uint8_t salt) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; i++)
+    b[i] = uint8_t(i * 7 + salt + (i >> 8));
+  return b;
+}
+
+rte_mbuf* to_mbuf(const Bytes& f) {
+  rte_mbuf* m = rte_pktmbuf_alloc(f.size() > 2000 ? g_jumbo_pool : g_pool);
+  if (m == nullptr) return nullptr;
+  std::memcpy(rte_pktmbuf_append(m, uint16_t(f.size())), f.data(), f.size());
+  return m;
+}
+
+// Configured with the TX offloads asked that the port offers.
+void start_port(uint16_t port, uint64_t tx_offloads) {
+  rte_eth_dev_info info{};
+  ASSERT_EQ(rte_eth_dev_info_get(port, &info), 0);
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = 9000;
+  conf.txmode.offloads = tx_offloads & info.tx_offload_capa;
+  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
+  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
+  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr), 0);
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+}
+
+constexpr uint64_t kAllTxOffloads = RTE_ETH_TX_OFFLOAD_MULTI_SEGS | RTE_ETH_TX_OFFLOAD_TCP_TSO |
+                                    RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_TCP_CKSUM |
+                                    RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+
+// The sizing both backends get: net_cleave devargs and GenericNicParams alike.
+GenericNicParams params() {
+  GenericNicParams p;
+  p.model.max_flows = 64;
+  p.model.max_mrs = 16;
+  p.model.ms_committed_per_flow = 16;
+  p.model.ms_store_entries = 1024;
+  p.tx_frames = 1023;
+  return p;
+}
+constexpr const char* kCleaveSizing =
+    ",max_flows=64,max_mrs=16,ms_committed=16,ms_store=1024,tx_mbufs=1023";
+
+const rte_pmd_cleave_placement& placement(rte_mbuf* m) {
+  return *rte_pmd_cleave_placement_get(m, rte_pmd_cleave_placement_offset());
+}
+
+// App memory the extbuf segments point at; the free callback is the send completion.
+struct AppMemory {
+  Bytes bytes;
+  rte_mbuf_ext_shared_info shinfo{};
+  int completions = 0;
+  explicit AppMemory(Bytes b) : bytes(std::move(b)) {
+    shinfo.free_cb = [](void*, void* opaque) { static_cast<AppMemory*>(opaque)->completions++; };
+    shinfo.fcb_opaque = this;
+  }
+  // A header mbuf chained to extbuf segments over [off, off+len) (32 KB each), with the
+  // checksum flags and TSO when `mss`, and no header lengths (the contract does not need them).
+  rte_mbuf* descriptor(const Bytes& header, uint64_t off, uint32_t len, uint16_t mss) {
+    rte_mbuf* h = rte_pktmbuf_alloc(g_pool);
+    std::memcpy(rte_pktmbuf_append(h, uint16_t(header.size())), header.data(), header.size());
+    // One reference per segment, on top of those of descriptors still in flight.
+    rte_mbuf_ext_refcnt_update(&shinfo, int16_t((len + 32767) / 32768));
+    for (uint32_t done = 0; done < len;) {
+      const uint32_t n = std::min<uint32_t>(32768, len - done);
+      rte_mbuf* p = rte_pktmbuf_alloc(g_pool);
+      rte_pktmbuf_attach_extbuf(p, bytes.data() + off + done, RTE_BAD_IOVA, uint16_t(n), &shinfo);
+      p->data_len = uint16_t(n);
+      p->pkt_len = n;
+      EXPECT_EQ(rte_pktmbuf_chain(h, p), 0);
+      done += n;
+    }
+    h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
+    if (mss != 0) {
+      h->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
+      h->tso_segsz = mss;
+    }
+    return h;
+  }
+};
+
+std::map<std::string, uint64_t> counters(const Nic& nic) {
+  std::map<std::string, uint64_t> c;
+  nic.for_each_counter([&](std::string_view n, uint64_t v) { c[std::string(n)] = v; });
+  return c;
+}
+
+uint64_t counter(const Nic& nic, const std::string& name) {
+  const auto c = counters(nic);
+  auto it = c.find(name);
+  EXPECT_NE(it, c.end()) << name << " on " << cleave::dp::backend_name(nic.backend());
+  return it == c.end() ? ~0ull : it->second;
+}
+
+void drain(rte_ring* r) {
+  void* m;
+  while (rte_ring_dequeue(r, &m) == 0)
+    rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+}
+
+// A crossed ring wire: `wa` sends into `ab`, which `wb` receives, and back over `ba`.
+struct Wire {
+  rte_ring* ab = nullptr;
+  rte_ring* ba = nullptr;
+  uint16_t wa = 0, wb = 0;
+  std::string wa_name, wb_name;
+
+  void make(const std::string& n) {
+    ab = rte_ring_create(("ab" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
+    ba = rte_ring_create(("ba" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
+    ASSERT_NE(ab, nullptr);
+    ASSERT_NE(ba, nullptr);
+    // rte_eth_from_rings(NAME) names the port net_ring_NAME.
+    const int a = rte_eth_from_rings(("wa" + n).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY);
+    const int b = rte_eth_from_rings(("wb" + n).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY);
+    ASSERT_GE(a, 0);
+    ASSERT_GE(b, 0);
+    wa = uint16_t(a);
+    wb = uint16_t(b);
+    wa_name = "net_ring_wa" + n;
+    wb_name = "net_ring_wb" + n;
+  }
+  void close() {
+    for (uint16_t w : {wa, wb}) {
+      rte_eth_dev_stop(w);
+      rte_eth_dev_close(w);
+    }
+    drain(ab);
+    drain(ba);
+    rte_ring_free(ab);
+    rte_ring_free(ba);
+  }
+};
+
+// The sending Nic `tx_` (A) and the receiving Nic `rx_` (B) of the backend under test.
+class NicPair : public ::testing::TestWithParam<NicBackend> {
+ protected:
+  void SetUp() override {
+    pool_avail_ = rte_mempool_avail_count(g_pool);
+    jumbo_avail_ = rte_mempool_avail_count(g_jumbo_pool);
+    const std::string n = std::to_string(++g_seq);
+    ASSERT_NO_FATAL_FAILURE(wire_.make(n));
+    if (GetParam() == NicBackend::kCleave) {
+      name_a_ = "net_cleave_a" + n;
+      name_b_ = "net_cleave_b" + n;
+      ASSERT_EQ(rte_vdev_init(name_a_.c_str(), ("wire=" + wire_.wa_name + kCleaveSizing).c_str()),
+                0);
+      ASSERT_EQ(rte_vdev_init(name_b_.c_str(), ("wire=" + wire_.wb_name + kCleaveSizing).c_str()),
+                0);
+      ASSERT_EQ(rte_eth_dev_get_port_by_name(name_a_.c_str(), &a_), 0);
+      ASSERT_EQ(rte_eth_dev_get_port_by_name(name_b_.c_str(), &b_), 0);
+    } else {
+      a_ = wire_.wa;
+      b_ = wire_.wb;
+    }
+    ASSERT_NO_FATAL_FAILURE(start_port(a_, kAllTxOffloads));
+    ASSERT_NO_FATAL_FAILURE(start_port(b_, kAllTxOffloads));
+    tx_ = open_nic(a_, g_pool, params());
+    rx_ = open_nic(b_, g_pool, params());
+    ASSERT_EQ(tx_->backend(), GetParam());
+    ASSERT_EQ(rx_->backend(), GetParam());
+    ASSERT_EQ(rx_->port_id(), b_);
+    ASSERT_EQ(rx_->placement_offset(), rte_pmd_cleave_placement_offset());
+  }
+
+  void TearDown() override {
+    for (rte_mbuf* m : held_)
+      rte_pktmbuf_free(m);
+    held_.clear();
+    tx_.reset();
+    rx_.reset();
+    for (const std::string& name : {name_a_, name_b_}) {
+      uint16_t p;
+      if (!name.empty() && rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) {
+        rte_eth_dev_stop(p);
+        rte_eth_dev_close(p);
+        rte_vdev_uninit(name.c_str());
+      }
+    }
+    wire_.close();
+    EXPECT_EQ(rte_mempool_avail_count(g_pool), pool_avail_) << "every mbuf came back";
+    EXPECT_EQ(rte_mempool_avail_count(g_jumbo_pool), jumbo_avail_);
+  }
+
+  // Runs both Nics until B has delivered `want` frames or nothing moves for a while. The mbufs
+  // are freed at TearDown.
+  std::vector<rte_mbuf*> receive(size_t want) {
+    std::vector<rte_mbuf*> got;
+    for (int idle = 0; got.size() < want && idle < 2000;) {
+      rte_mbuf* bufs[32];
+      tx_->tx_burst(nullptr, 0);  // A flushes what it holds
+      const uint16_t n = rx_->rx_burst(bufs, 32);
+      for (uint16_t i = 0; i < n; i++) {
+        got.push_back(bufs[i]);
+        held_.push_back(bufs[i]);
+      }
+      idle = n == 0 ? idle + 1 : 0;
+    }
+    return got;
+  }
+
+  rte_mbuf* receive_one() {
+    std::vector<rte_mbuf*> got = receive(1);
+    EXPECT_EQ(got.size(), 1u);
+    return got.empty() ? nullptr : got[0];
+  }
+
+  void add_flow(uint32_t initial_seq, uint32_t id = kFlow, uint16_t sport = kPortA) {
+    rte_pmd_cleave_flow f{};
+    f.src_ip = kIpA;
+    f.dst_ip = kIpB;
+    f.src_port = sport;
+    f.dst_port = kPortB;
+    f.proto = 6;
+    f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
+    f.parser = RTE_PMD_CLEAVE_PARSER_TCP;
+    f.reliable = 1;
+    f.initial_seq = initial_seq;
+    ASSERT_EQ(rx_->flow_add(id, f), 0);
+  }
+
+  // Onto B's end of the wire, as if A's NIC had sent it.
+  void inject(const Bytes& frame) {
+    rte_mbuf* m = to_mbuf(frame);
+    ASSERT_NE(m, nullptr);
+    ASSERT_EQ(rte_ring_enqueue(wire_.ab, m), 0);
+  }
+
+  // The frame arrived whole, for the copy path.
+  static void expect_whole(rte_mbuf* m, const Bytes& f) {
+    ASSERT_EQ(m->pkt_len, f.size());
+    Bytes flat(f.size());
+    const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, flat.data()));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(0, std::memcmp(p, f.data(), f.size()));
+  }
+
+  static void expect_header_only(rte_mbuf* m) {
+    EXPECT_EQ(m->pkt_len, 54u) << "header only";
+    EXPECT_EQ(m->data_len, 54u);
+    EXPECT_EQ(m->nb_segs, 1);
+  }
+
+  Wire wire_;
+  std::string name_a_, name_b_;
+  uint16_t a_ = 0, b_ = 0;
+  std::unique_ptr<Nic> tx_, rx_;
+  std::vector<rte_mbuf*> held_;
+  unsigned pool_avail_ = 0, jumbo_avail_ = 0;
+};
+
+TEST_P(NicPair, InOrderPayloadEndingOnAnMsEdge) {
+  constexpr uint32_t kSeq = 1000;
+  add_flow(kSeq);
+  Bytes mem(4096, kUntouched);
+  ASSERT_EQ(rx_->mr_add(1, mem.data(), mem.size(), 42), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 1, 0, 1000, 0), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 1, 1100, 1000, 0), 0);
+  Bytes stream = pattern(2000, 1);
+
+  inject(tcp_frame(kSeq, stream.data(), 1000));
+  rte_mbuf* m = receive_one();
+  ASSERT_NE(m, nullptr);
+  const rte_pmd_cleave_placement* p = &placement(m);
+  EXPECT_EQ(p->decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(p->flow_id, kFlow);
+  EXPECT_EQ(p->seq, kSeq);
+  EXPECT_EQ(p->placed, 1000u);
+  EXPECT_EQ(p->payload_len, 1000u);
+  EXPECT_EQ(p->mr, 1);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(p), 0u);
+  EXPECT_EQ(p->flags & RTE_PMD_CLEAVE_F_NFRAGS_MASK, 1u) << "ends exactly on the MS's end";
+  EXPECT_FALSE(p->flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER);
+  EXPECT_EQ((p->flags >> RTE_PMD_CLEAVE_F_IP_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+  EXPECT_EQ((p->flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+  EXPECT_EQ(m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK, RTE_MBUF_F_RX_IP_CKSUM_GOOD);
+  EXPECT_EQ(m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK, RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+  EXPECT_TRUE(m->ol_flags & RTE_MBUF_F_RX_FDIR_ID);
+  EXPECT_EQ(m->hash.fdir.hi, kFlow);
+  EXPECT_EQ(m->port, b_);
+  expect_header_only(m);
+  EXPECT_EQ(rte_be_to_cpu_32(rte_pktmbuf_mtod_offset(m, rte_tcp_hdr*, 34)->sent_seq), kSeq);
+
+  ASSERT_EQ(rx_->cursor_update(kFlow, kSeq + 1000), 0);
+  inject(tcp_frame(kSeq + 1000, stream.data() + 1000, 1000));
+  m = receive_one();
+  ASSERT_NE(m, nullptr);
+  p = &placement(m);
+  EXPECT_EQ(p->decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(p), 1100u) << "the next MS's first byte";
+  EXPECT_EQ(p->flags & RTE_PMD_CLEAVE_F_NFRAGS_MASK, 1u);
+  EXPECT_FALSE(p->flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER);
+  EXPECT_EQ(0, std::memcmp(mem.data(), stream.data(), 1000));
+  EXPECT_EQ(0, std::memcmp(mem.data() + 1100, stream.data() + 1000, 1000));
+  EXPECT_EQ(mem[1000], kUntouched);
+  EXPECT_EQ(mem[1099], kUntouched);
+  EXPECT_EQ(mem[2100], kUntouched);
+  EXPECT_EQ(counter(*rx_, "nic_rx_in_order"), 2u);
+  EXPECT_EQ(counter(*rx_, "nic_rx_placed_bytes"), 2000u);
+}
+
+TEST_P(NicPair, PayloadSpanningThreeMss) {
+  add_flow(0);
+  Bytes mem(2000, kUntouched);
+  ASSERT_EQ(rx_->mr_add(2, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 2, 0, 500, 0), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 2, 600, 300, 0), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 2, 1000, 700, 0), 0);
+  Bytes stream = pattern(1200, 2);
+  inject(tcp_frame(0, stream.data(), 1200));
+  rte_mbuf* m = receive_one();
+  ASSERT_NE(m, nullptr);
+  const rte_pmd_cleave_placement& p = placement(m);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(p.placed, 1200u);
+  EXPECT_EQ(p.flags & RTE_PMD_CLEAVE_F_NFRAGS_MASK, 3u);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&p), 0u);
+  expect_header_only(m);
+  EXPECT_EQ(0, std::memcmp(mem.data(), stream.data(), 500));
+  EXPECT_EQ(0, std::memcmp(mem.data() + 600, stream.data() + 500, 300));
+  EXPECT_EQ(0, std::memcmp(mem.data() + 1000, stream.data() + 800, 400));
+  EXPECT_EQ(mem[500], kUntouched);
+  EXPECT_EQ(mem[599], kUntouched);
+  EXPECT_EQ(mem[900], kUntouched);
+  EXPECT_EQ(mem[1400], kUntouched);
+  EXPECT_EQ(counter(*rx_, "nic_rx_fragments"), 3u);
+}
+
+TEST_P(NicPair, ZeroLengthPayloadIsNoPayload) {
+  add_flow(50);
+  Bytes mem(100, kUntouched);
+  ASSERT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 0, 0, 100, 0), 0);
+  inject(tcp_frame(50, nullptr, 0));
+  rte_mbuf* m = receive_one();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(placement(m).decision, RTE_PMD_CLEAVE_NO_PAYLOAD);
+  EXPECT_EQ(placement(m).payload_len, 0u);
+  EXPECT_EQ(placement(m).placed, 0u);
+  EXPECT_EQ(placement(m).flow_id, kFlow);
+  expect_header_only(m);
+  EXPECT_EQ(mem[0], kUntouched);
+  EXPECT_EQ(counter(*rx_, "nic_rx_no_payload"), 1u);
+}
+
+TEST_P(NicPair, JumboFrameAndAChainedFrame) {
+  add_flow(1);
+  Bytes mem(20000, kUntouched);
+  ASSERT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 0, 0, 20000, 0), 0);
+  Bytes stream = pattern(12000, 11);
+  inject(tcp_frame(1, stream.data(), 8946));  // a 9000-byte frame
+  // The next one in three segments, as a wire with small buffers would give it.
+  Bytes f = tcp_frame(1 + 8946, stream.data() + 8946, 3000);
+  rte_mbuf* head = nullptr;
+  for (size_t at = 0; at < f.size(); at += 1200) {
+    rte_mbuf* s = rte_pktmbuf_alloc(g_pool);
+    const size_t n = std::min<size_t>(1200, f.size() - at);
+    std::memcpy(rte_pktmbuf_append(s, uint16_t(n)), f.data() + at, n);
+    if (head == nullptr) {
+      head = s;
+    } else {
+      ASSERT_EQ(rte_pktmbuf_chain(head, s), 0);
+    }
+  }
+  ASSERT_EQ(rte_ring_enqueue(wire_.ab, head), 0);
+  std::vector<rte_mbuf*> got = receive(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(placement(got[0]).placed, 8946u);
+  EXPECT_EQ(placement(got[0]).payload_len, 8946u);
+  expect_header_only(got[0]);
+  EXPECT_EQ(placement(got[1]).placed, 3000u);
+  expect_header_only(got[1]);
+  EXPECT_EQ(0, std::memcmp(mem.data(), stream.data(), 11946));
+  EXPECT_EQ(mem[11946], kUntouched);
+  EXPECT_EQ(counter(*rx_, "rx_linearized"), 1u);
+}
+
+TEST_P(NicPair, DuplicateDroppedAndPartialOverlapTrimmed) {
+  constexpr uint32_t kSeq = 5000;
+  add_flow(kSeq);
+  Bytes mem(4000, 0);
+  ASSERT_EQ(rx_->mr_add(4, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 4, 0, 4000, 0), 0);
+  Bytes stream = pattern(3000, 5);
+  auto seg = [&](uint32_t from, uint32_t len) {
+    return tcp_frame(kSeq + from, stream.data() + from, len);
+  };
+  inject(seg(0, 2000));
+  ASSERT_NE(receive_one(), nullptr);
+  ASSERT_EQ(rx_->cursor_update(kFlow, kSeq + 2000), 0);
+  inject(seg(0, 1000));     // wholly before the cursor
+  inject(seg(1000, 1000));  // ends exactly at the cursor
+  inject(seg(1500, 1000));  // half before the cursor
+  std::vector<rte_mbuf*> got = receive(3);
+  ASSERT_EQ(got.size(), 3u);
+  for (int i : {0, 1}) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(placement(got[i]).decision, RTE_PMD_CLEAVE_DROPPED);
+    EXPECT_EQ(placement(got[i]).placed, 0u);
+    EXPECT_EQ(placement(got[i]).payload_len, 1000u);
+    expect_header_only(got[i]);
+  }
+  const rte_pmd_cleave_placement& p = placement(got[2]);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_TRIMMED);
+  EXPECT_EQ(p.trimmed, 500u);
+  EXPECT_EQ(p.placed, 500u);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&p), 2000u);
+  expect_header_only(got[2]);
+  EXPECT_EQ(0, std::memcmp(mem.data(), stream.data(), 2500));
+  EXPECT_EQ(mem[2500], 0);
+  EXPECT_EQ(counter(*rx_, "nic_rx_dropped"), 2u);
+  EXPECT_EQ(counter(*rx_, "nic_rx_trimmed"), 1u);
+  EXPECT_EQ(counter(*rx_, "nic_rx_trimmed_bytes"), 500u);
+}
+
+TEST_P(NicPair, PastAHoleThenARetransmissionOverwritesTheFutureMs) {
+  constexpr uint32_t kSeq = 0xFFFFFC00;  // the sequence space wraps inside the MS
+  add_flow(kSeq);
+  Bytes mem(4000, kUntouched);
+  ASSERT_EQ(rx_->mr_add(3, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 3, 0, 1500, 0), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 3, 2000, 1500, 0), 0);
+  Bytes stream = pattern(3000, 8);
+  Bytes stale = pattern(3000, 99);
+  inject(tcp_frame(kSeq + 1000, stale.data() + 1000, 1000));  // past the hole, straddling
+  rte_mbuf* m = receive_one();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(placement(m).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_TRUE(placement(m).flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER);
+  EXPECT_EQ(placement(m).flags & RTE_PMD_CLEAVE_F_NFRAGS_MASK, 2u);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&placement(m)), 1000u);
+  EXPECT_EQ(0, std::memcmp(mem.data() + 1000, stale.data() + 1000, 500));
+  EXPECT_EQ(0, std::memcmp(mem.data() + 2000, stale.data() + 1500, 500));
+
+  inject(tcp_frame(kSeq + 1000, stream.data() + 1000, 1000));  // the retransmission
+  m = receive_one();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(placement(m).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_TRUE(placement(m).flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER);
+  inject(tcp_frame(kSeq, stream.data(), 1000));  // fills the hole
+  m = receive_one();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(placement(m).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_FALSE(placement(m).flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER);
+  EXPECT_EQ(0, std::memcmp(mem.data(), stream.data(), 1500));
+  EXPECT_EQ(0, std::memcmp(mem.data() + 2000, stream.data() + 1500, 500));
+  EXPECT_EQ(mem[1500], kUntouched);
+  EXPECT_EQ(mem[2500], kUntouched);
+  EXPECT_EQ(counter(*rx_, "nic_rx_past_hole"), 2u);
+  EXPECT_EQ(counter(*rx_, "nic_rx_in_order"), 1u);
+}
+
+TEST_P(NicPair, NoMsDefersTheWholeFrame) {
+  add_flow(10);
+  Bytes payload = pattern(500, 3);
+  Bytes f = tcp_frame(10, payload.data(), 500);
+  inject(f);
+  rte_mbuf* m = receive_one();
+  ASSERT_NE(m, nullptr);
+  const rte_pmd_cleave_placement& p = placement(m);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(p.reason, RTE_PMD_CLEAVE_DEFER_NO_MS);
+  EXPECT_EQ(p.flow_id, kFlow);
+  EXPECT_EQ(p.placed, 0u);
+  EXPECT_EQ(p.payload_len, 500u);
+  EXPECT_EQ(m->hash.fdir.hi, kFlow);
+  EXPECT_EQ(m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK, RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+  expect_whole(m, f);
+  EXPECT_EQ(counter(*rx_, "nic_defer_no_ms"), 1u);
+  EXPECT_EQ(counter(*rx_, "nic_rx_deferred"), 1u);
+}
+
+TEST_P(NicPair, FlowTableFullAndFlowMissDeferTheWholeFrame) {
+  add_flow(0);
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kIpA;
+  f.dst_ip = kIpB;
+  f.src_port = 3333;
+  f.dst_port = kPortB;
+  f.proto = 6;
+  f.reliable = 1;
+  EXPECT_EQ(rx_->flow_add(64, f), -ENOSPC) << "max_flows=64: the table is full past id 63";
+  Bytes payload = pattern(300, 4);
+  Bytes frame = tcp_frame(0, payload.data(), 300, true, 3333);
+  inject(frame);
+  rte_mbuf* m = receive_one();
+  ASSERT_NE(m, nullptr);
+  const rte_pmd_cleave_placement& p = placement(m);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(p.reason, RTE_PMD_CLEAVE_DEFER_FLOW_MISS);
+  EXPECT_EQ(p.flow_id, RTE_PMD_CLEAVE_NO_FLOW);
+  EXPECT_FALSE(m->ol_flags & RTE_MBUF_F_RX_FDIR);
+  expect_whole(m, frame);
+  EXPECT_EQ(counter(*rx_, "nic_defer_flow_miss"), 1u);
+  EXPECT_EQ(counter(*rx_, "nic_cmd_err_flow_table_full"), 1u);
+}
+
+TEST_P(NicPair, CopyModeDefersTheWholeFrame) {
+  add_flow(0);
+  Bytes mem(1000, kUntouched);
+  ASSERT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 0, 0, 1000, 0), 0);
+  ASSERT_EQ(rx_->flow_set_mode(kFlow, RTE_PMD_CLEAVE_COPY), 0);
+  Bytes payload = pattern(400, 6);
+  Bytes frame = tcp_frame(0, payload.data(), 400);
+  inject(frame);
+  rte_mbuf* m = receive_one();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(placement(m).decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(placement(m).reason, RTE_PMD_CLEAVE_DEFER_COPY_MODE);
+  EXPECT_TRUE(m->ol_flags & RTE_MBUF_F_RX_FDIR_ID);
+  EXPECT_EQ(m->hash.fdir.hi, kFlow) << "marked: the flow matched";
+  expect_whole(m, frame);
+  EXPECT_EQ(mem[0], kUntouched);
+  EXPECT_EQ(counter(*rx_, "nic_defer_copy_mode"), 1u);
+
+  ASSERT_EQ(rx_->flow_set_mode(kFlow, RTE_PMD_CLEAVE_ZERO_COPY), 0);
+  inject(frame);
+  m = receive_one();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(placement(m).decision, RTE_PMD_CLEAVE_PLACED) << "back to zero copy";
+  EXPECT_EQ(0, std::memcmp(mem.data(), payload.data(), 400));
+}
+
+TEST_P(NicPair, HeaderOnlyTsoFromTheSendingNicIsPlaced) {
+  constexpr uint32_t kLen = 65536, kMss = 1448, kSeq = 1000, kMsOff = 4096;
+  add_flow(kSeq);
+  Bytes mem(kMsOff + kLen + 4096, kUntouched);
+  ASSERT_EQ(rx_->mr_add(1, mem.data(), mem.size(), 42), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 1, kMsOff, kLen, 0), 0);
+  AppMemory app(pattern(kLen + 100, 3));
+  ASSERT_EQ(tx_->mr_add(3, app.bytes.data(), app.bytes.size(), 42), 0);
+
+  rte_mbuf* d = app.descriptor(tcp_frame(kSeq, nullptr, 0, false), 100, kLen, kMss);
+  ASSERT_EQ(tx_->tx_burst(&d, 1), 1);
+  constexpr uint32_t kFrames = (kLen + kMss - 1) / kMss;
+  std::vector<rte_mbuf*> got = receive(kFrames);
+  ASSERT_EQ(got.size(), kFrames);
+  uint32_t placed = 0;
+  for (uint32_t i = 0; i < kFrames; i++) {
+    SCOPED_TRACE(i);
+    rte_mbuf* m = got[i];
+    const rte_pmd_cleave_placement& p = placement(m);
+    expect_header_only(m);
+    EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_PLACED);
+    EXPECT_EQ(p.flow_id, kFlow);
+    EXPECT_EQ(p.seq, kSeq + i * kMss);
+    EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&p), kMsOff + i * kMss);
+    EXPECT_EQ(p.placed, std::min(kMss, kLen - i * kMss));
+    EXPECT_EQ(m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK, RTE_MBUF_F_RX_IP_CKSUM_GOOD);
+    EXPECT_EQ(m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK, RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+    EXPECT_EQ(rte_be_to_cpu_32(rte_pktmbuf_mtod_offset(m, rte_tcp_hdr*, 34)->sent_seq),
+              kSeq + i * kMss);
+    placed += p.placed;
+  }
+  EXPECT_EQ(placed, kLen);
+  EXPECT_EQ(0, std::memcmp(mem.data() + kMsOff, app.bytes.data() + 100, kLen));
+  EXPECT_EQ(mem[kMsOff - 1], kUntouched);
+  EXPECT_EQ(mem[kMsOff + kLen], kUntouched);
+  EXPECT_EQ(app.completions, 1) << "the extbuf was released once the payload was read";
+  EXPECT_EQ(counter(*tx_, "nic_tx_tso_requests"), 1u);
+  EXPECT_EQ(counter(*tx_, "nic_tx_frames"), kFrames);
+  EXPECT_EQ(counter(*tx_, "tx_zero_copy"), 1u);
+  EXPECT_EQ(counter(*tx_, "tx_bounce"), 0u);
+  EXPECT_EQ(counter(*rx_, "nic_rx_placed_bytes"), kLen);
+}
+
+TEST_P(NicPair, PayloadOutsideAnyMrIsBouncedAndStillPlaced) {
+  add_flow(77);
+  Bytes mem(8192, 0);
+  ASSERT_EQ(rx_->mr_add(2, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 2, 0, 8192, 0), 0);
+  AppMemory app(pattern(3000, 9));  // never registered on A
+  rte_mbuf* d = app.descriptor(tcp_frame(77, nullptr, 0, false), 0, 3000, 1448);
+  ASSERT_EQ(tx_->tx_burst(&d, 1), 1);
+  std::vector<rte_mbuf*> got = receive(3);
+  ASSERT_EQ(got.size(), 3u);
+  for (rte_mbuf* m : got)
+    EXPECT_EQ(placement(m).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(0, std::memcmp(mem.data(), app.bytes.data(), 3000));
+  EXPECT_EQ(counter(*tx_, "tx_bounce"), 1u);
+  EXPECT_EQ(app.completions, 1);
+}
+
+TEST_P(NicPair, PlainFrameWithChecksumFlagsGetsCorrectChecksums) {
+  Bytes payload = pattern(600, 2);
+  Bytes f = tcp_frame(5, payload.data(), 600, /*csum=*/false);
+  rte_mbuf* m = to_mbuf(f);
+  ASSERT_NE(m, nullptr);
+  m->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
+  ASSERT_EQ(tx_->tx_burst(&m, 1), 1);
+  rte_mbuf* r = receive_one();
+  ASSERT_NE(r, nullptr);
+  const rte_pmd_cleave_placement& p = placement(r);
+  EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(p.reason, RTE_PMD_CLEAVE_DEFER_FLOW_MISS);
+  EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_IP_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+  EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+  ASSERT_EQ(r->pkt_len, f.size());
+  ASSERT_EQ(r->nb_segs, 1);
+  auto* ip = rte_pktmbuf_mtod_offset(r, rte_ipv4_hdr*, 14);
+  EXPECT_EQ(rte_ipv4_cksum(ip), 0) << "a correct header sums to zero";
+  EXPECT_EQ(rte_ipv4_udptcp_cksum_verify(ip, ip + 1), 0);
+  EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod_offset(r, uint8_t*, 54), payload.data(), 600));
+
+  // A frame without flags goes out untouched, its (wrong) checksums included.
+  m = to_mbuf(f);
+  ASSERT_EQ(tx_->tx_burst(&m, 1), 1);
+  r = receive_one();
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ((placement(r).flags >> RTE_PMD_CLEAVE_F_IP_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_BAD);
+  EXPECT_EQ(r->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK, RTE_MBUF_F_RX_IP_CKSUM_BAD);
+  EXPECT_EQ(placement(r).reason, RTE_PMD_CLEAVE_DEFER_BAD_IP_CHECKSUM);
+  EXPECT_EQ(counter(*tx_, "tx_pass_through"), 1u);
+}
+
+// A TCP stream cut into packets that are lost, reordered and duplicated on the wire, then
+// retransmitted, over MSs with gaps between them and a sequence space that wraps: the receiver
+// plays the transport (cursor, retiring MSs) and every byte below the cursor is the stream's.
+TEST_P(NicPair, RandomizedStreamLandsExactly) {
+  const char* env = std::getenv("CLEAVE_NIC_SEED");
+  const uint32_t seed = env != nullptr ? uint32_t(std::strtoul(env, nullptr, 0)) : 20240611u;
+  SCOPED_TRACE("CLEAVE_NIC_SEED=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto uniform = [&](uint32_t lo, uint32_t hi) {
+    return std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
+  };
+  constexpr uint32_t kLen = 400000, kGap = 64;
+  const uint32_t iseq = 0xFFFFFFFFu - uniform(0, kLen);  // wraps somewhere in the stream
+  add_flow(iseq);
+  Bytes stream(kLen);
+  for (uint8_t& b : stream)
+    b = uint8_t(rng());
+
+  // MSs of random sizes, kGap bytes apart in the MR.
+  struct Ms {
+    uint32_t from, len;
+    uint64_t at;
+  };
+  std::vector<Ms> ms;
+  for (uint32_t from = 0, at = 0; from < kLen;) {
+    const uint32_t len = std::min(uniform(1000, 20000), kLen - from);
+    ms.push_back({from, len, at});
+    from += len;
+    at += len + kGap;
+  }
+  Bytes mem(ms.back().at + ms.back().len + kGap, kUntouched);
+  ASSERT_EQ(rx_->mr_add(5, mem.data(), mem.size(), 1), 0);
+  for (const Ms& s : ms)
+    ASSERT_EQ(rx_->ms_post(kFlow, 5, s.at, s.len, 0), 0);
+  auto mem_at = [&](uint32_t pos) {
+    auto it = std::upper_bound(ms.begin(), ms.end(), pos,
+                               [](uint32_t v, const Ms& s) { return v < s.from; });
+    --it;
+    return it->at + (pos - it->from);
+  };
+
+  struct Seg {
+    uint32_t from, len;
+  };
+  std::vector<Seg> segs;
+  for (uint32_t from = 0; from < kLen;) {
+    const uint32_t len = std::min(uniform(1, 1460), kLen - from);
+    segs.push_back({from, len});
+    from += len;
+  }
+  std::vector<bool> got(kLen, false);
+  uint32_t cursor = 0;
+  size_t retired = 0;
+  uint64_t frames = 0, dropped = 0, trimmed = 0;
+  auto check_below_cursor = [&] {
+    for (uint32_t pos = 0; pos < cursor; pos++) {
+      if (mem[mem_at(pos)] != stream[pos]) {
+        ADD_FAILURE() << "byte " << pos << " below the cursor " << cursor << " differs";
+        return;
+      }
+    }
+  };
+
+  std::vector<Seg> to_send = segs;
+  for (int round = 0; cursor < kLen && round < 500; round++) {
+    // A window of up to 16 packets: some lost, some sent twice, shuffled within the window.
+    std::vector<Seg> window;
+    size_t take = std::min<size_t>(to_send.size(), 16);
+    std::vector<Seg> lost;
+    for (size_t i = 0; i < take; i++) {
+      const uint32_t r = uniform(0, 99);
+      if (r < 8) {
+        lost.push_back(to_send[i]);
+        continue;
+      }
+      window.push_back(to_send[i]);
+      if (r < 16) window.push_back(to_send[i]);
+    }
+    to_send.erase(to_send.begin(), to_send.begin() + long(take));
+    std::shuffle(window.begin(), window.end(), rng);
+    for (const Seg& s : window)
+      inject(tcp_frame(iseq + s.from, stream.data() + s.from, s.len));
+    std::vector<rte_mbuf*> rx = receive(window.size());
+    ASSERT_EQ(rx.size(), window.size());
+    for (rte_mbuf* m : rx) {
+      const rte_pmd_cleave_placement& p = placement(m);
+      ASSERT_NE(p.decision, RTE_PMD_CLEAVE_DEFERRED) << "reason " << int(p.reason);
+      ASSERT_EQ(m->pkt_len, 54u);
+      frames++;
+      dropped += p.decision == RTE_PMD_CLEAVE_DROPPED ? 1 : 0;
+      trimmed += p.decision == RTE_PMD_CLEAVE_TRIMMED ? 1 : 0;
+      const uint32_t from = p.seq - iseq + p.trimmed;
+      ASSERT_LE(from + p.placed, kLen);
+      if (p.placed > 0) {
+        ASSERT_EQ(rte_pmd_cleave_placement_mr_offset(&p), mem_at(from));
+      }
+      for (uint32_t i = 0; i < p.placed; i++)
+        got[from + i] = true;
+    }
+    for (rte_mbuf* m : rx)
+      rte_pktmbuf_free(m);
+    held_.clear();
+    // The transport: advance the cursor over the in-order prefix, retire passed MSs.
+    while (cursor < kLen && got[cursor])
+      cursor++;
+    ASSERT_EQ(rx_->cursor_update(kFlow, iseq + cursor), 0);
+    size_t passed = retired;
+    while (passed < ms.size() && ms[passed].from + ms[passed].len <= cursor)
+      passed++;
+    if (passed > retired) {
+      ASSERT_EQ(rx_->ms_retire(kFlow, uint32_t(passed - retired)), 0);
+      retired = passed;
+    }
+    if (round % 8 == 0) check_below_cursor();
+    // Lost packets are retransmitted two windows later.
+    to_send.insert(to_send.begin() + long(std::min<size_t>(to_send.size(), 32)), lost.begin(),
+                   lost.end());
+    if (to_send.empty() && cursor < kLen) {
+      for (const Seg& s : segs) {
+        if (!got[s.from] || !got[s.from + s.len - 1]) to_send.push_back(s);
+      }
+    }
+    // And old bytes again, cut anew and sent next: below the cursor (dropped), across it (trimmed)
+    // or past it (placed over what is there).
+    for (uint32_t k = uniform(0, 2); k > 0; k--) {
+      const uint32_t from = uniform(0, 1) == 0 && cursor > 1460 && cursor < kLen
+                                ? uniform(cursor - 1460, cursor - 1)
+                                : uniform(0, std::min(kLen - 1, cursor + 2000));
+      to_send.insert(to_send.begin(), {from, std::min(uniform(1, 1460), kLen - from)});
+    }
+  }
+  EXPECT_EQ(cursor, kLen);
+  check_below_cursor();
+  EXPECT_GT(dropped, 0u) << "duplicates below the cursor happened";
+  EXPECT_GT(trimmed, 0u) << "retransmissions straddling the cursor happened";
+  EXPECT_EQ(counter(*rx_, "nic_rx_frames"), frames);
+  EXPECT_EQ(counter(*rx_, "nic_rx_dropped"), dropped);
+  EXPECT_EQ(counter(*rx_, "nic_rx_trimmed"), trimmed);
+  EXPECT_GT(counter(*rx_, "nic_rx_past_hole"), 0u);
+}
+
+TEST_P(NicPair, CountersHaveTheSameNamesOnBothBackendsAndMove) {
+  // Exactly the names net_cleave's xstats give the model's counters and memory.
+  cleave::nic::NicModel model;
+  std::set<std::string> want;
+  for (size_t i = 0; i < cleave::nic::kCounterCount; i++)
+    want.insert("nic_" + std::string(cleave::nic::NicModel::counter_name(i)));
+  for (const cleave::nic::MemoryLine& l : model.memory_report().lines) {
+    want.insert("nic_mem_" + std::string(l.name) + "_bytes");
+    want.insert("nic_mem_" + std::string(l.name) + "_in_use");
+  }
+  want.insert("nic_mem_total_bytes");
+  std::set<std::string> have;
+  for (const auto& [name, value] : counters(*rx_)) {
+    if (name.starts_with("nic_")) have.insert(name);
+  }
+  EXPECT_EQ(have, want);
+  for (const char* common :
+       {"rx_good_packets", "rx_good_bytes", "tx_good_packets", "tx_good_bytes", "rx_linearized",
+        "tx_bounce", "tx_zero_copy", "tx_pass_through", "tx_errors", "tx_wire_full"}) {
+    EXPECT_TRUE(counters(*rx_).count(common)) << common;
+  }
+  EXPECT_EQ(counter(*rx_, "nic_mem_flow_table_bytes"), 64u * 96u);
+  EXPECT_EQ(counter(*rx_, "nic_mem_flow_table_in_use"), 0u);
+
+  add_flow(10);
+  Bytes mem(100, 0);
+  ASSERT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 0, 0, 100, 0), 0);
+  EXPECT_EQ(counter(*rx_, "nic_mem_flow_table_in_use"), 1u);
+  EXPECT_EQ(counter(*rx_, "nic_mem_ms_committed_in_use"), 1u);
+  Bytes payload = pattern(400, 0);
+  inject(tcp_frame(10, payload.data(), 400));  // no MS covers it
+  inject(tcp_frame(10, payload.data(), 100));  // placed
+  ASSERT_EQ(receive(2).size(), 2u);
+  EXPECT_EQ(counter(*rx_, "nic_rx_frames"), 2u);
+  EXPECT_EQ(counter(*rx_, "nic_defer_no_ms"), 1u);
+  EXPECT_EQ(counter(*rx_, "nic_rx_in_order"), 1u);
+  EXPECT_EQ(counter(*rx_, "rx_good_packets"), 2u);
+  EXPECT_EQ(counter(*rx_, "rx_good_bytes"), 454u + 154u);
+  EXPECT_EQ(rx_->ms_post(99, 0, 0, 10, 0), -ENOENT);
+  EXPECT_EQ(counter(*rx_, "nic_cmd_err_unknown_flow"), 1u);
+
+  Bytes f = tcp_frame(1, payload.data(), 100);
+  rte_mbuf* m = to_mbuf(f);
+  ASSERT_EQ(tx_->tx_burst(&m, 1), 1);
+  ASSERT_EQ(receive(1).size(), 1u);
+  EXPECT_EQ(counter(*tx_, "tx_good_packets"), 1u);
+  EXPECT_EQ(counter(*tx_, "tx_good_bytes"), f.size());
+}
+
+TEST_P(NicPair, CommandsReportTheSameErrors) {
+  Bytes mem(1000);
+  EXPECT_EQ(rx_->mr_add(16, mem.data(), mem.size(), 1), -ENOSPC) << "max_mrs=16";
+  ASSERT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), 0);
+  EXPECT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), -EEXIST);
+  EXPECT_EQ(rx_->ms_post(kFlow, 0, 0, 10, 0), -ENOENT);
+  add_flow(0);
+  rte_pmd_cleave_flow dup{};
+  dup.src_ip = kIpA;
+  dup.dst_ip = kIpB;
+  dup.src_port = kPortA;
+  dup.dst_port = kPortB;
+  dup.proto = 6;
+  EXPECT_EQ(rx_->flow_add(kFlow, dup), -EEXIST);
+  dup.parser = 9;
+  EXPECT_EQ(rx_->flow_add(8, dup), -EINVAL);
+  EXPECT_EQ(rx_->ms_post(kFlow, 0, 900, 200, 0), -ERANGE);
+  EXPECT_EQ(rx_->ms_post(kFlow, 5, 0, 10, 0), -ENOENT);
+  EXPECT_EQ(rx_->ms_post(kFlow, 16, 0, 10, 0), -ENOENT) << "the bounce MR is the NIC's own";
+  ASSERT_EQ(rx_->ms_post(kFlow, 0, 0, 500, 0), 0);
+  EXPECT_EQ(rx_->mr_remove(0), -EBUSY);
+  EXPECT_EQ(rx_->ms_retire(kFlow, 1), -EAGAIN) << "the cursor has not passed it";
+  ASSERT_EQ(rx_->cursor_update(kFlow, 500), 0);
+  EXPECT_EQ(rx_->ms_retire(kFlow, 1), 0);
+  EXPECT_EQ(rx_->ms_retire_msg(kFlow, 3), -EINVAL);
+  EXPECT_EQ(rx_->roce_resync(kFlow, 0, 0), -EINVAL);
+  EXPECT_EQ(rx_->flow_remove(kFlow), 0);
+  EXPECT_EQ(rx_->flow_remove(kFlow), -ENOENT);
+  EXPECT_EQ(rx_->mr_remove(0), 0);
+  EXPECT_EQ(rx_->mr_remove(0), -ENOENT);
+  EXPECT_EQ(rx_->mr_remove(16), -ENOENT);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, NicPair,
+                         ::testing::Values(NicBackend::kCleave, NicBackend::kGeneric),
+                         [](const ::testing::TestParamInfo<NicBackend>& i) {
+                           return std::string(cleave::dp::backend_name(i.param));
+                         });
+
+// ---- the generic backend's TX paths, which only it has --------------------------------------
+
+class GenericTx : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pool_avail_ = rte_mempool_avail_count(g_pool);
+    ASSERT_NO_FATAL_FAILURE(wire_.make(std::to_string(++g_seq)));
+  }
+  void TearDown() override {
+    for (rte_mbuf* m : held_)
+      rte_pktmbuf_free(m);
+    nics_.clear();
+    for (const std::string& name : cleave_) {
+      uint16_t p;
+      if (rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) {
+        rte_eth_dev_stop(p);
+        rte_eth_dev_close(p);
+      }
+      rte_vdev_uninit(name.c_str());
+    }
+    wire_.close();
+    EXPECT_EQ(rte_mempool_avail_count(g_pool), pool_avail_) << "every mbuf came back";
+  }
+  std::vector<rte_mbuf*> receive(Nic& tx, Nic& rx, size_t want) {
+    std::vector<rte_mbuf*> got;
+    for (int idle = 0; got.size() < want && idle < 2000;) {
+      rte_mbuf* bufs[32];
+      tx.tx_burst(nullptr, 0);  // the generic Nic passes the kick on to its port
+      const uint16_t n = rx.rx_burst(bufs, 32);
+      got.insert(got.end(), bufs, bufs + n);
+      held_.insert(held_.end(), bufs, bufs + n);
+      idle = n == 0 ? idle + 1 : 0;
+    }
+    return got;
+  }
+  Wire wire_;
+  std::vector<std::string> cleave_;
+  std::vector<std::unique_ptr<Nic>> nics_;
+  std::vector<rte_mbuf*> held_;
+  unsigned pool_avail_ = 0;
+};
+
+// A port that offers TSO and checksums (net_cleave's ethdev, driven as any port) gets the
+// descriptors as they are; the generic backend merges nothing.
+TEST_F(GenericTx, DescriptorsPassThroughAPortThatOffloads) {
+  const std::string a = "net_cleave_ga" + std::to_string(g_seq);
+  const std::string b = "net_cleave_gb" + std::to_string(g_seq);
+  cleave_ = {a, b};
+  ASSERT_EQ(rte_vdev_init(a.c_str(), ("wire=" + wire_.wa_name + kCleaveSizing).c_str()), 0);
+  ASSERT_EQ(rte_vdev_init(b.c_str(), ("wire=" + wire_.wb_name + kCleaveSizing).c_str()), 0);
+  uint16_t pa = 0, pb = 0;
+  ASSERT_EQ(rte_eth_dev_get_port_by_name(a.c_str(), &pa), 0);
+  ASSERT_EQ(rte_eth_dev_get_port_by_name(b.c_str(), &pb), 0);
+  ASSERT_NO_FATAL_FAILURE(start_port(pa, kAllTxOffloads));
+  ASSERT_NO_FATAL_FAILURE(start_port(pb, kAllTxOffloads));
+  rte_eth_dev_info info{};
+  ASSERT_EQ(rte_eth_dev_info_get(pa, &info), 0);
+  nics_.push_back(cleave::dp::open_generic_nic(pa, g_pool, params(), info));
+  nics_.push_back(open_nic(pb, g_pool, params()));
+  Nic& tx = *nics_[0];
+  Nic& rx = *nics_[1];
+  ASSERT_EQ(tx.backend(), NicBackend::kGeneric);
+  ASSERT_EQ(rx.backend(), NicBackend::kCleave);
+
+  constexpr uint32_t kLen = 20000, kMss = 1448;
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kIpA;
+  f.dst_ip = kIpB;
+  f.src_port = kPortA;
+  f.dst_port = kPortB;
+  f.proto = 6;
+  f.reliable = 1;
+  f.initial_seq = 9;
+  ASSERT_EQ(rx.flow_add(kFlow, f), 0);
+  Bytes mem(kLen, kUntouched);
+  ASSERT_EQ(rx.mr_add(0, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx.ms_post(kFlow, 0, 0, kLen, 0), 0);
+  AppMemory app(pattern(kLen, 4));
+  rte_mbuf* d = app.descriptor(tcp_frame(9, nullptr, 0, false), 0, kLen, kMss);
+  ASSERT_EQ(tx.tx_burst(&d, 1), 1);
+  std::vector<rte_mbuf*> got = receive(tx, rx, (kLen + kMss - 1) / kMss);
+  ASSERT_EQ(got.size(), (kLen + kMss - 1) / kMss);
+  for (rte_mbuf* m : got)
+    EXPECT_EQ(placement(m).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(0, std::memcmp(mem.data(), app.bytes.data(), kLen));
+  EXPECT_EQ(app.completions, 1);
+  EXPECT_EQ(counter(tx, "tx_offloaded"), 1u);
+  EXPECT_EQ(counter(tx, "tx_sw_merged"), 0u);
+  EXPECT_EQ(counter(tx, "nic_tx_requests"), 0u) << "the generic model merged nothing";
+}
+
+// A ring port offers multi-segment TX only: a chain without offload flags passes as it is, a
+// chain asking for checksums or the RoCE ICRC is merged in software.
+TEST_F(GenericTx, RingPortGetsChainsAndMergedFrames) {
+  ASSERT_NO_FATAL_FAILURE(start_port(wire_.wa, RTE_ETH_TX_OFFLOAD_MULTI_SEGS));
+  ASSERT_NO_FATAL_FAILURE(start_port(wire_.wb, RTE_ETH_TX_OFFLOAD_MULTI_SEGS));
+  nics_.push_back(open_nic(wire_.wa, g_pool, params()));
+  nics_.push_back(open_nic(wire_.wb, g_pool, params()));
+  Nic& tx = *nics_[0];
+  Nic& rx = *nics_[1];
+  AppMemory app(pattern(1000, 5));
+  // The headers of the whole frame, checksums included: the chain is a complete frame.
+  const Bytes whole = tcp_frame(1, app.bytes.data(), 1000, true);
+  const Bytes hdr(whole.begin(), whole.begin() + 54);
+  rte_mbuf* d[2] = {app.descriptor(hdr, 0, 1000, 0), app.descriptor(hdr, 0, 1000, 0)};
+  d[0]->ol_flags = 0;  // a plain chain; d[1] asks for checksums the ring does not offer
+  ASSERT_EQ(tx.tx_burst(d, 2), 2);
+  std::vector<rte_mbuf*> got = receive(tx, rx, 2);
+  ASSERT_EQ(got.size(), 2u);
+  for (rte_mbuf* m : got) {
+    EXPECT_EQ(placement(m).reason, RTE_PMD_CLEAVE_DEFER_FLOW_MISS);
+    EXPECT_EQ(m->pkt_len, 1054u);
+    EXPECT_EQ((placement(m).flags >> RTE_PMD_CLEAVE_F_IP_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+  }
+  EXPECT_EQ(counter(tx, "tx_offloaded"), 1u) << "the chain";
+  EXPECT_EQ(counter(tx, "tx_sw_merged"), 1u);
+  EXPECT_EQ(counter(rx, "rx_linearized"), 1u) << "the chain arrived chained";
+  // One shared info for both: the app memory is released once neither refers to it. The chain
+  // went as it was, so the receiver still holds its payload segment.
+  EXPECT_EQ(app.completions, 0);
+  for (rte_mbuf* m : held_)
+    rte_pktmbuf_free(m);
+  held_.clear();
+  EXPECT_EQ(app.completions, 1);
+
+  // A header the NIC cannot parse is refused, freed and counted, never sent.
+  Bytes junk(60, 0xAB);
+  rte_mbuf* bad = to_mbuf(junk);
+  bad->ol_flags = RTE_MBUF_F_TX_IP_CKSUM;
+  ASSERT_EQ(tx.tx_burst(&bad, 1), 1);
+  EXPECT_EQ(counter(tx, "tx_errors"), 1u);
+  EXPECT_TRUE(receive(tx, rx, 1).empty());
+}
+
+TEST(OpenNic, ErrorsAreReadable) {
+  try {
+    open_nic(RTE_MAX_ETHPORTS - 1, g_pool);
+    ADD_FAILURE() << "no port";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a DPDK port"), std::string::npos) << e.what();
+  }
+  Wire w;
+  ASSERT_NO_FATAL_FAILURE(w.make(std::to_string(++g_seq)));
+  ASSERT_NO_FATAL_FAILURE(start_port(w.wa, 0));
+  try {
+    open_nic(w.wa, nullptr);
+    ADD_FAILURE() << "no frame pool";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a frame pool"), std::string::npos) << e.what();
+  }
+  try {
+    cleave::dp::open_cleave_nic(w.wa);
+    ADD_FAILURE() << "not net_cleave";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a net_cleave port"), std::string::npos) << e.what();
+  }
+  w.close();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  std::string prefix = "--file-prefix=cleave-nictest-" + std::to_string(getpid());
+  const char* eal_argv[] = {
+      "nic_tests", "--no-huge",      "--no-shconf",         "-m",          "256", "--no-pci", "-l",
+      "0",         "--no-telemetry", "--log-level=*:error", prefix.c_str()};
+  if (rte_eal_init(int(sizeof eal_argv / sizeof eal_argv[0]), const_cast<char**>(eal_argv)) < 0) {
+    std::fprintf(stderr, "EAL init failed\n");
+    return 1;
+  }
+  g_pool =
+      rte_pktmbuf_pool_create("test_pool", 8191, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  g_jumbo_pool =
+      rte_pktmbuf_pool_create("test_jumbo", 255, 0, 0, RTE_PKTMBUF_HEADROOM + 9216, SOCKET_ID_ANY);
+  if (g_pool == nullptr || g_jumbo_pool == nullptr) {
+    std::fprintf(stderr, "mbuf pools: %s\n", rte_strerror(rte_errno));
+    return 1;
+  }
+  const int rc = RUN_ALL_TESTS();
+  rte_mempool_free(g_jumbo_pool);
+  rte_mempool_free(g_pool);
+  rte_eal_cleanup();
+  return rc;
+}
