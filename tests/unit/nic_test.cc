@@ -31,74 +31,20 @@
 
 #include "nic.h"
 #include "nic_backends.h"
+#include "pmd_frames.h"
 #include "rte_pmd_cleave.h"
 
 namespace {
 
+using namespace cleave::test::pmd;
 using cleave::dp::GenericNicParams;
 using cleave::dp::Nic;
 using cleave::dp::NicBackend;
 using cleave::dp::open_nic;
 
-rte_mempool* g_pool = nullptr;        // headers, plain frames, extbuf carriers, merged frames
-rte_mempool* g_jumbo_pool = nullptr;  // injected jumbo frames
 int g_seq = 0;
 
-constexpr uint32_t kIpA = 0x0a000001;  // 10.0.0.1, the sender
-constexpr uint32_t kIpB = 0x0a000002;  // 10.0.0.2, the receiver
-constexpr uint16_t kPortA = 1000;
-constexpr uint16_t kPortB = 2000;
-constexpr uint32_t kFlow = 7;
 constexpr uint8_t kUntouched = 0xEE;
-
-using Bytes = std::vector<uint8_t>;
-
-// An Ethernet/IPv4/TCP frame from A to B with correct checksums (when `csum`) and `payload`.
-Bytes tcp_frame(uint32_t seq, const uint8_t* payload, uint32_t len, bool csum = true,
-                uint16_t sport = kPortA) {
-  Bytes f(14 + 20 + 20 + len, 0);
-  for (int i = 0; i < 6; i++) {
-    f[i] = uint8_t(0x02 + i);
-    f[6 + i] = uint8_t(0x12 + i);
-  }
-  f[12] = 0x08;
-  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
-  ip->version_ihl = 0x45;
-  ip->total_length = rte_cpu_to_be_16(uint16_t(40 + len));
-  ip->packet_id = rte_cpu_to_be_16(1);
-  ip->time_to_live = 64;
-  ip->next_proto_id = IPPROTO_TCP;
-  ip->src_addr = rte_cpu_to_be_32(kIpA);
-  ip->dst_addr = rte_cpu_to_be_32(kIpB);
-  auto* tcp = reinterpret_cast<rte_tcp_hdr*>(f.data() + 34);
-  tcp->src_port = rte_cpu_to_be_16(sport);
-  tcp->dst_port = rte_cpu_to_be_16(kPortB);
-  tcp->sent_seq = rte_cpu_to_be_32(seq);
-  tcp->recv_ack = rte_cpu_to_be_32(1);
-  tcp->data_off = 5 << 4;
-  tcp->tcp_flags = RTE_TCP_ACK_FLAG | RTE_TCP_PSH_FLAG;
-  tcp->rx_win = rte_cpu_to_be_16(65535);
-  if (len > 0) std::memcpy(f.data() + 54, payload, len);
-  if (csum) {
-    ip->hdr_checksum = rte_ipv4_cksum(ip);
-    tcp->cksum = rte_ipv4_udptcp_cksum(ip, tcp);
-  }
-  return f;
-}
-
-Bytes pattern(size_t n, uint8_t salt) {
-  Bytes b(n);
-  for (size_t i = 0; i < n; i++)
-    b[i] = uint8_t(i * 7 + salt + (i >> 8));
-  return b;
-}
-
-rte_mbuf* to_mbuf(const Bytes& f) {
-  rte_mbuf* m = rte_pktmbuf_alloc(f.size() > 2000 ? g_jumbo_pool : g_pool);
-  if (m == nullptr) return nullptr;
-  std::memcpy(rte_pktmbuf_append(m, uint16_t(f.size())), f.data(), f.size());
-  return m;
-}
 
 // Configured with the TX offloads asked that the port offers.
 void start_port(uint16_t port, uint64_t tx_offloads) {
@@ -107,10 +53,7 @@ void start_port(uint16_t port, uint64_t tx_offloads) {
   rte_eth_conf conf{};
   conf.rxmode.mtu = 9000;
   conf.txmode.offloads = tx_offloads & info.tx_offload_capa;
-  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
-  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
-  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 512, SOCKET_ID_ANY, nullptr), 0);
-  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  ASSERT_NO_FATAL_FAILURE(cleave::test::pmd::start_port(port, conf, 512));
 }
 
 constexpr uint64_t kAllTxOffloads = RTE_ETH_TX_OFFLOAD_MULTI_SEGS | RTE_ETH_TX_OFFLOAD_TCP_TSO |
@@ -130,44 +73,6 @@ GenericNicParams params() {
 constexpr const char* kCleaveSizing =
     ",max_flows=64,max_mrs=16,ms_committed=16,ms_store=1024,tx_mbufs=1023";
 
-const rte_pmd_cleave_placement& placement(rte_mbuf* m) {
-  return *rte_pmd_cleave_placement_get(m, rte_pmd_cleave_placement_offset());
-}
-
-// App memory the extbuf segments point at; the free callback is the send completion.
-struct AppMemory {
-  Bytes bytes;
-  rte_mbuf_ext_shared_info shinfo{};
-  int completions = 0;
-  explicit AppMemory(Bytes b) : bytes(std::move(b)) {
-    shinfo.free_cb = [](void*, void* opaque) { static_cast<AppMemory*>(opaque)->completions++; };
-    shinfo.fcb_opaque = this;
-  }
-  // A header mbuf chained to extbuf segments over [off, off+len) (32 KB each), with the
-  // checksum flags and TSO when `mss`, and no header lengths (the contract does not need them).
-  rte_mbuf* descriptor(const Bytes& header, uint64_t off, uint32_t len, uint16_t mss) {
-    rte_mbuf* h = rte_pktmbuf_alloc(g_pool);
-    std::memcpy(rte_pktmbuf_append(h, uint16_t(header.size())), header.data(), header.size());
-    // One reference per segment, on top of those of descriptors still in flight.
-    rte_mbuf_ext_refcnt_update(&shinfo, int16_t((len + 32767) / 32768));
-    for (uint32_t done = 0; done < len;) {
-      const uint32_t n = std::min<uint32_t>(32768, len - done);
-      rte_mbuf* p = rte_pktmbuf_alloc(g_pool);
-      rte_pktmbuf_attach_extbuf(p, bytes.data() + off + done, RTE_BAD_IOVA, uint16_t(n), &shinfo);
-      p->data_len = uint16_t(n);
-      p->pkt_len = n;
-      EXPECT_EQ(rte_pktmbuf_chain(h, p), 0);
-      done += n;
-    }
-    h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
-    if (mss != 0) {
-      h->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
-      h->tso_segsz = mss;
-    }
-    return h;
-  }
-};
-
 std::map<std::string, uint64_t> counters(const Nic& nic) {
   std::map<std::string, uint64_t> c;
   nic.for_each_counter([&](std::string_view n, uint64_t v) { c[std::string(n)] = v; });
@@ -180,46 +85,6 @@ uint64_t counter(const Nic& nic, const std::string& name) {
   EXPECT_NE(it, c.end()) << name << " on " << cleave::dp::backend_name(nic.backend());
   return it == c.end() ? ~0ull : it->second;
 }
-
-void drain(rte_ring* r) {
-  void* m;
-  while (rte_ring_dequeue(r, &m) == 0)
-    rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-}
-
-// A crossed ring wire: `wa` sends into `ab`, which `wb` receives, and back over `ba`.
-struct Wire {
-  rte_ring* ab = nullptr;
-  rte_ring* ba = nullptr;
-  uint16_t wa = 0, wb = 0;
-  std::string wa_name, wb_name;
-
-  void make(const std::string& n) {
-    ab = rte_ring_create(("ab" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
-    ba = rte_ring_create(("ba" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
-    ASSERT_NE(ab, nullptr);
-    ASSERT_NE(ba, nullptr);
-    // rte_eth_from_rings(NAME) names the port net_ring_NAME.
-    const int a = rte_eth_from_rings(("wa" + n).c_str(), &ba, 1, &ab, 1, SOCKET_ID_ANY);
-    const int b = rte_eth_from_rings(("wb" + n).c_str(), &ab, 1, &ba, 1, SOCKET_ID_ANY);
-    ASSERT_GE(a, 0);
-    ASSERT_GE(b, 0);
-    wa = uint16_t(a);
-    wb = uint16_t(b);
-    wa_name = "net_ring_wa" + n;
-    wb_name = "net_ring_wb" + n;
-  }
-  void close() {
-    for (uint16_t w : {wa, wb}) {
-      rte_eth_dev_stop(w);
-      rte_eth_dev_close(w);
-    }
-    drain(ab);
-    drain(ba);
-    rte_ring_free(ab);
-    rte_ring_free(ba);
-  }
-};
 
 // The sending Nic `tx_` (A) and the receiving Nic `rx_` (B) of the backend under test.
 class NicPair : public ::testing::TestWithParam<NicBackend> {
@@ -295,17 +160,7 @@ class NicPair : public ::testing::TestWithParam<NicBackend> {
   }
 
   void add_flow(uint32_t initial_seq, uint32_t id = kFlow, uint16_t sport = kPortA) {
-    rte_pmd_cleave_flow f{};
-    f.src_ip = kIpA;
-    f.dst_ip = kIpB;
-    f.src_port = sport;
-    f.dst_port = kPortB;
-    f.proto = 6;
-    f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
-    f.parser = RTE_PMD_CLEAVE_PARSER_TCP;
-    f.reliable = 1;
-    f.initial_seq = initial_seq;
-    ASSERT_EQ(rx_->flow_add(id, f), 0);
+    ASSERT_EQ(rx_->flow_add(id, tcp_flow(initial_seq, sport)), 0);
   }
 
   // Onto B's end of the wire, as if A's NIC had sent it.
@@ -441,17 +296,8 @@ TEST_P(NicPair, JumboFrameAndAChainedFrame) {
   inject(tcp_frame(1, stream.data(), 8946));  // a 9000-byte frame
   // The next one in three segments, as a wire with small buffers would give it.
   Bytes f = tcp_frame(1 + 8946, stream.data() + 8946, 3000);
-  rte_mbuf* head = nullptr;
-  for (size_t at = 0; at < f.size(); at += 1200) {
-    rte_mbuf* s = rte_pktmbuf_alloc(g_pool);
-    const size_t n = std::min<size_t>(1200, f.size() - at);
-    std::memcpy(rte_pktmbuf_append(s, uint16_t(n)), f.data() + at, n);
-    if (head == nullptr) {
-      head = s;
-    } else {
-      ASSERT_EQ(rte_pktmbuf_chain(head, s), 0);
-    }
-  }
+  rte_mbuf* head = to_segments(f, 1200);
+  ASSERT_NE(head, nullptr);
   ASSERT_EQ(rte_ring_enqueue(wire_.ab, head), 0);
   std::vector<rte_mbuf*> got = receive(2);
   ASSERT_EQ(got.size(), 2u);
@@ -572,7 +418,7 @@ TEST_P(NicPair, FlowTableFullAndFlowMissDeferTheWholeFrame) {
   f.reliable = 1;
   EXPECT_EQ(rx_->flow_add(64, f), -ENOSPC) << "max_flows=64: the table is full past id 63";
   Bytes payload = pattern(300, 4);
-  Bytes frame = tcp_frame(0, payload.data(), 300, true, 3333);
+  Bytes frame = tcp_frame(0, payload.data(), 300, true, kIpA, kIpB, 3333);
   inject(frame);
   rte_mbuf* m = receive_one();
   ASSERT_NE(m, nullptr);

@@ -30,121 +30,14 @@
 #include <thread>
 #include <vector>
 
+#include "pmd_frames.h"
 #include "rte_pmd_cleave.h"
 
 namespace {
 
-rte_mempool* g_pool = nullptr;        // headers, plain frames, extbuf carriers
-rte_mempool* g_jumbo_pool = nullptr;  // injected jumbo frames
+using namespace cleave::test::pmd;
+
 int g_seq = 0;
-
-constexpr uint32_t kIpA = 0x0a000001;  // 10.0.0.1, behind port A
-constexpr uint32_t kIpB = 0x0a000002;  // 10.0.0.2, behind port B
-constexpr uint16_t kPortA = 1000;
-constexpr uint16_t kPortB = 2000;
-constexpr uint32_t kFlow = 7;
-
-using Bytes = std::vector<uint8_t>;
-
-// An Ethernet/IPv4/TCP frame from A to B with correct checksums (when `csum`) and `payload`.
-Bytes tcp_frame(uint32_t seq, const uint8_t* payload, uint32_t len, bool csum = true,
-                uint32_t src = kIpA, uint32_t dst = kIpB, uint16_t sport = kPortA,
-                uint16_t dport = kPortB) {
-  Bytes f(14 + 20 + 20 + len, 0);
-  for (int i = 0; i < 6; i++) {
-    f[i] = uint8_t(0x02 + i);
-    f[6 + i] = uint8_t(0x12 + i);
-  }
-  f[12] = 0x08;
-  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
-  ip->version_ihl = 0x45;
-  ip->total_length = rte_cpu_to_be_16(uint16_t(40 + len));
-  ip->packet_id = rte_cpu_to_be_16(1);
-  ip->time_to_live = 64;
-  ip->next_proto_id = IPPROTO_TCP;
-  ip->src_addr = rte_cpu_to_be_32(src);
-  ip->dst_addr = rte_cpu_to_be_32(dst);
-  auto* tcp = reinterpret_cast<rte_tcp_hdr*>(f.data() + 34);
-  tcp->src_port = rte_cpu_to_be_16(sport);
-  tcp->dst_port = rte_cpu_to_be_16(dport);
-  tcp->sent_seq = rte_cpu_to_be_32(seq);
-  tcp->recv_ack = rte_cpu_to_be_32(1);
-  tcp->data_off = 5 << 4;
-  tcp->tcp_flags = RTE_TCP_ACK_FLAG | RTE_TCP_PSH_FLAG;
-  tcp->rx_win = rte_cpu_to_be_16(65535);
-  if (len > 0) std::memcpy(f.data() + 54, payload, len);
-  if (csum) {
-    ip->hdr_checksum = rte_ipv4_cksum(ip);
-    tcp->cksum = rte_ipv4_udptcp_cksum(ip, tcp);
-  }
-  return f;
-}
-
-// One RX and one TX queue of `descs` entries, then start. Asserts, so call it through
-// ASSERT_NO_FATAL_FAILURE where what follows needs a started port.
-void start_port(uint16_t port, const rte_eth_conf& conf, uint16_t descs) {
-  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
-  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, descs, SOCKET_ID_ANY, nullptr, g_pool), 0);
-  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, descs, SOCKET_ID_ANY, nullptr), 0);
-  ASSERT_EQ(rte_eth_dev_start(port), 0);
-}
-
-rte_mbuf* to_mbuf(const Bytes& f) {
-  rte_mbuf* m = rte_pktmbuf_alloc(f.size() > 2000 ? g_jumbo_pool : g_pool);
-  if (m == nullptr) return nullptr;
-  std::memcpy(rte_pktmbuf_append(m, uint16_t(f.size())), f.data(), f.size());
-  return m;
-}
-
-Bytes pattern(size_t n, uint8_t salt) {
-  Bytes b(n);
-  for (size_t i = 0; i < n; i++)
-    b[i] = uint8_t(i * 7 + salt + (i >> 8));
-  return b;
-}
-
-const rte_pmd_cleave_placement& placement(rte_mbuf* m) {
-  return *rte_pmd_cleave_placement_get(m, rte_pmd_cleave_placement_offset());
-}
-
-// App memory the extbuf segments point at; the free callback is the send completion.
-struct AppMemory {
-  Bytes bytes;
-  rte_mbuf_ext_shared_info shinfo{};
-  int completions = 0;
-  explicit AppMemory(Bytes b) : bytes(std::move(b)) {
-    shinfo.free_cb = [](void*, void* opaque) { static_cast<AppMemory*>(opaque)->completions++; };
-    shinfo.fcb_opaque = this;
-  }
-  // A header mbuf chained to extbuf segments over [off, off+len) (<= 64 KB - 1 per segment).
-  rte_mbuf* descriptor(const Bytes& header, uint64_t off, uint32_t len, uint16_t mss) {
-    rte_mbuf* h = rte_pktmbuf_alloc(g_pool);
-    std::memcpy(rte_pktmbuf_append(h, uint16_t(header.size())), header.data(), header.size());
-    rte_mbuf* last = h;
-    uint32_t segs = (len + 32767) / 32768;
-    rte_mbuf_ext_refcnt_set(&shinfo, uint16_t(segs));
-    for (uint32_t done = 0; done < len;) {
-      const uint32_t n = std::min<uint32_t>(32768, len - done);
-      rte_mbuf* p = rte_pktmbuf_alloc(g_pool);
-      rte_pktmbuf_attach_extbuf(p, bytes.data() + off + done, RTE_BAD_IOVA, uint16_t(n), &shinfo);
-      p->data_len = uint16_t(n);
-      p->pkt_len = n;
-      EXPECT_EQ(rte_pktmbuf_chain(h, p), 0);
-      last = p;
-      done += n;
-    }
-    (void)last;
-    h->l2_len = 14;
-    h->l3_len = 20;
-    h->l4_len = 20;
-    h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
-    if (mss != 0) {
-      h->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
-      h->tso_segsz = mss;
-    }
-    return h;
-  }
-};
 
 uint64_t xstat(uint16_t port, const char* name) {
   uint64_t id = 0;
@@ -179,25 +72,13 @@ class Pair : public ::testing::Test {
     pool_avail_ = rte_mempool_avail_count(g_pool);
     jumbo_avail_ = rte_mempool_avail_count(g_jumbo_pool);
     const std::string n = std::to_string(++g_seq);
-    ab_ = rte_ring_create(("ab" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
-    ba_ = rte_ring_create(("ba" + n).c_str(), 4096, SOCKET_ID_ANY, 0);
-    ASSERT_NE(ab_, nullptr);
-    ASSERT_NE(ba_, nullptr);
-    // rte_eth_from_rings(NAME) names the port net_ring_NAME.
-    int wa = rte_eth_from_rings(("wa" + n).c_str(), &ba_, 1, &ab_, 1, SOCKET_ID_ANY);
-    int wb = rte_eth_from_rings(("wb" + n).c_str(), &ab_, 1, &ba_, 1, SOCKET_ID_ANY);
-    wire_a_name_ = "net_ring_wa" + n;
-    wire_b_name_ = "net_ring_wb" + n;
-    ASSERT_GE(wa, 0);
-    ASSERT_GE(wb, 0);
-    wire_a_ = uint16_t(wa);
-    wire_b_ = uint16_t(wb);
+    ASSERT_NO_FATAL_FAILURE(wire_.make(n));
     name_a_ = "net_cleave_a" + n;
     name_b_ = "net_cleave_b" + n;
     const std::string sizing =
         ",max_flows=64,max_mrs=16,ms_committed=16,ms_store=1024,tx_mbufs=1023";
-    ASSERT_EQ(rte_vdev_init(name_a_.c_str(), ("wire=" + wire_a_name_ + sizing).c_str()), 0);
-    ASSERT_EQ(rte_vdev_init(name_b_.c_str(), ("wire=" + wire_b_name_ + sizing).c_str()), 0);
+    ASSERT_EQ(rte_vdev_init(name_a_.c_str(), ("wire=" + wire_.wa_name + sizing).c_str()), 0);
+    ASSERT_EQ(rte_vdev_init(name_b_.c_str(), ("wire=" + wire_.wb_name + sizing).c_str()), 0);
     ASSERT_EQ(rte_eth_dev_get_port_by_name(name_a_.c_str(), &a_), 0);
     ASSERT_EQ(rte_eth_dev_get_port_by_name(name_b_.c_str(), &b_), 0);
     start(a_);
@@ -211,8 +92,8 @@ class Pair : public ::testing::Test {
     for (uint16_t p : {a_, b_}) {
       if (rte_eth_dev_is_valid_port(p)) rte_eth_dev_stop(p);
     }
-    drain(ab_);
-    drain(ba_);
+    drain(wire_.ab);
+    drain(wire_.ba);
     {
       LogCapture log;
       for (const std::string& name : {name_a_, name_b_}) {
@@ -222,20 +103,9 @@ class Pair : public ::testing::Test {
       }
       EXPECT_EQ(log.text().find("in flight"), std::string::npos) << log.text();
     }
-    for (uint16_t w : {wire_a_, wire_b_}) {
-      rte_eth_dev_stop(w);
-      rte_eth_dev_close(w);
-    }
-    rte_ring_free(ab_);
-    rte_ring_free(ba_);
+    wire_.close();
     EXPECT_EQ(rte_mempool_avail_count(g_pool), pool_avail_) << "every app mbuf came back";
     EXPECT_EQ(rte_mempool_avail_count(g_jumbo_pool), jumbo_avail_);
-  }
-
-  static void drain(rte_ring* r) {
-    void* m;
-    while (rte_ring_dequeue(r, &m) == 0)
-      rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
   }
 
   static void start(uint16_t port, uint16_t mtu = 9000) {
@@ -264,29 +134,19 @@ class Pair : public ::testing::Test {
   }
 
   void add_flow_b(uint32_t initial_seq) {
-    rte_pmd_cleave_flow f{};
-    f.src_ip = kIpA;
-    f.dst_ip = kIpB;
-    f.src_port = kPortA;
-    f.dst_port = kPortB;
-    f.proto = 6;
-    f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
-    f.parser = RTE_PMD_CLEAVE_PARSER_TCP;
-    f.reliable = 1;
-    f.initial_seq = initial_seq;
+    const rte_pmd_cleave_flow f = tcp_flow(initial_seq);
     ASSERT_EQ(rte_pmd_cleave_flow_add(b_, kFlow, &f), 0);
   }
 
   void inject_b(const Bytes& frame) {
     rte_mbuf* m = to_mbuf(frame);
     ASSERT_NE(m, nullptr);
-    ASSERT_EQ(rte_ring_enqueue(ab_, m), 0);
+    ASSERT_EQ(rte_ring_enqueue(wire_.ab, m), 0);
   }
 
-  rte_ring* ab_ = nullptr;
-  rte_ring* ba_ = nullptr;
-  std::string wire_a_name_, wire_b_name_, name_a_, name_b_;
-  uint16_t wire_a_ = 0, wire_b_ = 0, a_ = 0, b_ = 0;
+  Wire wire_;
+  std::string name_a_, name_b_;
+  uint16_t a_ = 0, b_ = 0;
   std::vector<rte_mbuf*> held_;
   unsigned pool_avail_ = 0, jumbo_avail_ = 0;
 };
@@ -301,7 +161,7 @@ TEST_F(Pair, TsoPayloadLandsInThePostedMs) {
   ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 3, app.bytes.data(), app.bytes.size(), 42), 0);
 
   Bytes hdr = tcp_frame(kSeq, nullptr, 0, false);
-  rte_mbuf* d = app.descriptor(hdr, 100, kLen, kMss);
+  rte_mbuf* d = app.descriptor(hdr, 100, kLen, kMss, kHeaderLengths);
   ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
   constexpr uint32_t kFrames = (kLen + kMss - 1) / kMss;
   std::vector<rte_mbuf*> got = receive_b(kFrames);
@@ -363,7 +223,7 @@ TEST_F(Pair, PayloadOutsideAnyMrIsBouncedAndStillPlaced) {
   ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 2, rx.data(), rx.size(), 1), 0);
   ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 2, 0, 8192, 0), 0);
   AppMemory app(pattern(3000, 9));  // never registered on A
-  rte_mbuf* d = app.descriptor(tcp_frame(77, nullptr, 0, false), 0, 3000, 0);
+  rte_mbuf* d = app.descriptor(tcp_frame(77, nullptr, 0, false), 0, 3000, 0, kHeaderLengths);
   ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
   std::vector<rte_mbuf*> got = receive_b(1);
   ASSERT_EQ(got.size(), 1u);
@@ -512,14 +372,14 @@ TEST_F(Pair, RoceWriteWithIcrcFromTheDynamicFlag) {
   ASSERT_GE(icrc, 0);
 
   // Without the flag the frame carries no ICRC: the receiving NIC refuses to place it.
-  rte_mbuf* d = app.descriptor(roce_write_header(100, 5, 256, 1024), 0, 1024, 0);
+  rte_mbuf* d = app.descriptor(roce_write_header(100, 5, 256, 1024), 0, 1024, 0, kHeaderLengths);
   d->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
   ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
   std::vector<rte_mbuf*> got = receive_b(1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DEFERRED);
 
-  d = app.descriptor(roce_write_header(100, 5, 256, 1024), 0, 1024, 0);
+  d = app.descriptor(roce_write_header(100, 5, 256, 1024), 0, 1024, 0, kHeaderLengths);
   d->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | (uint64_t(1) << icrc);
   ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
   got = receive_b(1);
@@ -547,18 +407,9 @@ TEST_F(Pair, JumboFrameAndMultiSegmentWireFrames) {
   inject_b(tcp_frame(1, stream.data(), 8946));  // a 9000-byte frame in one segment
   // The next one arrives in three segments, as a wire with small buffers would give it.
   Bytes f = tcp_frame(1 + 8946, stream.data() + 8946, 3000);
-  rte_mbuf* head = nullptr;
-  for (size_t at = 0; at < f.size(); at += 1200) {
-    rte_mbuf* s = rte_pktmbuf_alloc(g_pool);
-    const size_t n = std::min<size_t>(1200, f.size() - at);
-    std::memcpy(rte_pktmbuf_append(s, uint16_t(n)), f.data() + at, n);
-    if (head == nullptr) {
-      head = s;
-    } else {
-      ASSERT_EQ(rte_pktmbuf_chain(head, s), 0);
-    }
-  }
-  ASSERT_EQ(rte_ring_enqueue(ab_, head), 0);
+  rte_mbuf* head = to_segments(f, 1200);
+  ASSERT_NE(head, nullptr);
+  ASSERT_EQ(rte_ring_enqueue(wire_.ab, head), 0);
   std::vector<rte_mbuf*> got = receive_b(2);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(placement(got[0]).placed, 8946u);
@@ -628,7 +479,7 @@ TEST_F(Pair, XstatsReflectDecisionsAndMemory) {
 
 TEST_F(Pair, CommandsReportErrors) {
   Bytes mem(1000);
-  EXPECT_EQ(rte_pmd_cleave_mr_add(wire_a_, 0, mem.data(), mem.size(), 1), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_mr_add(wire_.wa, 0, mem.data(), mem.size(), 1), -ENODEV);
   EXPECT_EQ(rte_pmd_cleave_mr_add(RTE_MAX_ETHPORTS, 0, mem.data(), mem.size(), 1), -ENODEV);
   EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 16, mem.data(), mem.size(), 1), -ENOSPC) << "max_mrs=16";
   ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), 0);
@@ -655,7 +506,7 @@ TEST_F(Pair, CommandsReportErrors) {
   EXPECT_EQ(rte_pmd_cleave_mr_remove(b_, 0), -ENOENT);
   uint32_t sid = 0;
   EXPECT_EQ(rte_pmd_cleave_service_id(b_, &sid), 0);
-  EXPECT_EQ(rte_pmd_cleave_service_id(wire_b_, &sid), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_service_id(wire_.wb, &sid), -ENODEV);
 }
 
 TEST_F(Pair, StopStartCloseAndQueueValidation) {
@@ -708,7 +559,7 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
   ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 1, 0, 40000, 0), 0);
   AppMemory app(pattern(40000, 8));
   ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 1, app.bytes.data(), app.bytes.size(), 1), 0);
-  rte_mbuf* d = app.descriptor(tcp_frame(0, nullptr, 0, false), 0, 40000, 8000);
+  rte_mbuf* d = app.descriptor(tcp_frame(0, nullptr, 0, false), 0, 40000, 8000, kHeaderLengths);
   ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
   std::vector<rte_mbuf*> got;
   for (int i = 0; i < 200000 && got.size() < 5; i++) {
@@ -859,7 +710,7 @@ TEST_F(Pair, CommandsFromOtherThreadsRaceNothing) {
   uint32_t bad = 0, lost = 0;
   for (uint32_t i = 0; i < kCount; i++) {
     rte_mbuf* d = app.descriptor(tcp_frame(kSeq + i * kLen, nullptr, 0, false), uint64_t(i) * kLen,
-                                 kLen, 8000);
+                                 kLen, 8000, kHeaderLengths);
     while (rte_eth_tx_burst(a_, 0, &d, 1) == 0) {
     }
     uint32_t placed = 0;
@@ -1008,7 +859,7 @@ TEST(Probe, FramesFollowTheMtu) {
   EXPECT_EQ(rte_eth_dev_set_mtu(port, 9000), -EBUSY) << "a larger pool needs a stopped port";
   ASSERT_EQ(rte_eth_stats_reset(port), 0);
   AppMemory app(pattern(3000, 1));
-  rte_mbuf* d = app.descriptor(tcp_frame(1, nullptr, 0, false), 0, 3000, 0);
+  rte_mbuf* d = app.descriptor(tcp_frame(1, nullptr, 0, false), 0, 3000, 0, kHeaderLengths);
   ASSERT_EQ(rte_eth_tx_burst(port, 0, &d, 1), 1);
   rte_eth_stats st{};
   ASSERT_EQ(rte_eth_stats_get(port, &st), 0);
@@ -1019,7 +870,7 @@ TEST(Probe, FramesFollowTheMtu) {
   ASSERT_EQ(rte_eth_dev_stop(port), 0);
   ASSERT_EQ(rte_eth_dev_set_mtu(port, 9000), 0);
   ASSERT_EQ(rte_eth_dev_start(port), 0);
-  d = app.descriptor(tcp_frame(1, nullptr, 0, false), 0, 3000, 0);
+  d = app.descriptor(tcp_frame(1, nullptr, 0, false), 0, 3000, 0, kHeaderLengths);
   ASSERT_EQ(rte_eth_tx_burst(port, 0, &d, 1), 1);
   ASSERT_EQ(rte_eth_stats_get(port, &st), 0);
   EXPECT_EQ(st.opackets, 1u);
@@ -1080,7 +931,8 @@ int memif_peer(const std::string& sock) {
   if (!wait_link_up(port, std::chrono::seconds(10))) return 4;
   AppMemory app(pattern(kMemifLen, 21));
   if (rte_pmd_cleave_mr_add(port, 0, app.bytes.data(), app.bytes.size(), 1) != 0) return 5;
-  rte_mbuf* d = app.descriptor(tcp_frame(kMemifSeq, nullptr, 0, false), 0, kMemifLen, kMemifMss);
+  rte_mbuf* d = app.descriptor(tcp_frame(kMemifSeq, nullptr, 0, false), 0, kMemifLen, kMemifMss,
+                               kHeaderLengths);
   if (rte_eth_tx_burst(port, 0, &d, 1) != 1) return 6;
   constexpr uint64_t kFrames = (kMemifLen + kMemifMss - 1) / kMemifMss;
   rte_eth_stats st{};
