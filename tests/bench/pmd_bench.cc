@@ -50,6 +50,7 @@ rte_mempool* g_small = nullptr;  // headers and extbuf carriers
 rte_mempool* g_jumbo = nullptr;  // prebuilt plain frames
 
 rte_mempool* g_frames = nullptr;  // frames the generic backend's TX merge builds
+int g_placement_off = -1;         // the placement dynfield, once net_cleave has registered it
 
 struct Ports {
   uint16_t raw_tx = 0, raw_rx = 0;  // the bare ring wire
@@ -123,6 +124,82 @@ uint32_t receive(uint16_t port, uint16_t kick, uint32_t want) {
   return got;
 }
 
+// The flow the frames of tcp_frame() are, receiving from `seq`.
+rte_pmd_cleave_flow bench_flow(uint32_t seq) {
+  rte_pmd_cleave_flow flow{};
+  flow.src_ip = 0x0a000001;
+  flow.dst_ip = 0x0a000002;
+  flow.src_port = 1000;
+  flow.dst_port = 2000;
+  flow.proto = 6;
+  flow.reliable = 1;
+  flow.initial_seq = seq;
+  return flow;
+}
+
+// A burst of `hdr` + extbuf descriptors, frame i carrying payload i of `payload` bytes from
+// `app` at sequence number seq + i * payload; with the header lengths when `header_lengths`.
+// False, with nothing allocated, when the pool runs dry.
+bool descriptors(rte_mbuf* (&d)[kBurst], const std::vector<uint8_t>& hdr, std::vector<uint8_t>& app,
+                 uint32_t seq, uint32_t payload, rte_mbuf_ext_shared_info& shinfo,
+                 bool header_lengths) {
+  rte_mbuf* carriers[kBurst];
+  if (rte_pktmbuf_alloc_bulk(g_small, d, kBurst) != 0) return false;
+  if (rte_pktmbuf_alloc_bulk(g_small, carriers, kBurst) != 0) {
+    rte_pktmbuf_free_bulk(d, kBurst);
+    return false;
+  }
+  rte_mbuf_ext_refcnt_set(&shinfo, kBurst);
+  for (uint16_t i = 0; i < kBurst; i++) {
+    auto* h = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(d[i], 54));
+    std::memcpy(h, hdr.data(), 54);
+    reinterpret_cast<rte_tcp_hdr*>(h + 34)->sent_seq = rte_cpu_to_be_32(seq + i * payload);
+    rte_pktmbuf_attach_extbuf(carriers[i], app.data() + size_t(i) * payload, RTE_BAD_IOVA,
+                              uint16_t(payload), &shinfo);
+    carriers[i]->data_len = uint16_t(payload);
+    carriers[i]->pkt_len = payload;
+    rte_pktmbuf_chain(d[i], carriers[i]);
+    d[i]->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
+    if (header_lengths) {
+      d[i]->l2_len = 14;
+      d[i]->l3_len = 20;
+      d[i]->l4_len = 20;
+    }
+  }
+  return true;
+}
+
+// Calls `rx_burst(bufs)` (which kicks the sender first where it must) until `want` frames came
+// or nothing moves for a while, freeing them and adding what they placed to `placed_bytes`.
+// Returns how many came.
+template <class RxBurst>
+uint32_t receive_placed(uint32_t want, uint64_t& placed_bytes, RxBurst&& rx_burst) {
+  uint32_t got = 0;
+  rte_mbuf* bufs[kBurst];
+  for (int idle = 0; got < want && idle < 1000;) {
+    const uint16_t n = rx_burst(bufs);
+    for (uint16_t i = 0; i < n; i++)
+      placed_bytes += rte_pmd_cleave_placement_get(bufs[i], g_placement_off)->placed;
+    rte_pktmbuf_free_bulk(bufs, n);
+    got += n;
+    idle = n == 0 ? idle + 1 : 0;
+  }
+  return got;
+}
+
+// The figures of a path that moved bursts of `size`-byte frames.
+void report(benchmark::State& state, uint32_t size, uint64_t lost) {
+  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
+  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
+  state.counters["lost"] = double(lost);
+}
+// ... and of one that placed `placed_bytes` of their payloads.
+void report(benchmark::State& state, uint32_t size, uint64_t lost, uint64_t placed_bytes) {
+  report(state, size, lost);
+  state.counters["placed_per_frame"] =
+      state.iterations() > 0 ? double(placed_bytes) / double(state.iterations() * kBurst) : 0;
+}
+
 // Plain prebuilt frames, held with an extra reference so each burst reuses them.
 void plain(benchmark::State& state, uint16_t tx, uint16_t rx, uint16_t kick) {
   const uint32_t size = uint32_t(state.range(0));
@@ -146,9 +223,7 @@ void plain(benchmark::State& state, uint16_t tx, uint16_t rx, uint16_t kick) {
   }
   for (rte_mbuf* m : frames)
     rte_pktmbuf_free(m);
-  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
-  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
-  state.counters["lost"] = double(lost);
+  report(state, size, lost);
 }
 
 void ring_wire(benchmark::State& state) {
@@ -172,14 +247,7 @@ void cleave_zero_copy(benchmark::State& state) {
   rte_pmd_cleave_mr_add(g.a, mr_a, app.data(), app.size(), 1);
   rte_pmd_cleave_mr_add(g.b, mr_b, rx.data(), rx.size(), 1);
   uint32_t seq = 1000;
-  rte_pmd_cleave_flow flow{};
-  flow.src_ip = 0x0a000001;
-  flow.dst_ip = 0x0a000002;
-  flow.src_port = 1000;
-  flow.dst_port = 2000;
-  flow.proto = 6;
-  flow.reliable = 1;
-  flow.initial_seq = seq;
+  const rte_pmd_cleave_flow flow = bench_flow(seq);
   rte_pmd_cleave_flow_add(g.b, kFlow, &flow);
   uint32_t slot = 0;
   for (; slot < kAhead; slot++)
@@ -188,45 +256,19 @@ void cleave_zero_copy(benchmark::State& state) {
   rte_mbuf_ext_shared_info shinfo{};
   shinfo.free_cb = [](void*, void*) {};
   uint64_t lost = 0, placed_bytes = 0;
-  const int off = rte_pmd_cleave_placement_offset();
 
   for (auto _ : state) {
     rte_mbuf* d[kBurst];
-    rte_mbuf* carriers[kBurst];
-    if (rte_pktmbuf_alloc_bulk(g_small, d, kBurst) != 0 ||
-        rte_pktmbuf_alloc_bulk(g_small, carriers, kBurst) != 0) {
+    if (!descriptors(d, hdr, app, seq, payload, shinfo, /*header_lengths=*/true)) {
       state.SkipWithError("out of mbufs");
       break;
     }
-    rte_mbuf_ext_refcnt_set(&shinfo, kBurst);
-    for (uint16_t i = 0; i < kBurst; i++) {
-      auto* h = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(d[i], 54));
-      std::memcpy(h, hdr.data(), 54);
-      reinterpret_cast<rte_tcp_hdr*>(h + 34)->sent_seq = rte_cpu_to_be_32(seq + i * payload);
-      rte_pktmbuf_attach_extbuf(carriers[i], app.data() + size_t(i) * payload, RTE_BAD_IOVA,
-                                uint16_t(payload), &shinfo);
-      carriers[i]->data_len = uint16_t(payload);
-      carriers[i]->pkt_len = payload;
-      rte_pktmbuf_chain(d[i], carriers[i]);
-      d[i]->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
-      d[i]->l2_len = 14;
-      d[i]->l3_len = 20;
-      d[i]->l4_len = 20;
-    }
     const uint16_t sent = rte_eth_tx_burst(g.a, 0, d, kBurst);
     if (sent < kBurst) rte_pktmbuf_free_bulk(d + sent, kBurst - sent);
-    uint32_t got = 0;
-    rte_mbuf* bufs[kBurst];
-    for (int idle = 0; got < sent && idle < 1000;) {
-      rte_eth_tx_burst(g.a, 0, nullptr, 0);
-      const uint16_t n = rte_eth_rx_burst(g.b, 0, bufs, kBurst);
-      for (uint16_t i = 0; i < n; i++)
-        placed_bytes += rte_pmd_cleave_placement_get(bufs[i], off)->placed;
-      rte_pktmbuf_free_bulk(bufs, n);
-      got += n;
-      idle = n == 0 ? idle + 1 : 0;
-    }
-    lost += sent - got;
+    lost += sent - receive_placed(sent, placed_bytes, [](rte_mbuf** bufs) {
+              rte_eth_tx_burst(g.a, 0, nullptr, 0);
+              return rte_eth_rx_burst(g.b, 0, bufs, kBurst);
+            });
     // The transport's share: accept the burst, retire its MS, post the next one.
     seq += uint32_t(sent) * payload;
     rte_pmd_cleave_cursor_update(g.b, kFlow, seq);
@@ -236,11 +278,7 @@ void cleave_zero_copy(benchmark::State& state) {
   rte_pmd_cleave_flow_remove(g.b, kFlow);
   rte_pmd_cleave_mr_remove(g.a, mr_a);
   rte_pmd_cleave_mr_remove(g.b, mr_b);
-  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
-  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
-  state.counters["lost"] = double(lost);
-  state.counters["placed_per_frame"] =
-      state.iterations() > 0 ? double(placed_bytes) / double(state.iterations() * kBurst) : 0;
+  report(state, size, lost, placed_bytes);
 }
 
 // RFC 1624: the checksum `hc` after a 32-bit word of the summed data went from `from` to `to`
@@ -264,15 +302,7 @@ struct Window {
   Window(cleave::dp::Nic& n, uint16_t mr_id, std::vector<uint8_t>& rx, uint32_t len, uint32_t s)
       : nic(n), mr(mr_id), ms_len(len), seq(s) {
     nic.mr_add(mr, rx.data(), rx.size(), 1);
-    rte_pmd_cleave_flow flow{};
-    flow.src_ip = 0x0a000001;
-    flow.dst_ip = 0x0a000002;
-    flow.src_port = 1000;
-    flow.dst_port = 2000;
-    flow.proto = 6;
-    flow.reliable = 1;
-    flow.initial_seq = seq;
-    nic.flow_add(kFlow, flow);
+    nic.flow_add(kFlow, bench_flow(seq));
     for (; slot < kAhead; slot++)
       nic.ms_post(kFlow, mr, uint64_t(slot % (kAhead + 1)) * ms_len, ms_len, 0);
   }
@@ -306,7 +336,6 @@ void rx_placed(benchmark::State& state, uint16_t wire, cleave::dp::Nic& rx) {
     frames[i] = rte_pktmbuf_alloc(g_jumbo);
     std::memcpy(rte_pktmbuf_append(frames[i], uint16_t(size)), f.data(), size);
   }
-  const int off = rte_pmd_cleave_placement_offset();
   uint64_t lost = 0, placed_bytes = 0;
   for (auto _ : state) {
     for (uint16_t i = 0; i < kBurst; i++) {
@@ -323,26 +352,13 @@ void rx_placed(benchmark::State& state, uint16_t wire, cleave::dp::Nic& rx) {
     const uint16_t sent = rte_eth_tx_burst(wire, 0, frames, kBurst);
     for (uint16_t i = sent; i < kBurst; i++)
       rte_mbuf_refcnt_update(frames[i], -1);
-    uint32_t got = 0;
-    rte_mbuf* bufs[kBurst];
-    for (int idle = 0; got < sent && idle < 1000;) {
-      const uint16_t n = rx.rx_burst(bufs, kBurst);
-      for (uint16_t i = 0; i < n; i++)
-        placed_bytes += rte_pmd_cleave_placement_get(bufs[i], off)->placed;
-      rte_pktmbuf_free_bulk(bufs, n);
-      got += n;
-      idle = n == 0 ? idle + 1 : 0;
-    }
-    lost += sent - got;
+    lost += sent - receive_placed(sent, placed_bytes,
+                                  [&](rte_mbuf** bufs) { return rx.rx_burst(bufs, kBurst); });
     w.advance(uint32_t(sent) * payload);
   }
   for (rte_mbuf* m : frames)
     rte_pktmbuf_free(m);
-  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
-  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
-  state.counters["lost"] = double(lost);
-  state.counters["placed_per_frame"] =
-      state.iterations() > 0 ? double(placed_bytes) / double(state.iterations() * kBurst) : 0;
+  report(state, size, lost, placed_bytes);
 }
 
 void cleave_rx_placed(benchmark::State& state) {
@@ -366,50 +382,23 @@ void generic_zero_copy(benchmark::State& state) {
   std::vector<uint8_t> hdr = tcp_frame(54, w.seq, false);
   rte_mbuf_ext_shared_info shinfo{};
   shinfo.free_cb = [](void*, void*) {};
-  const int off = rte_pmd_cleave_placement_offset();
   uint64_t lost = 0, placed_bytes = 0;
   for (auto _ : state) {
     rte_mbuf* d[kBurst];
-    rte_mbuf* carriers[kBurst];
-    if (rte_pktmbuf_alloc_bulk(g_small, d, kBurst) != 0 ||
-        rte_pktmbuf_alloc_bulk(g_small, carriers, kBurst) != 0) {
+    if (!descriptors(d, hdr, app, w.seq, payload, shinfo, /*header_lengths=*/false)) {
       state.SkipWithError("out of mbufs");
       break;
     }
-    rte_mbuf_ext_refcnt_set(&shinfo, kBurst);
-    for (uint16_t i = 0; i < kBurst; i++) {
-      auto* h = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(d[i], 54));
-      std::memcpy(h, hdr.data(), 54);
-      reinterpret_cast<rte_tcp_hdr*>(h + 34)->sent_seq = rte_cpu_to_be_32(w.seq + i * payload);
-      rte_pktmbuf_attach_extbuf(carriers[i], app.data() + size_t(i) * payload, RTE_BAD_IOVA,
-                                uint16_t(payload), &shinfo);
-      carriers[i]->data_len = uint16_t(payload);
-      carriers[i]->pkt_len = payload;
-      rte_pktmbuf_chain(d[i], carriers[i]);
-      d[i]->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
-    }
     const uint16_t sent = tx.tx_burst(d, kBurst);
     if (sent < kBurst) rte_pktmbuf_free_bulk(d + sent, kBurst - sent);
-    uint32_t got = 0;
-    rte_mbuf* bufs[kBurst];
-    for (int idle = 0; got < sent && idle < 1000;) {
-      tx.tx_burst(nullptr, 0);
-      const uint16_t n = rx.rx_burst(bufs, kBurst);
-      for (uint16_t i = 0; i < n; i++)
-        placed_bytes += rte_pmd_cleave_placement_get(bufs[i], off)->placed;
-      rte_pktmbuf_free_bulk(bufs, n);
-      got += n;
-      idle = n == 0 ? idle + 1 : 0;
-    }
-    lost += sent - got;
+    lost += sent - receive_placed(sent, placed_bytes, [&](rte_mbuf** bufs) {
+              tx.tx_burst(nullptr, 0);
+              return rx.rx_burst(bufs, kBurst);
+            });
     w.advance(uint32_t(sent) * payload);
   }
   tx.mr_remove(mr_tx);
-  state.SetItemsProcessed(int64_t(state.iterations()) * kBurst);
-  state.SetBytesProcessed(int64_t(state.iterations()) * kBurst * size);
-  state.counters["lost"] = double(lost);
-  state.counters["placed_per_frame"] =
-      state.iterations() > 0 ? double(placed_bytes) / double(state.iterations() * kBurst) : 0;
+  report(state, size, lost, placed_bytes);
 }
 
 // Prints the usual table, then each net_cleave path's median rate over the bare wire's.
@@ -477,6 +466,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "net_cleave ports do not probe\n");
     return 1;
   }
+  g_placement_off = rte_pmd_cleave_placement_offset();
   for (uint16_t p : {g.raw_tx, g.raw_rx, g.a, g.b, g.gx, g.gy})
     start(p);
   (void)wb;
