@@ -65,6 +65,20 @@ def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
+# The head of every test configuration: the daemon's own runtime directory and EAL file prefix
+# ({run} and {prefix}, filled in by Daemon), plain log lines, a dataplane that sleeps when idle
+# (these machines have two cores).
+CONFIG_HEAD = """
+runtime_dir: {run}
+log:
+  format: plain
+eal:
+  file_prefix: {prefix}
+dataplane:
+  idle_sleep_us: 20
+"""
+
+
 class Net:
     """Two namespaces, a (cleaved's side) and b (the kernel peer), joined by a veth pair."""
 

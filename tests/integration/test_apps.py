@@ -19,15 +19,7 @@ import time
 import cleavetest as ct
 import rawapp as ra
 
-CONFIG = """
-runtime_dir: {run}
-log:
-  format: plain
-eal:
-  file_prefix: {prefix}
-dataplane:
-  idle_sleep_us: 20
-apps:
+CONFIG = ct.CONFIG_HEAD + """apps:
   max_apps: 8
   quota:
     region_mb: 4

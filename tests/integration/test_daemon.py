@@ -18,15 +18,7 @@ import cleavetest as ct
 
 OUR_MAC = "02:00:00:00:00:01"
 
-CONFIG = """
-runtime_dir: {run}
-log:
-  format: plain
-eal:
-  file_prefix: {prefix}
-dataplane:
-  idle_sleep_us: 20
-arp:
+CONFIG = ct.CONFIG_HEAD + """arp:
   retry_ms: 100
 ports:
   - name: p0

@@ -14,15 +14,7 @@ import json
 
 import cleavetest as ct
 
-CONFIG = """
-runtime_dir: {run}
-log:
-  format: plain
-eal:
-  file_prefix: {prefix}
-dataplane:
-  idle_sleep_us: 20
-nic:
+CONFIG = ct.CONFIG_HEAD + """nic:
   max_flows: 1000
   ms_committed: 16
   ms_store: 4096
