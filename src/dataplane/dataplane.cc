@@ -356,18 +356,17 @@ void Dataplane::stage(TxStage& s, rte_mbuf* m) {
 }
 
 void Dataplane::flush(TxStage& s) {
-  // Lengths are read before sending: a sent mbuf may already belong to the other side.
+  // Lengths are summed before sending: a sent mbuf may already belong to the other side. The
+  // unsent ones are still ours, and come off again.
   uint64_t bytes = 0;
-  if (s.bytes != nullptr) {
-    for (uint16_t i = 0; i < s.n; i++)
-      bytes += s.pkts[i]->pkt_len;
-  }
+  for (uint16_t i = 0; i < s.n; i++)
+    bytes += s.pkts[i]->pkt_len;
   uint16_t sent =
       s.nic != nullptr ? s.nic->tx_burst(s.pkts, s.n) : rte_eth_tx_burst(s.port_id, 0, s.pkts, s.n);
   *s.packets += sent;
   if (unlikely(sent < s.n)) {
     stats_.drops[static_cast<size_t>(s.full_reason)] += s.n - sent;
-    for (uint16_t i = sent; s.bytes != nullptr && i < s.n; i++)
+    for (uint16_t i = sent; i < s.n; i++)
       bytes -= s.pkts[i]->pkt_len;
     rte_pktmbuf_free_bulk(s.pkts + sent, s.n - sent);
   }

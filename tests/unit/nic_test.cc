@@ -749,12 +749,7 @@ TEST_P(NicPair, CommandsReportTheSameErrors) {
   EXPECT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), -EEXIST);
   EXPECT_EQ(rx_->ms_post(kFlow, 0, 0, 10, 0), -ENOENT);
   add_flow(0);
-  rte_pmd_cleave_flow dup{};
-  dup.src_ip = kIpA;
-  dup.dst_ip = kIpB;
-  dup.src_port = kPortA;
-  dup.dst_port = kPortB;
-  dup.proto = 6;
+  rte_pmd_cleave_flow dup = tcp_flow(0);  // flow kFlow's key again
   EXPECT_EQ(rx_->flow_add(kFlow, dup), -EEXIST);
   dup.parser = 9;
   EXPECT_EQ(rx_->flow_add(8, dup), -EINVAL);

@@ -486,12 +486,7 @@ TEST_F(Pair, CommandsReportErrors) {
   EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), -EEXIST);
   EXPECT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 0, 0, 10, 0), -ENOENT);
   add_flow_b(0);
-  rte_pmd_cleave_flow dup{};
-  dup.src_ip = kIpA;
-  dup.dst_ip = kIpB;
-  dup.src_port = kPortA;
-  dup.dst_port = kPortB;
-  dup.proto = 6;
+  rte_pmd_cleave_flow dup = tcp_flow(0);  // flow kFlow's key again
   EXPECT_EQ(rte_pmd_cleave_flow_add(b_, kFlow, &dup), -EEXIST);
   dup.parser = 9;
   EXPECT_EQ(rte_pmd_cleave_flow_add(b_, 8, &dup), -EINVAL);
@@ -794,10 +789,7 @@ TEST(Probe, FromTheEalCommandLineOverANullWire) {
   EXPECT_STREQ(info.driver_name, "net_cleave");
   EXPECT_EQ(info.max_mtu, 9216);
   rte_eth_conf conf{};
-  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
-  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr, g_pool), 0);
-  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr), 0);
-  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  ASSERT_NO_FATAL_FAILURE(start_port(port, conf, 256));
   // net_null's RX invents zero-filled frames: not IPv4, so deferred whole.
   rte_mbuf* bufs[8];
   uint16_t n = 0;
@@ -833,10 +825,7 @@ TEST(Probe, AWireOfItsOwnFromWireArgs) {
   ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave_own", &port), 0);
   ASSERT_EQ(rte_eth_dev_get_port_by_name("net_null7", &wire), 0);
   rte_eth_conf conf{};
-  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
-  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 64, SOCKET_ID_ANY, nullptr, g_pool), 0);
-  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 64, SOCKET_ID_ANY, nullptr), 0);
-  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  ASSERT_NO_FATAL_FAILURE(start_port(port, conf, 64));
   rte_mbuf* bufs[4];
   EXPECT_EQ(rte_eth_rx_burst(port, 0, bufs, 4), 0) << "no-rx=1 reached the wire";
   ASSERT_EQ(rte_eth_dev_stop(port), 0);
@@ -852,10 +841,7 @@ TEST(Probe, FramesFollowTheMtu) {
   ASSERT_EQ(rte_eth_dev_get_port_by_name("net_cleave9", &port), 0);
   rte_eth_conf conf{};
   conf.rxmode.mtu = 1500;
-  ASSERT_EQ(rte_eth_dev_configure(port, 1, 1, &conf), 0);
-  ASSERT_EQ(rte_eth_rx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr, g_pool), 0);
-  ASSERT_EQ(rte_eth_tx_queue_setup(port, 0, 256, SOCKET_ID_ANY, nullptr), 0);
-  ASSERT_EQ(rte_eth_dev_start(port), 0);
+  ASSERT_NO_FATAL_FAILURE(start_port(port, conf, 256));
   EXPECT_EQ(rte_eth_dev_set_mtu(port, 9000), -EBUSY) << "a larger pool needs a stopped port";
   ASSERT_EQ(rte_eth_stats_reset(port), 0);
   AppMemory app(pattern(3000, 1));
