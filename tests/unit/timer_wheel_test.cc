@@ -5,7 +5,7 @@
 
 #include "timer_wheel.h"
 
-namespace cleave::dp {
+namespace cleave {
 namespace {
 
 struct Probe {
@@ -135,4 +135,4 @@ TEST_F(TimerWheelTest, CallbackMayCancelAnotherDueTimer) {
 }
 
 }  // namespace
-}  // namespace cleave::dp
+}  // namespace cleave

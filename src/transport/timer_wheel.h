@@ -1,8 +1,9 @@
-// timer_wheel.h - a hashed timing wheel for the dataplane lcore: O(1) arm and cancel.
+// timer_wheel.h - a hashed timing wheel for one polling thread: O(1) arm and cancel.
 //
 // Timers are intrusive: the owner embeds a Timer and the wheel links it, so arming never
 // allocates. Single-threaded: only the thread that calls advance() may arm or cancel.
-// Time is in ticks of a fixed number of TSC cycles. arm() counts from the wheel's time (the last
+// Time is in ticks of a fixed number of clock units (TSC cycles in the dataplane, nanoseconds in
+// transports): "cycles" below means those units. arm() counts from the wheel's time (the last
 // advance()); a timer fires on the first advance() that reaches its deadline, never earlier.
 #pragma once
 
@@ -10,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace cleave::dp {
+namespace cleave {
 
 struct Timer {
   using Fn = void (*)(Timer* t, void* arg);
@@ -51,4 +52,4 @@ class TimerWheel {
   std::vector<Timer> heads_;  // circular list sentinels, one per slot
 };
 
-}  // namespace cleave::dp
+}  // namespace cleave

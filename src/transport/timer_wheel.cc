@@ -3,7 +3,7 @@
 
 #include <cassert>
 
-namespace cleave::dp {
+namespace cleave {
 
 TimerWheel::TimerWheel(uint64_t tick_cycles, uint64_t now_cycles, uint32_t slots)
     : tick_cycles_(tick_cycles == 0 ? 1 : tick_cycles),
@@ -86,4 +86,4 @@ unsigned TimerWheel::advance(uint64_t now_cycles) {
   return fired;
 }
 
-}  // namespace cleave::dp
+}  // namespace cleave

@@ -1,0 +1,342 @@
+// transport.h - the Transport interface: flows, app requests, received headers and timers in
+// bursts, and the Context through which a transport acts on the NIC, the wire and the apps.
+//
+// A transport runs on headers only. It never reads or writes payload bytes: it names them by
+// (mr, offset, len) in app memory. On receive the NIC has already placed the payload (the
+// header's placement metadata says where, or why not); the transport advances the flow's cursor,
+// retires memory segments and completes the app's receives. A deferred segment (copy path) still
+// carries its payload, and the transport only says where it belongs (Context::copy_in); the
+// dataplane moves the bytes. On send the transport emits header-only descriptors that reference
+// app memory; the NIC merges, segments and checksums; a retransmission re-issues the same memory.
+//
+// Threads: one transport instance belongs to one dataplane lcore. Every call below happens on it,
+// and nothing locks. Hot calls come in bursts; the virtual call is per burst, never per packet.
+// Context's TX and event rings are plain inline code; its virtual hooks are for rarer work
+// (a full ring, NIC commands, flow table changes).
+//
+// Dependencies: the standard library only. No DPDK, no ports, no apps (see README.md).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace cleave::transport {
+
+// ---- names of things ----------------------------------------------------------------------------
+
+// A flow's id: the dataplane's, also the NIC flow id (placement, FDIR mark). kNoFlow: none.
+using FlowId = uint32_t;
+inline constexpr FlowId kNoFlow = 0xFFFFFFFFu;
+// A listener's id, the dataplane's.
+using ListenerId = uint32_t;
+
+// An IP address: IPv4 in the first four bytes (network order) with family 4, or IPv6 (16 bytes).
+struct IpAddr {
+  std::array<uint8_t, 16> bytes{};
+  uint8_t family = 4;
+  static IpAddr v4(uint32_t host_order) {
+    IpAddr a;
+    a.bytes[0] = uint8_t(host_order >> 24);
+    a.bytes[1] = uint8_t(host_order >> 16);
+    a.bytes[2] = uint8_t(host_order >> 8);
+    a.bytes[3] = uint8_t(host_order);
+    return a;
+  }
+  uint32_t v4_host() const {
+    return uint32_t(bytes[0]) << 24 | uint32_t(bytes[1]) << 16 | uint32_t(bytes[2]) << 8 | bytes[3];
+  }
+  bool operator==(const IpAddr&) const = default;
+};
+
+struct Endpoint {
+  IpAddr ip;
+  uint16_t port = 0;  // host order
+  bool operator==(const Endpoint&) const = default;
+};
+
+// Seen from this host: local is ours, remote the peer's.
+struct FlowTuple {
+  Endpoint local;
+  Endpoint remote;
+  uint8_t proto = 6;  // IP protocol: 6 TCP, 17 UDP
+  bool operator==(const FlowTuple&) const = default;
+};
+
+// ---- receive ------------------------------------------------------------------------------------
+
+// What the NIC did with a segment's payload (the NIC model's Decision, without DPDK).
+enum class Placed : uint8_t {
+  kPlaced,     // whole payload written to app memory (in order, or past a hole)
+  kTrimmed,    // the part before the cursor was cut (`trimmed` bytes), the rest placed
+  kDropped,    // wholly before the cursor: a duplicate
+  kDeferred,   // not placed: the payload is in the frame (RxHeader::payload), the copy path
+  kNoPayload,  // nothing to place
+};
+
+// Checksum status from the NIC (or the dataplane's software check).
+enum class Csum : uint8_t { kNotChecked, kGood, kBad };
+
+// One received segment: its headers (read only, valid for the call) and placement metadata.
+struct RxHeader {
+  const uint8_t* l3 = nullptr;  // the IP header
+  const uint8_t* l4 = nullptr;  // the transport header (TCP, UDP, ...)
+  uint16_t l3_len = 0;          // IP header bytes
+  uint16_t l4_len = 0;          // bytes readable at l4: the whole L4 header, options included
+  uint8_t ecn = 0;              // the IP ECN field (low two bits of TOS / traffic class)
+  Placed placed = Placed::kDeferred;
+  Csum l4_csum = Csum::kNotChecked;
+  bool out_of_order = false;  // placed past a hole
+  FlowId flow = kNoFlow;      // the flow it belongs to, or kNoFlow
+  ListenerId listener = 0;    // when flow is kNoFlow: the listener it matched (has_listener)
+  bool has_listener = false;
+  uint32_t payload_len = 0;          // payload bytes the segment carried
+  uint32_t trimmed = 0;              // kTrimmed: bytes cut before the cursor
+  const uint8_t* payload = nullptr;  // kDeferred: the payload bytes (payload_len); else null
+};
+
+// ---- send ---------------------------------------------------------------------------------------
+
+inline constexpr size_t kMaxL4Header = 64;  // TCP with options is at most 60
+
+// A header-only descriptor: the L4 header the transport built, and a reference to the payload in
+// app memory. The dataplane prepends the flow's L2/L3 headers, sets lengths, and asks the NIC for
+// checksums, and for TSO when len > mss.
+struct TxDesc {
+  FlowId flow = kNoFlow;
+  uint32_t len = 0;  // payload bytes at (mr, offset); 0: header only
+  uint64_t offset = 0;
+  uint16_t mr = 0;
+  uint16_t mss = 0;    // TSO: payload bytes per segment (the header's seq advances per segment)
+  uint8_t l4_len = 0;  // bytes used in l4
+  uint8_t ecn = 0;     // the IP ECN field to send
+  uint8_t flags = 0;   // none defined
+  uint8_t reserved = 0;
+  std::array<uint8_t, kMaxL4Header> l4{};
+};
+
+// ---- app requests and events
+// ----------------------------------------------------------------------
+
+enum class ReqKind : uint8_t {
+  kSend,   // send (mr, offset, len); a kSendDone event when the peer has acknowledged it
+  kRecv,   // post a receive buffer (mr, offset, len); kRecvDone when filled (or at end/error)
+  kClose,  // graceful close: send FIN after queued data; receiving continues
+  kAbort,  // reset the flow at once; pending requests complete with an error
+};
+
+struct AppRequest {
+  FlowId flow = kNoFlow;
+  ReqKind kind = ReqKind::kSend;
+  uint16_t mr = 0;
+  uint32_t len = 0;
+  uint64_t offset = 0;
+  uint64_t wr_id = 0;
+  uint32_t imm = 0;  // message APIs: carried to the peer where the transport can
+};
+
+enum class EventKind : uint8_t {
+  kSendDone,    // wr_id, len; status < 0 when the flow failed first
+  kRecvDone,    // wr_id, len (bytes written); status < 0 when the flow failed first
+  kConnected,   // an active open completed
+  kAccepted,    // a passive open completed; aux is the listener id
+  kPeerClosed,  // the peer sent FIN: no more data will arrive
+  kClosed,      // the flow is gone (after a graceful close, a reset or a failure); status says
+  kRefused,     // an active open was refused (RST) or timed out; status says which
+};
+
+struct Event {
+  FlowId flow = kNoFlow;
+  EventKind kind = EventKind::kSendDone;
+  int32_t status = 0;  // 0 or a negative errno (-ECONNRESET, -ETIMEDOUT, -ECONNREFUSED, ...)
+  uint32_t len = 0;
+  uint32_t aux = 0;
+  uint64_t wr_id = 0;
+};
+
+// ---- parameters
+// -------------------------------------------------------------------------------------
+
+// A flow's or listener's parameters as an operator gives them ("cc cubic"): keys and values as
+// text, checked by the transport when they are attached (check_params), never on the data path.
+struct Param {
+  std::string_view key;
+  std::string_view value;
+};
+using Params = std::span<const Param>;
+
+// ---- the context
+// ------------------------------------------------------------------------------------
+
+// What a transport acts through. The dataplane (or a test's simulated host) derives from it. The
+// TX and event rings are arrays the owner lends; when one fills, the matching drain hook runs and
+// the transport carries on. A transport never holds a pointer into them across calls.
+class Context {
+ public:
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // The time of this burst or tick, in nanoseconds of a monotonic clock.
+  uint64_t now_ns() const { return now_ns_; }
+
+  // The next TX descriptor to fill; it is sent unless tx_cancel() takes it back.
+  TxDesc& tx_next() {
+    if (tx_n_ == tx_.size()) {
+      drain_tx(tx_.first(tx_n_));
+      tx_n_ = 0;
+    }
+    TxDesc& d = tx_[tx_n_++];
+    d.len = 0;
+    d.mss = 0;
+    d.ecn = 0;
+    d.flags = 0;
+    return d;
+  }
+  void tx_cancel() { tx_n_--; }
+
+  // Tell the app.
+  void event(const Event& e) {
+    if (ev_n_ == ev_.size()) {
+      drain_events(ev_.first(ev_n_));
+      ev_n_ = 0;
+    }
+    ev_[ev_n_++] = e;
+  }
+
+  // Drains both rings; the owner calls it at the end of every burst it gave the transport.
+  void flush() {
+    if (tx_n_ != 0) drain_tx(tx_.first(tx_n_));
+    if (ev_n_ != 0) drain_events(ev_.first(ev_n_));
+    tx_n_ = ev_n_ = 0;
+  }
+
+  // ---- the NIC's placement state of a flow (semantics and errors of the Nic commands) ----
+  virtual int ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len) = 0;
+  virtual int cursor_update(FlowId flow, uint32_t cursor) = 0;
+  virtual int ms_retire(FlowId flow, uint32_t count) = 0;
+
+  // Copy path: put `len` payload bytes from a deferred segment at (mr, offset) of app memory.
+  // The owner checks the bounds; false when they fail (nothing is written).
+  virtual bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) = 0;
+
+  // A listener accepted a new flow for `tuple`: the owner gives it an id, steers its segments to
+  // this transport with placement from `initial_seq` on, and returns kNoFlow when it cannot.
+  virtual FlowId flow_open(ListenerId listener, const FlowTuple& tuple, uint32_t initial_seq) = 0;
+  // The receive sequence of a flow the transport opened actively is now known (the peer's SYN):
+  // zero-copy placement can start at `initial_seq`.
+  virtual void flow_synced(FlowId flow, uint32_t initial_seq) = 0;
+  // The flow is gone: the owner forgets it and may reuse the id. No call names it again.
+  virtual void flow_closed(FlowId flow) = 0;
+
+ protected:
+  Context(std::span<TxDesc> tx, std::span<Event> events) : tx_(tx), ev_(events) {}
+  ~Context() = default;
+
+  void set_now(uint64_t ns) { now_ns_ = ns; }
+
+  // Called with full rings and from flush(). The owner sends or queues every descriptor (a
+  // descriptor it cannot send is dropped and counted: the transport retransmits) and delivers
+  // every event (events are never dropped).
+  virtual void drain_tx(std::span<TxDesc> descs) = 0;
+  virtual void drain_events(std::span<const Event> events) = 0;
+
+ private:
+  uint64_t now_ns_ = 0;
+  std::span<TxDesc> tx_;
+  std::span<Event> ev_;
+  size_t tx_n_ = 0;
+  size_t ev_n_ = 0;
+};
+
+// ---- flow information (management, never the data path)
+// ------------------------------------------
+
+// Receives a flow's state as named values, in a stable order per transport.
+class InfoSink {
+ public:
+  virtual void text(std::string_view key, std::string_view value) = 0;
+  virtual void number(std::string_view key, uint64_t value) = 0;
+
+ protected:
+  ~InfoSink() = default;
+};
+
+// ---- the transport
+// --------------------------------------------------------------------------------
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  virtual std::string_view name() const = 0;
+
+  // Checks parameters before they are attached; returns "" or a readable error.
+  virtual std::string check_params(Params params) const = 0;
+
+  // Passive open: segments for `local` that match no flow arrive with `listener` set.
+  // Returns 0 or a negative errno (-EEXIST, -EINVAL).
+  virtual int listen(ListenerId listener, const Endpoint& local, Params params) = 0;
+  virtual void unlisten(ListenerId listener) = 0;
+  // Active open of `flow` (the id the dataplane gave it). Emits the first segment through ctx.
+  virtual int connect(FlowId flow, const FlowTuple& tuple, Params params, Context& ctx) = 0;
+
+  // The hot calls. Each may emit descriptors and events and issue NIC commands through ctx.
+  virtual void rx_burst(std::span<const RxHeader> hdrs, Context& ctx) = 0;
+  virtual void app_burst(std::span<const AppRequest> reqs, Context& ctx) = 0;
+  // Timers: called often (every loop iteration that found nothing to do, at least every few µs).
+  virtual void tick(Context& ctx) = 0;
+
+  // Management: a flow's state; false when the flow is unknown.
+  virtual bool flow_info(FlowId flow, InfoSink& out) const = 0;
+  virtual size_t flow_count() const = 0;
+
+ protected:
+  Transport() = default;
+};
+
+// ---- registry
+// ---------------------------------------------------------------------------------------
+
+using Factory = std::unique_ptr<Transport> (*)();
+
+// Transports by name: the built-in ones and those loaded from shared objects. Filled on the main
+// thread before the dataplane starts; read only afterwards.
+class Registry {
+ public:
+  // The process-wide registry, with the built-in transports in it.
+  static Registry& global();
+
+  // Adds a transport; throws std::invalid_argument when the name is empty, taken or too long.
+  void add(std::string_view name, std::string_view description, Factory factory);
+  // Loads a transport from a shared object (see transport_abi.h); returns its name. Throws
+  // std::runtime_error with the path and the reason when it cannot.
+  std::string load(const std::string& path);
+
+  // nullptr when no transport has that name.
+  std::unique_ptr<Transport> create(std::string_view name) const;
+
+  struct Entry {
+    std::string name;
+    std::string description;
+    std::string origin;  // "built-in" or the shared object's path
+    Factory factory = nullptr;
+  };
+  std::span<const Entry> entries() const;
+
+  Registry();
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cleave::transport
