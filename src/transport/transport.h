@@ -142,6 +142,8 @@ struct AppRequest {
 enum class EventKind : uint8_t {
   kSendDone,    // wr_id, len; status < 0 when the flow failed first
   kRecvDone,    // wr_id, len (bytes written); status < 0 when the flow failed first
+  kRecvData,    // in-order data grew by len bytes (into posted buffers, not yet all full): for
+                // apps that read a receive ring before its buffers complete; one per burst
   kConnected,   // an active open completed
   kAccepted,    // a passive open completed; aux is the listener id
   kPeerClosed,  // the peer sent FIN: no more data will arrive

@@ -1,0 +1,473 @@
+// tcp.cc - TCP control: parameters, listen/connect, app requests, connection life, flow_info.
+#include "tcp.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <random>
+
+#include "tcp_conn.h"
+
+namespace cleave::transport::tcp {
+
+std::string_view state_name(State s) {
+  switch (s) {
+    case State::kClosed:
+      return "CLOSED";
+    case State::kSynSent:
+      return "SYN-SENT";
+    case State::kSynReceived:
+      return "SYN-RECEIVED";
+    case State::kEstablished:
+      return "ESTABLISHED";
+    case State::kFinWait1:
+      return "FIN-WAIT-1";
+    case State::kFinWait2:
+      return "FIN-WAIT-2";
+    case State::kCloseWait:
+      return "CLOSE-WAIT";
+    case State::kClosing:
+      return "CLOSING";
+    case State::kLastAck:
+      return "LAST-ACK";
+    case State::kTimeWait:
+      return "TIME-WAIT";
+  }
+  return "?";
+}
+
+// ---- parameters ---------------------------------------------------------------------------------
+
+namespace {
+
+bool parse_u32(std::string_view v, uint32_t lo, uint32_t hi, uint32_t& out) {
+  uint32_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) return false;
+  out = x;
+  return true;
+}
+
+bool parse_bool(std::string_view v, bool& out) {
+  if (v == "1" || v == "on" || v == "yes" || v == "true") {
+    out = true;
+    return true;
+  }
+  if (v == "0" || v == "off" || v == "no" || v == "false") {
+    out = false;
+    return true;
+  }
+  return false;
+}
+
+struct U32Key {
+  std::string_view key;
+  uint32_t Settings::*field;
+  uint32_t lo;
+  uint32_t hi;
+};
+constexpr U32Key kU32Keys[] = {
+    {"delack_ms", &Settings::delack_ms, 1, 500},
+    {"rto_min_ms", &Settings::rto_min_ms, 1, 60000},
+    {"rto_initial_ms", &Settings::rto_initial_ms, 1, 60000},
+    {"rto_max_ms", &Settings::rto_max_ms, 1, 600000},
+    {"time_wait_ms", &Settings::time_wait_ms, 0, 240000},
+    {"fin_wait2_ms", &Settings::fin_wait2_ms, 0, 600000},
+    {"syn_retries", &Settings::syn_retries, 1, 127},
+    {"retries", &Settings::retries, 1, 255},
+};
+
+}  // namespace
+
+std::string parse_settings(Params params, Settings& out) {
+  for (const Param& p : params) {
+    const std::string bad =
+        "tcp: bad value '" + std::string(p.value) + "' for " + std::string(p.key);
+    if (p.key == "cc") {
+      if (p.value.size() >= sizeof(out.cc)) return bad;
+      cc::Storage probe;
+      cc::Algorithm* a = cc::construct(p.value, probe);
+      if (a == nullptr) {
+        std::string names;
+        for (std::string_view n : cc::names())
+          names += (names.empty() ? "" : ", ") + std::string(n);
+        return "tcp: unknown congestion control '" + std::string(p.value) + "' (have " + names +
+               ")";
+      }
+      a->~Algorithm();
+      std::memcpy(out.cc, p.value.data(), p.value.size());
+      out.cc[p.value.size()] = '\0';
+      continue;
+    }
+    uint32_t v = 0;
+    if (p.key == "mss") {
+      if (!parse_u32(p.value, 88, 9000 - 40, v)) return bad + " (88..8960)";
+      out.mss = uint16_t(v);
+    } else if (p.key == "wscale") {
+      if (!parse_u32(p.value, 0, kMaxWscale, v)) return bad + " (0..14)";
+      out.wscale = uint8_t(v);
+    } else if (p.key == "sack") {
+      if (!parse_bool(p.value, out.sack)) return bad + " (on|off)";
+    } else if (p.key == "timestamps") {
+      if (!parse_bool(p.value, out.timestamps)) return bad + " (on|off)";
+    } else if (p.key == "ecn") {
+      bool b = false;
+      if (!parse_bool(p.value, b)) return bad + " (on|off)";
+      out.ecn = b ? 1 : 0;
+    } else if (p.key == "isn") {
+      if (!parse_u32(p.value, 0, 0xFFFFFFFFu, v)) return bad;
+      out.fixed_isn = true;
+      out.isn = v;
+    } else {
+      bool found = false;
+      for (const U32Key& k : kU32Keys) {
+        if (p.key != k.key) continue;
+        if (!parse_u32(p.value, k.lo, k.hi, v)) {
+          return bad + " (" + std::to_string(k.lo) + ".." + std::to_string(k.hi) + ")";
+        }
+        out.*k.field = v;
+        found = true;
+      }
+      if (!found) {
+        return "tcp: unknown parameter '" + std::string(p.key) +
+               "' (have cc, mss, wscale, sack, timestamps, ecn, isn, delack_ms, rto_min_ms, "
+               "rto_initial_ms, rto_max_ms, time_wait_ms, fin_wait2_ms, syn_retries, retries)";
+      }
+    }
+  }
+  if (out.rto_min_ms > out.rto_max_ms) return "tcp: rto_min_ms is above rto_max_ms";
+  return "";
+}
+
+// ---- ranges
+// ---------------------------------------------------------------------------------------
+
+bool RangeSet::add(uint32_t left, uint32_t right) {
+  if (!seq_lt(left, right)) return true;
+  // Find the first range whose right edge reaches left.
+  size_t i = 0;
+  while (i < n && seq_lt(r[i].right, left))
+    i++;
+  if (i == n || seq_lt(right, r[i].left)) {
+    if (n == kMax) return false;
+    for (size_t k = n; k > i; k--)
+      r[k] = r[k - 1];
+    r[i] = {left, right};
+    n++;
+    return true;
+  }
+  // Overlaps or touches r[i]: extend it and swallow the ranges it now reaches.
+  r[i].left = seq_min(r[i].left, left);
+  r[i].right = seq_max(r[i].right, right);
+  size_t j = i + 1;
+  while (j < n && seq_leq(r[j].left, r[i].right)) {
+    r[i].right = seq_max(r[i].right, r[j].right);
+    j++;
+  }
+  const size_t gone = j - i - 1;
+  for (size_t k = i + 1; k + gone < n; k++)
+    r[k] = r[k + gone];
+  n = uint8_t(n - gone);
+  return true;
+}
+
+void RangeSet::drop_below(uint32_t seq) {
+  size_t i = 0;
+  while (i < n && seq_leq(r[i].right, seq))
+    i++;
+  if (i != 0) {
+    for (size_t k = 0; k + i < n; k++)
+      r[k] = r[k + i];
+    n = uint8_t(n - i);
+  }
+  if (n != 0 && seq_lt(r[0].left, seq)) r[0].left = seq;
+}
+
+const SackBlock* RangeSet::find(uint32_t seq) const {
+  for (size_t i = 0; i < n; i++) {
+    if (seq_geq(seq, r[i].left) && seq_lt(seq, r[i].right)) return &r[i];
+  }
+  return nullptr;
+}
+
+bool RangeSet::covers(uint32_t left, uint32_t right) const {
+  for (size_t i = 0; i < n; i++) {
+    if (seq_leq(r[i].left, left) && seq_geq(r[i].right, right)) return true;
+  }
+  return false;
+}
+
+uint64_t RangeSet::bytes() const {
+  uint64_t b = 0;
+  for (size_t i = 0; i < n; i++)
+    b += r[i].right - r[i].left;
+  return b;
+}
+
+// RFC 6675 SetPipe, by bytes: what is outstanding, less what the peer holds (SACKed) and what is
+// deemed lost (holes below the highest SACK, in recovery), plus what was resent of those holes.
+uint64_t Conn::inflight() const {
+  uint64_t out = snd_max - snd_una;
+  if (sacked.n == 0) return out;
+  uint64_t sacked_bytes = sacked.bytes();
+  uint64_t lost = 0;
+  uint64_t resent = 0;
+  if (in_recovery || rto_recovery) {
+    uint32_t at = snd_una;
+    const uint32_t rxt = seq_min(high_rxt, high_sack);
+    for (size_t i = 0; i < sacked.n; i++) {
+      const uint32_t l = sacked.r[i].left;
+      lost += l - at;
+      if (seq_gt(rxt, at)) resent += seq_min(rxt, l) - at;
+      at = sacked.r[i].right;
+    }
+  }
+  const uint64_t gone = sacked_bytes + lost;
+  return (out > gone ? out - gone : 0) + resent;
+}
+
+// ---- the transport
+// ---------------------------------------------------------------------------------
+
+TcpTransport::TcpTransport(uint64_t tick_ns)
+    : wheel_(tick_ns, 0), tick_ns_(tick_ns), isn_secret_(std::random_device{}()) {
+  isn_secret_ = isn_secret_ << 32 | std::random_device{}();
+}
+
+TcpTransport::~TcpTransport() {
+  for (auto& c : conns_) {
+    if (c && c->cc != nullptr) c->cc->~Algorithm();
+  }
+}
+
+std::string TcpTransport::check_params(Params params) const {
+  Settings s;
+  return parse_settings(params, s);
+}
+
+int TcpTransport::listen(ListenerId listener, const Endpoint& local, Params params) {
+  Settings s;
+  if (!parse_settings(params, s).empty()) return -EINVAL;
+  if (listener >= listeners_.size()) listeners_.resize(listener + 1);
+  if (listeners_[listener].used) return -EEXIST;
+  listeners_[listener] = Listener{true, local, s};
+  return 0;
+}
+
+void TcpTransport::unlisten(ListenerId listener) {
+  if (listener < listeners_.size()) listeners_[listener].used = false;
+}
+
+uint32_t TcpTransport::ts_now() const {
+  return uint32_t(now_ns_ / 1'000'000);
+}
+
+Conn& TcpTransport::new_conn(FlowId id, const FlowTuple& tuple, const Settings& st) {
+  if (id >= conns_.size()) conns_.resize(size_t(id) + 1);
+  conns_[id] = std::make_unique<Conn>();
+  Conn& c = *conns_[id];
+  nconns_++;
+  ctr_.conn_opened++;
+  c.tp = this;
+  c.flow = id;
+  c.tuple = tuple;
+  c.st = st;
+  if (st.fixed_isn) {
+    c.iss = st.isn;
+  } else {
+    // RFC 6528: a keyed hash of the tuple plus a 4 µs clock.
+    uint64_t h = isn_secret_ ^ (uint64_t(tuple.local.port) << 16 | tuple.remote.port);
+    for (uint8_t b : tuple.remote.ip.bytes)
+      h = (h ^ b) * 0x100000001b3ull;
+    for (uint8_t b : tuple.local.ip.bytes)
+      h = (h ^ b) * 0x100000001b3ull;
+    h ^= h >> 29;
+    c.iss = uint32_t(h) + uint32_t(now_ns_ / 4000);
+  }
+  c.snd_una = c.snd_nxt = c.snd_max = c.iss;
+  c.snd_end = c.iss + 1;
+  c.high_rxt = c.recover = c.iss;
+  c.rto = uint64_t(st.rto_initial_ms) * 1'000'000;
+  c.cc = cc::construct(st.cc, c.cc_mem);
+  c.ccs.mss = st.mss;
+  c.cc->init(c.ccs, now_ns_);
+  c.rto_timer.arg = c.delack_timer.arg = c.misc_timer.arg = &c;
+  c.rto_timer.fn = on_rto_timer;
+  c.delack_timer.fn = on_delack_timer;
+  c.misc_timer.fn = on_misc_timer;
+  return c;
+}
+
+int TcpTransport::connect(FlowId flow, const FlowTuple& tuple, Params params, Context& ctx) {
+  if (flow == kNoFlow) return -EINVAL;
+  if (tuple.proto != 6) return -EPROTONOSUPPORT;
+  if (conn(flow) != nullptr) return -EEXIST;
+  Settings s;
+  if (!parse_settings(params, s).empty()) return -EINVAL;
+  begin(ctx);
+  Conn& c = new_conn(flow, tuple, s);
+  c.state = State::kSynSent;
+  send_syn(c, ctx);
+  arm_rto(c);
+  end(ctx);
+  return 0;
+}
+
+State TcpTransport::state(FlowId flow) const {
+  const Conn* c = conn(flow);
+  return c != nullptr ? c->state : State::kClosed;
+}
+
+void TcpTransport::touch(Conn& c) {
+  if (!c.dirty) {
+    c.dirty = true;
+    dirty_.push_back(&c);
+  }
+}
+
+// ---- app requests
+// -----------------------------------------------------------------------------------
+
+void TcpTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
+  begin(ctx);
+  for (const AppRequest& r : reqs) {
+    Conn* c = conn(r.flow);
+    const bool open = c != nullptr && c->state != State::kClosed;
+    switch (r.kind) {
+      case ReqKind::kSend: {
+        // Sending is allowed until the app closes; before the handshake completes it queues.
+        const bool can = open && !c->fin_queued && c->state != State::kTimeWait;
+        if (!can || r.len == 0 || r.len > (1u << 30)) {
+          ctx.event({r.flow, EventKind::kSendDone, !open ? -ENOTCONN : (can ? -EINVAL : -EPIPE), 0,
+                     0, r.wr_id});
+          break;
+        }
+        c->sendq.push_back({c->snd_end, r.len, r.offset, r.wr_id, r.mr});
+        c->snd_end += r.len;
+        touch(*c);
+        break;
+      }
+      case ReqKind::kRecv: {
+        if (!open || c->fin_received || r.len == 0) {
+          ctx.event({r.flow, EventKind::kRecvDone, !open ? -ENOTCONN : (r.len == 0 ? -EINVAL : 0),
+                     0, 0, r.wr_id});
+          break;
+        }
+        RecvBuf b{c->posted_end, r.len, r.offset, r.wr_id, r.mr, false};
+        c->posted_end += r.len;
+        c->recvq.push_back(b);
+        touch(*c);
+        break;
+      }
+      case ReqKind::kClose:
+        if (!open) break;
+        if (c->state == State::kSynSent || c->state == State::kSynReceived) {
+          // Nothing was promised to the peer's app yet: RFC 9293 lets us just go.
+          if (c->state == State::kSynReceived) send_rst(*c, ctx);
+          finish(*c, EventKind::kClosed, 0, ctx);
+          break;
+        }
+        if (!c->fin_queued) {
+          c->fin_queued = true;
+          touch(*c);
+        }
+        break;
+      case ReqKind::kAbort:
+        if (!open) break;
+        if (c->state != State::kSynSent && c->state != State::kTimeWait) send_rst(*c, ctx);
+        finish(*c, EventKind::kClosed, -ECONNABORTED, ctx);
+        break;
+    }
+  }
+  end(ctx);
+}
+
+// ---- the end of a flow
+// --------------------------------------------------------------------------------
+
+void TcpTransport::finish(Conn& c, EventKind kind, int32_t status, Context& ctx) {
+  const FlowId id = c.flow;
+  notify_end(c, kind, status, ctx);
+  wheel_.cancel(&c.rto_timer);
+  wheel_.cancel(&c.delack_timer);
+  wheel_.cancel(&c.misc_timer);
+  c.state = State::kClosed;
+  ctx.flow_closed(id);
+  // A connection on this burst's list is freed by after_burst, which skips closed ones.
+  if (!c.dirty) release(c);
+}
+
+void TcpTransport::notify_end(Conn& c, EventKind kind, int32_t status, Context& ctx) {
+  if (c.app_done) return;
+  c.app_done = true;
+  const FlowId id = c.flow;
+  // Every pending request completes: sends that were not acknowledged fail, receive buffers
+  // return with what they hold (EOF after a graceful end).
+  const int32_t send_status = status != 0 ? status : -EPIPE;
+  for (; !c.sendq.empty(); c.sendq.pop_front()) {
+    const SendChunk& s = c.sendq.front();
+    ctx.event({id, EventKind::kSendDone, send_status, 0, 0, s.wr_id});
+  }
+  for (; !c.recvq.empty(); c.recvq.pop_front()) {
+    const RecvBuf& b = c.recvq.front();
+    const uint64_t have = c.rcv_stream > b.start ? c.rcv_stream - b.start : 0;
+    ctx.event({id, EventKind::kRecvDone, have == 0 ? status : 0,
+               uint32_t(std::min<uint64_t>(have, b.len)), 0, b.wr_id});
+  }
+  if (c.accepted || !c.passive) ctx.event({id, kind, status, 0, 0, 0});
+}
+
+void TcpTransport::release(Conn& c) {
+  const FlowId id = c.flow;
+  c.cc->~Algorithm();
+  c.cc = nullptr;
+  conns_[id].reset();
+  nconns_--;
+  ctr_.conn_closed++;
+}
+
+// ---- management
+// ------------------------------------------------------------------------------------
+
+bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
+  const Conn* c = conn(flow);
+  if (c == nullptr) return false;
+  out.text("state", state_name(c->state));
+  out.text("cc", c->cc != nullptr ? c->cc->name() : "-");
+  out.number("mss", c->eff_mss);
+  out.number("cwnd", c->ccs.cwnd);
+  out.number("ssthresh", c->ccs.ssthresh > (1ull << 40) ? 0 : c->ccs.ssthresh);
+  out.number("srtt_us", c->srtt / 1000);
+  out.number("rttvar_us", c->rttvar / 1000);
+  out.number("rto_ms", c->rto / 1'000'000);
+  out.number("bytes_in_flight", c->inflight());
+  out.number("snd_wnd", c->snd_wnd);
+  out.number("rcv_wnd", c->rcv_adv - c->rcv_nxt);
+  out.number("snd_wscale", c->snd_wscale);
+  out.number("rcv_wscale", c->rcv_wscale);
+  out.text("sack", c->sack_ok ? "on" : "off");
+  out.text("timestamps", c->ts_ok ? "on" : "off");
+  out.text("ecn", c->ecn_ok ? "on" : "off");
+  out.number("sack_scoreboard", c->sacked.n);
+  out.number("ooo_ranges", c->ooo.n);
+  out.number("retransmits", c->retransmits);
+  out.number("rtos", c->rtos);
+  out.number("fast_recoveries", c->fast_recoveries);
+  out.number("ecn_reductions", c->ecn_reductions);
+  out.number("bytes_sent", c->bytes_sent);
+  out.number("bytes_acked", c->bytes_acked);
+  out.number("bytes_received", c->bytes_received);
+  out.number("placed_bytes", c->placed_bytes);
+  out.number("copied_bytes", c->copied_bytes);
+  out.number("dup_bytes", c->dup_bytes);
+  out.number("send_queue", c->sendq.size());
+  out.number("recv_buffers", c->recvq.size());
+  return true;
+}
+
+std::unique_ptr<Transport> make_transport() {
+  return std::make_unique<TcpTransport>();
+}
+
+}  // namespace cleave::transport::tcp

@@ -1,0 +1,173 @@
+// tcp.h - TCP on headers: the transport that interoperates with Linux (RFC 9293 and friends).
+//
+// What it does, and where:
+//   tcp.cc         control: listen/connect/close, parameters, connection life, flow_info
+//   tcp_input.cc   the receive path: acceptability, RST/SYN rules (RFC 5961), PAWS, ACK and SACK
+//                  processing, loss detection, the receive sequence and the NIC cursor
+//   tcp_output.cc  the send path: data within cwnd and the peer's window (TSO over app memory),
+//                  SACK-based retransmission (RFC 6675), ACKs with SACK/DSACK, SYN, FIN, RST
+//   tcp_timer.cc   RTO (RFC 6298), delayed ACK, zero-window persist, TIME_WAIT
+//
+// Payload is never touched: received data has been placed by the NIC (or is copied by the
+// dataplane through Context::copy_in into the buffer the transport names), sent data is named by
+// (mr, offset, len) and re-issued from the same memory on retransmission. A receive buffer the
+// app posts becomes a memory segment (MS) on the NIC; the transport advances the NIC's cursor
+// as in-order data arrives and retires the segments the cursor has passed before it completes
+// them to the app.
+//
+// Batching: rx_burst() processes every header of a burst, then visits each connection it touched
+// once: one cursor update, one ACK decision and one output pass per connection per burst.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cc.h"
+#include "tcp_wire.h"
+#include "timer_wheel.h"
+#include "transport.h"
+
+namespace cleave::transport::tcp {
+
+enum class State : uint8_t {
+  kClosed,
+  kSynSent,
+  kSynReceived,
+  kEstablished,
+  kFinWait1,
+  kFinWait2,
+  kCloseWait,
+  kClosing,
+  kLastAck,
+  kTimeWait,
+};
+std::string_view state_name(State s);
+
+// Per-flow settings, from Params ("cc cubic", "wscale 7", ...). check_params() lists the keys.
+struct Settings {
+  char cc[16] = "newreno";
+  uint16_t mss = 1460;  // our MSS: MTU - 40
+  uint8_t wscale = 7;   // our window scale (Linux's usual)
+  bool sack = true;
+  bool timestamps = true;
+  int8_t ecn = -1;            // -1: request when cc is dctcp; 0 never; 1 always request
+  uint32_t delack_ms = 40;    // Linux's minimum delayed-ACK time
+  uint32_t rto_min_ms = 200;  // Linux's RTO floor
+  uint32_t rto_initial_ms = 1000;
+  uint32_t rto_max_ms = 120000;
+  uint32_t time_wait_ms = 60000;
+  uint32_t fin_wait2_ms = 60000;
+  uint32_t syn_retries = 6;
+  uint32_t retries = 15;   // RTOs in a row before the flow fails (Linux tcp_retries2)
+  bool fixed_isn = false;  // tests: start the send sequence at `isn`
+  uint32_t isn = 0;
+};
+
+// Parses params over defaults; returns "" or the error.
+std::string parse_settings(Params params, Settings& out);
+
+// Counters over every flow of the transport.
+struct Counters {
+  uint64_t segs_in = 0;
+  uint64_t segs_out = 0;
+  uint64_t data_segs_out = 0;  // descriptors with payload (a TSO descriptor counts once)
+  uint64_t retransmits = 0;    // descriptors re-sending data
+  uint64_t bad_header = 0;     // malformed TCP header
+  uint64_t bad_csum = 0;
+  uint64_t no_flow = 0;  // for no flow or listener we know
+  uint64_t paws_drops = 0;
+  uint64_t challenge_acks = 0;
+  uint64_t rst_in = 0;
+  uint64_t rst_out = 0;
+  uint64_t out_of_window = 0;
+  uint64_t dup_bytes = 0;     // received payload already held
+  uint64_t placed_bytes = 0;  // new payload the NIC had placed
+  uint64_t copied_bytes = 0;  // new payload copied by the dataplane (deferred segments)
+  uint64_t copy_faults = 0;
+  uint64_t dsacks_in = 0;
+  uint64_t fast_recoveries = 0;
+  uint64_t rtos = 0;
+  uint64_t zero_window_probes = 0;
+  uint64_t conn_opened = 0;
+  uint64_t conn_closed = 0;
+};
+
+struct Conn;
+
+class TcpTransport final : public Transport {
+ public:
+  // tick_ns: the timer wheel's granularity.
+  explicit TcpTransport(uint64_t tick_ns = 1'000'000);
+  ~TcpTransport() override;
+
+  std::string_view name() const override { return "tcp"; }
+  std::string check_params(Params params) const override;
+  int listen(ListenerId listener, const Endpoint& local, Params params) override;
+  void unlisten(ListenerId listener) override;
+  int connect(FlowId flow, const FlowTuple& tuple, Params params, Context& ctx) override;
+  void rx_burst(std::span<const RxHeader> hdrs, Context& ctx) override;
+  void app_burst(std::span<const AppRequest> reqs, Context& ctx) override;
+  void tick(Context& ctx) override;
+  bool flow_info(FlowId flow, InfoSink& out) const override;
+  size_t flow_count() const override { return nconns_; }
+
+  const Counters& counters() const { return ctr_; }
+  // Tests: the connection's state, kClosed when unknown.
+  State state(FlowId flow) const;
+
+  // ---- used by the tcp_*.cc parts (one class, several files) ----
+  struct Listener {
+    bool used = false;
+    Endpoint local;
+    Settings settings;
+  };
+
+  void begin(Context& ctx);
+  void end(Context& ctx);
+  void input(const RxHeader& h, Context& ctx);
+  void input_listen(const RxHeader& h, const Segment& s, Context& ctx);
+  void input_conn(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
+  void process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
+  void receive_data(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
+  void receive_fin(Conn& c, Context& ctx);
+  void after_burst(Conn& c, Context& ctx);
+  void output(Conn& c, Context& ctx);
+  void send_ack(Conn& c, Context& ctx);
+  void send_syn(Conn& c, Context& ctx);
+  void send_rst(Conn& c, Context& ctx);
+  void send_probe(Conn& c, Context& ctx);
+  void arm_rto(Conn& c);
+  void arm_timers_after_output(Conn& c);
+  void rtt_sample(Conn& c, uint64_t rtt_ns);
+  void enter_time_wait(Conn& c, Context& ctx);
+  // The flow ends: pending requests complete with `status` (0 for a graceful end), the app
+  // hears `kind`, the dataplane forgets the flow, and the connection is freed.
+  void finish(Conn& c, EventKind kind, int32_t status, Context& ctx);
+  void release(Conn& c);
+  // The app hears the end once: pending requests complete and the `kind` event is sent.
+  void notify_end(Conn& c, EventKind kind, int32_t status, Context& ctx);
+  void touch(Conn& c);
+  uint32_t ts_now() const;
+  Conn* conn(FlowId id) const { return id < conns_.size() ? conns_[id].get() : nullptr; }
+  Conn& new_conn(FlowId id, const FlowTuple& tuple, const Settings& st);
+
+  static void on_rto_timer(Timer* t, void* arg);
+  static void on_delack_timer(Timer* t, void* arg);
+  static void on_misc_timer(Timer* t, void* arg);
+
+  Counters ctr_;
+  TimerWheel wheel_;
+  uint64_t tick_ns_;
+  uint64_t now_ns_ = 0;
+  Context* ctx_ = nullptr;  // during tick(): the context timer callbacks act through
+  uint64_t isn_secret_;
+  std::vector<std::unique_ptr<Conn>> conns_;  // by flow id
+  size_t nconns_ = 0;
+  std::vector<Listener> listeners_;  // by listener id
+  std::vector<Conn*> dirty_;         // touched in this burst
+};
+
+std::unique_ptr<Transport> make_transport();
+
+}  // namespace cleave::transport::tcp

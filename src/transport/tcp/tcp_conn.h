@@ -1,0 +1,203 @@
+// tcp_conn.h - one TCP connection's state: the send queue over app memory, the SACK
+// scoreboard, the receive buffers posted as NIC memory segments, and its timers.
+//
+// Private to the tcp_*.cc files. Sequence numbers are 32-bit and compared modulo 2^32;
+// byte counts that must not wrap (the receive stream offset, CC's bookkeeping) are 64-bit.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cc.h"
+#include "tcp.h"
+#include "tcp_wire.h"
+#include "timer_wheel.h"
+
+namespace cleave::transport::tcp {
+
+// A FIFO over a vector that grows by doubling (only when a flow queues more than ever before;
+// the steady state does not allocate).
+template <typename T>
+class Fifo {
+ public:
+  bool empty() const { return head_ == tail_; }
+  size_t size() const { return tail_ - head_; }
+  T& operator[](size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+  const T& operator[](size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+  T& front() { return (*this)[0]; }
+  T& back() { return (*this)[size() - 1]; }
+  void push_back(const T& v) {
+    if (size() == buf_.size()) grow();
+    buf_[tail_++ & (buf_.size() - 1)] = v;
+  }
+  void pop_front() { head_++; }
+
+ private:
+  void grow() {
+    std::vector<T> n(buf_.empty() ? 16 : buf_.size() * 2);
+    for (size_t i = 0; i < size(); i++)
+      n[i] = (*this)[i];
+    tail_ = size();
+    head_ = 0;
+    buf_.swap(n);
+  }
+  std::vector<T> buf_;
+  size_t head_ = 0;
+  size_t tail_ = 0;
+};
+
+// An app send: bytes [seq, seq + len) of the stream live at (mr, offset).
+struct SendChunk {
+  uint32_t seq = 0;
+  uint32_t len = 0;
+  uint64_t offset = 0;
+  uint64_t wr_id = 0;
+  uint16_t mr = 0;
+};
+
+// An app receive buffer: stream bytes [start, start + len) land at (mr, offset).
+struct RecvBuf {
+  uint64_t start = 0;  // receive stream offset (bytes since the peer's SYN)
+  uint32_t len = 0;
+  uint64_t offset = 0;
+  uint64_t wr_id = 0;
+  uint16_t mr = 0;
+  bool on_nic = false;  // posted as an MS
+};
+
+// Sorted, disjoint sequence ranges: the sender's SACK scoreboard, the receiver's out-of-order
+// data. Fixed size; when full, add() refuses a range that would need a new slot.
+struct RangeSet {
+  static constexpr size_t kMax = 32;
+  SackBlock r[kMax];
+  uint8_t n = 0;
+
+  // Adds [left, right); merges neighbours. Returns false when it did not fit.
+  bool add(uint32_t left, uint32_t right);
+  // Drops everything below seq (trimming a range that straddles it).
+  void drop_below(uint32_t seq);
+  // The range containing seq, or nullptr.
+  const SackBlock* find(uint32_t seq) const;
+  bool covers(uint32_t left, uint32_t right) const;
+  uint64_t bytes() const;
+  void clear() { n = 0; }
+};
+
+struct Conn {
+  // ---- identity ----
+  TcpTransport* tp = nullptr;  // for timer callbacks
+  FlowId flow = kNoFlow;
+  FlowTuple tuple;
+  State state = State::kClosed;
+  bool passive = false;
+  bool accepted = false;  // the app has heard kConnected or kAccepted
+  bool app_done = false;  // the app has heard kClosed (TIME_WAIT goes on without it)
+  ListenerId listener = 0;
+  Settings st;
+
+  // ---- negotiated ----
+  bool sack_ok = false;
+  bool ts_ok = false;
+  bool ecn_ok = false;
+  bool dctcp_echo = false;  // receiver echoes CE per segment (DCTCP), else sticky ECE (RFC 3168)
+  uint8_t snd_wscale = 0;   // applied to windows the peer advertises
+  uint8_t rcv_wscale = 0;   // applied to windows we advertise
+  uint16_t peer_mss = 536;  // RFC 9293 default when the SYN carries none
+  uint16_t eff_mss = 536;   // payload per segment, options excluded
+
+  // ---- send ----
+  uint32_t iss = 0;
+  uint32_t snd_una = 0;
+  uint32_t snd_nxt = 0;
+  uint32_t snd_max = 0;  // highest sequence sent + 1
+  uint32_t snd_end = 0;  // one past the last byte the app queued
+  uint32_t snd_wnd = 0;  // scaled
+  uint32_t max_snd_wnd = 0;
+  uint32_t snd_wl1 = 0;
+  uint32_t snd_wl2 = 0;
+  Fifo<SendChunk> sendq;    // unacknowledged and unsent app sends, in sequence order
+  bool fin_queued = false;  // the app closed: FIN goes after snd_end
+  bool fin_sent = false;
+  size_t tx_hint = 0;      // sendq index of the chunk holding snd_nxt (a search hint)
+  uint64_t snd_una64 = 0;  // bytes acknowledged since the SYN, for CC (never wraps)
+
+  // Loss recovery.
+  RangeSet sacked;         // SACKed above snd_una
+  uint32_t high_sack = 0;  // highest SACKed sequence + 1 (valid when sacked.n > 0)
+  bool in_recovery = false;
+  uint32_t recover = 0;   // snd_max when recovery began (RFC 6582)
+  uint32_t high_rxt = 0;  // retransmitted up to here in this recovery (RFC 6675 HighRxt)
+  uint32_t dupacks = 0;
+  bool rto_recovery = false;  // after an RTO: resend from snd_una, skipping SACKed ranges
+  bool need_rxt = false;      // NewReno (no SACK): retransmit the segment at snd_una
+
+  // Congestion control.
+  cc::State ccs;
+  cc::Storage cc_mem;
+  cc::Algorithm* cc = nullptr;
+  bool cwr_pending = false;  // set CWR on the next new data segment
+  uint32_t ecn_recover = 0;  // no new ECN reaction until snd_una passes this
+  bool ecn_reacting = false;
+
+  // RTT and RTO (RFC 6298), all in ns.
+  bool rtt_timing = false;
+  uint32_t rtt_seq = 0;
+  uint64_t rtt_start = 0;
+  uint64_t srtt = 0;
+  uint64_t rttvar = 0;
+  uint64_t rto = 0;
+  uint32_t backoff = 0;  // RTOs (or probes) in a row
+  bool persist = false;  // the peer's window is zero and data waits
+
+  // ---- receive ----
+  uint32_t irs = 0;
+  uint32_t rcv_nxt = 0;
+  uint32_t rcv_adv = 0;     // right edge we advertised
+  uint64_t rcv_stream = 0;  // data bytes received in order
+  uint64_t posted_end = 0;  // stream offset one past the last posted buffer
+  Fifo<RecvBuf> recvq;
+  RangeSet ooo;          // out-of-order data held above rcv_nxt
+  SackBlock last_ooo{};  // the block the latest out-of-order segment joined (first SACK)
+  bool dsack_pending = false;
+  SackBlock dsack{};
+  bool fin_received = false;  // the peer's FIN is in order and consumed
+  bool fin_seen = false;      // a FIN arrived, perhaps beyond a hole
+  uint32_t rcv_fin_seq = 0;
+  uint32_t ts_recent = 0;
+  bool ts_recent_valid = false;
+  uint32_t last_ack_sent = 0;
+  uint32_t nic_cursor = 0;    // last cursor given to the NIC
+  uint32_t nic_ms = 0;        // receive buffers posted to the NIC and not yet retired
+  bool synced = false;        // the NIC knows the receive sequence
+  uint32_t unacked_segs = 0;  // received since our last ACK
+  bool ack_now = false;
+  bool ce_pending = false;    // RFC 3168: echo ECE until the peer sends CWR
+  bool last_ce = false;       // DCTCP: CE of the last data segment
+  uint32_t rcv_progress = 0;  // new in-order bytes this burst (one kRecvData event)
+  bool fenced = false;        // after the peer's FIN: the NIC places nothing more
+
+  // ---- timers ----
+  Timer rto_timer;
+  Timer delack_timer;
+  Timer misc_timer;  // persist, TIME_WAIT, FIN_WAIT_2
+
+  // ---- per-flow statistics ----
+  uint64_t retransmits = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_acked = 0;
+  uint64_t bytes_received = 0;
+  uint64_t placed_bytes = 0;
+  uint64_t copied_bytes = 0;
+  uint64_t dup_bytes = 0;
+  uint64_t rtos = 0;
+  uint64_t fast_recoveries = 0;
+  uint64_t ecn_reductions = 0;
+
+  bool dirty = false;  // on the transport's list for after_burst
+
+  uint64_t inflight() const;  // RFC 6675 pipe
+  uint32_t rcv_space() const { return uint32_t(posted_end - rcv_stream); }
+  uint32_t snd_queued() const { return snd_end - snd_nxt; }
+};
+
+}  // namespace cleave::transport::tcp

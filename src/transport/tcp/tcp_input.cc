@@ -1,0 +1,621 @@
+// tcp_input.cc - the receive path: segment checks (RFC 9293 3.10.7, RFC 5961, RFC 7323 PAWS),
+// ACK and SACK processing with loss detection (RFC 6675, RFC 6582), received data against the
+// NIC's placement, FIN, ECN echo; then, once per connection per burst, the NIC cursor, retired
+// memory segments and the app's receive completions.
+#include <algorithm>
+#include <cerrno>
+
+#include "tcp.h"
+#include "tcp_conn.h"
+
+namespace cleave::transport::tcp {
+namespace {
+
+FlowTuple tuple_of(const RxHeader& h, const Segment& s) {
+  FlowTuple t;
+  t.proto = 6;
+  if (h.l3 != nullptr && h.l3_len >= 20 && (h.l3[0] >> 4) == 4) {
+    auto ip = [](const uint8_t* p) {
+      return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+    };
+    t.remote.ip = IpAddr::v4(ip(h.l3 + 12));
+    t.local.ip = IpAddr::v4(ip(h.l3 + 16));
+  }
+  t.remote.port = s.src_port;
+  t.local.port = s.dst_port;
+  return t;
+}
+
+bool wants_ecn(const Settings& st) {
+  return st.ecn == 1 || (st.ecn == -1 && std::string_view(st.cc) == "dctcp");
+}
+
+// Options from the peer's SYN or SYN-ACK; `offered_ws`: we sent (or will send) window scale.
+void negotiate(Conn& c, const Segment& s, uint64_t now_ns) {
+  c.peer_mss = s.has_mss && s.mss != 0 ? s.mss : 536;
+  c.sack_ok = c.st.sack && s.sack_permitted;
+  c.ts_ok = c.st.timestamps && s.has_ts;
+  if (c.ts_ok) {
+    c.ts_recent = s.ts_val;
+    c.ts_recent_valid = true;
+  }
+  if (s.has_wscale) {
+    c.snd_wscale = std::min<uint8_t>(s.wscale, kMaxWscale);
+    c.rcv_wscale = c.st.wscale;
+  } else {
+    c.snd_wscale = c.rcv_wscale = 0;
+  }
+  c.eff_mss = uint16_t(std::min(c.peer_mss, c.st.mss) - data_options_len(c.ts_ok));
+  c.ccs.mss = c.eff_mss;
+  c.cc->init(c.ccs, now_ns);
+}
+
+}  // namespace
+
+void TcpTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
+  begin(ctx);
+  for (const RxHeader& h : hdrs)
+    input(h, ctx);
+  end(ctx);
+}
+
+void TcpTransport::input(const RxHeader& h, Context& ctx) {
+  ctr_.segs_in++;
+  if (h.l4_csum == Csum::kBad) {
+    ctr_.bad_csum++;
+    return;
+  }
+  Segment s;
+  if (h.l4 == nullptr || !parse(h.l4, h.l4_len, s)) {
+    ctr_.bad_header++;
+    return;
+  }
+  if (h.flow != kNoFlow) {
+    if (Conn* c = conn(h.flow); c != nullptr && c->state != State::kClosed) {
+      input_conn(*c, h, s, ctx);
+      return;
+    }
+  }
+  if (h.has_listener && h.listener < listeners_.size() && listeners_[h.listener].used) {
+    input_listen(h, s, ctx);
+    return;
+  }
+  ctr_.no_flow++;
+}
+
+// LISTEN (RFC 9293 3.10.7.2): RSTs are ignored, ACKs cannot be answered without a flow (the
+// dataplane's exception path may send the RST), a SYN opens a connection.
+void TcpTransport::input_listen(const RxHeader& h, const Segment& s, Context& ctx) {
+  if ((s.flags & (kSyn | kAck | kRst)) != kSyn) {
+    ctr_.no_flow++;
+    return;
+  }
+  const Listener& l = listeners_[h.listener];
+  const FlowTuple tuple = tuple_of(h, s);
+  const FlowId id = ctx.flow_open(h.listener, tuple, s.seq + 1);
+  if (id == kNoFlow || conn(id) != nullptr) {
+    ctr_.no_flow++;
+    return;
+  }
+  Conn& c = new_conn(id, tuple, l.settings);
+  c.passive = true;
+  c.listener = h.listener;
+  c.state = State::kSynReceived;
+  c.irs = s.seq;
+  c.rcv_nxt = c.rcv_adv = c.nic_cursor = s.seq + 1;
+  c.synced = true;
+  negotiate(c, s, now_ns_);
+  c.ecn_ok = c.st.ecn != 0 && (s.flags & (kEce | kCwr)) == (kEce | kCwr);
+  c.dctcp_echo = c.ecn_ok && std::string_view(c.st.cc) == "dctcp";
+  c.snd_wnd = s.window;  // never scaled in a SYN (RFC 7323 2.2)
+  c.max_snd_wnd = c.snd_wnd;
+  c.snd_wl1 = s.seq;
+  c.snd_wl2 = c.iss;
+  send_syn(c, ctx);
+  arm_rto(c);
+}
+
+void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
+  touch(c);
+  if (c.state == State::kSynSent) {
+    const bool ack_ok = (s.flags & kAck) != 0 && seq_gt(s.ack, c.iss) && seq_leq(s.ack, c.snd_max);
+    if ((s.flags & kAck) != 0 && !ack_ok) return;  // RFC 9293: would send a RST; we drop
+    if ((s.flags & kRst) != 0) {
+      ctr_.rst_in++;
+      if (ack_ok) finish(c, EventKind::kRefused, -ECONNREFUSED, ctx);
+      return;
+    }
+    if ((s.flags & kSyn) == 0) return;
+    c.irs = s.seq;
+    c.rcv_nxt = c.rcv_adv = c.nic_cursor = s.seq + 1;
+    negotiate(c, s, now_ns_);
+    c.snd_wnd = s.window;
+    c.max_snd_wnd = c.snd_wnd;
+    c.snd_wl1 = s.seq;
+    c.snd_wl2 = s.ack;
+    ctx.flow_synced(c.flow, c.rcv_nxt);
+    c.synced = true;
+    if (ack_ok) {
+      c.ecn_ok = wants_ecn(c.st) && (s.flags & (kEce | kCwr)) == kEce;
+      c.dctcp_echo = c.ecn_ok && std::string_view(c.st.cc) == "dctcp";
+      if (c.rtt_timing && c.backoff == 0) rtt_sample(c, now_ns_ - c.rtt_start);
+      c.rtt_timing = false;
+      c.snd_una = s.ack;
+      c.backoff = 0;
+      c.state = State::kEstablished;
+      c.accepted = true;
+      wheel_.cancel(&c.rto_timer);
+      ctx.event({c.flow, EventKind::kConnected, 0, 0, 0, 0});
+      c.ack_now = true;
+    } else {
+      // Simultaneous open (RFC 9293 figure 7): answer with SYN-ACK from the same ISS.
+      c.ecn_ok = wants_ecn(c.st) && (s.flags & (kEce | kCwr)) == (kEce | kCwr);
+      c.dctcp_echo = c.ecn_ok && std::string_view(c.st.cc) == "dctcp";
+      c.state = State::kSynReceived;
+      send_syn(c, ctx);
+    }
+    return;
+  }
+
+  // ---- synchronized states ----
+  const bool rst = (s.flags & kRst) != 0;
+  const bool syn = (s.flags & kSyn) != 0;
+  uint32_t plen = h.payload_len;
+  const uint32_t seglen = plen + (syn ? 1 : 0) + ((s.flags & kFin) != 0 ? 1 : 0);
+
+  // A retransmitted SYN while our SYN-ACK is unanswered: send the SYN-ACK again.
+  if (c.state == State::kSynReceived && syn && !rst && s.seq == c.irs) {
+    send_syn(c, ctx);
+    return;
+  }
+
+  // SYN in a synchronized state, whatever its sequence number (RFC 5961 4.2): challenge ACK.
+  if (syn && !rst) {
+    ctr_.challenge_acks++;
+    c.ack_now = true;
+    return;
+  }
+
+  // PAWS (RFC 7323 5.3); segments without timestamps are accepted, as Linux does.
+  if (c.ts_ok && s.has_ts && c.ts_recent_valid && !rst && int32_t(s.ts_val - c.ts_recent) < 0) {
+    ctr_.paws_drops++;
+    c.ack_now = true;
+    return;
+  }
+
+  // Acceptability (RFC 9293 3.10.7.4). The window is what we advertised, or the posted buffers
+  // when those reach further.
+  const uint32_t wnd = std::max<uint32_t>(c.rcv_adv - c.rcv_nxt, std::min(c.rcv_space(), 1u << 30));
+  bool ok;
+  if (seglen == 0) {
+    ok =
+        wnd == 0 ? s.seq == c.rcv_nxt : seq_geq(s.seq, c.rcv_nxt) && seq_lt(s.seq, c.rcv_nxt + wnd);
+  } else {
+    ok = wnd != 0 &&
+         ((seq_geq(s.seq, c.rcv_nxt) && seq_lt(s.seq, c.rcv_nxt + wnd)) ||
+          (seq_geq(s.seq + seglen - 1, c.rcv_nxt) && seq_lt(s.seq + seglen - 1, c.rcv_nxt + wnd)));
+  }
+  // Starting exactly at rcv_nxt is always acceptable, as in Linux: a FIN, or data into a zero
+  // window (dropped below, but its ACK and FIN count).
+  if (s.seq == c.rcv_nxt) ok = true;
+  // A pure ACK just behind rcv_nxt (the peer's view lags by a FIN we consumed) is fine too.
+  if (!ok && seglen == 0 && !rst && seq_lt(s.seq, c.rcv_nxt) && seq_geq(s.seq, c.rcv_nxt - 1)) {
+    ok = true;
+  }
+  if (!ok) {
+    if (rst) return;
+    ctr_.out_of_window++;
+    if (plen != 0 && seq_lt(s.seq, c.rcv_nxt)) {
+      // An old duplicate: report it as a DSACK (RFC 2883).
+      const uint32_t end = seq_min(s.seq + plen, c.rcv_nxt);
+      c.dup_bytes += end - s.seq;
+      ctr_.dup_bytes += end - s.seq;
+      if (c.sack_ok) {
+        c.dsack = {s.seq, end};
+        c.dsack_pending = true;
+      }
+    }
+    c.ack_now = true;
+    return;
+  }
+
+  // RST (RFC 5961 3.2): exact sequence resets, anything else in the window is challenged.
+  if (rst) {
+    ctr_.rst_in++;
+    if (s.seq != c.rcv_nxt) {
+      ctr_.challenge_acks++;
+      c.ack_now = true;
+      return;
+    }
+    const bool quiet =
+        c.state == State::kClosing || c.state == State::kLastAck || c.state == State::kTimeWait;
+    finish(c, EventKind::kClosed, quiet ? 0 : -ECONNRESET, ctx);
+    return;
+  }
+  if ((s.flags & kAck) == 0) return;
+
+  // The timestamp to echo is that of the earliest segment not yet acknowledged (RFC 7323 4.3).
+  if (c.ts_ok && s.has_ts && seq_leq(s.seq, c.last_ack_sent)) c.ts_recent = s.ts_val;
+
+  if (c.state == State::kSynReceived) {
+    if (!seq_gt(s.ack, c.snd_una) || !seq_leq(s.ack, c.snd_max)) return;
+    c.state = State::kEstablished;
+    c.backoff = 0;
+    c.snd_wnd = uint32_t(s.window) << c.snd_wscale;
+    c.max_snd_wnd = std::max(c.max_snd_wnd, c.snd_wnd);
+    c.snd_wl1 = s.seq;
+    c.snd_wl2 = s.ack;
+    c.accepted = true;
+    ctx.event({c.flow, c.passive ? EventKind::kAccepted : EventKind::kConnected, 0, 0,
+               c.passive ? c.listener : 0, 0});
+  }
+
+  // ---- ACK (RFC 9293 3.10.7.4 fifth, RFC 5961 5.2) ----
+  if (seq_gt(s.ack, c.snd_max)) {
+    c.ack_now = true;  // acknowledges data we never sent
+    return;
+  }
+  if (seq_lt(s.ack, c.snd_una - c.max_snd_wnd)) {
+    ctr_.challenge_acks++;
+    c.ack_now = true;
+    return;
+  }
+  process_ack(c, h, s, ctx);
+  if (c.state == State::kClosed) return;
+
+  // ---- data ----
+  if (plen != 0 && (c.state == State::kEstablished || c.state == State::kFinWait1 ||
+                    c.state == State::kFinWait2)) {
+    receive_data(c, h, s, ctx);
+  }
+
+  // ---- ECN echo (RFC 3168 6.1.3; RFC 8257 3.2 for DCTCP) ----
+  if (c.ecn_ok && plen != 0) {
+    const bool ce = h.ecn == 3;
+    if (c.dctcp_echo) {
+      if (ce != c.last_ce) c.ack_now = true;
+      c.last_ce = ce;
+    } else {
+      if ((s.flags & kCwr) != 0) c.ce_pending = false;
+      if (ce) c.ce_pending = true;
+    }
+  }
+
+  // ---- FIN ----
+  if ((s.flags & kFin) != 0 && !c.fin_received) {
+    c.fin_seen = true;
+    c.rcv_fin_seq = s.seq + plen;
+  }
+  if (c.fin_seen && !c.fin_received && c.rcv_nxt == c.rcv_fin_seq) receive_fin(c, ctx);
+}
+
+void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
+  const uint32_t ack = s.ack;
+  // SACK blocks (RFC 2018), DSACK (RFC 2883): the first block reports a duplicate when it lies
+  // below the cumulative ACK or inside the second block.
+  uint32_t newly_sacked = 0;
+  if (c.sack_ok && s.nsack != 0) {
+    const uint64_t before = c.sacked.bytes();
+    for (size_t i = 0; i < s.nsack; i++) {
+      SackBlock b = s.sack[i];
+      if (!seq_lt(b.left, b.right)) continue;
+      if (i == 0 && (seq_leq(b.right, ack) || (s.nsack > 1 && seq_geq(b.left, s.sack[1].left) &&
+                                               seq_leq(b.right, s.sack[1].right)))) {
+        ctr_.dsacks_in++;
+        continue;
+      }
+      b.left = seq_max(b.left, seq_max(ack, c.snd_una));
+      if (seq_gt(b.right, c.snd_max) || !seq_lt(b.left, b.right)) continue;
+      c.sacked.add(b.left, b.right);
+    }
+    c.sacked.drop_below(seq_max(ack, c.snd_una));
+    const uint64_t after = c.sacked.bytes();
+    newly_sacked = after > before ? uint32_t(after - before) : 0;
+    if (c.sacked.n != 0) c.high_sack = c.sacked.r[c.sacked.n - 1].right;
+  }
+
+  uint32_t acked = 0;
+  uint64_t rtt_ns = 0;
+  if (seq_gt(ack, c.snd_una)) {
+    acked = ack - c.snd_una;
+    const bool fin_acked = c.fin_sent && seq_gt(ack, c.snd_end);
+    c.snd_una = ack;
+    if (seq_lt(c.snd_nxt, ack)) c.snd_nxt = ack;
+    c.sacked.drop_below(ack);
+    if (fin_acked) acked--;
+    c.bytes_acked += acked;
+    c.snd_una64 += acked;
+    // Send completions: every chunk wholly acknowledged.
+    while (!c.sendq.empty()) {
+      const SendChunk& k = c.sendq.front();
+      if (seq_gt(k.seq + k.len, ack)) break;
+      ctx.event({c.flow, EventKind::kSendDone, 0, k.len, 0, k.wr_id});
+      c.sendq.pop_front();
+      if (c.tx_hint != 0) c.tx_hint--;
+    }
+    if (c.rtt_timing && seq_geq(ack, c.rtt_seq)) {
+      rtt_ns = now_ns_ - c.rtt_start;
+      rtt_sample(c, rtt_ns);
+      c.rtt_timing = false;
+    }
+    c.backoff = 0;
+    c.dupacks = 0;
+    if (c.in_recovery) {
+      if (seq_geq(ack, c.recover)) {
+        c.in_recovery = false;
+        c.cc->on_recovery_end(c.ccs, now_ns_);
+      } else if (!c.sack_ok) {
+        c.need_rxt = true;  // RFC 6582 partial ACK: resend the next hole
+      }
+    }
+    if (c.rto_recovery && seq_geq(ack, c.recover)) c.rto_recovery = false;
+    if (c.ecn_reacting && seq_geq(ack, c.ecn_recover)) c.ecn_reacting = false;
+    if (fin_acked) {
+      switch (c.state) {
+        case State::kFinWait1:
+          c.state = State::kFinWait2;
+          wheel_.arm(&c.misc_timer, uint64_t(c.st.fin_wait2_ms) * 1'000'000);
+          break;
+        case State::kClosing:
+          enter_time_wait(c, ctx);
+          break;
+        case State::kLastAck:
+          finish(c, EventKind::kClosed, 0, ctx);
+          return;
+        default:
+          break;
+      }
+    }
+  } else if (ack == c.snd_una && h.payload_len == 0 && (s.flags & (kSyn | kFin)) == 0 &&
+             (uint32_t(s.window) << c.snd_wscale) == c.snd_wnd && c.snd_max != c.snd_una &&
+             c.snd_wnd != 0) {
+    c.dupacks++;  // RFC 5681 duplicate ACK (answers to zero-window probes are not)
+  }
+
+  // Window update (RFC 9293 3.10.7.4): only from segments newer than the last update.
+  if (seq_lt(c.snd_wl1, s.seq) || (c.snd_wl1 == s.seq && seq_leq(c.snd_wl2, ack))) {
+    c.snd_wnd = uint32_t(s.window) << c.snd_wscale;
+    c.max_snd_wnd = std::max(c.max_snd_wnd, c.snd_wnd);
+    c.snd_wl1 = s.seq;
+    c.snd_wl2 = ack;
+    if (c.snd_wnd != 0 && c.persist) {
+      c.persist = false;
+      c.backoff = 0;
+      wheel_.cancel(&c.misc_timer);
+    }
+  }
+
+  // Congestion control.
+  c.ccs.inflight = c.inflight();
+  if (acked != 0 || newly_sacked != 0) {
+    cc::Ack a;
+    a.now_ns = now_ns_;
+    a.acked = acked + newly_sacked;
+    a.ece_acked = c.ecn_ok && (s.flags & kEce) != 0 ? a.acked : 0;
+    a.rtt_us = uint32_t(rtt_ns / 1000);
+    a.snd_una = c.snd_una64;
+    a.snd_nxt = c.snd_una64 + (c.snd_max - c.snd_una);
+    a.in_recovery = c.in_recovery || c.rto_recovery;
+    c.cc->on_ack(c.ccs, a);
+  }
+  if (c.ecn_ok && (s.flags & kEce) != 0 && !c.ecn_reacting && !c.in_recovery) {
+    c.cc->on_ecn(c.ccs, now_ns_);
+    c.ecn_reacting = true;
+    c.ecn_recover = c.snd_max;
+    c.cwr_pending = true;
+    c.ecn_reductions++;
+  }
+
+  // Loss detection: DupThresh duplicate ACKs, or DupThresh segments' worth SACKed above the
+  // cumulative ACK (RFC 6675 IsLost), outside an episode we are already in.
+  if (!c.in_recovery && !c.rto_recovery && c.snd_max != c.snd_una &&
+      (c.dupacks >= 3 || (c.sack_ok && c.sacked.bytes() >= 3ull * c.eff_mss)) &&
+      seq_geq(c.snd_una, c.recover)) {
+    c.in_recovery = true;
+    c.recover = c.snd_max;
+    c.high_rxt = c.snd_una;
+    c.need_rxt = !c.sack_ok;
+    c.rtt_timing = false;
+    c.ccs.inflight = c.inflight();
+    c.cc->on_loss(c.ccs, now_ns_);
+    c.fast_recoveries++;
+    ctr_.fast_recoveries++;
+  }
+
+  if (c.snd_una == c.snd_max) {
+    if (!c.persist) wheel_.cancel(&c.rto_timer);
+  } else if (acked != 0 && !c.persist) {
+    arm_rto(c);  // RFC 6298 5.3: restart on new data acknowledged
+  }
+}
+
+// Received payload [seq, seq + len): already placed by the NIC, or to be copied (deferred).
+void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
+  uint32_t seq = s.seq;
+  uint32_t end = seq + h.payload_len;
+  if (seq_lt(seq, c.rcv_nxt)) {
+    const uint32_t dup_end = seq_min(end, c.rcv_nxt);
+    c.dup_bytes += dup_end - seq;
+    ctr_.dup_bytes += dup_end - seq;
+    if (c.sack_ok) {
+      c.dsack = {seq, dup_end};
+      c.dsack_pending = true;
+    }
+    c.ack_now = true;
+    if (seq_leq(end, c.rcv_nxt)) return;
+    seq = c.rcv_nxt;
+  }
+  const uint32_t right = c.rcv_nxt + std::min(c.rcv_space(), 1u << 30);
+  if (seq_geq(seq, right)) {
+    ctr_.out_of_window++;
+    c.ack_now = true;
+    return;
+  }
+  if (seq_gt(end, right)) end = right;
+  if (c.ooo.covers(seq, end)) {
+    c.dup_bytes += end - seq;
+    ctr_.dup_bytes += end - seq;
+    if (c.sack_ok) {
+      c.dsack = {seq, end};
+      c.dsack_pending = true;
+    }
+    c.ack_now = true;
+    return;
+  }
+
+  const uint32_t len = end - seq;
+  switch (h.placed) {
+    case Placed::kPlaced:
+    case Placed::kTrimmed:
+      c.placed_bytes += len;
+      ctr_.placed_bytes += len;
+      break;
+    case Placed::kDeferred: {
+      if (h.payload == nullptr) return;
+      // Copy into the posted buffers the stream offsets name, across buffer edges.
+      const uint8_t* src = h.payload + (seq - s.seq);
+      uint64_t off = c.rcv_stream + (seq - c.rcv_nxt);
+      uint32_t left = len;
+      for (size_t i = 0; i < c.recvq.size() && left != 0; i++) {
+        const RecvBuf& b = c.recvq[i];
+        if (off >= b.start + b.len) continue;
+        const uint32_t at = uint32_t(off - b.start);
+        const uint32_t n = std::min(left, b.len - at);
+        if (!ctx.copy_in(src, n, b.mr, b.offset + at)) {
+          ctr_.copy_faults++;
+          return;
+        }
+        src += n;
+        off += n;
+        left -= n;
+      }
+      if (left != 0) return;  // beyond the posted buffers: the window check should prevent it
+      c.copied_bytes += len;
+      ctr_.copied_bytes += len;
+      break;
+    }
+    case Placed::kDropped:
+    case Placed::kNoPayload:
+      return;  // the NIC holds nothing new of it
+  }
+
+  if (seq == c.rcv_nxt) {
+    uint32_t nxt = end;
+    const bool had_ooo = c.ooo.n != 0;
+    if (had_ooo) {
+      c.ooo.drop_below(nxt);
+      while (c.ooo.n != 0 && seq_leq(c.ooo.r[0].left, nxt)) {
+        nxt = seq_max(nxt, c.ooo.r[0].right);
+        c.ooo.drop_below(nxt);
+      }
+      c.ack_now = true;  // a hole filled: ACK at once (RFC 5681 4.2)
+    }
+    const uint32_t adv = nxt - c.rcv_nxt;
+    c.rcv_nxt = nxt;
+    c.rcv_stream += adv;
+    c.bytes_received += adv;
+    c.rcv_progress += adv;
+    if (++c.unacked_segs >= 2) c.ack_now = true;
+  } else {
+    if (!c.ooo.add(seq, end)) return;  // too fragmented: drop, the peer resends
+    const SackBlock* b = c.ooo.find(seq);
+    c.last_ooo = *b;
+    c.ack_now = true;  // out of order: a duplicate ACK with SACK at once (RFC 5681 4.2)
+  }
+}
+
+void TcpTransport::receive_fin(Conn& c, Context& ctx) {
+  c.fin_received = true;
+  c.rcv_nxt++;
+  c.ack_now = true;
+  switch (c.state) {
+    case State::kEstablished:
+      c.state = State::kCloseWait;
+      break;
+    case State::kFinWait1:
+      c.state = State::kClosing;  // our FIN is not acknowledged yet: simultaneous close
+      break;
+    case State::kFinWait2:
+      enter_time_wait(c, ctx);
+      break;
+    default:
+      break;
+  }
+  if (c.accepted && !c.app_done) ctx.event({c.flow, EventKind::kPeerClosed, 0, 0, 0, 0});
+}
+
+// Once per touched connection per burst: NIC cursor, retired segments, app completions, then
+// output and the ACK decision.
+void TcpTransport::after_burst(Conn& c, Context& ctx) {
+  c.dirty = false;
+  if (c.state == State::kClosed) {
+    release(c);
+    return;
+  }
+  // In-order data advanced: move the NIC's cursor, retire the segments it passed, complete them.
+  const uint32_t data_seq = c.irs + 1 + uint32_t(c.rcv_stream);
+  if (c.synced && !c.fenced && data_seq != c.nic_cursor) {
+    ctx.cursor_update(c.flow, data_seq);
+    c.nic_cursor = data_seq;
+  }
+  if (c.fin_received && c.synced && !c.fenced) {
+    // No data may follow the FIN: move the cursor far ahead so the NIC places nothing more in
+    // buffers the app is about to get back, and every segment can be retired.
+    ctx.cursor_update(c.flow, data_seq + 0x40000000u);
+    c.fenced = true;
+  }
+  uint32_t retire = 0;
+  while (!c.recvq.empty()) {
+    const RecvBuf& b = c.recvq.front();
+    const bool full = b.start + b.len <= c.rcv_stream;
+    if (!full && !c.fin_received) break;
+    if (b.on_nic) retire++;
+    const uint64_t have = c.rcv_stream > b.start ? c.rcv_stream - b.start : 0;
+    const uint32_t len = uint32_t(std::min<uint64_t>(have, b.len));
+    if (!full) c.rcv_progress = 0;  // the partial buffer completes: no separate progress event
+    ctx.event({c.flow, EventKind::kRecvDone, 0, len, 0, b.wr_id});
+    c.recvq.pop_front();
+  }
+  if (retire != 0) {
+    ctx.ms_retire(c.flow, retire);
+    c.nic_ms -= retire;
+  }
+  // Buffers the NIC does not have yet go to it in stream order, once it knows the flow. On an
+  // empty list the NIC starts at its cursor, so a buffer the copy path partly filled is posted
+  // from there on.
+  if (c.synced && !c.fenced) {
+    for (size_t i = 0; i < c.recvq.size(); i++) {
+      RecvBuf& b = c.recvq[i];
+      if (b.on_nic) continue;
+      const uint64_t skip = c.nic_ms == 0 && c.rcv_stream > b.start ? c.rcv_stream - b.start : 0;
+      if (ctx.ms_post(c.flow, b.mr, b.offset + skip, uint32_t(b.len - skip)) != 0) break;
+      b.on_nic = true;
+      c.nic_ms++;
+    }
+  }
+  if (c.rcv_progress != 0) {
+    ctx.event({c.flow, EventKind::kRecvData, 0, c.rcv_progress, 0, 0});
+    c.rcv_progress = 0;
+  }
+
+  output(c, ctx);
+  if (c.state == State::kClosed) return;
+
+  // Window update: tell the peer when posted buffers opened the window well beyond what it
+  // knows (receiver SWS avoidance, RFC 9293 3.8.6.2.2: at least an MSS or half the buffers).
+  if (c.state != State::kSynSent && c.state != State::kSynReceived) {
+    const uint32_t space = std::min(c.rcv_space(), uint32_t(0xFFFF) << c.rcv_wscale);
+    const uint32_t known = c.rcv_adv - c.rcv_nxt;
+    if (space > known && space - known >= std::min<uint32_t>(c.eff_mss, space / 2) &&
+        known < space / 2) {
+      c.ack_now = true;
+    }
+  }
+  if (c.ack_now) {
+    send_ack(c, ctx);
+  } else if (c.unacked_segs != 0 && !c.delack_timer.armed()) {
+    wheel_.arm(&c.delack_timer, uint64_t(c.st.delack_ms) * 1'000'000);
+  }
+}
+
+}  // namespace cleave::transport::tcp

@@ -1,0 +1,297 @@
+// tcp_output.cc - the send path: data within the congestion and peer windows as header-only TSO
+// descriptors over app memory, SACK-based retransmission (RFC 6675 NextSeg), NewReno partial-ACK
+// retransmission, FIN; and the pure segments: ACK with SACK/DSACK, SYN, SYN-ACK, RST, probes.
+#include <algorithm>
+
+#include "tcp.h"
+#include "tcp_conn.h"
+
+namespace cleave::transport::tcp {
+namespace {
+
+constexpr uint32_t kMaxTso = 65536 - 1024;  // payload per descriptor, well inside the NIC's 64 KB
+
+// The window field we advertise, and the right edge it promises. Never shrinks the window.
+uint16_t advertise(Conn& c, bool syn) {
+  const uint32_t space = std::min(c.rcv_space(), 1u << 30);
+  if (syn) {
+    const uint32_t w = std::min<uint32_t>(space, 0xFFFF);
+    c.rcv_adv = c.rcv_nxt + w;
+    return uint16_t(w);
+  }
+  uint32_t w = std::min(space, uint32_t(0xFFFF) << c.rcv_wscale) >> c.rcv_wscale;
+  uint32_t right = c.rcv_nxt + (w << c.rcv_wscale);
+  if (seq_lt(right, c.rcv_adv)) {
+    // Round up so the edge stays where it was (RFC 9293 3.8.6.2.1: do not shrink).
+    const uint32_t keep = c.rcv_adv - c.rcv_nxt;
+    w = std::min<uint32_t>((keep + (1u << c.rcv_wscale) - 1) >> c.rcv_wscale, 0xFFFF);
+    right = c.rcv_nxt + (w << c.rcv_wscale);
+  }
+  c.rcv_adv = seq_max(c.rcv_adv, right);
+  return uint16_t(w);
+}
+
+// The ECE bit our ACKs carry: sticky until CWR (RFC 3168), or the last CE seen (DCTCP).
+uint8_t ece_flag(const Conn& c) {
+  if (!c.ecn_ok) return 0;
+  return (c.dctcp_echo ? c.last_ce : c.ce_pending) ? kEce : 0;
+}
+
+}  // namespace
+
+// Fills the common part of a header and finishes the descriptor; the ACK it carries resets the
+// delayed-ACK state.
+static void put_header(TcpTransport& t, Conn& c, TxDesc& d, BuildSpec& b) {
+  b.src_port = c.tuple.local.port;
+  b.dst_port = c.tuple.remote.port;
+  if ((b.flags & kAck) != 0) {
+    b.ack = c.rcv_nxt;
+    c.last_ack_sent = c.rcv_nxt;
+    c.unacked_segs = 0;
+    c.ack_now = false;
+    t.wheel_.cancel(&c.delack_timer);
+  }
+  if (c.ts_ok && (b.flags & kRst) == 0) {
+    b.ts = true;
+    b.ts_val = t.ts_now();
+    b.ts_ecr = c.ts_recent;
+  }
+  d.flow = c.flow;
+  d.l4_len = uint8_t(build(b, d.l4.data()));
+  t.ctr_.segs_out++;
+}
+
+void TcpTransport::send_ack(Conn& c, Context& ctx) {
+  TxDesc& d = ctx.tx_next();
+  BuildSpec b;
+  b.seq = c.snd_nxt;
+  b.flags = kAck | ece_flag(c);
+  b.window = advertise(c, false);
+  // SACK blocks: a DSACK first, then the block the latest segment joined, then the others
+  // (RFC 2018 4, RFC 2883).
+  SackBlock blocks[kMaxSackBlocks];
+  uint8_t n = 0;
+  if (c.sack_ok) {
+    if (c.dsack_pending) blocks[n++] = c.dsack;
+    const SackBlock* last = c.ooo.find(c.last_ooo.left);
+    if (last != nullptr) blocks[n++] = *last;
+    for (size_t i = c.ooo.n; i-- > 0 && n < kMaxSackBlocks;) {
+      if (&c.ooo.r[i] != last) blocks[n++] = c.ooo.r[i];
+    }
+    b.nsack = n;
+    b.sack = blocks;
+    c.dsack_pending = false;
+  }
+  put_header(*this, c, d, b);
+}
+
+void TcpTransport::send_syn(Conn& c, Context& ctx) {
+  TxDesc& d = ctx.tx_next();
+  BuildSpec b;
+  b.seq = c.iss;
+  b.mss = c.st.mss;
+  b.window = advertise(c, true);
+  if (c.state == State::kSynSent) {
+    b.flags = kSyn;
+    if (c.st.ecn == 1 || (c.st.ecn == -1 && std::string_view(c.st.cc) == "dctcp")) {
+      b.flags |= kEce | kCwr;
+    }
+    b.wscale_opt = true;
+    b.wscale = c.st.wscale;
+    b.sack_permitted = c.st.sack;
+    if (c.st.timestamps) {
+      b.ts = true;
+      b.ts_val = ts_now();
+    }
+    b.src_port = c.tuple.local.port;
+    b.dst_port = c.tuple.remote.port;
+    d.flow = c.flow;
+    d.l4_len = uint8_t(build(b, d.l4.data()));
+    ctr_.segs_out++;
+  } else {
+    b.flags = kSyn | kAck | (c.ecn_ok ? kEce : 0);
+    b.wscale_opt = c.rcv_wscale != 0 || c.snd_wscale != 0;
+    b.wscale = c.rcv_wscale;
+    b.sack_permitted = c.sack_ok;
+    put_header(*this, c, d, b);
+  }
+  if (c.backoff == 0) {
+    c.rtt_timing = true;
+    c.rtt_seq = c.iss + 1;
+    c.rtt_start = now_ns_;
+  }
+  c.snd_nxt = c.iss + 1;
+  c.snd_max = seq_max(c.snd_max, c.iss + 1);
+}
+
+void TcpTransport::send_rst(Conn& c, Context& ctx) {
+  TxDesc& d = ctx.tx_next();
+  BuildSpec b;
+  b.seq = c.snd_nxt;
+  b.flags = kRst | kAck;
+  put_header(*this, c, d, b);
+  ctr_.rst_out++;
+}
+
+// A descriptor of payload [seq, seq + len) from the send queue; len is cut at the chunk's end.
+// Returns the bytes it covers.
+static uint32_t send_data(TcpTransport& t, Conn& c, Context& ctx, uint32_t seq, uint32_t len,
+                          bool retransmit) {
+  // Find the chunk holding seq: from the hint when it is at or before seq, else from the front.
+  size_t i = c.tx_hint < c.sendq.size() && seq_leq(c.sendq[c.tx_hint].seq, seq) ? c.tx_hint : 0;
+  while (i < c.sendq.size() && seq_leq(c.sendq[i].seq + c.sendq[i].len, seq))
+    i++;
+  if (i == c.sendq.size()) return 0;
+  const SendChunk& k = c.sendq[i];
+  const uint32_t at = seq - k.seq;
+  len = std::min(len, k.len - at);
+  if (!retransmit) c.tx_hint = i;
+
+  TxDesc& d = ctx.tx_next();
+  BuildSpec b;
+  b.seq = seq;
+  b.flags = kAck | ece_flag(c);
+  if (at + len == k.len) b.flags |= kPsh;
+  if (!retransmit && c.cwr_pending) {
+    b.flags |= kCwr;
+    c.cwr_pending = false;
+  }
+  b.window = advertise(c, false);
+  put_header(t, c, d, b);
+  d.mr = k.mr;
+  d.offset = k.offset + at;
+  d.len = len;
+  d.mss = len > c.eff_mss ? c.eff_mss : 0;
+  d.ecn = c.ecn_ok && !retransmit ? 2 : 0;  // ECT(0); never on retransmissions (RFC 3168 6.1.5)
+  t.ctr_.data_segs_out++;
+  c.bytes_sent += len;
+  if (retransmit) {
+    t.ctr_.retransmits++;
+    c.retransmits++;
+    c.rtt_timing = false;  // Karn
+  } else if (!c.rtt_timing) {
+    c.rtt_timing = true;
+    c.rtt_seq = seq + len;
+    c.rtt_start = t.now_ns_;
+  }
+  return len;
+}
+
+void TcpTransport::output(Conn& c, Context& ctx) {
+  const bool can_send = c.state == State::kEstablished || c.state == State::kCloseWait ||
+                        c.state == State::kFinWait1 || c.state == State::kClosing ||
+                        c.state == State::kLastAck;
+  if (!can_send) return;
+  uint64_t pipe = c.inflight();
+  const uint64_t cwnd = c.ccs.cwnd;
+  // NewReno without SACK: each duplicate ACK is a segment that left the network.
+  if (!c.sack_ok && c.in_recovery) {
+    const uint64_t gone = uint64_t(c.dupacks) * c.eff_mss;
+    pipe = pipe > gone ? pipe - gone : 0;
+  }
+
+  // 1. Retransmissions in fast recovery.
+  if (c.in_recovery && c.sack_ok) {
+    // NextSeg (RFC 6675 4): the first hole above HighRxt below the highest SACK.
+    while (pipe < cwnd) {
+      uint32_t at = seq_max(c.high_rxt, c.snd_una);
+      uint32_t hole_end = at;
+      for (size_t i = 0; i < c.sacked.n; i++) {
+        const SackBlock& r = c.sacked.r[i];
+        if (seq_leq(r.right, at)) continue;
+        if (seq_leq(r.left, at)) {
+          at = r.right;
+          continue;
+        }
+        hole_end = r.left;
+        break;
+      }
+      if (!seq_lt(at, hole_end)) break;
+      const uint64_t room = cwnd - pipe;
+      const uint32_t want = uint32_t(std::min<uint64_t>({hole_end - at, room, kMaxTso}));
+      const uint32_t n = send_data(*this, c, ctx, at, std::max<uint32_t>(want, 1), true);
+      if (n == 0) break;
+      c.high_rxt = at + n;
+      pipe += n;
+    }
+  } else if (c.need_rxt) {
+    const uint32_t n = send_data(*this, c, ctx, c.snd_una, c.eff_mss, true);
+    c.need_rxt = false;
+    if (n != 0) {
+      pipe += n;
+    }
+  }
+
+  // 2. New data, and after an RTO the old data again from snd_nxt (skipping SACKed ranges).
+  const uint32_t wnd_right = c.snd_una + c.snd_wnd;
+  while (true) {
+    if (c.rto_recovery) {
+      if (const SackBlock* r = c.sacked.find(c.snd_nxt)) c.snd_nxt = r->right;
+    }
+    const uint32_t limit = seq_min(c.snd_end, wnd_right);
+    if (!seq_lt(c.snd_nxt, limit) || pipe >= cwnd) break;
+    uint32_t n = std::min<uint64_t>({limit - c.snd_nxt, cwnd - pipe, kMaxTso});
+    // Sender SWS avoidance: a runt while more waits, with data in flight, waits for room.
+    if (n < c.eff_mss && n < c.snd_end - c.snd_nxt && c.snd_max != c.snd_una) break;
+    const bool resend = seq_lt(c.snd_nxt, c.snd_max);
+    if (resend) {
+      for (size_t i = 0; i < c.sacked.n; i++) {
+        if (seq_gt(c.sacked.r[i].left, c.snd_nxt)) {
+          n = std::min<uint32_t>(n, c.sacked.r[i].left - c.snd_nxt);
+          break;
+        }
+      }
+      n = std::min<uint32_t>(n, c.snd_max - c.snd_nxt);
+    }
+    n = send_data(*this, c, ctx, c.snd_nxt, n, resend);
+    if (n == 0) break;
+    c.snd_nxt += n;
+    c.snd_max = seq_max(c.snd_max, c.snd_nxt);
+    pipe += n;
+  }
+
+  // 3. FIN once every queued byte is out (again after an RTO rewound snd_nxt).
+  if (c.fin_queued && c.snd_nxt == c.snd_end && (!c.fin_sent || seq_lt(c.snd_nxt, c.snd_max))) {
+    TxDesc& d = ctx.tx_next();
+    BuildSpec b;
+    b.seq = c.snd_end;
+    b.flags = kFin | kAck | ece_flag(c);
+    b.window = advertise(c, false);
+    put_header(*this, c, d, b);
+    if (c.fin_sent) {
+      ctr_.retransmits++;
+      c.retransmits++;
+    }
+    c.fin_sent = true;
+    c.snd_nxt = c.snd_end + 1;
+    c.snd_max = seq_max(c.snd_max, c.snd_nxt);
+    if (c.state == State::kEstablished) c.state = State::kFinWait1;
+    if (c.state == State::kCloseWait) c.state = State::kLastAck;
+  }
+
+  // 4. Timers: the RTO while anything is outstanding; persist while the peer's window is zero
+  // and data waits with nothing in flight to bring a window update.
+  if (c.snd_wnd == 0 && seq_lt(c.snd_nxt, c.snd_end) && c.snd_max == c.snd_una) {
+    if (!c.persist) {
+      c.persist = true;
+      wheel_.arm(&c.misc_timer, c.rto);
+    }
+  } else if (!c.persist && c.snd_max != c.snd_una && !c.rto_timer.armed()) {
+    arm_rto(c);
+  }
+}
+
+// A zero-window probe carries one byte of new data (RFC 9293 3.8.6.1), so that a peer which
+// reopens its window acknowledges it.
+void TcpTransport::send_probe(Conn& c, Context& ctx) {
+  if (!seq_lt(c.snd_una, c.snd_end)) return;
+  const uint32_t n = send_data(*this, c, ctx, c.snd_una, 1, c.snd_nxt != c.snd_una);
+  if (n == 0) return;
+  if (c.snd_nxt == c.snd_una) {
+    c.snd_nxt++;
+    c.snd_max = seq_max(c.snd_max, c.snd_nxt);
+  }
+  ctr_.zero_window_probes++;
+}
+
+}  // namespace cleave::transport::tcp

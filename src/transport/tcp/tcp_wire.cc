@@ -1,0 +1,157 @@
+// tcp_wire.cc - TCP header and option parsing (untrusted input) and building.
+#include "tcp_wire.h"
+
+#include <algorithm>
+
+namespace cleave::transport::tcp {
+namespace {
+
+uint16_t rd16(const uint8_t* p) {
+  return uint16_t(p[0] << 8 | p[1]);
+}
+uint32_t rd32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+void wr16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v >> 8);
+  p[1] = uint8_t(v);
+}
+void wr32(uint8_t* p, uint32_t v) {
+  wr16(p, uint16_t(v >> 16));
+  wr16(p + 2, uint16_t(v));
+}
+
+}  // namespace
+
+bool parse(const uint8_t* p, size_t len, Segment& out) {
+  if (len < kHeaderLen) return false;
+  const size_t hlen = size_t(p[12] >> 4) * 4;
+  if (hlen < kHeaderLen || hlen > len) return false;
+  out = Segment{};
+  out.src_port = rd16(p);
+  out.dst_port = rd16(p + 2);
+  out.seq = rd32(p + 4);
+  out.ack = rd32(p + 8);
+  out.flags = p[13];
+  out.window = rd16(p + 14);
+  out.header_len = uint8_t(hlen);
+
+  const uint8_t* o = p + kHeaderLen;
+  const uint8_t* end = p + hlen;
+  while (o < end) {
+    const uint8_t kind = o[0];
+    if (kind == kOptEnd) break;
+    if (kind == kOptNop) {
+      o++;
+      continue;
+    }
+    if (end - o < 2) return false;
+    const uint8_t olen = o[1];
+    if (olen < 2 || olen > end - o) return false;
+    switch (kind) {
+      case kOptMss:
+        if (olen != 4) return false;
+        out.has_mss = true;
+        out.mss = rd16(o + 2);
+        break;
+      case kOptWscale:
+        if (olen != 3) return false;
+        out.has_wscale = true;
+        out.wscale = o[2];
+        break;
+      case kOptSackPermitted:
+        if (olen != 2) return false;
+        out.sack_permitted = true;
+        break;
+      case kOptTimestamp:
+        if (olen != 10) return false;
+        out.has_ts = true;
+        out.ts_val = rd32(o + 2);
+        out.ts_ecr = rd32(o + 6);
+        break;
+      case kOptSack: {
+        if ((olen - 2) % 8 != 0) return false;
+        const size_t n = std::min<size_t>((olen - 2) / 8, kMaxSackBlocks);
+        for (size_t i = 0; i < n; i++) {
+          out.sack[i].left = rd32(o + 2 + 8 * i);
+          out.sack[i].right = rd32(o + 6 + 8 * i);
+        }
+        out.nsack = uint8_t(n);
+        break;
+      }
+      default:
+        break;  // unknown options are skipped by their length
+    }
+    o += olen;
+  }
+  return true;
+}
+
+size_t build(const BuildSpec& s, uint8_t* out) {
+  uint8_t* o = out + kHeaderLen;
+  if (s.mss != 0) {
+    o[0] = kOptMss;
+    o[1] = 4;
+    wr16(o + 2, s.mss);
+    o += 4;
+  }
+  if (s.sack_permitted && s.ts) {
+    o[0] = kOptSackPermitted;
+    o[1] = 2;
+    o += 2;
+  } else if (s.sack_permitted) {
+    o[0] = kOptNop;
+    o[1] = kOptNop;
+    o[2] = kOptSackPermitted;
+    o[3] = 2;
+    o += 4;
+  }
+  if (s.ts) {
+    if (!s.sack_permitted) {
+      o[0] = kOptNop;
+      o[1] = kOptNop;
+      o += 2;
+    }
+    o[0] = kOptTimestamp;
+    o[1] = 10;
+    wr32(o + 2, s.ts_val);
+    wr32(o + 6, s.ts_ecr);
+    o += 10;
+  }
+  if (s.wscale_opt) {
+    o[0] = kOptNop;
+    o[1] = kOptWscale;
+    o[2] = 3;
+    o[3] = s.wscale;
+    o += 4;
+  }
+  if (s.nsack != 0) {
+    const size_t room = (kMaxHeaderLen - size_t(o - out) - 4) / 8;
+    const size_t n = std::min<size_t>({s.nsack, room, kMaxSackBlocks});
+    if (n != 0) {
+      o[0] = kOptNop;
+      o[1] = kOptNop;
+      o[2] = kOptSack;
+      o[3] = uint8_t(2 + 8 * n);
+      o += 4;
+      for (size_t i = 0; i < n; i++) {
+        wr32(o, s.sack[i].left);
+        wr32(o + 4, s.sack[i].right);
+        o += 8;
+      }
+    }
+  }
+  const size_t hlen = size_t(o - out);
+  wr16(out, s.src_port);
+  wr16(out + 2, s.dst_port);
+  wr32(out + 4, s.seq);
+  wr32(out + 8, s.ack);
+  out[12] = uint8_t((hlen / 4) << 4);
+  out[13] = s.flags;
+  wr16(out + 14, s.window);
+  wr16(out + 16, 0);
+  wr16(out + 18, 0);
+  return hlen;
+}
+
+}  // namespace cleave::transport::tcp

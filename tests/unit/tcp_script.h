@@ -1,0 +1,154 @@
+// tcp_script.h - a scripted peer for TCP unit tests: hand-built segments in, emitted segments
+// and events out, with the app memory, NIC commands and flow table calls recorded.
+//
+// Everything here is the copy path (segments arrive deferred, with their payload), so the
+// transport's decisions are visible without a NIC. Time moves only when the test says.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "tcp.h"
+#include "tcp_wire.h"
+#include "transport.h"
+
+namespace cleave::transport::tcp::test {
+
+inline const FlowTuple kTuple{{IpAddr::v4(0x0A000001), 5000}, {IpAddr::v4(0x0A000002), 80}, 6};
+
+// One emitted segment, parsed.
+struct Out {
+  TxDesc desc;
+  Segment seg;
+};
+
+class ScriptCtx final : public Context {
+ public:
+  ScriptCtx() : Context(txbuf_, evbuf_) { mrs.emplace_back(1 << 20); }
+
+  void at_ms(uint64_t ms) { set_now(ms * 1'000'000); }
+  void at_ns(uint64_t ns) { set_now(ns); }
+  uint64_t ns() const { return now_ns(); }
+
+  // Emitted segments and events since the last take.
+  std::vector<Out> take_out() {
+    flush();
+    std::vector<Out> o;
+    o.swap(out);
+    return o;
+  }
+  std::vector<Event> take_events() {
+    flush();
+    std::vector<Event> e;
+    e.swap(events);
+    return e;
+  }
+
+  int ms_post(FlowId, uint16_t mr, uint64_t offset, uint32_t len) override {
+    posts.push_back({mr, offset, len});
+    return 0;
+  }
+  int cursor_update(FlowId, uint32_t c) override {
+    cursor = c;
+    cursor_updates++;
+    return 0;
+  }
+  int ms_retire(FlowId, uint32_t count) override {
+    retired += count;
+    return 0;
+  }
+  bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) override {
+    if (mr >= mrs.size() || offset > mrs[mr].size() || len > mrs[mr].size() - offset) {
+      return false;
+    }
+    std::memcpy(mrs[mr].data() + offset, src, len);
+    return true;
+  }
+  FlowId flow_open(ListenerId, const FlowTuple& t, uint32_t initial_seq) override {
+    opened.push_back(t);
+    synced_seq = initial_seq;
+    return next_flow++;
+  }
+  void flow_synced(FlowId, uint32_t initial_seq) override { synced_seq = initial_seq; }
+  void flow_closed(FlowId f) override { closed.push_back(f); }
+
+  struct Post {
+    uint16_t mr;
+    uint64_t offset;
+    uint32_t len;
+  };
+  std::vector<Out> out;
+  std::vector<Event> events;
+  std::vector<std::vector<uint8_t>> mrs;
+  std::vector<Post> posts;
+  std::vector<FlowTuple> opened;
+  std::vector<FlowId> closed;
+  uint32_t cursor = 0;
+  uint32_t cursor_updates = 0;
+  uint32_t retired = 0;
+  uint32_t synced_seq = 0;
+  FlowId next_flow = 7;
+
+ protected:
+  void drain_tx(std::span<TxDesc> descs) override {
+    for (const TxDesc& d : descs) {
+      Out o{d, {}};
+      EXPECT_TRUE(parse(d.l4.data(), d.l4_len, o.seg));
+      out.push_back(o);
+    }
+  }
+  void drain_events(std::span<const Event> e) override {
+    events.insert(events.end(), e.begin(), e.end());
+  }
+
+ private:
+  std::array<TxDesc, 16> txbuf_{};
+  std::array<Event, 16> evbuf_{};
+};
+
+// A segment from the peer (kTuple's remote) to us, held with its bytes.
+struct PeerSeg {
+  std::array<uint8_t, 20> ip{};
+  std::array<uint8_t, kMaxHeaderLen> tcp{};
+  std::vector<uint8_t> payload;
+  RxHeader h;
+
+  PeerSeg(BuildSpec b, std::vector<uint8_t> data = {}, FlowId flow = kNoFlow, uint8_t ecn = 0)
+      : payload(std::move(data)) {
+    b.src_port = kTuple.remote.port;
+    b.dst_port = kTuple.local.port;
+    const size_t hl = build(b, tcp.data());
+    ip[0] = 0x45;
+    ip[1] = ecn;
+    const uint32_t src = kTuple.remote.ip.v4_host(), dst = kTuple.local.ip.v4_host();
+    for (int i = 0; i < 4; i++) {
+      ip[12 + i] = uint8_t(src >> (24 - 8 * i));
+      ip[16 + i] = uint8_t(dst >> (24 - 8 * i));
+    }
+    ip[9] = 6;
+    h.l3 = ip.data();
+    h.l3_len = 20;
+    h.l4 = tcp.data();
+    h.l4_len = uint16_t(hl);
+    h.ecn = ecn;
+    h.flow = flow;
+    h.l4_csum = Csum::kGood;
+    h.payload_len = uint32_t(payload.size());
+    h.placed = payload.empty() ? Placed::kNoPayload : Placed::kDeferred;
+    h.payload = payload.empty() ? nullptr : payload.data();
+  }
+  PeerSeg(const PeerSeg&) = delete;
+  PeerSeg& operator=(const PeerSeg&) = delete;
+};
+
+inline std::vector<uint8_t> bytes(size_t n, uint8_t seed = 1) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; i++)
+    v[i] = uint8_t(seed + i * 7);
+  return v;
+}
+
+}  // namespace cleave::transport::tcp::test

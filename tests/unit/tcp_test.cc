@@ -1,0 +1,700 @@
+// tcp_test.cc - TCP against a scripted peer: handshakes and their options, RST and SYN rules
+// (RFC 5961), PAWS, SACK/DSACK generation, zero window and persist, window scaling, the
+// receive path's NIC commands, sequence wrap.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <map>
+#include <string>
+
+#include "tcp_script.h"
+
+namespace cleave::transport::tcp::test {
+namespace {
+
+constexpr FlowId kFlow = 1;
+constexpr uint32_t kPeerIss = 900000;
+
+class Info final : public InfoSink {
+ public:
+  void text(std::string_view k, std::string_view v) override { t[std::string(k)] = v; }
+  void number(std::string_view k, uint64_t v) override { n[std::string(k)] = v; }
+  std::map<std::string, std::string> t;
+  std::map<std::string, uint64_t> n;
+};
+
+Info info(const TcpTransport& tp, FlowId f) {
+  Info i;
+  EXPECT_TRUE(tp.flow_info(f, i));
+  return i;
+}
+
+bool has_event(const std::vector<Event>& ev, EventKind k, int32_t status = 0) {
+  for (const Event& e : ev) {
+    if (e.kind == k && e.status == status) return true;
+  }
+  return false;
+}
+
+// A connection set up by an active open against the scripted peer, with the peer's SYN-ACK
+// options given by the test.
+struct Active {
+  TcpTransport tp;
+  ScriptCtx ctx;
+  uint32_t iss = 0;
+
+  explicit Active(std::vector<Param> params = {}) {
+    ctx.at_ms(1000);
+    EXPECT_EQ(tp.connect(kFlow, kTuple, params, ctx), 0);
+    auto out = ctx.take_out();
+    EXPECT_EQ(out.size(), 1u);
+    iss = out[0].seg.seq;
+  }
+
+  // The peer answers the SYN; returns what we emitted.
+  std::vector<Out> synack(BuildSpec b) {
+    b.seq = kPeerIss;
+    b.ack = iss + 1;
+    b.flags = kSyn | kAck;
+    PeerSeg s(b, {}, kFlow);
+    tp.rx_burst({&s.h, 1}, ctx);
+    return ctx.take_out();
+  }
+
+  // Established with Linux's options (window 64K << 7).
+  void establish(uint16_t window = 512, uint8_t wscale = 7) {
+    BuildSpec b;
+    b.window = 65535;
+    b.mss = 1460;
+    b.sack_permitted = true;
+    b.ts = true;
+    b.ts_val = 100;
+    b.wscale_opt = true;
+    b.wscale = wscale;
+    synack(b);
+    // A window update from the peer scales from now on.
+    BuildSpec a;
+    a.seq = kPeerIss + 1;
+    a.ack = iss + 1;
+    a.flags = kAck;
+    a.window = window;
+    a.ts = true;
+    a.ts_val = 101;
+    a.ts_ecr = 1;
+    PeerSeg s(a, {}, kFlow);
+    tp.rx_burst({&s.h, 1}, ctx);
+    ctx.take_out();
+    ctx.take_events();
+  }
+
+  // A segment from the peer on the established flow.
+  std::vector<Out> peer(BuildSpec b, std::vector<uint8_t> data = {}, uint8_t ecn = 0) {
+    PeerSeg s(b, std::move(data), kFlow, ecn);
+    tp.rx_burst({&s.h, 1}, ctx);
+    return ctx.take_out();
+  }
+  BuildSpec ack_spec(uint32_t seq_off, uint32_t ack_off, uint32_t ts_val = 200) {
+    BuildSpec b;
+    b.seq = kPeerIss + 1 + seq_off;
+    b.ack = iss + 1 + ack_off;
+    b.flags = kAck;
+    b.window = 512;
+    b.ts = true;
+    b.ts_val = ts_val;
+    return b;
+  }
+  void app(ReqKind k, uint32_t len = 0, uint64_t off = 0, uint64_t wr = 0) {
+    AppRequest r;
+    r.flow = kFlow;
+    r.kind = k;
+    r.len = len;
+    r.offset = off;
+    r.wr_id = wr;
+    tp.app_burst({&r, 1}, ctx);
+  }
+};
+
+// ---- handshake and options ----
+
+TEST(TcpHandshake, SynCarriesLinuxOptions) {
+  TcpTransport tp;
+  ScriptCtx ctx;
+  ctx.at_ms(5);
+  ASSERT_EQ(tp.connect(kFlow, kTuple, {}, ctx), 0);
+  auto out = ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  const Segment& s = out[0].seg;
+  EXPECT_EQ(s.flags, kSyn);
+  EXPECT_EQ(s.src_port, 5000);
+  EXPECT_EQ(s.dst_port, 80);
+  EXPECT_TRUE(s.has_mss);
+  EXPECT_EQ(s.mss, 1460);
+  EXPECT_TRUE(s.sack_permitted);
+  EXPECT_TRUE(s.has_ts);
+  EXPECT_EQ(s.ts_val, 5u);
+  EXPECT_EQ(s.ts_ecr, 0u);
+  EXPECT_TRUE(s.has_wscale);
+  EXPECT_EQ(s.wscale, 7);
+  EXPECT_EQ(s.header_len, 40);  // mss 4, sackOK 2, TS 10, nop + wscale 4
+  EXPECT_EQ(out[0].desc.len, 0u);
+  EXPECT_EQ(tp.state(kFlow), State::kSynSent);
+  EXPECT_EQ(tp.connect(kFlow, kTuple, {}, ctx), -EEXIST);
+}
+
+// Every combination of the peer's SYN-ACK options: what is on is what both offered.
+TEST(TcpHandshake, EveryOptionCombination) {
+  for (int m = 0; m < 16; m++) {
+    const bool mss = m & 1, sack = m & 2, ts = m & 4, ws = m & 8;
+    SCOPED_TRACE("mss " + std::to_string(mss) + " sack " + std::to_string(sack) + " ts " +
+                 std::to_string(ts) + " ws " + std::to_string(ws));
+    Active a;
+    BuildSpec b;
+    b.window = 1000;
+    b.mss = mss ? 1200 : 0;
+    b.sack_permitted = sack;
+    b.ts = ts;
+    b.ts_val = 77;
+    b.wscale_opt = ws;
+    b.wscale = 3;
+    auto out = a.synack(b);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].seg.flags, kAck);
+    EXPECT_EQ(out[0].seg.ack, kPeerIss + 1);
+    EXPECT_EQ(out[0].seg.has_ts, ts);
+    if (ts) {
+      EXPECT_EQ(out[0].seg.ts_ecr, 77u);
+    }
+    EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+    EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kConnected));
+    EXPECT_EQ(a.ctx.synced_seq, kPeerIss + 1);
+    Info i = info(a.tp, kFlow);
+    EXPECT_EQ(i.t["sack"], sack ? "on" : "off");
+    EXPECT_EQ(i.t["timestamps"], ts ? "on" : "off");
+    EXPECT_EQ(i.n["snd_wscale"], ws ? 3u : 0u);
+    EXPECT_EQ(i.n["rcv_wscale"], ws ? 7u : 0u);
+    // MSS: the peer's, or 536 without the option, less 12 bytes of timestamps.
+    EXPECT_EQ(i.n["mss"], (mss ? 1200u : 536u) - (ts ? 12u : 0u));
+    // The SYN-ACK's window is never scaled.
+    EXPECT_EQ(i.n["snd_wnd"], 1000u);
+  }
+}
+
+TEST(TcpHandshake, PassiveOpenEchoesOnlyOfferedOptions) {
+  for (int m = 0; m < 8; m++) {
+    const bool sack = m & 1, ts = m & 2, ws = m & 4;
+    SCOPED_TRACE(m);
+    TcpTransport tp;
+    ScriptCtx ctx;
+    ctx.at_ms(10);
+    ASSERT_EQ(tp.listen(3, kTuple.local, {}), 0);
+    BuildSpec b;
+    b.seq = kPeerIss;
+    b.flags = kSyn;
+    b.window = 64240;
+    b.mss = 1460;
+    b.sack_permitted = sack;
+    b.ts = ts;
+    b.ts_val = 555;
+    b.wscale_opt = ws;
+    b.wscale = 7;
+    PeerSeg syn(b);
+    syn.h.has_listener = true;
+    syn.h.listener = 3;
+    tp.rx_burst({&syn.h, 1}, ctx);
+    ASSERT_EQ(ctx.opened.size(), 1u);
+    EXPECT_TRUE(ctx.opened[0] == kTuple);
+    EXPECT_EQ(ctx.synced_seq, kPeerIss + 1);
+    auto out = ctx.take_out();
+    ASSERT_EQ(out.size(), 1u);
+    const Segment& s = out[0].seg;
+    EXPECT_EQ(s.flags, kSyn | kAck);
+    EXPECT_EQ(s.ack, kPeerIss + 1);
+    EXPECT_EQ(s.sack_permitted, sack);
+    EXPECT_EQ(s.has_ts, ts);
+    if (ts) {
+      EXPECT_EQ(s.ts_ecr, 555u);
+    }
+    EXPECT_EQ(s.has_wscale, ws);
+    EXPECT_EQ(tp.state(7), State::kSynReceived);
+    // No app is told until the handshake completes.
+    EXPECT_TRUE(ctx.take_events().empty());
+    BuildSpec a;
+    a.seq = kPeerIss + 1;
+    a.ack = s.seq + 1;
+    a.flags = kAck;
+    a.window = 502;
+    a.ts = ts;
+    a.ts_val = 556;
+    PeerSeg ack(a, {}, 7);
+    tp.rx_burst({&ack.h, 1}, ctx);
+    EXPECT_EQ(tp.state(7), State::kEstablished);
+    auto ev = ctx.take_events();
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0].kind, EventKind::kAccepted);
+    EXPECT_EQ(ev[0].aux, 3u);
+    EXPECT_EQ(info(tp, 7).n["snd_wnd"], ws ? 502u << 7 : 502u);
+  }
+}
+
+TEST(TcpHandshake, SimultaneousOpen) {
+  Active a;
+  BuildSpec b;
+  b.seq = kPeerIss;
+  b.flags = kSyn;
+  b.window = 1000;
+  b.mss = 1460;
+  PeerSeg syn(b, {}, kFlow);
+  a.tp.rx_burst({&syn.h, 1}, a.ctx);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kSyn | kAck);
+  EXPECT_EQ(out[0].seg.seq, a.iss);  // the same ISS as our SYN
+  EXPECT_EQ(a.tp.state(kFlow), State::kSynReceived);
+  // The peer's SYN-ACK to our SYN completes it.
+  BuildSpec sa;
+  sa.seq = kPeerIss;
+  sa.ack = a.iss + 1;
+  sa.flags = kSyn | kAck;
+  sa.window = 1000;
+  PeerSeg synack(sa, {}, kFlow);
+  a.tp.rx_burst({&synack.h, 1}, a.ctx);
+  // Its SYN is old now (seq below rcv_nxt) but its ACK is good: RFC 9293 accepts the ACK once
+  // the SYN-ACK arrives as a plain ACK; a duplicate SYN is challenged.
+  BuildSpec ack;
+  ack.seq = kPeerIss + 1;
+  ack.ack = a.iss + 1;
+  ack.flags = kAck;
+  ack.window = 1000;
+  PeerSeg ackseg(ack, {}, kFlow);
+  a.tp.rx_burst({&ackseg.h, 1}, a.ctx);
+  EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+  EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kConnected));
+}
+
+TEST(TcpHandshake, SynRetriesThenTimeout) {
+  TcpTransport tp;
+  ScriptCtx ctx;
+  ctx.at_ms(0);
+  const std::vector<Param> p{{"syn_retries", "2"}};
+  ASSERT_EQ(tp.connect(kFlow, kTuple, p, ctx), 0);
+  ctx.take_out();
+  uint64_t t = 0;
+  for (int i = 0; i < 2; i++) {
+    t += 1000u << i;  // 1 s, then 2 s (RFC 6298 initial RTO, doubled)
+    ctx.at_ms(t - 5);
+    tp.tick(ctx);
+    EXPECT_TRUE(ctx.take_out().empty());
+    ctx.at_ms(t + 5);
+    tp.tick(ctx);
+    auto out = ctx.take_out();
+    ASSERT_EQ(out.size(), 1u) << i;
+    EXPECT_EQ(out[0].seg.flags, kSyn);
+  }
+  ctx.at_ms(t + 4000 + 10);
+  tp.tick(ctx);
+  EXPECT_TRUE(has_event(ctx.take_events(), EventKind::kRefused, -ETIMEDOUT));
+  EXPECT_EQ(tp.flow_count(), 0u);
+  ASSERT_EQ(ctx.closed.size(), 1u);
+}
+
+// ---- RST and SYN rules (RFC 5961) ----
+
+TEST(TcpRst, ExactSequenceResets) {
+  Active a;
+  a.establish();
+  BuildSpec r = a.ack_spec(0, 0);
+  r.flags = kRst;
+  r.ts = false;
+  a.peer(r);
+  EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kClosed, -ECONNRESET));
+  EXPECT_EQ(a.tp.flow_count(), 0u);
+}
+
+TEST(TcpRst, InWindowButNotExactIsChallenged) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kRecv, 100000);
+  a.ctx.take_out();
+  BuildSpec r = a.ack_spec(1000, 0);
+  r.flags = kRst;
+  auto out = a.peer(r);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags & (kAck | kRst), kAck);
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 1);
+  EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+  EXPECT_EQ(a.tp.counters().challenge_acks, 1u);
+}
+
+TEST(TcpRst, OutOfWindowIsIgnored) {
+  Active a;
+  a.establish();
+  BuildSpec r = a.ack_spec(10'000'000, 0);
+  r.flags = kRst;
+  EXPECT_TRUE(a.peer(r).empty());
+  EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+}
+
+TEST(TcpRst, SynSentRefusedOnlyWhenAckMatches) {
+  Active a;
+  BuildSpec r;
+  r.flags = kRst | kAck;
+  r.ack = a.iss + 5;  // acknowledges nothing we sent: ignored
+  PeerSeg bad(r, {}, kFlow);
+  a.tp.rx_burst({&bad.h, 1}, a.ctx);
+  EXPECT_EQ(a.tp.state(kFlow), State::kSynSent);
+  r.ack = a.iss + 1;
+  PeerSeg good(r, {}, kFlow);
+  a.tp.rx_burst({&good.h, 1}, a.ctx);
+  EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kRefused, -ECONNREFUSED));
+  EXPECT_EQ(a.tp.flow_count(), 0u);
+}
+
+TEST(TcpRst, SynOnEstablishedIsChallenged) {
+  Active a;
+  a.establish();
+  BuildSpec s = a.ack_spec(0, 0);
+  s.flags = kSyn;
+  auto out = a.peer(s);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags & (kSyn | kRst | kAck), kAck);
+  EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+  EXPECT_EQ(a.tp.counters().challenge_acks, 1u);
+}
+
+TEST(TcpRst, AbortSendsRstAndFailsPending) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kRecv, 4096, 0, 11);
+  a.app(ReqKind::kSend, 3000, 0, 12);
+  a.ctx.take_out();
+  a.ctx.take_events();
+  a.app(ReqKind::kAbort);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kRst | kAck);
+  auto ev = a.ctx.take_events();
+  EXPECT_TRUE(has_event(ev, EventKind::kSendDone, -ECONNABORTED));
+  EXPECT_TRUE(has_event(ev, EventKind::kRecvDone, -ECONNABORTED));
+  EXPECT_TRUE(has_event(ev, EventKind::kClosed, -ECONNABORTED));
+}
+
+TEST(TcpRst, AckOfUnsentDataIsAnsweredAndIgnored) {
+  Active a;
+  a.establish();
+  auto out = a.peer(a.ack_spec(0, 5000));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 1);
+  EXPECT_EQ(info(a.tp, kFlow).n["bytes_acked"], 0u);
+}
+
+// ---- timestamps ----
+
+TEST(TcpTimestamps, PawsDropsOldAndAcceptsMissing) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kRecv, 100000);
+  a.ctx.take_out();
+  auto d = bytes(100);
+  auto out = a.peer(a.ack_spec(0, 0, 500), d);  // ts 500: accepted
+  EXPECT_EQ(info(a.tp, kFlow).n["bytes_received"], 100u);
+  BuildSpec old = a.ack_spec(100, 0, 400);  // an older timestamp: PAWS drops it
+  out = a.peer(old, d);
+  EXPECT_EQ(info(a.tp, kFlow).n["bytes_received"], 100u);
+  EXPECT_EQ(a.tp.counters().paws_drops, 1u);
+  ASSERT_EQ(out.size(), 1u);  // and ACKs
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 101);
+  BuildSpec none = a.ack_spec(100, 0);
+  none.ts = false;  // no timestamp at all: accepted, as Linux does
+  a.peer(none, d);
+  EXPECT_EQ(info(a.tp, kFlow).n["bytes_received"], 200u);
+  // The echo is the timestamp of the earliest segment not yet acknowledged (RFC 7323 4.3).
+  a.ctx.at_ms(1100);
+  a.tp.tick(a.ctx);  // the delayed ACK for the segment without a timestamp
+  out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.ts_ecr, 500u);
+  EXPECT_TRUE(a.peer(a.ack_spec(200, 0, 600), d).empty());  // delayed
+  out = a.peer(a.ack_spec(300, 0, 700), d);                 // the second segment: ACKed at once
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out.back().seg.ts_ecr, 600u);
+}
+
+// ---- receiving: copy path, SACK, DSACK, NIC commands ----
+
+TEST(TcpReceive, OutOfOrderIsSackedAndDuplicatesDsacked) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kRecv, 10000, 0, 1);
+  a.ctx.take_out();
+  auto d = bytes(1000);
+  // 0..1000 in order, then 2000..3000 past a hole.
+  a.peer(a.ack_spec(0, 0), {d.begin(), d.end()});
+  auto out = a.peer(a.ack_spec(2000, 0), d);
+  ASSERT_EQ(out.size(), 1u);  // out of order: ACKed at once
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 1 + 1000);
+  ASSERT_EQ(out[0].seg.nsack, 1u);
+  EXPECT_EQ(out[0].seg.sack[0].left, kPeerIss + 1 + 2000);
+  EXPECT_EQ(out[0].seg.sack[0].right, kPeerIss + 1 + 3000);
+  // 4000..5000: the newest block comes first.
+  out = a.peer(a.ack_spec(4000, 0), d);
+  ASSERT_EQ(out[0].seg.nsack, 2u);
+  EXPECT_EQ(out[0].seg.sack[0].left, kPeerIss + 1 + 4000);
+  EXPECT_EQ(out[0].seg.sack[1].left, kPeerIss + 1 + 2000);
+  // The first 1000 again: a DSACK for it, first.
+  out = a.peer(a.ack_spec(0, 0), d);
+  ASSERT_GE(out[0].seg.nsack, 1u);
+  EXPECT_EQ(out[0].seg.sack[0].left, kPeerIss + 1);
+  EXPECT_EQ(out[0].seg.sack[0].right, kPeerIss + 1 + 1000);
+  // The hole fills: cumulative ACK jumps to 3000, the NIC cursor follows.
+  out = a.peer(a.ack_spec(1000, 0), d);
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 1 + 3000);
+  EXPECT_EQ(a.ctx.cursor, kPeerIss + 1 + 3000);
+  ASSERT_EQ(out[0].seg.nsack, 1u);
+  EXPECT_EQ(out[0].seg.sack[0].left, kPeerIss + 1 + 4000);
+  // The bytes are where the stream says.
+  const auto& m = a.ctx.mrs[0];
+  for (size_t k = 0; k < 3000; k++)
+    ASSERT_EQ(m[k], d[k % 1000]) << k;
+  for (size_t k = 4000; k < 5000; k++)
+    ASSERT_EQ(m[k], d[k - 4000]) << k;
+}
+
+TEST(TcpReceive, BuffersCompleteInOrderAndAreRetiredFromTheNic) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kRecv, 1500, 0, 21);
+  a.app(ReqKind::kRecv, 1500, 4096, 22);
+  ASSERT_EQ(a.ctx.posts.size(), 2u);  // the flow is synced: both went to the NIC
+  EXPECT_EQ(a.ctx.posts[1].offset, 4096u);
+  a.ctx.take_out();
+  a.ctx.take_events();
+  auto d = bytes(2000);
+  a.peer(a.ack_spec(0, 0), d);
+  auto ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, EventKind::kRecvDone);
+  EXPECT_EQ(ev[0].wr_id, 21u);
+  EXPECT_EQ(ev[0].len, 1500u);
+  EXPECT_EQ(ev[1].kind, EventKind::kRecvData);
+  EXPECT_EQ(ev[1].len, 2000u);
+  EXPECT_EQ(a.ctx.retired, 1u);
+  EXPECT_EQ(a.ctx.cursor, kPeerIss + 1 + 2000);
+  // The rest of the second buffer lands at 4096 + 500.
+  EXPECT_EQ(a.ctx.mrs[0][4096 + 499], d[1999]);
+  // FIN: the partial buffer completes with what it holds, the app hears the end.
+  BuildSpec fin = a.ack_spec(2000, 0);
+  fin.flags |= kFin;
+  a.peer(fin);
+  ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, EventKind::kPeerClosed);
+  EXPECT_EQ(ev[1].kind, EventKind::kRecvDone);
+  EXPECT_EQ(ev[1].wr_id, 22u);
+  EXPECT_EQ(ev[1].len, 500u);
+  EXPECT_EQ(a.ctx.retired, 2u);
+  EXPECT_EQ(a.tp.state(kFlow), State::kCloseWait);
+}
+
+TEST(TcpReceive, WindowFollowsPostedBuffersAndUpdatesWhenTheyArrive) {
+  Active a;
+  a.establish();
+  // No buffers: a zero window; data beyond it is not taken.
+  auto out = a.peer(a.ack_spec(0, 0), bytes(100));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.window, 0u);
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 1);
+  // Posting 1 MB opens the window: an update goes out unasked, scaled by 7.
+  a.app(ReqKind::kRecv, 1 << 20);
+  out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.window, (1u << 20) >> 7);
+}
+
+// ---- sending ----
+
+TEST(TcpSend, SegmentsAreTsoDescriptorsOverAppMemory) {
+  Active a;
+  a.establish(65535, 7);
+  a.app(ReqKind::kSend, 100000, 8192, 31);
+  auto out = a.ctx.take_out();
+  // The initial window: 10 segments of 1448 (1460 less timestamps).
+  uint64_t sent = 0;
+  for (const Out& o : out) {
+    EXPECT_EQ(o.desc.mr, 0u);
+    EXPECT_EQ(o.desc.offset, 8192 + sent);
+    EXPECT_EQ(o.seg.seq, a.iss + 1 + sent);
+    if (o.desc.len > 1448) {
+      EXPECT_EQ(o.desc.mss, 1448u);
+    }
+    sent += o.desc.len;
+  }
+  EXPECT_EQ(sent, 10u * 1448);
+  // The ACK of all of it completes nothing yet (the send is 100000) but opens the window.
+  out = a.peer(a.ack_spec(0, uint32_t(sent)));
+  uint64_t more = 0;
+  for (const Out& o : out)
+    more += o.desc.len;
+  EXPECT_GT(more, sent);  // slow start
+  EXPECT_TRUE(a.ctx.take_events().empty());
+  sent += more;
+  while (sent < 100000) {
+    out = a.peer(a.ack_spec(0, uint32_t(sent)));
+    ASSERT_FALSE(out.empty());
+    for (const Out& o : out)
+      sent += o.desc.len;
+  }
+  EXPECT_EQ(sent, 100000u);
+  a.peer(a.ack_spec(0, 100000));
+  auto ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EventKind::kSendDone);
+  EXPECT_EQ(ev[0].wr_id, 31u);
+  EXPECT_EQ(ev[0].len, 100000u);
+}
+
+TEST(TcpSend, ZeroWindowProbesCarryOneByte) {
+  Active a;
+  a.establish(0, 7);  // the peer's window is zero
+  a.app(ReqKind::kSend, 5000, 0, 41);
+  EXPECT_TRUE(a.ctx.take_out().empty());
+  // The persist timer fires after the RTO (the handshake's RTT sample put it at the 200 ms
+  // floor): one byte of new data.
+  a.ctx.at_ms(1150);
+  a.tp.tick(a.ctx);
+  EXPECT_TRUE(a.ctx.take_out().empty());
+  a.ctx.at_ms(1250);
+  a.tp.tick(a.ctx);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].desc.len, 1u);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(a.tp.counters().zero_window_probes, 1u);
+  // Still zero: the next probe backs off (400 ms) and resends the same byte.
+  BuildSpec closed = a.ack_spec(0, 0);
+  closed.window = 0;
+  a.peer(closed);
+  a.ctx.at_ms(1600);
+  a.tp.tick(a.ctx);
+  EXPECT_TRUE(a.ctx.take_out().empty());
+  a.ctx.at_ms(1700);
+  a.tp.tick(a.ctx);
+  out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(out[0].desc.len, 1u);
+  // Many probes later the connection is still there: a live peer with a closed window is not
+  // a dead one.
+  for (uint64_t t = 2000; t < 600000; t += 5000) {
+    a.ctx.at_ms(t);
+    a.tp.tick(a.ctx);
+    a.peer(closed);
+  }
+  EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+  // The window opens with the probe byte acknowledged: the rest flows, the connection lives.
+  BuildSpec open = a.ack_spec(0, 1);
+  open.window = 100;
+  out = a.peer(open);
+  uint64_t sent = 0;
+  for (const Out& o : out)
+    sent += o.desc.len;
+  EXPECT_EQ(sent, 4999u);
+  EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+}
+
+// ---- close ----
+
+TEST(TcpClose, ActiveCloseThroughTimeWait) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kClose);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kFin | kAck);
+  EXPECT_EQ(a.tp.state(kFlow), State::kFinWait1);
+  a.peer(a.ack_spec(0, 1));
+  EXPECT_EQ(a.tp.state(kFlow), State::kFinWait2);
+  BuildSpec fin = a.ack_spec(0, 1);
+  fin.flags |= kFin;
+  out = a.peer(fin);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 2);
+  EXPECT_EQ(a.tp.state(kFlow), State::kTimeWait);
+  EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kClosed, 0));
+  // TIME_WAIT answers a retransmitted FIN, and ends after 60 s.
+  out = a.peer(fin);
+  ASSERT_EQ(out.size(), 1u);
+  a.ctx.at_ms(1000 + 59000);
+  a.tp.tick(a.ctx);
+  EXPECT_EQ(a.tp.flow_count(), 1u);
+  a.ctx.at_ms(1000 + 61000);
+  a.tp.tick(a.ctx);
+  EXPECT_EQ(a.tp.flow_count(), 0u);
+  EXPECT_EQ(a.ctx.closed.size(), 1u);
+}
+
+TEST(TcpClose, SimultaneousClose) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kClose);
+  a.ctx.take_out();
+  BuildSpec fin = a.ack_spec(0, 0);  // the peer's FIN crosses ours
+  fin.flags |= kFin;
+  a.peer(fin);
+  EXPECT_EQ(a.tp.state(kFlow), State::kClosing);
+  a.peer(a.ack_spec(1, 1));
+  EXPECT_EQ(a.tp.state(kFlow), State::kTimeWait);
+}
+
+TEST(TcpClose, PassiveCloseThroughLastAck) {
+  Active a;
+  a.establish();
+  BuildSpec fin = a.ack_spec(0, 0);
+  fin.flags |= kFin;
+  a.peer(fin);
+  EXPECT_EQ(a.tp.state(kFlow), State::kCloseWait);
+  EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kPeerClosed));
+  a.app(ReqKind::kClose);
+  EXPECT_EQ(a.tp.state(kFlow), State::kLastAck);
+  a.peer(a.ack_spec(1, 1));
+  EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kClosed, 0));
+  EXPECT_EQ(a.tp.flow_count(), 0u);
+}
+
+// ---- parameters ----
+
+TEST(TcpParams, ErrorsNameTheProblem) {
+  TcpTransport tp;
+  EXPECT_EQ(tp.check_params({}), "");
+  std::vector<Param> ok{{"cc", "cubic"}, {"wscale", "9"}, {"sack", "off"}};
+  EXPECT_EQ(tp.check_params(ok), "");
+  std::vector<Param> bad_cc{{"cc", "bbr9"}};
+  EXPECT_NE(tp.check_params(bad_cc).find("unknown congestion control 'bbr9'"), std::string::npos);
+  std::vector<Param> bad_ws{{"wscale", "15"}};
+  EXPECT_NE(tp.check_params(bad_ws).find("0..14"), std::string::npos);
+  std::vector<Param> bad_key{{"color", "blue"}};
+  EXPECT_NE(tp.check_params(bad_key).find("unknown parameter 'color'"), std::string::npos);
+  ScriptCtx ctx;
+  EXPECT_EQ(tp.connect(kFlow, kTuple, bad_key, ctx), -EINVAL);
+}
+
+// ---- sequence wrap ----
+
+TEST(TcpWrap, TransferAcrossTheWrap) {
+  Active a(std::vector<Param>{{"isn", "4294967000"}});
+  EXPECT_EQ(a.iss, 4294967000u);
+  a.establish(65535, 7);
+  a.app(ReqKind::kSend, 3000, 0, 51);
+  auto out = a.ctx.take_out();
+  uint64_t sent = 0;
+  for (const Out& o : out)
+    sent += o.desc.len;
+  EXPECT_EQ(sent, 3000u);
+  a.peer(a.ack_spec(0, 3000));  // iss + 1 + 3000 wraps past 2^32
+  auto ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EventKind::kSendDone);
+  EXPECT_EQ(info(a.tp, kFlow).n["bytes_in_flight"], 0u);
+}
+
+}  // namespace
+}  // namespace cleave::transport::tcp::test
