@@ -308,26 +308,29 @@ class Transport {
 using Factory = std::unique_ptr<Transport> (*)();
 
 // Transports by name: the built-in ones and those loaded from shared objects. Filled on the main
-// thread before the dataplane starts; read only afterwards.
+// thread before the dataplane starts; read only afterwards. A registry must outlive every
+// transport it created: a loaded object stays open until the registry is destroyed (global()'s
+// never is), and a plugin's transport runs code from it.
 class Registry {
  public:
   // The process-wide registry, with the built-in transports in it.
   static Registry& global();
 
-  // Adds a transport; throws std::invalid_argument when the name is empty, taken or too long.
+  // Adds a transport; throws std::invalid_argument when the name is taken or not 1 to 31
+  // characters of a-z, 0-9, '_' and '-', or the factory is null.
   void add(std::string_view name, std::string_view description, Factory factory);
   // Loads a transport from a shared object (see transport_abi.h); returns its name. Throws
   // std::runtime_error with the path and the reason when it cannot.
   std::string load(const std::string& path);
 
-  // nullptr when no transport has that name.
+  // nullptr when no transport has that name (or its factory made none).
   std::unique_ptr<Transport> create(std::string_view name) const;
 
   struct Entry {
     std::string name;
     std::string description;
-    std::string origin;  // "built-in" or the shared object's path
-    Factory factory = nullptr;
+    std::string origin;         // "built-in" or the shared object's path
+    Factory factory = nullptr;  // built-in ones only; nullptr for a shared object's: use create()
   };
   std::span<const Entry> entries() const;
 

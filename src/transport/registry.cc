@@ -1,0 +1,180 @@
+// registry.cc - transports by name: the built-in ones, and those loaded from shared objects
+// through the versioned entry point of transport_abi.h.
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tcp.h"
+#include "transport.h"
+#include "transport_abi.h"
+
+namespace cleave::transport {
+
+namespace {
+
+constexpr size_t kMaxName = 31;
+
+// Every field load() reads: a plugin built against an older, shorter struct is refused.
+constexpr size_t kPluginSizeV1 =
+    offsetof(cleave_transport_plugin, create) + sizeof(cleave_transport_plugin::create);
+
+// "" when `name` can be a transport's name, else why not. Names appear in configuration files
+// and cleavectl output, hence the small alphabet.
+std::string name_error(std::string_view name) {
+  if (name.empty()) return "a transport name may not be empty";
+  if (name.size() > kMaxName) {
+    return "transport name \"" + std::string(name) + "\" is longer than " +
+           std::to_string(kMaxName) + " characters";
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) {
+      return "transport name \"" + std::string(name) +
+             "\" may only hold the characters a-z, 0-9, '_' and '-'";
+    }
+  }
+  return "";
+}
+
+// Closes a handle that load() refused; the message says why it was refused, not dlclose's fate.
+void close_quietly(void* handle) {
+  if (handle != nullptr) dlclose(handle);
+}
+
+// dlerror()'s text without the "<path>: " glibc starts it with: load()'s message has the path.
+std::string dl_reason(const std::string& path, const char* fallback) {
+  const char* err = dlerror();
+  std::string why = err != nullptr ? err : fallback;
+  if (why.starts_with(path + ": ")) why.erase(0, path.size() + 2);
+  return why;
+}
+
+}  // namespace
+
+struct Registry::Impl {
+  // Parallel to entries: the plugin's create() for entries from shared objects, else nullptr
+  // (Entry::factory is a plain function pointer and cannot carry it).
+  std::vector<Entry> entries;
+  std::vector<void* (*)()> plugin_create;
+  // dlopen() handles of the loaded objects, closed in reverse order by ~Impl.
+  std::vector<void*> handles;
+
+  const Entry* find(std::string_view name, size_t* index) const {
+    for (size_t i = 0; i < entries.size(); i++) {
+      if (entries[i].name == name) {
+        *index = i;
+        return &entries[i];
+      }
+    }
+    return nullptr;
+  }
+
+  // The reason `name` cannot be added, or "".
+  std::string add_error(std::string_view name) const {
+    std::string err = name_error(name);
+    size_t i = 0;
+    if (err.empty() && find(name, &i) != nullptr) {
+      err = "transport name \"" + std::string(name) + "\" is taken (by " + entries[i].origin + ")";
+    }
+    return err;
+  }
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    for (auto it = handles.rbegin(); it != handles.rend(); ++it)
+      dlclose(*it);
+  }
+};
+
+// The one place built-in transports are added to the process-wide registry.
+static void add_builtins(Registry& reg) {
+  reg.add("tcp", "TCP on headers, interoperates with Linux (RFC 9293, SACK, NewReno/CUBIC/DCTCP)",
+          tcp::make_transport);
+}
+
+Registry& Registry::global() {
+  // Never destroyed: a transport may still be alive at exit (a static, a thread not joined), and
+  // destroying the registry would dlclose the code under it.
+  static Registry* const reg = [] {
+    auto* r = new Registry();
+    add_builtins(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+Registry::Registry() : impl_(std::make_unique<Impl>()) {}
+Registry::~Registry() = default;
+
+void Registry::add(std::string_view name, std::string_view description, Factory factory) {
+  if (std::string err = impl_->add_error(name); !err.empty()) throw std::invalid_argument(err);
+  if (factory == nullptr) {
+    throw std::invalid_argument("transport \"" + std::string(name) + "\" has no factory");
+  }
+  impl_->entries.push_back(Entry{std::string(name), std::string(description), "built-in", factory});
+  impl_->plugin_create.push_back(nullptr);
+}
+
+std::string Registry::load(const std::string& path) {
+  auto fail = [&](void* handle, const std::string& why) {
+    close_quietly(handle);
+    return std::runtime_error(path + ": " + why);
+  };
+
+  // RTLD_NOW: an unresolved symbol fails here, not in the middle of a burst. RTLD_LOCAL: two
+  // plugins may define the same symbols without one binding to the other's.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) throw fail(nullptr, "cannot load: " + dl_reason(path, "dlopen failed"));
+  dlerror();  // clear: a stale error would pass for dlsym's
+  void* sym = dlsym(handle, CLEAVE_TRANSPORT_PLUGIN_SYMBOL);
+  if (sym == nullptr) {
+    const std::string why = dl_reason(path, "its value is null");
+    throw fail(handle, "not a Cleave transport: no entry point " +
+                           std::string(CLEAVE_TRANSPORT_PLUGIN_SYMBOL) + " (" + why + ")");
+  }
+  // POSIX guarantees that a dlsym() result converts to a function pointer.
+  auto entry = reinterpret_cast<const cleave_transport_plugin* (*)()>(sym);
+  const cleave_transport_plugin* p = entry();
+  if (p == nullptr) throw fail(handle, "the entry point returned no description");
+  if (p->abi_version != CLEAVE_TRANSPORT_ABI_VERSION) {
+    throw fail(handle, "built for transport ABI version " + std::to_string(p->abi_version) +
+                           ", this build of Cleave has version " +
+                           std::to_string(CLEAVE_TRANSPORT_ABI_VERSION) +
+                           ": rebuild it against this transport.h");
+  }
+  if (p->struct_size < kPluginSizeV1) {
+    throw fail(handle, "its struct cleave_transport_plugin is " + std::to_string(p->struct_size) +
+                           " bytes, at least " + std::to_string(kPluginSizeV1) + " expected");
+  }
+  if (p->name == nullptr) throw fail(handle, "the plugin has no name");
+  if (p->create == nullptr) throw fail(handle, "the plugin has no create function");
+  std::string name(p->name);
+  if (std::string err = impl_->add_error(name); !err.empty()) throw fail(handle, err);
+
+  impl_->entries.push_back(
+      Entry{name, p->description != nullptr ? p->description : "", path, nullptr});
+  impl_->plugin_create.push_back(p->create);
+  impl_->handles.push_back(handle);
+  return name;
+}
+
+std::unique_ptr<Transport> Registry::create(std::string_view name) const {
+  size_t i = 0;
+  const Entry* e = impl_->find(name, &i);
+  if (e == nullptr) return nullptr;
+  if (e->factory != nullptr) return e->factory();
+  // create() made a Transport and converted that pointer to void*: converting back is exact.
+  return std::unique_ptr<Transport>(static_cast<Transport*>(impl_->plugin_create[i]()));
+}
+
+std::span<const Registry::Entry> Registry::entries() const {
+  return impl_->entries;
+}
+
+}  // namespace cleave::transport

@@ -1,0 +1,36 @@
+/* bad_plugin.c - broken transport plugins, one per build, for Registry::load()'s refusals.
+ *
+ * tests/meson.build builds this file several times, each with one -D below changed from the
+ * good default: BAD_PLUGIN_ENTRY (the exported symbol's name), BAD_PLUGIN_ABI, BAD_PLUGIN_SIZE
+ * (struct_size), BAD_PLUGIN_NAME. It is C on purpose: it also proves transport_abi.h compiles as
+ * C. Its create() makes nothing; the registry never gets far enough to call it.
+ */
+#include <stddef.h>
+
+#include "transport_abi.h"
+
+#ifndef BAD_PLUGIN_ENTRY
+#define BAD_PLUGIN_ENTRY cleave_transport_plugin_v1
+#endif
+#ifndef BAD_PLUGIN_ABI
+#define BAD_PLUGIN_ABI CLEAVE_TRANSPORT_ABI_VERSION
+#endif
+#ifndef BAD_PLUGIN_SIZE
+#define BAD_PLUGIN_SIZE sizeof(struct cleave_transport_plugin)
+#endif
+#ifndef BAD_PLUGIN_NAME
+#define BAD_PLUGIN_NAME "bad"
+#endif
+
+static void* create(void) {
+  return NULL;
+}
+
+CLEAVE_TRANSPORT_EXPORT const struct cleave_transport_plugin* BAD_PLUGIN_ENTRY(void);
+
+const struct cleave_transport_plugin* BAD_PLUGIN_ENTRY(void) {
+  static const struct cleave_transport_plugin plugin = {
+      BAD_PLUGIN_ABI, BAD_PLUGIN_SIZE, BAD_PLUGIN_NAME, "a broken plugin for the tests", create,
+  };
+  return &plugin;
+}
