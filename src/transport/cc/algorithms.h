@@ -10,16 +10,18 @@
 namespace cleave::transport::cc {
 
 inline constexpr uint64_t kInitialWindowSegments = 10;  // RFC 6928
-inline constexpr uint64_t kAbcLimitSegments = 2;        // RFC 3465 L: growth per ACK in slow start
 inline constexpr uint64_t kMinSsthreshSegments = 2;     // RFC 5681 equation (4)
 
-// Reno's window growth, shared by NewReno, DCTCP and CUBIC's slow start: RFC 5681 slow start with
-// RFC 3465 appropriate byte counting, and congestion avoidance counting bytes, so that delayed
-// and stretch ACKs grow the window as much as one ACK per segment would (no more).
+// Reno's window growth, shared by NewReno, DCTCP and CUBIC's slow start: RFC 5681 slow start
+// with RFC 3465 appropriate byte counting, and congestion avoidance counting bytes, so that
+// delayed and stretch ACKs grow the window as much as one ACK per segment would (no more).
+// Slow start counts every acknowledged byte, as Linux does, rather than RFC 3465's L = 2 MSS per
+// ACK: receivers that acknowledge a burst at a time (GRO in Linux, a burst in Cleave) would
+// otherwise halve its growth.
 class RenoGrowth {
  public:
   // Slow start while cwnd < ssthresh. Returns the part of `acked` left once cwnd reached
-  // ssthresh, for congestion avoidance; what the ABC limit discards is not returned.
+  // ssthresh, for congestion avoidance.
   uint64_t slow_start(State& s, uint64_t acked);
   // One MSS per cwnd of acknowledged bytes.
   void congestion_avoidance(State& s, uint64_t acked);

@@ -9,7 +9,7 @@ uint64_t RenoGrowth::slow_start(State& s, uint64_t acked) {
   // At cwnd == ssthresh RFC 5681 allows either; congestion avoidance, so that a window just set
   // to ssthresh by a reduction does not double again.
   if (s.cwnd >= s.ssthresh) return acked;
-  uint64_t inc = std::min<uint64_t>(acked, kAbcLimitSegments * s.mss);
+  uint64_t inc = acked;
   if (inc < s.ssthresh - s.cwnd) {
     s.cwnd += inc;
     return 0;

@@ -338,9 +338,14 @@ void TcpTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
       case ReqKind::kSend: {
         // Sending is allowed until the app closes; before the handshake completes it queues.
         const bool can = open && !c->fin_queued && c->state != State::kTimeWait;
-        if (!can || r.len == 0 || r.len > (1u << 30)) {
+        if (!can || r.len == 0 || r.len > kMaxSendQueue) {
           ctx.event({r.flow, EventKind::kSendDone, !open ? -ENOTCONN : (can ? -EINVAL : -EPIPE), 0,
                      0, r.wr_id});
+          break;
+        }
+        if (c->snd_end - c->snd_una > kMaxSendQueue - r.len) {
+          // Sequence numbers compare modulo 2^32: keep what is queued far below 2^31.
+          ctx.event({r.flow, EventKind::kSendDone, -ENOBUFS, 0, 0, r.wr_id});
           break;
         }
         c->sendq.push_back({c->snd_end, r.len, r.offset, r.wr_id, r.mr});

@@ -44,6 +44,9 @@ enum class State : uint8_t {
 };
 std::string_view state_name(State s);
 
+// Bytes a flow may have queued and unacknowledged; a send beyond it completes with -ENOBUFS.
+inline constexpr uint32_t kMaxSendQueue = 1u << 30;
+
 // Per-flow settings, from Params ("cc cubic", "wscale 7", ...). check_params() lists the keys.
 struct Settings {
   char cc[16] = "newreno";

@@ -344,7 +344,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
       if (seq_geq(ack, c.recover)) {
         c.in_recovery = false;
         c.cc->on_recovery_end(c.ccs, now_ns_);
-      } else if (!c.sack_ok) {
+      } else if (c.sacked.n == 0) {
         c.need_rxt = true;  // RFC 6582 partial ACK: resend the next hole
       }
     }
@@ -414,7 +414,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     c.in_recovery = true;
     c.recover = c.snd_max;
     c.high_rxt = c.snd_una;
-    c.need_rxt = !c.sack_ok;
+    c.need_rxt = true;  // the first segment presumed lost goes at once (RFC 6675 4.3)
     c.rtt_timing = false;
     c.ccs.inflight = c.inflight();
     c.cc->on_loss(c.ccs, now_ns_);

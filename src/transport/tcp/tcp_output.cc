@@ -184,15 +184,25 @@ void TcpTransport::output(Conn& c, Context& ctx) {
   if (!can_send) return;
   uint64_t pipe = c.inflight();
   const uint64_t cwnd = c.ccs.cwnd;
-  // NewReno without SACK: each duplicate ACK is a segment that left the network.
-  if (!c.sack_ok && c.in_recovery) {
+  // Without SACK information (none negotiated, or a peer that sends none), each duplicate ACK
+  // is a segment that left the network (RFC 6582 3.2 step 3).
+  if (c.in_recovery && c.sacked.n == 0) {
     const uint64_t gone = uint64_t(c.dupacks) * c.eff_mss;
     pipe = pipe > gone ? pipe - gone : 0;
   }
 
-  // 1. Retransmissions in fast recovery.
-  if (c.in_recovery && c.sack_ok) {
-    // NextSeg (RFC 6675 4): the first hole above HighRxt below the highest SACK.
+  // 1. Retransmissions in fast recovery: first the segment at snd_una (on entry, and on each
+  // partial ACK without SACK information), then NextSeg (RFC 6675 4): the holes above HighRxt
+  // below the highest SACK.
+  if (c.need_rxt) {
+    c.need_rxt = false;
+    const uint32_t n = send_data(*this, c, ctx, c.snd_una, c.eff_mss, true);
+    if (n != 0) {
+      c.high_rxt = seq_max(c.high_rxt, c.snd_una + n);
+      pipe += n;
+    }
+  }
+  if (c.in_recovery && c.sacked.n != 0) {
     while (pipe < cwnd) {
       uint32_t at = seq_max(c.high_rxt, c.snd_una);
       uint32_t hole_end = at;
@@ -212,12 +222,6 @@ void TcpTransport::output(Conn& c, Context& ctx) {
       const uint32_t n = send_data(*this, c, ctx, at, std::max<uint32_t>(want, 1), true);
       if (n == 0) break;
       c.high_rxt = at + n;
-      pipe += n;
-    }
-  } else if (c.need_rxt) {
-    const uint32_t n = send_data(*this, c, ctx, c.snd_una, c.eff_mss, true);
-    c.need_rxt = false;
-    if (n != 0) {
       pipe += n;
     }
   }
