@@ -91,6 +91,7 @@ struct Counters {
   uint64_t dsacks_in = 0;
   uint64_t fast_recoveries = 0;
   uint64_t rtos = 0;
+  uint64_t ecn_reductions = 0;
   uint64_t zero_window_probes = 0;
   uint64_t conn_opened = 0;
   uint64_t conn_closed = 0;

@@ -404,6 +404,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     c.ecn_recover = c.snd_max;
     c.cwr_pending = true;
     c.ecn_reductions++;
+    ctr_.ecn_reductions++;
   }
 
   // Loss detection: DupThresh duplicate ACKs, or DupThresh segments' worth SACKed above the
