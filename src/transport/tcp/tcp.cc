@@ -208,12 +208,20 @@ uint64_t RangeSet::bytes() const {
 // RFC 6675 SetPipe, by bytes: what is outstanding, less what the peer holds (SACKed) and what is
 // deemed lost (holes below the highest SACK, in recovery), plus what was resent of those holes.
 uint64_t Conn::inflight() const {
+  if (rto_recovery) {
+    // After an RTO everything outstanding is deemed lost (RFC 5681 3.1): in flight is only what
+    // went out again since, less what the peer holds of it.
+    uint64_t out = snd_nxt - snd_una;
+    for (size_t i = 0; i < sacked.n && seq_lt(sacked.r[i].left, snd_nxt); i++)
+      out -= seq_min(sacked.r[i].right, snd_nxt) - sacked.r[i].left;
+    return out;
+  }
   uint64_t out = snd_max - snd_una;
   if (sacked.n == 0) return out;
   uint64_t sacked_bytes = sacked.bytes();
   uint64_t lost = 0;
   uint64_t resent = 0;
-  if (in_recovery || rto_recovery) {
+  if (in_recovery) {
     uint32_t at = snd_una;
     const uint32_t rxt = seq_min(high_rxt, high_sack);
     for (size_t i = 0; i < sacked.n; i++) {

@@ -468,8 +468,6 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
   switch (h.placed) {
     case Placed::kPlaced:
     case Placed::kTrimmed:
-      c.placed_bytes += len;
-      ctr_.placed_bytes += len;
       break;
     case Placed::kDeferred: {
       if (h.payload == nullptr) return;
@@ -491,8 +489,6 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
         left -= n;
       }
       if (left != 0) return;  // beyond the posted buffers: the window check should prevent it
-      c.copied_bytes += len;
-      ctr_.copied_bytes += len;
       break;
     }
     case Placed::kDropped:
@@ -500,10 +496,12 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
       return;  // the NIC holds nothing new of it
   }
 
+  // What this segment adds: the growth of the in-order stream plus the out-of-order bytes held.
+  const uint64_t held_before = c.ooo.bytes();
+  uint64_t adv = 0;
   if (seq == c.rcv_nxt) {
     uint32_t nxt = end;
-    const bool had_ooo = c.ooo.n != 0;
-    if (had_ooo) {
+    if (c.ooo.n != 0) {
       c.ooo.drop_below(nxt);
       while (c.ooo.n != 0 && seq_leq(c.ooo.r[0].left, nxt)) {
         nxt = seq_max(nxt, c.ooo.r[0].right);
@@ -511,17 +509,24 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
       }
       c.ack_now = true;  // a hole filled: ACK at once (RFC 5681 4.2)
     }
-    const uint32_t adv = nxt - c.rcv_nxt;
+    adv = nxt - c.rcv_nxt;
     c.rcv_nxt = nxt;
     c.rcv_stream += adv;
     c.bytes_received += adv;
-    c.rcv_progress += adv;
+    c.rcv_progress += uint32_t(adv);
     if (++c.unacked_segs >= 2) c.ack_now = true;
   } else {
     if (!c.ooo.add(seq, end)) return;  // too fragmented: drop, the peer resends
-    const SackBlock* b = c.ooo.find(seq);
-    c.last_ooo = *b;
+    c.last_ooo = *c.ooo.find(seq);
     c.ack_now = true;  // out of order: a duplicate ACK with SACK at once (RFC 5681 4.2)
+  }
+  const uint64_t fresh = adv + c.ooo.bytes() - held_before;
+  if (h.placed == Placed::kDeferred) {
+    c.copied_bytes += fresh;
+    ctr_.copied_bytes += fresh;
+  } else {
+    c.placed_bytes += fresh;
+    ctr_.placed_bytes += fresh;
   }
 }
 
