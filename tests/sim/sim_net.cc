@@ -168,6 +168,7 @@ class Link {
     if (faults.drop_if && faults.drop_if(std::span<const uint8_t>(p, f.len))) {
       return drop(f, stats.dropped_filter);
     }
+    if (burst_left_ > 0 && now > burst_end_) burst_left_ = 0;  // the episode is over
     if (burst_left_ > 0) {
       burst_left_--;
       stats.burst_lost++;
@@ -176,6 +177,7 @@ class Link {
     if (rng_.chance(faults.loss)) {
       if (faults.loss_burst_len >= 2 && rng_.chance(faults.loss_burst)) {
         burst_left_ = 1 + rng_.below(faults.loss_burst_len - 1);
+        burst_end_ = now + faults.loss_burst_max_ns;
       }
       return drop(f, stats.lost);
     }
@@ -367,6 +369,7 @@ class Link {
   FramePool& pool_;
   uint64_t busy_ps_ = 0;  // when the last queued frame has been serialized
   uint32_t burst_left_ = 0;
+  uint64_t burst_end_ = 0;     // a burst also ends at this time
   std::vector<Queued> queue_;  // a ring: head_, count_
   size_t head_ = 0;
   size_t count_ = 0;

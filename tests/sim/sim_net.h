@@ -69,9 +69,12 @@ using transport::Params;
 struct Faults {
   double loss = 0;
   // Probability that a loss starts a burst: the frames after it are lost too, a burst being
-  // uniform in [2, loss_burst_len] frames, the first loss included.
+  // uniform in [2, loss_burst_len] frames, the first loss included, and lasting at most
+  // loss_burst_max_ns (a congestion episode, not a count that would swallow a sender's backed-off
+  // retransmissions seconds later).
   double loss_burst = 0;
   uint32_t loss_burst_len = 8;
+  uint64_t loss_burst_max_ns = 1'000'000;
   // Hold a frame and send it after k later frames, k uniform in [1, reorder_depth]; or after
   // reorder_max_hold_ns when fewer follow (a held last frame is late, not lost).
   double reorder = 0;
