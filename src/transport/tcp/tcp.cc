@@ -82,8 +82,7 @@ constexpr U32Key kU32Keys[] = {
 
 std::string parse_settings(Params params, Settings& out) {
   for (const Param& p : params) {
-    std::string bad =
-        "tcp: bad value '" + std::string(p.value) + "' for " + std::string(p.key);
+    std::string bad = "tcp: bad value '" + std::string(p.value) + "' for " + std::string(p.key);
     if (p.key == "cc") {
       if (p.value.size() >= sizeof(out.cc)) return bad;
       cc::Storage probe;
