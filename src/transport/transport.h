@@ -185,7 +185,7 @@ class Context {
   // The time of this burst or tick, in nanoseconds of a monotonic clock.
   uint64_t now_ns() const { return now_ns_; }
 
-  // The next TX descriptor to fill; it is sent unless tx_cancel() takes it back.
+  // The next TX descriptor to fill; it is sent at the next drain.
   TxDesc& tx_next() {
     if (tx_n_ == tx_.size()) {
       drain_tx(tx_.first(tx_n_));
@@ -198,7 +198,6 @@ class Context {
     d.flags = 0;
     return d;
   }
-  void tx_cancel() { tx_n_--; }
 
   // Tell the app.
   void event(const Event& e) {

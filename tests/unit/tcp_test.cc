@@ -250,7 +250,8 @@ TEST(TcpHandshake, SimultaneousOpen) {
   EXPECT_EQ(out[0].seg.flags, kSyn | kAck);
   EXPECT_EQ(out[0].seg.seq, a.iss);  // the same ISS as our SYN
   EXPECT_EQ(a.tp.state(kFlow), State::kSynReceived);
-  // The peer's SYN-ACK to our SYN completes it.
+  // The peer's SYN-ACK repeats its SYN (same sequence): we answer with our SYN-ACK again and
+  // stay in SYN-RECEIVED until a plain ACK of our SYN.
   BuildSpec sa;
   sa.seq = kPeerIss;
   sa.ack = a.iss + 1;
@@ -258,8 +259,10 @@ TEST(TcpHandshake, SimultaneousOpen) {
   sa.window = 1000;
   PeerSeg synack(sa, {}, kFlow);
   a.tp.rx_burst({&synack.h, 1}, a.ctx);
-  // Its SYN is old now (seq below rcv_nxt) but its ACK is good: RFC 9293 accepts the ACK once
-  // the SYN-ACK arrives as a plain ACK; a duplicate SYN is challenged.
+  out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kSyn | kAck);
+  EXPECT_EQ(a.tp.state(kFlow), State::kSynReceived);
   BuildSpec ack;
   ack.seq = kPeerIss + 1;
   ack.ack = a.iss + 1;

@@ -39,7 +39,7 @@ inline uint64_t reno_ssthresh(const State& s) {
 }
 
 // RFC 5681 and RFC 6582, RFC 3168 for ECN echoes.
-class NewReno final : public Algorithm {
+class NewReno : public Algorithm {
  public:
   static constexpr std::string_view kName = "newreno";
   std::string_view name() const override { return kName; }
@@ -50,7 +50,7 @@ class NewReno final : public Algorithm {
   void on_rto(State& s, uint64_t now_ns) override;
   void on_recovery_end(State& s, uint64_t now_ns) override;
 
- private:
+ protected:
   RenoGrowth growth_;
 };
 
@@ -83,20 +83,16 @@ class Cubic final : public Algorithm {
 };
 
 // RFC 8257: the fraction of ECN-marked bytes per window of data, smoothed into alpha, scales the
-// reduction on an ECN echo. Growth and losses as NewReno.
-class Dctcp final : public Algorithm {
+// reduction on an ECN echo. Growth, losses and timeouts are NewReno's (section 3.4).
+class Dctcp final : public NewReno {
  public:
   static constexpr std::string_view kName = "dctcp";
   std::string_view name() const override { return kName; }
   void init(State& s, uint64_t now_ns) override;
   void on_ack(State& s, const Ack& a) override;
-  void on_loss(State& s, uint64_t now_ns) override;
   void on_ecn(State& s, uint64_t now_ns) override;
-  void on_rto(State& s, uint64_t now_ns) override;
-  void on_recovery_end(State& s, uint64_t now_ns) override;
 
  private:
-  RenoGrowth growth_;
   double alpha_ = 1;            // the smoothed marked fraction
   uint64_t window_end_ = 0;     // snd_nxt when the observation window began; 0 before the first ACK
   uint64_t window_acked_ = 0;   // bytes acknowledged in this observation window

@@ -10,10 +10,8 @@ constexpr double kG = 1.0 / 16;  // RFC 8257 section 4.2: the estimation gain
 
 }  // namespace
 
-void Dctcp::init(State& s, uint64_t /*now_ns*/) {
-  s.cwnd = kInitialWindowSegments * s.mss;
-  s.ssthresh = ~0ull;
-  growth_.reset();
+void Dctcp::init(State& s, uint64_t now_ns) {
+  NewReno::init(s, now_ns);
   // Before any measurement assume every byte is marked: the first echo halves like Reno would
   // (RFC 8257 section 3.3 leaves the initial value open; 1 is the conservative choice).
   alpha_ = 1;
@@ -38,8 +36,7 @@ void Dctcp::on_ack(State& s, const Ack& a) {
     window_marked_ = 0;
     window_end_ = a.snd_nxt;
   }
-  if (a.in_recovery) return;
-  growth_.grow(s, a.acked);
+  NewReno::on_ack(s, a);
 }
 
 void Dctcp::on_ecn(State& s, uint64_t /*now_ns*/) {
@@ -48,23 +45,6 @@ void Dctcp::on_ecn(State& s, uint64_t /*now_ns*/) {
   s.cwnd = std::max(s.cwnd - cut, kMinSsthreshSegments * s.mss);
   s.ssthresh = s.cwnd;
   growth_.reset();
-}
-
-void Dctcp::on_loss(State& s, uint64_t /*now_ns*/) {
-  // RFC 8257 section 3.4: a loss is answered as Reno would.
-  s.ssthresh = reno_ssthresh(s);
-  s.cwnd = s.ssthresh;
-  growth_.reset();
-}
-
-void Dctcp::on_rto(State& s, uint64_t /*now_ns*/) {
-  s.ssthresh = reno_ssthresh(s);
-  s.cwnd = s.mss;
-  growth_.reset();
-}
-
-void Dctcp::on_recovery_end(State& s, uint64_t /*now_ns*/) {
-  s.cwnd = s.ssthresh;
 }
 
 }  // namespace cleave::transport::cc

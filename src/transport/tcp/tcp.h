@@ -65,6 +65,10 @@ struct Settings {
   uint32_t retries = 15;   // RTOs in a row before the flow fails (Linux tcp_retries2)
   bool fixed_isn = false;  // tests: start the send sequence at `isn`
   uint32_t isn = 0;
+
+  bool dctcp() const { return std::string_view(cc) == "dctcp"; }
+  // Whether our SYN asks for ECN (RFC 3168 6.1.1).
+  bool requests_ecn() const { return ecn == 1 || (ecn == -1 && dctcp()); }
 };
 
 // Parses params over defaults; returns "" or the error.
@@ -142,7 +146,6 @@ class TcpTransport final : public Transport {
   void send_rst(Conn& c, Context& ctx);
   void send_probe(Conn& c, Context& ctx);
   void arm_rto(Conn& c);
-  void arm_timers_after_output(Conn& c);
   void rtt_sample(Conn& c, uint64_t rtt_ns);
   void enter_time_wait(Conn& c, Context& ctx);
   // The flow ends: pending requests complete with `status` (0 for a graceful end), the app

@@ -197,7 +197,6 @@ struct Conn {
 
   uint64_t inflight() const;  // RFC 6675 pipe
   uint32_t rcv_space() const { return uint32_t(posted_end - rcv_stream); }
-  uint32_t snd_queued() const { return snd_end - snd_nxt; }
 };
 
 }  // namespace cleave::transport::tcp

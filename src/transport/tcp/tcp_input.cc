@@ -26,11 +26,14 @@ FlowTuple tuple_of(const RxHeader& h, const Segment& s) {
   return t;
 }
 
-bool wants_ecn(const Settings& st) {
-  return st.ecn == 1 || (st.ecn == -1 && std::string_view(st.cc) == "dctcp");
+// ECN is on when the SYN asked for it (ECE and CWR) and the SYN-ACK agreed (ECE alone), RFC 3168
+// 6.1.1: `we_asked` is our side of that, `want` the flags the peer's segment must carry.
+void negotiate_ecn(Conn& c, bool we_asked, uint8_t peer_flags, uint8_t want) {
+  c.ecn_ok = we_asked && (peer_flags & (kEce | kCwr)) == want;
+  c.dctcp_echo = c.ecn_ok && c.st.dctcp();
 }
 
-// Options from the peer's SYN or SYN-ACK; `offered_ws`: we sent (or will send) window scale.
+// Options from the peer's SYN or SYN-ACK.
 void negotiate(Conn& c, const Segment& s, uint64_t now_ns) {
   c.peer_mss = s.has_mss && s.mss != 0 ? s.mss : 536;
   c.sack_ok = c.st.sack && s.sack_permitted;
@@ -105,8 +108,7 @@ void TcpTransport::input_listen(const RxHeader& h, const Segment& s, Context& ct
   c.rcv_nxt = c.rcv_adv = c.nic_cursor = s.seq + 1;
   c.synced = true;
   negotiate(c, s, now_ns_);
-  c.ecn_ok = c.st.ecn != 0 && (s.flags & (kEce | kCwr)) == (kEce | kCwr);
-  c.dctcp_echo = c.ecn_ok && std::string_view(c.st.cc) == "dctcp";
+  negotiate_ecn(c, c.st.ecn != 0, s.flags, kEce | kCwr);
   c.snd_wnd = s.window;  // never scaled in a SYN (RFC 7323 2.2)
   c.max_snd_wnd = c.snd_wnd;
   c.snd_wl1 = s.seq;
@@ -136,8 +138,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
     ctx.flow_synced(c.flow, c.rcv_nxt);
     c.synced = true;
     if (ack_ok) {
-      c.ecn_ok = wants_ecn(c.st) && (s.flags & (kEce | kCwr)) == kEce;
-      c.dctcp_echo = c.ecn_ok && std::string_view(c.st.cc) == "dctcp";
+      negotiate_ecn(c, c.st.requests_ecn(), s.flags, kEce);
       if (c.rtt_timing && c.backoff == 0) rtt_sample(c, now_ns_ - c.rtt_start);
       c.rtt_timing = false;
       c.snd_una = s.ack;
@@ -149,8 +150,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
       c.ack_now = true;
     } else {
       // Simultaneous open (RFC 9293 figure 7): answer with SYN-ACK from the same ISS.
-      c.ecn_ok = wants_ecn(c.st) && (s.flags & (kEce | kCwr)) == (kEce | kCwr);
-      c.dctcp_echo = c.ecn_ok && std::string_view(c.st.cc) == "dctcp";
+      negotiate_ecn(c, c.st.requests_ecn(), s.flags, kEce | kCwr);
       c.state = State::kSynReceived;
       send_syn(c, ctx);
     }

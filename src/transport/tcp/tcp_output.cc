@@ -92,29 +92,21 @@ void TcpTransport::send_syn(Conn& c, Context& ctx) {
   b.mss = c.st.mss;
   b.window = advertise(c, true);
   if (c.state == State::kSynSent) {
-    b.flags = kSyn;
-    if (c.st.ecn == 1 || (c.st.ecn == -1 && std::string_view(c.st.cc) == "dctcp")) {
-      b.flags |= kEce | kCwr;
-    }
+    // Our offer: nothing is negotiated yet, so the options come from the settings.
+    b.flags = kSyn | (c.st.requests_ecn() ? kEce | kCwr : 0);
     b.wscale_opt = true;
     b.wscale = c.st.wscale;
     b.sack_permitted = c.st.sack;
-    if (c.st.timestamps) {
-      b.ts = true;
-      b.ts_val = ts_now();
-    }
-    b.src_port = c.tuple.local.port;
-    b.dst_port = c.tuple.remote.port;
-    d.flow = c.flow;
-    d.l4_len = uint8_t(build(b, d.l4.data()));
-    ctr_.segs_out++;
+    b.ts = c.st.timestamps;
+    b.ts_val = ts_now();
   } else {
+    // The answer: only what the peer offered.
     b.flags = kSyn | kAck | (c.ecn_ok ? kEce : 0);
     b.wscale_opt = c.rcv_wscale != 0 || c.snd_wscale != 0;
     b.wscale = c.rcv_wscale;
     b.sack_permitted = c.sack_ok;
-    put_header(*this, c, d, b);
   }
+  put_header(*this, c, d, b);
   if (c.backoff == 0) {
     c.rtt_timing = true;
     c.rtt_seq = c.iss + 1;
