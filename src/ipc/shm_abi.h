@@ -16,6 +16,9 @@
 //   PipeDestroy{pipe}                      Reply
 //   MrReg{length, access} + memfd          MrReply{mr id}
 //   MrDereg{mr}                            Reply
+//   Listen{ip, port, cq, transport}        ListenReply{listener}           (version 2)
+//   Unlisten{listener}                     Reply                           (version 2)
+//   Connect{ip, port, cq, transport}       ConnectReply{flow}              (version 2)
 //                                          Notice{reason} (unsolicited, then the daemon closes)
 //
 // Region layout (one memfd per app, created, sealed and sized by the daemon):
@@ -30,8 +33,8 @@
 namespace cleave::abi {
 
 inline constexpr uint32_t kMagic = 0x314c5643;  // "CVL1" little-endian
-inline constexpr uint16_t kAbiVersion = 1;
-inline constexpr uint16_t kAbiMinVersion = 1;  // oldest version this build still speaks
+inline constexpr uint16_t kAbiVersion = 2;      // 2: flows (listen, connect, flow opcodes, events)
+inline constexpr uint16_t kAbiMinVersion = 1;   // oldest version this build still speaks
 inline constexpr size_t kCacheLine = 64;
 inline constexpr std::string_view kAppSocketName = "app.sock";
 inline constexpr size_t kAppNameMax = 32;  // including the terminating NUL
@@ -90,7 +93,15 @@ enum Opcode : uint8_t {
   kOpCopy = 1,  // copy `length` bytes from (mr, offset) to (remote_mr, remote_offset), both the
                 // app's own MRs: the local copy engine
   kOpSend = 2,  // deliver (mr, offset, length) into the next receive buffer posted on pipe
-                // `target` (a kRecv pipe of the same app; transports will widen this to flows)
+                // `target` (a kRecv pipe of the same app)
+  // Flow requests (version 2): `target` is a flow of this app. Their completions, and the
+  // flow's events, go to the flow's completion pipe (the one named at listen or connect), not
+  // to the submit pipe's; only a request refused outright completes on the submit pipe's.
+  kOpFlowSend = 3,   // send (mr, offset, length); completes when the peer has acknowledged it
+  kOpFlowRecv = 4,   // post (mr, offset, length) as the flow's next receive buffer; completes
+                     // when full, or shorter at the end of the stream or on an error
+  kOpFlowClose = 5,  // graceful close after the queued sends; completes at once, events follow
+  kOpFlowAbort = 6,  // reset at once; pending requests complete with CL_ECONNRESET
   kOpCount,
 };
 
@@ -133,8 +144,18 @@ static_assert(sizeof(RecvEntry) == 16);
 static_assert(kCacheLine % sizeof(RecvEntry) == 0);
 static_assert(offsetof(RecvEntry, phase) == 15);
 
-inline constexpr uint8_t kCompRecv = 1u << 0;  // a receive completion: wr_id is the entry index
-inline constexpr uint8_t kCompImm = 1u << 1;   // imm is valid
+inline constexpr uint8_t kCompRecv = 1u << 0;   // a receive completion: wr_id is the entry index
+inline constexpr uint8_t kCompImm = 1u << 1;    // imm is valid
+inline constexpr uint8_t kCompEvent = 1u << 2;  // a flow event: opcode is an EventCode
+
+// Flow events (version 2), in Completion::opcode with kCompEvent. `flow` names the flow.
+enum EventCode : uint8_t {
+  kEvConnected = 1,   // an active open completed
+  kEvAccepted = 2,    // a listener accepted a new flow; wr_id is the listener id
+  kEvPeerClosed = 3,  // the peer will send no more data
+  kEvClosed = 4,      // the flow is gone (closed, reset or failed: status); its id is free
+  kEvRefused = 5,     // an active open failed (status: refused, timed out, unreachable)
+};
 
 // Completion pipe entry: two per cache line.
 struct Completion {
@@ -145,10 +166,12 @@ struct Completion {
   uint16_t pipe;   // the submit or receive pipe this completes an entry of
   uint8_t opcode;  // the SendEntry opcode (kOpSend for receives)
   uint8_t flags;   // kComp*
-  uint8_t reserved[7];
+  uint32_t flow;   // flow requests and events: the flow
+  uint8_t reserved[3];
   uint8_t phase;
 };
 static_assert(sizeof(Completion) == 32);
+static_assert(offsetof(Completion, flow) == 24);
 static_assert(kCacheLine % sizeof(Completion) == 0);
 static_assert(offsetof(Completion, phase) == 31);
 
@@ -182,6 +205,11 @@ enum class MsgType : uint16_t {
   kMrDereg = 8,
   kReply = 9,    // status only
   kNotice = 10,  // daemon -> app, unsolicited: why the daemon is about to close the connection
+  kListen = 11,  // version 2
+  kListenReply = 12,
+  kUnlisten = 13,
+  kConnect = 14,
+  kConnectReply = 15,
 };
 
 struct MsgHeader {
@@ -282,7 +310,55 @@ struct Notice {
   uint32_t reserved;
 };
 
+// ---- Flows (version 2) -------------------------------------------------------------------------
+
+inline constexpr size_t kTransportNameMax = 32;  // including the terminating NUL
+
+// Accept flows to (ip, port): ip 0 is any of the daemon's addresses. Accepted flows report
+// kEvAccepted on `cq`, and all their completions go there. The transport is the one the
+// operator attached to the port (cleavectl flow attach), else `transport`, else "tcp".
+struct Listen {
+  MsgHeader h;
+  uint32_t ip;  // host order
+  uint16_t port;
+  uint16_t reserved;
+  uint32_t cq;
+  uint32_t reserved2;
+  char transport[kTransportNameMax];  // NUL-terminated; "" for the default
+};
+
+struct ListenReply {
+  MsgHeader h;
+  uint32_t listener;
+  uint32_t reserved;
+};
+
+struct Unlisten {
+  MsgHeader h;
+  uint32_t listener;
+  uint32_t reserved;
+};
+
+// Open a flow to (ip, port) from an ephemeral local port. The reply names the flow at once;
+// kEvConnected or kEvRefused follows on `cq`, where all the flow's completions go.
+struct Connect {
+  MsgHeader h;
+  uint32_t ip;  // host order
+  uint16_t port;
+  uint16_t reserved;
+  uint32_t cq;
+  uint32_t reserved2;
+  char transport[kTransportNameMax];
+};
+
+struct ConnectReply {
+  MsgHeader h;
+  uint32_t flow;
+  uint32_t reserved;
+};
+
 static_assert(sizeof(Hello) <= kMaxMessage && sizeof(HelloReply) <= kMaxMessage);
+static_assert(sizeof(Listen) <= kMaxMessage && sizeof(Connect) <= kMaxMessage);
 static_assert(sizeof(PipeCreate) <= kMaxMessage && sizeof(MrReg) <= kMaxMessage);
 
 // MR 0 is the region's heap; registered MRs get ids from 1.

@@ -55,11 +55,11 @@ void stamp(abi::Completion* e, uint64_t seq) {
   *e = {};
   e->wr_id = seq;
   e->imm = static_cast<uint32_t>(mix(seq));
-  e->reserved[6] = static_cast<uint8_t>(seq >> 8);
+  e->reserved[2] = static_cast<uint8_t>(seq >> 8);
 }
 bool check(const abi::Completion& e, uint64_t seq) {
   return e.wr_id == seq && e.imm == static_cast<uint32_t>(mix(seq)) &&
-         e.reserved[6] == static_cast<uint8_t>(seq >> 8);
+         e.reserved[2] == static_cast<uint8_t>(seq >> 8);
 }
 
 // A zeroed pipe in private memory: PipeCtl then the ring, cache-line aligned.

@@ -5,6 +5,16 @@
  * submit queues (sends), receive queues (buffers for incoming data) and completion queues. The
  * post and poll calls touch only shared memory: no syscalls, no locks.
  *
+ * Flows (streams over a transport, TCP by default): cl_listen and cl_connect bind a completion
+ * queue to the flows they create. Sends, receive buffers and closes are work requests on any
+ * submit queue (CL_OP_FLOW_*, naming the flow); their completions and the flow's events
+ * (CL_WC_EVENT: connected, accepted, peer closed, closed, refused) arrive on the flow's CQ, so
+ * one CQ waited on with cl_cq_wait serves many flows, as epoll does. Data is never copied by the
+ * library or the daemon on the zero-copy path: the NIC reads sends from and writes receives into
+ * the app's memory. A send completes when the peer has acknowledged it; until then its memory
+ * must stay unchanged. A receive completes when its buffer is full, or shorter when the peer
+ * closed (the last buffer of the stream) or the flow failed.
+ *
  * Errors: functions returning int give 0 (or a count) on success and a negative CL_E* code on
  * failure; cl_strerror() names it. Once the daemon is gone every call fails with CL_EDAEMON; once
  * it evicted the app, with CL_EEVICTED. Neither ever hangs: a dead daemon is noticed within a
@@ -37,24 +47,31 @@ extern "C" {
 /* Error codes: Linux errno values where one fits, negated. */
 enum {
   CL_OK = 0,
-  CL_EPERM = -1,       /* not allowed to connect (uid/gid not in the daemon's config) */
-  CL_ENOENT = -2,      /* no such pipe or MR, or no daemon socket */
-  CL_EAGAIN = -11,     /* nothing now; try again (queue full, nothing to poll) */
-  CL_ENOMEM = -12,     /* out of memory (heap, or the daemon's) */
-  CL_EACCES = -13,     /* MR access rights do not allow the operation */
-  CL_EFAULT = -14,     /* offset/length outside the MR */
-  CL_EBUSY = -16,      /* in use (e.g. a completion queue with queues attached) */
-  CL_EINVAL = -22,     /* invalid argument */
-  CL_ENOSPC = -28,     /* a table is full (daemon-wide) */
-  CL_EPROTO = -71,     /* malformed message or descriptor */
-  CL_EOPNOTSUPP = -95, /* unknown opcode or flag */
-  CL_ETIMEDOUT = -110, /* cl_cq_wait timed out */
-  CL_EDQUOT = -122,    /* over this app's quota */
-  CL_EDAEMON = -1001,  /* cleaved is gone (exited, crashed or closed the connection) */
-  CL_EVERSION = -1002, /* no protocol version in common with cleaved */
-  CL_EEVICTED = -1003, /* cleaved disconnected this app for exceeding its error budget */
-  CL_ENORECV = -1004,  /* a send found no posted receive buffer (completion status) */
-  CL_ETRUNC = -1005    /* the receive buffer was shorter than the data (completion status) */
+  CL_EPERM = -1,          /* not allowed to connect (uid/gid not in the daemon's config) */
+  CL_ENOENT = -2,         /* no such pipe or MR, or no daemon socket */
+  CL_EAGAIN = -11,        /* nothing now; try again (queue full, nothing to poll) */
+  CL_ENOMEM = -12,        /* out of memory (heap, or the daemon's) */
+  CL_EACCES = -13,        /* MR access rights do not allow the operation */
+  CL_EFAULT = -14,        /* offset/length outside the MR */
+  CL_EBUSY = -16,         /* in use (e.g. a completion queue with queues attached) */
+  CL_EINVAL = -22,        /* invalid argument */
+  CL_ENOSPC = -28,        /* a table is full (daemon-wide) */
+  CL_EPIPE = -32,         /* the flow was closed for sending */
+  CL_EPROTO = -71,        /* malformed message or descriptor */
+  CL_EOPNOTSUPP = -95,    /* unknown opcode or flag */
+  CL_EADDRINUSE = -98,    /* someone already listens on that port */
+  CL_ENETUNREACH = -101,  /* no route to the destination */
+  CL_ECONNRESET = -104,   /* the flow was reset (by the peer or by an abort) */
+  CL_ENOBUFS = -105,      /* the flow's send queue is full */
+  CL_ETIMEDOUT = -110,    /* cl_cq_wait timed out; a flow gave up retransmitting */
+  CL_ECONNREFUSED = -111, /* the peer refused the connection */
+  CL_EHOSTUNREACH = -113, /* the next hop did not answer ARP */
+  CL_EDQUOT = -122,       /* over this app's quota */
+  CL_EDAEMON = -1001,     /* cleaved is gone (exited, crashed or closed the connection) */
+  CL_EVERSION = -1002,    /* no protocol version in common with cleaved */
+  CL_EEVICTED = -1003,    /* cleaved disconnected this app for exceeding its error budget */
+  CL_ENORECV = -1004,     /* a send found no posted receive buffer (completion status) */
+  CL_ETRUNC = -1005       /* the receive buffer was shorter than the data (completion status) */
 };
 
 /* MR access: what cleaved and the NIC may do with the memory. */
@@ -69,11 +86,27 @@ enum {
 enum {
   CL_OP_NOP = 0,  /* completes at once: a round trip through the dataplane */
   CL_OP_COPY = 1, /* copy between two of the app's own MRs */
-  CL_OP_SEND = 2  /* into the next buffer posted on receive queue `target` */
+  CL_OP_SEND = 2, /* into the next buffer posted on receive queue `target` */
+  /* On flow `flow` (completions go to the flow's CQ): */
+  CL_OP_FLOW_SEND = 3,  /* send (mr, offset, length); completes when acknowledged */
+  CL_OP_FLOW_RECV = 4,  /* receive into (mr, offset, length) */
+  CL_OP_FLOW_CLOSE = 5, /* graceful close after the queued sends (FIN) */
+  CL_OP_FLOW_ABORT = 6  /* reset now; pending requests complete with CL_ECONNRESET */
 };
 
 /* cl_wc.flags */
-enum { CL_WC_RECV = 1 << 0, CL_WC_IMM = 1 << 1 };
+enum { CL_WC_RECV = 1 << 0, CL_WC_IMM = 1 << 1, CL_WC_EVENT = 1 << 2 };
+
+/* cl_wc.opcode when CL_WC_EVENT is set; cl_wc.flow names the flow. */
+enum {
+  CL_EV_CONNECTED = 1,   /* cl_connect's flow is open */
+  CL_EV_ACCEPTED = 2,    /* a new flow from a listener; wr_id is the listener id */
+  CL_EV_PEER_CLOSED = 3, /* the peer will send no more data */
+  CL_EV_CLOSED = 4,      /* the flow is gone (status: 0, or why); its id may be reused */
+  CL_EV_REFUSED = 5      /* cl_connect failed (status says why); the flow id is free */
+};
+
+typedef uint32_t cl_flow;
 
 typedef struct cl_ctx cl_ctx;
 typedef struct cl_mr cl_mr;
@@ -96,6 +129,7 @@ struct cl_send_wr {
   uint64_t dst_offset; /* CL_OP_COPY */
   const cl_rq* target; /* CL_OP_SEND */
   uint32_t imm;        /* CL_OP_SEND: handed to the receive completion */
+  cl_flow flow;        /* CL_OP_FLOW_* */
 };
 
 struct cl_recv_wr {
@@ -112,6 +146,7 @@ struct cl_wc {
   uint32_t opcode;
   uint32_t flags; /* CL_WC_* */
   uint32_t imm;
+  cl_flow flow; /* CL_OP_FLOW_* completions and events */
 };
 
 /* ---- Context ---- */
@@ -160,6 +195,23 @@ CL_API int cl_poll_cq(cl_cq* cq, struct cl_wc* wc, unsigned n);
 /* Wait until a completion is ready: spins spin_us, then sleeps on the doorbell (if any).
  * timeout_ms < 0 waits forever. Returns 0, CL_ETIMEDOUT, or an error. */
 CL_API int cl_cq_wait(cl_cq* cq, int timeout_ms);
+
+/* ---- Flows ----
+ * Addresses are struct sockaddr_in (AF_INET; host and port in network order, as for bind(2)).
+ * `transport` NULL or "": the one the operator attached to the port, else "tcp".
+ * cl_listen: accept flows to addr (INADDR_ANY: any of the daemon's addresses); each arrives as a
+ *   CL_EV_ACCEPTED completion on cq. CL_EADDRINUSE when the port is taken.
+ * cl_connect: opens a flow to addr from an ephemeral port; *flow is its id at once, and
+ *   CL_EV_CONNECTED or CL_EV_REFUSED follows on cq.
+ * A CQ bound to flows must have room for their completions: the daemon takes a flow request
+ * only while the flow's CQ can hold its completion, so a CQ that is not polled stalls its flows'
+ * submit queues, never loses a completion. */
+struct sockaddr_in;
+CL_API int cl_listen(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr, const char* transport,
+                     uint32_t* listener);
+CL_API int cl_unlisten(cl_ctx* ctx, uint32_t listener);
+CL_API int cl_connect(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr, const char* transport,
+                      cl_flow* flow);
 
 #ifdef __cplusplus
 }
