@@ -155,6 +155,9 @@ enum EventCode : uint8_t {
   kEvPeerClosed = 3,  // the peer will send no more data
   kEvClosed = 4,      // the flow is gone (closed, reset or failed: status); its id is free
   kEvRefused = 5,     // an active open failed (status: refused, timed out, unreachable)
+  kEvData = 6,        // `length` more in-order bytes are in the flow's posted receive buffers
+                      // (counted from the first byte of the oldest incomplete one); sent at most
+                      // once per burst, and coalesced while the completion pipe is full
 };
 
 // Completion pipe entry: two per cache line.

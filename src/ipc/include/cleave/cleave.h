@@ -103,7 +103,10 @@ enum {
   CL_EV_ACCEPTED = 2,    /* a new flow from a listener; wr_id is the listener id */
   CL_EV_PEER_CLOSED = 3, /* the peer will send no more data */
   CL_EV_CLOSED = 4,      /* the flow is gone (status: 0, or why); its id may be reused */
-  CL_EV_REFUSED = 5      /* cl_connect failed (status says why); the flow id is free */
+  CL_EV_REFUSED = 5,     /* cl_connect failed (status says why); the flow id is free */
+  CL_EV_DATA = 6         /* length more bytes arrived in order into the posted receive buffers,
+                          * before those buffers completed: read them in place (request and
+                          * response protocols); the buffers still complete as usual */
 };
 
 typedef uint32_t cl_flow;
