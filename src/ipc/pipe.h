@@ -125,6 +125,21 @@ class PipeConsumer {
     return k;
   }
 
+  // Copies up to n published entries out without taking them; take(k) then takes the first k.
+  // Lets the owner stop before an entry it cannot serve yet (it is read again next time).
+  unsigned peek(E* out, unsigned n) const {
+    unsigned k = 0;
+    for (uint64_t t = tail_; k < n && load_phase(&ring_[t & mask_]) == phase_of(t, lap_shift_);
+         k++, t++)
+      std::memcpy(static_cast<void*>(&out[k]), &ring_[t & mask_], sizeof(E));
+    return k;
+  }
+  void take(unsigned k) {
+    if (k == 0) return;
+    tail_ += k;
+    std::atomic_ref<uint64_t>(ctl_->consumer).store(tail_, std::memory_order_release);
+  }
+
   // Doorbell: announce sleep, then look once more. Returns true when it is safe to sleep (no
   // entry arrived); the producer, seeing the flag, writes the eventfd. Call disarm() on waking.
   bool arm() {

@@ -94,9 +94,9 @@ enum Opcode : uint8_t {
                 // app's own MRs: the local copy engine
   kOpSend = 2,  // deliver (mr, offset, length) into the next receive buffer posted on pipe
                 // `target` (a kRecv pipe of the same app)
-  // Flow requests (version 2): `target` is a flow of this app. Their completions, and the
-  // flow's events, go to the flow's completion pipe (the one named at listen or connect), not
-  // to the submit pipe's; only a request refused outright completes on the submit pipe's.
+  // Flow requests (version 2): `target` is a flow of this app. Sends and receives complete on
+  // the flow's completion pipe (the one named at listen or connect), where its events also go;
+  // close and abort, and any request refused outright, complete at once on the submit pipe's.
   kOpFlowSend = 3,   // send (mr, offset, length); completes when the peer has acknowledged it
   kOpFlowRecv = 4,   // post (mr, offset, length) as the flow's next receive buffer; completes
                      // when full, or shorter at the end of the stream or on an error

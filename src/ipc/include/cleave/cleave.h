@@ -7,8 +7,9 @@
  *
  * Flows (streams over a transport, TCP by default): cl_listen and cl_connect bind a completion
  * queue to the flows they create. Sends, receive buffers and closes are work requests on any
- * submit queue (CL_OP_FLOW_*, naming the flow); their completions and the flow's events
- * (CL_WC_EVENT: connected, accepted, peer closed, closed, refused) arrive on the flow's CQ, so
+ * submit queue (CL_OP_FLOW_*, naming the flow). Send and receive completions and the flow's
+ * events (CL_WC_EVENT: connected, accepted, data, peer closed, closed, refused) arrive on the
+ * flow's CQ (close and abort complete at once on the submit queue's CQ), so
  * one CQ waited on with cl_cq_wait serves many flows, as epoll does. Data is never copied by the
  * library or the daemon on the zero-copy path: the NIC reads sends from and writes receives into
  * the app's memory. A send completes when the peer has acknowledged it; until then its memory
