@@ -287,9 +287,63 @@ void AppServer::on_message(Session& s) {
       send(s, &r, sizeof r);
       return;
     }
+    case abi::MsgType::kListen:
+    case abi::MsgType::kConnect: {
+      static_assert(sizeof(abi::Listen) == sizeof(abi::Connect));
+      abi::Listen m;  // the same layout
+      if (s.version < 2 || !size_ok(sizeof m) || fd >= 0) return bad("malformed listen or connect");
+      std::memcpy(&m, buf, sizeof m);
+      bool listen = type == abi::MsgType::kListen;
+      auto r = reply_for<abi::ListenReply>(
+          h, listen ? abi::MsgType::kListenReply : abi::MsgType::kConnectReply);
+      r.h.status = flow_open(s, m, listen, r.listener);
+      send(s, &r, sizeof r);
+      return;
+    }
+    case abi::MsgType::kUnlisten: {
+      abi::Unlisten m;
+      if (s.version < 2 || !size_ok(sizeof m) || fd >= 0) return bad("malformed unlisten");
+      std::memcpy(&m, buf, sizeof m);
+      auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
+      auto req = std::make_unique<CtlRequest>();
+      req->op = CtlOp::kFlow;
+      req->flow_op = FlowOp::kUnlisten;
+      req->app_id = s.id;
+      req->flow_id = m.listener;
+      r.h.status = ctl_flow(std::move(req));
+      send(s, &r, sizeof r);
+      return;
+    }
     default:
       return bad("unknown message type");
   }
+}
+
+int32_t AppServer::flow_open(Session& s, const abi::Listen& m, bool listen, uint32_t& id) {
+  const char* end = static_cast<const char*>(std::memchr(m.transport, 0, sizeof m.transport));
+  if (end == nullptr || m.reserved != 0 || m.reserved2 != 0) return CL_EINVAL;
+  auto pipe = s.pipes.find(m.cq);
+  if (pipe == s.pipes.end() || pipe->second.kind != abi::PipeKind::kCompletion) return CL_ENOENT;
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kFlow;
+  req->flow_op = listen ? FlowOp::kListen : FlowOp::kConnect;
+  req->app_id = s.id;
+  req->flow_cq = static_cast<uint16_t>(m.cq);
+  req->flow_ip = m.ip;
+  req->flow_port = m.port;
+  req->flow_transport.assign(m.transport, end);
+  std::unique_ptr<CtlRequest> answer;
+  int32_t st = ctl_flow(std::move(req), &answer);
+  if (st == 0) id = answer->flow_id;
+  return st;
+}
+
+int32_t AppServer::ctl_flow(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* out) {
+  req = ctl_.call(std::move(req), kCtlTimeout);
+  if (!req) return CL_EAGAIN;
+  int32_t st = req->flow_status;
+  if (out != nullptr) *out = std::move(req);
+  return st;
 }
 
 int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) {
@@ -532,8 +586,15 @@ int32_t AppServer::mr_dereg(Session& s, const abi::MrDereg& m) {
   req->app_op = AppOp::kSetMr;
   req->app_id = s.id;
   req->app_index = m.mr;
-  s.memory -= it->second.mem.length();
-  if (!ctl(std::move(req))) quarantine_.push_back(std::move(it->second.mem));
+  const uint64_t len = it->second.mem.length();
+  std::unique_ptr<CtlRequest> answer;
+  if (!ctl(std::move(req), &answer)) {
+    // Refused: the app still has flows that may use the memory. Unanswered: the dataplane may
+    // still reference it, so it stays mapped until shutdown.
+    if (answer) return CL_EBUSY;
+    quarantine_.push_back(std::move(it->second.mem));
+  }
+  s.memory -= len;
   s.mrs.erase(it);
   return 0;
 }

@@ -109,41 +109,63 @@ unsigned AppPath::serve_sq(DpApp& a, uint16_t sq_id, unsigned budget, uint64_t n
   abi::SendEntry e[kSqBurst];
   while (done < budget && !a.evicted) {
     // Room for this request's completion and, for a send, the receive completion that may go
-    // to the same pipe. No room: the app is not reading its completions; its requests wait.
-    unsigned room = cq->cq_out.credits(2);
+    // to the same pipe, beyond what the pipe owes flows. No room: the app is not reading its
+    // completions; its requests wait.
+    unsigned room = cq->cq_out.credits(cq->promised + 2);
     if (cq->cq_out.corrupt()) {
       fail(a, AppError::corrupt_pipe, CL_EPROTO, now);
       break;
     }
+    room = room > cq->promised ? room - cq->promised : 0;
     if (room < 2) break;
     unsigned want = std::min({budget - done, room / 2, kSqBurst});
-    unsigned got = sq.sq.consume(e, want);
+    unsigned got = sq.sq.peek(e, want);
     if (got == 0) break;
-    for (unsigned i = 0; i < got && !a.evicted; i++) {
+    unsigned taken = 0;
+    for (; taken < got && !a.evicted; taken++) {
       abi::Completion c{};
-      execute(a, e[i], c, now);
-      c.pipe = sq_id;
-      post(a, sq.cq, &c, 1);
+      bool post_now = true;
+      if (!execute(a, e[taken], c, post_now, now)) break;  // a flow's CQ is full: wait
+      if (post_now) {
+        c.pipe = sq_id;
+        post_completions(a, sq.cq, &c, 1);
+      }
     }
-    done += got;
+    sq.sq.take(taken);
+    done += taken;
+    if (taken < got) break;
   }
   return done;
 }
 
-void AppPath::execute(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64_t now) {
+bool AppPath::execute(DpApp& a, const abi::SendEntry& e, abi::Completion& c, bool& post_now,
+                      uint64_t now) {
   c.wr_id = e.wr_id;
   c.opcode = e.opcode;
   if (e.opcode >= abi::kOpCount) {
     c.status = fail(a, AppError::bad_opcode, CL_EOPNOTSUPP, now);
-    return;
+    return true;
   }
   if (e.flags != 0 || !reserved_clear(e)) {
     c.status = fail(a, AppError::bad_flags, CL_EINVAL, now);
-    return;
+    return true;
+  }
+  if (e.opcode >= abi::kOpFlowSend) {
+    switch (flow_request(a, e, c, now)) {
+      case FlowAdmit::kWait:
+        return false;
+      case FlowAdmit::kTaken:
+        post_now = false;
+        a.counters.ops[e.opcode]++;
+        return true;
+      case FlowAdmit::kDone:
+        if (c.status == 0) a.counters.ops[e.opcode]++;
+        return true;
+    }
   }
   if (e.length > kMaxRequestBytes) {
     c.status = fail(a, AppError::too_long, CL_EINVAL, now);
-    return;
+    return true;
   }
   switch (e.opcode) {
     case abi::kOpNop:
@@ -156,7 +178,7 @@ void AppPath::execute(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uin
               : nullptr;
       if (dst == nullptr) {
         c.status = st;
-        return;
+        return true;
       }
       std::memmove(dst, src, e.length);
       c.length = e.length;
@@ -165,12 +187,39 @@ void AppPath::execute(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uin
     }
     case abi::kOpSend:
       send(a, e, c, now);
-      if (c.status != 0) return;
+      if (c.status != 0) return true;
       break;
     default:
       break;
   }
   a.counters.ops[e.opcode]++;
+  return true;
+}
+
+// Flow requests: the MR window is checked here, the rest by the flow path.
+FlowAdmit AppPath::flow_request(DpApp& a, const abi::SendEntry& e, abi::Completion& c,
+                                uint64_t now) {
+  c.flow = e.target;
+  if (flows_ == nullptr) {
+    c.status = CL_EOPNOTSUPP;
+    return FlowAdmit::kDone;
+  }
+  uint16_t nic_mr = 0;
+  if (e.opcode == abi::kOpFlowSend || e.opcode == abi::kOpFlowRecv) {
+    uint32_t need = e.opcode == abi::kOpFlowSend ? abi::kAccessRead : abi::kAccessWrite;
+    int32_t st = 0;
+    if (window(a, e.mr, e.offset, e.length, need, st, now) == nullptr) {
+      c.status = st;
+      return FlowAdmit::kDone;
+    }
+    nic_mr = a.mrs[e.mr].nic_mr;
+  } else if (e.length != 0) {
+    c.status = fail(a, AppError::bad_flags, CL_EINVAL, now);
+    return FlowAdmit::kDone;
+  }
+  FlowAdmit r = flows_->flow_request(a, e, nic_mr, c, now);
+  if (r == FlowAdmit::kDone && c.status == CL_ENOENT) fail(a, AppError::bad_target, c.status, now);
+  return r;
 }
 
 void AppPath::send(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64_t now) {
@@ -186,7 +235,7 @@ void AppPath::send(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64
     c.status = fail(a, AppError::bad_target, CL_EINVAL, now);
     return;
   }
-  if (rcq->cq_out.credits(1) == 0) {
+  if (rcq->cq_out.credits(rcq->promised + 1) <= rcq->promised) {
     a.counters.cq_full++;
     c.status = CL_EAGAIN;
     return;
@@ -216,7 +265,7 @@ void AppPath::send(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64
     if (n < e.length) rc.status = c.status = CL_ETRUNC;
     a.counters.bytes += n;
   }
-  post(a, rq->cq, &rc, 1);
+  post_completions(a, rq->cq, &rc, 1);
 }
 
 uint8_t* AppPath::window(DpApp& a, uint32_t mr, uint64_t offset, uint32_t length, uint32_t need,
@@ -256,7 +305,7 @@ int32_t AppPath::fail(DpApp& a, AppError e, int32_t status, uint64_t now) {
   return status;
 }
 
-void AppPath::post(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n) {
+void post_completions(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n) {
   DpPipe& cq = a.pipes[cq_id];
   unsigned put = cq.cq_out.produce(c, n);
   a.counters.completions += put;

@@ -58,6 +58,7 @@ struct DpMr {
   uint8_t* base = nullptr;  // the daemon's mapping
   uint64_t length = 0;      // registered bytes
   uint32_t access = 0;      // abi::kAccess*
+  uint16_t nic_mr = 0;      // the NIC's MR id (flows.h), set by the dataplane; 0: none
 };
 
 struct DpPipe {
@@ -67,6 +68,7 @@ struct DpPipe {
   ipc::PipeConsumer<abi::SendEntry> sq;
   ipc::PipeConsumer<abi::RecvEntry> rq;
   ipc::PipeProducer<abi::Completion> cq_out;
+  uint32_t promised = 0;  // kCompletion: entries owed to flows (flows.h); room is kept for them
 };
 
 struct DpApp {
@@ -82,6 +84,26 @@ struct DpApp {
   std::atomic<bool> evict{false};  // dataplane -> main: over the error budget, disconnect
 };
 
+// Where flow requests (abi::kOpFlow*) go: the dataplane's flow path (flows.h).
+enum class FlowAdmit : uint8_t {
+  kDone,   // finished now: the completion (status set) goes on the submit pipe's CQ
+  kTaken,  // the flow's CQ gets the completion later
+  kWait,   // the flow's CQ has no room: the request stays in its pipe for now
+};
+class FlowHandler {
+ public:
+  // `nic_mr` is the checked MR's NIC id (sends and receives). Fills c.status for kDone.
+  virtual FlowAdmit flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic_mr,
+                                 abi::Completion& c, uint64_t now) = 0;
+
+ protected:
+  ~FlowHandler() = default;
+};
+
+// Writes completions to an app's completion pipe (the caller made sure of the room) and rings
+// its doorbell when the consumer sleeps.
+void post_completions(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
+
 // A table update for one app, built by the main thread.
 enum class AppOp : uint8_t { kAttach, kDetach, kSetMr, kSetPipe, kCounters };
 
@@ -89,6 +111,7 @@ class AppPath {
  public:
   // `tsc_hz`: the clock the error budget refills by.
   AppPath(uint32_t max_apps, uint32_t budget, uint64_t tsc_hz);
+  void set_flow_handler(FlowHandler* h) { flows_ = h; }
 
   // One pass over every app, each from where it left off, at most `budget` requests each;
   // returns the requests served.
@@ -101,6 +124,7 @@ class AppPath {
   bool set_mr(uint32_t app_id, uint32_t mr, const DpMr& v);
   bool set_pipe(uint32_t app_id, uint32_t pipe, const DpPipe& v);
   const DpApp* find(uint32_t app_id) const;
+  DpApp* find(uint32_t app_id);
   size_t size() const { return apps_.size(); }
   template <class F>
   void for_each(F&& f) const {
@@ -111,22 +135,23 @@ class AppPath {
  private:
   unsigned serve(DpApp& a, uint64_t now);
   unsigned serve_sq(DpApp& a, uint16_t sq_id, unsigned budget, uint64_t now);
-  // Runs one request from its private copy; fills the sender's completion.
-  void execute(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64_t now);
+  // Runs one request from its private copy; fills the sender's completion. False: a flow
+  // request that must wait (kWait), nothing done.
+  bool execute(DpApp& a, const abi::SendEntry& e, abi::Completion& c, bool& post_now, uint64_t now);
+  FlowAdmit flow_request(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64_t now);
   void send(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64_t now);
   // A checked window of an MR, or null (and the error counted) when the request may not touch it.
   uint8_t* window(DpApp& a, uint32_t mr, uint64_t offset, uint32_t length, uint32_t need,
                   int32_t& status, uint64_t now);
   int32_t fail(DpApp& a, AppError e, int32_t status, uint64_t now);
-  void post(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
   DpPipe* pipe(DpApp& a, uint32_t id, abi::PipeKind kind);
-  DpApp* find(uint32_t app_id);
 
   std::vector<DpApp*> apps_;  // capacity reserved for max_apps: never reallocates
   uint32_t max_apps_;
   uint32_t budget_;
   uint64_t tsc_hz_;
   uint32_t rr_ = 0;  // which app goes first next pass
+  FlowHandler* flows_ = nullptr;
 };
 
 }  // namespace cleave::dp

@@ -17,6 +17,7 @@
 
 #include "apps.h"
 #include "arp.h"
+#include "flow_info.h"
 #include "net.h"
 #include "stats.h"
 
@@ -30,7 +31,10 @@ enum class CtlOp : uint8_t {
   kRouteGet,  // route and next hop for `addr`, resolving the next hop's MAC
   kApp,       // an app table update (app_op), or every app's counters
   kNic,       // one port's NIC backend and counters (nic_port)
+  kFlow,      // flows: an app's listen, unlisten or connect; management's list and attach
 };
+
+enum class FlowOp : uint8_t { kListen, kUnlisten, kConnect, kList, kAttach };
 
 // One NIC counter, its name copied (xstats names are at most 64 bytes with the NUL).
 struct NicCounterRow {
@@ -92,6 +96,23 @@ struct CtlRequest {
   uint8_t nic_backend = 0;  // NicBackend
   std::vector<NicCounterRow> nic_counters;
   bool nic_truncated = false;
+
+  // kFlow. kListen, kConnect: app_id, cq, ip (host order), port, transport ("" default) in;
+  // flow_id (listener or flow) and flow_status (0 or CL_E*) out. kUnlisten: app_id, flow_id.
+  // kList: flow_id (kNoFlow: all) in, flow_rows out (the dataplane allocates: management only).
+  // kAttach: binding in, flow_status and flow_error out.
+  FlowOp flow_op = FlowOp::kList;
+  uint16_t flow_cq = 0;
+  uint32_t flow_ip = 0;
+  uint16_t flow_port = 0;
+  std::string flow_transport;
+  uint32_t flow_id = 0;
+  int32_t flow_status = 0;
+  std::vector<FlowRow> flow_rows;
+  FlowBinding binding;
+  std::string flow_error;
+  std::vector<std::string> transports;  // kList: the transports instantiated
+  std::vector<FlowBinding> bindings;    // kList: the operator's bindings
 
   std::atomic<bool> done{false};
 };

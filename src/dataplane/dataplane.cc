@@ -69,6 +69,9 @@ DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz) {
   p.nic.model.max_mrs = c.nic.max_mrs;
   p.nic.model.ms_committed_per_flow = c.nic.ms_committed;
   p.nic.model.ms_store_entries = c.nic.ms_store;
+  p.flows.max_flows = c.nic.max_flows;
+  p.flows.max_nic_mrs = c.nic.max_mrs - 1;  // the last id is net_cleave's bounce MR
+  p.flows.tsc_hz = tsc_hz;
   return p;
 }
 
@@ -102,6 +105,14 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
     p.exception.full_reason = Drop::kExceptionFull;
     p.exception.packets = &p.stats->to_kernel;
   }
+  std::vector<FlowPort> fports;
+  for (Port& p : ports_)
+    fports.push_back(FlowPort{p.nic.get(), p.conf.ipv4.addr.host, p.mac, p.conf.mtu});
+  FlowParams fp = params_.flows;
+  fp.tsc_hz = tsc_hz_;
+  flows_ = std::make_unique<FlowPath>(fp, std::move(fports), arp_, routes_, pool,
+                                      static_cast<FlowIo&>(*this));
+  apps_.set_flow_handler(flows_.get());
 }
 
 Dataplane::~Dataplane() {
@@ -156,6 +167,7 @@ unsigned Dataplane::poll_once() {
   unsigned work = poll_ports();   // wire → ARP, ICMP echo, exception tap
   work += poll_exception_taps();  // kernel → wire
   work += apps_.poll(now_);       // app submit pipes, round-robin with a budget each
+  work += flows_->poll(now_);     // their flow requests to the transports; transport timers
   work += timers_.advance(now_);  // ARP retries and ageing
   flush_all();                    // send what the stages above staged
   if (work == 0 || now_ - last_ctl_ >= ctl_interval_) serve_control(now_);
@@ -175,6 +187,7 @@ unsigned Dataplane::poll_ports() {
       bytes += pkts[i]->pkt_len;
       rx_packet(p, pkts[i]);
     }
+    flows_->rx_flush();
     p.stats->rx_packets += n;
     p.stats->rx_bytes += bytes;
     total += n;
@@ -210,7 +223,7 @@ void Dataplane::flush_all() {
 
 void Dataplane::rx_packet(Port& p, rte_mbuf* m) {
   // The NIC matched a flow: the frame (maybe only its headers) belongs to that flow's transport.
-  if (unlikely((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0)) return drop(m, Drop::kNoTransport);
+  if ((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0) return rx_flow(p, m);
   if (unlikely(m->data_len < sizeof(rte_ether_hdr))) return drop(m, Drop::kRunt);
   const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
   if (unlikely(!rte_is_multicast_ether_addr(&eth->dst_addr) &&
@@ -305,6 +318,7 @@ void Dataplane::rx_ipv4(Port& p, rte_mbuf* m) {
                0)) {
     return to_exception_or_drop(p, m, Drop::kIpv4Fragment);
   }
+  if (ip->next_proto_id == IPPROTO_TCP) return rx_flow(p, m);
   if (ip->next_proto_id == IPPROTO_ICMP) return rx_icmp(p, m, off, ihl, len);
   to_exception_or_drop(p, m, Drop::kNoHandler);
 }
@@ -341,6 +355,11 @@ void Dataplane::rx_icmp(Port& p, rte_mbuf* m, uint32_t ip_off, uint32_t ihl, uin
   m->ol_flags = 0;
   stats_.proto.icmp_echo_replies++;
   stage(p.wire, m);
+}
+
+void Dataplane::rx_flow(Port& p, rte_mbuf* m) {
+  Drop why = flows_->rx(static_cast<uint8_t>(&p - ports_.data()), m);
+  if (why != Drop::kCount) drop(m, why);
 }
 
 void Dataplane::to_exception_or_drop(Port& p, rte_mbuf* m, Drop reason) {

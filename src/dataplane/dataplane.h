@@ -24,6 +24,7 @@
 #include "arp.h"
 #include "config.h"
 #include "ctl_channel.h"
+#include "flows.h"
 #include "net.h"
 #include "nic.h"
 #include "route.h"
@@ -52,6 +53,7 @@ struct DataplaneParams {
   uint32_t idle_sleep_us = 0;
   ArpParams arp;         // in TSC cycles
   GenericNicParams nic;  // tables of the generic NIC backend
+  FlowParams flows;
 
   static DataplaneParams from_config(const Config& c, uint64_t tsc_hz);
 };
@@ -67,7 +69,7 @@ struct TxStage {
   rte_mbuf* pkts[kMaxBurst];
 };
 
-class Dataplane final : private ArpIo {
+class Dataplane final : private ArpIo, private FlowIo {
  public:
   // Throws std::runtime_error when a port's NIC backend cannot be opened.
   Dataplane(const DataplaneParams& params, std::vector<DpPort> ports, const RouteTable& routes,
@@ -113,6 +115,7 @@ class Dataplane final : private ArpIo {
   void rx_arp(Port& p, rte_mbuf* m);
   void rx_ipv4(Port& p, rte_mbuf* m);
   void rx_icmp(Port& p, rte_mbuf* m, uint32_t ip_off, uint32_t ihl, uint32_t ip_len);
+  void rx_flow(Port& p, rte_mbuf* m);  // to the flow path (transports)
   void to_exception_or_drop(Port& p, rte_mbuf* m, Drop reason);
 
   // Transmit path.
@@ -121,12 +124,14 @@ class Dataplane final : private ArpIo {
   void drop(rte_mbuf* m, Drop reason);
   void send_arp_request(Port& p, Ipv4 target, const Mac* dst);
   void arp_send_request(uint8_t port, Ipv4 target, const Mac* dst) override;
+  void flow_stage(uint8_t port, rte_mbuf* m) override { stage(ports_[port].wire, m); }
 
   // Control requests.
   void answer_arp_table(CtlRequest* r, uint64_t now);
   void answer_route_get(CtlRequest* r, uint64_t now);
   void answer_app(CtlRequest* r, uint64_t now);
   void answer_nic(CtlRequest* r);
+  void answer_flow(CtlRequest* r, uint64_t now);
 
   DataplaneParams params_;
   std::vector<Port> ports_;
@@ -142,6 +147,7 @@ class Dataplane final : private ArpIo {
   TimerWheel timers_;
   ArpTable arp_;
   AppPath apps_;
+  std::unique_ptr<FlowPath> flows_;
   alignas(64) std::atomic<bool> stop_{false};
   alignas(64) std::atomic<uint64_t> heartbeat_{0};
 };

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <cleave/cleave.h>
+
 #include "dataplane.h"
 
 namespace cleave::dp {
@@ -36,6 +38,9 @@ void Dataplane::serve_control(uint64_t now) {
       case CtlOp::kNic:
         answer_nic(r);
         break;
+      case CtlOp::kFlow:
+        answer_flow(r, now);
+        break;
     }
     CtlChannel::answer(r);
   }
@@ -45,17 +50,47 @@ void Dataplane::answer_app(CtlRequest* r, uint64_t now) {
   switch (r->app_op) {
     case AppOp::kAttach:
       r->app_ok = apps_.attach(r->app, now);
+      // Its memory is the NIC's to read and write from now on.
+      for (uint32_t i = 0; r->app_ok && i < r->app->mrs.size(); i++) {
+        if (r->app->mrs[i].length != 0 && !flows_->app_mr(*r->app, i, r->app->mrs[i])) {
+          flows_->app_detached(*r->app);
+          apps_.detach(r->app->id);
+          r->app_ok = false;
+        }
+      }
       break;
     case AppOp::kDetach:
+      if (DpApp* a = apps_.find(r->app_id)) flows_->app_detached(*a);
       r->app = apps_.detach(r->app_id);
       r->app_ok = r->app != nullptr;
       break;
-    case AppOp::kSetMr:
-      r->app_ok = apps_.set_mr(r->app_id, r->app_index, r->mr);
+    case AppOp::kSetMr: {
+      DpApp* a = apps_.find(r->app_id);
+      r->app_ok = a != nullptr && r->app_index < a->mrs.size();
+      if (!r->app_ok) break;
+      if (r->mr.length == 0) {
+        // Refused while flows may still use the memory.
+        r->app_ok =
+            flows_->app_mr(*a, r->app_index, r->mr) && apps_.set_mr(a->id, r->app_index, r->mr);
+      } else {
+        apps_.set_mr(a->id, r->app_index, r->mr);
+        if (!flows_->app_mr(*a, r->app_index, a->mrs[r->app_index])) {
+          apps_.set_mr(a->id, r->app_index, DpMr{});
+          r->app_ok = false;
+        }
+      }
       break;
-    case AppOp::kSetPipe:
-      r->app_ok = apps_.set_pipe(r->app_id, r->app_index, r->pipe);
+    }
+    case AppOp::kSetPipe: {
+      const DpApp* a = apps_.find(r->app_id);
+      // A completion pipe flows or listeners are bound to stays.
+      r->app_ok = a != nullptr && r->app_index < a->pipes.size() &&
+                  !(r->pipe.kind == abi::PipeKind{} &&
+                    a->pipes[r->app_index].kind == abi::PipeKind::kCompletion &&
+                    flows_->cq_in_use(*a, static_cast<uint16_t>(r->app_index))) &&
+                  apps_.set_pipe(r->app_id, r->app_index, r->pipe);
       break;
+    }
     case AppOp::kCounters:
       r->app_counters.clear();
       apps_.for_each([&](const DpApp& a) {
@@ -64,6 +99,40 @@ void Dataplane::answer_app(CtlRequest* r, uint64_t now) {
         }
       });
       r->app_ok = true;
+      break;
+  }
+}
+
+void Dataplane::answer_flow(CtlRequest* r, uint64_t now) {
+  DpApp* a = nullptr;
+  if (r->flow_op == FlowOp::kListen || r->flow_op == FlowOp::kConnect) {
+    a = apps_.find(r->app_id);
+    if (a == nullptr) {
+      r->flow_status = CL_ENOENT;
+      return;
+    }
+  }
+  switch (r->flow_op) {
+    case FlowOp::kListen:
+      r->flow_status =
+          flows_->listen(*a, r->flow_cq, r->flow_ip, r->flow_port, r->flow_transport, &r->flow_id);
+      break;
+    case FlowOp::kUnlisten:
+      r->flow_status = flows_->unlisten(r->app_id, r->flow_id);
+      break;
+    case FlowOp::kConnect:
+      r->flow_status = flows_->connect(*a, r->flow_cq, r->flow_ip, r->flow_port, r->flow_transport,
+                                       &r->flow_id, now);
+      break;
+    case FlowOp::kList:
+      r->flow_rows.clear();
+      flows_->rows(r->flow_rows, r->flow_id);
+      r->transports = flows_->transport_names();
+      r->bindings = flows_->bindings();
+      r->flow_status = 0;
+      break;
+    case FlowOp::kAttach:
+      r->flow_status = flows_->attach(r->binding, r->flow_error);
       break;
   }
 }

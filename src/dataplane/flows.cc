@@ -1,0 +1,1100 @@
+// flows.cc - the flow path: transports wired to the NIC's mbufs and the apps' pipes (flows.h).
+//
+// Nothing on the packet path allocates, locks or logs: tables are sized at construction, and a
+// transport's bursts are staged in arrays reserved up front.
+#include "flows.h"
+
+#include <cleave/cleave.h>
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_tcp.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include "rte_pmd_cleave.h"
+
+namespace cleave::dp {
+
+namespace {
+
+using transport::EventKind;
+using transport::FlowId;
+using transport::kNoFlow;
+
+constexpr uint32_t kEthLen = sizeof(rte_ether_hdr);
+constexpr uint32_t kIpLen = sizeof(rte_ipv4_hdr);
+constexpr uint32_t kHdrTemplate = kEthLen + kIpLen;
+constexpr uint32_t kFlowEvents = 3;  // connected or accepted, peer closed, closed or refused
+constexpr uint32_t kExtSeg = 32768;  // payload bytes per extbuf segment
+constexpr uint32_t kTombstone = 0xFFFFFFFFu;
+constexpr uint16_t kEphemeralLo = 49152;
+constexpr size_t kRxStage = 512;
+constexpr size_t kAppStage = 64;
+constexpr size_t kRing = 64;
+constexpr uint32_t kResolveCheckUs = 1000;
+
+uint32_t load32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+uint16_t load16(const uint8_t* p) {
+  return uint16_t(p[0] << 8 | p[1]);
+}
+
+uint32_t mix(uint32_t rip, uint16_t rport, uint32_t lip, uint16_t lport) {
+  uint64_t h = (uint64_t(rip) << 32 | uint64_t(rport) << 16 | lport) ^ (uint64_t(lip) << 7);
+  h *= 0x9E3779B97F4A7C15ull;
+  return uint32_t(h >> 32);
+}
+
+int32_t to_cl(int32_t status) {
+  return status;  // transports report negative errno values; CL_E* codes are the same numbers
+}
+
+}  // namespace
+
+// ---- tables
+// ------------------------------------------------------------------------------------------
+
+struct FlowPath::Flow {
+  enum class State : uint8_t { kFree, kResolving, kOpen };
+  State state = State::kFree;
+  bool on_nic = false;
+  bool l2_ready = false;
+  bool announced = false;  // the app heard of it (connect reply or accepted event)
+  bool app_done = false;   // closed or refused delivered: later requests fail with EPIPE
+  bool gone = false;       // the transport released it; freed after this burst's events
+  bool data_listed = false;
+  uint8_t port = 0;
+  uint8_t tp = 0;
+  uint16_t cq = 0;
+  uint16_t ip_id = 0;
+  DpApp* app = nullptr;  // null once the app left
+  uint32_t owner = 0;    // the app's id (kept after it left, for management)
+  uint32_t events_left = 0;
+  uint32_t outstanding = 0;  // sends and receives taken, completions owed
+  uint32_t data_pending = 0;
+  uint32_t next_hop = 0;
+  uint32_t next_free = 0;
+  transport::FlowTuple tuple;
+  alignas(8) std::array<uint8_t, kHdrTemplate> hdr{};
+};
+
+struct FlowPath::Listener {
+  bool used = false;
+  DpApp* app = nullptr;
+  uint32_t app_id = 0;
+  uint16_t cq = 0;
+  uint8_t tp = 0;
+  uint32_t ip = 0;  // 0: any of ours
+  uint16_t port = 0;
+};
+
+class FlowPath::Ctx final : public transport::Context {
+ public:
+  Ctx(FlowPath& fp, Tp& tp) : Context(tx_, ev_), fp_(fp), tp_(tp) {}
+  void at(uint64_t tsc) {
+    const uint64_t hz = fp_.p_.tsc_hz;
+    set_now(tsc / hz * 1000000000u + tsc % hz * 1000000000u / hz);
+  }
+
+  int ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len) override {
+    const Flow& f = fp_.flows_[flow];
+    return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_post(flow, mr, offset, len, 0));
+  }
+  int cursor_update(FlowId flow, uint32_t cursor) override {
+    const Flow& f = fp_.flows_[flow];
+    return fp_.nic_cmd(fp_.ports_[f.port].nic->cursor_update(flow, cursor));
+  }
+  int ms_retire(FlowId flow, uint32_t count) override {
+    const Flow& f = fp_.flows_[flow];
+    return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_retire(flow, count));
+  }
+  bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) override {
+    return fp_.copy_in(src, len, mr, offset);
+  }
+  FlowId flow_open(transport::ListenerId l, const transport::FlowTuple& t,
+                   uint32_t initial_seq) override {
+    return fp_.open_flow(tp_, l, t, initial_seq);
+  }
+  void flow_synced(FlowId flow, uint32_t initial_seq) override { fp_.synced(flow, initial_seq); }
+  void flow_closed(FlowId flow) override { fp_.closed(flow); }
+
+ protected:
+  void drain_tx(std::span<transport::TxDesc> descs) override { fp_.send(tp_, descs); }
+  void drain_events(std::span<const transport::Event> events) override { fp_.deliver(events); }
+
+ private:
+  std::array<transport::TxDesc, kRing> tx_{};
+  std::array<transport::Event, kRing> ev_{};
+  FlowPath& fp_;
+  Tp& tp_;
+};
+
+struct FlowPath::Tp {
+  std::string name;
+  uint8_t index = 0;
+  std::unique_ptr<transport::Transport> t;
+  std::unique_ptr<Ctx> ctx;
+  std::vector<transport::RxHeader> hdrs;
+  std::vector<rte_mbuf*> mbufs;
+  std::vector<transport::AppRequest> reqs;
+};
+
+// ---- construction
+// ------------------------------------------------------------------------------------
+
+FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTable& arp,
+                   const RouteTable& routes, rte_mempool* pool, FlowIo& io)
+    : p_(params),
+      ports_(std::move(ports)),
+      arp_(arp),
+      routes_(routes),
+      pool_(pool),
+      io_(io),
+      flows_(params.max_flows),
+      listeners_(params.max_listeners),
+      nic_mrs_(params.max_nic_mrs) {
+  free_head_ = 0;
+  for (uint32_t i = 0; i < flows_.size(); i++)
+    flows_[i].next_free = i + 1;
+  size_t cap = 1;
+  while (cap < size_t(params.max_flows) * 2)
+    cap <<= 1;
+  hash_.assign(cap, 0);
+  resolving_.reserve(params.max_flows);
+  reap_.reserve(params.max_flows);
+  data_waiting_.reserve(params.max_flows);
+  shinfo_.free_cb = [](void*, void*) {};
+  rte_mbuf_ext_refcnt_set(&shinfo_, 1);  // never reaches zero: app memory is not DPDK's
+  placement_offset_ = rte_pmd_cleave_placement_offset();
+  std::string error;
+  transport_for("tcp", 0, error);  // the default one exists from the start
+}
+
+FlowPath::~FlowPath() = default;
+
+std::vector<std::string> FlowPath::transport_names() const {
+  std::vector<std::string> v;
+  for (const auto& tp : transports_)
+    v.push_back(tp->name);
+  return v;
+}
+
+FlowPath::Tp* FlowPath::transport_for(std::string_view name, uint16_t port, std::string& error) {
+  if (name.empty()) {
+    name = "tcp";
+    for (const FlowBinding& b : bindings_) {
+      if (b.local_port == port) name = b.transport;
+    }
+  }
+  for (auto& tp : transports_) {
+    if (tp->name == name) return tp.get();
+  }
+  if (transports_.size() >= 255) {
+    error = "too many transports";
+    return nullptr;
+  }
+  std::unique_ptr<transport::Transport> t = transport::Registry::global().create(name);
+  if (!t) {
+    error = "no transport named '" + std::string(name) + "'";
+    return nullptr;
+  }
+  auto tp = std::make_unique<Tp>();
+  tp->name = std::string(name);
+  tp->index = uint8_t(transports_.size());
+  tp->t = std::move(t);
+  tp->ctx = std::make_unique<Ctx>(*this, *tp);
+  tp->hdrs.reserve(kRxStage);
+  tp->mbufs.reserve(kRxStage);
+  tp->reqs.reserve(kAppStage);
+  transports_.push_back(std::move(tp));
+  return transports_.back().get();
+}
+
+// ---- flow table
+// --------------------------------------------------------------------------------------
+
+uint32_t FlowPath::alloc_flow() {
+  if (free_head_ >= flows_.size()) return kNoFlow;
+  uint32_t id = free_head_;
+  free_head_ = flows_[id].next_free;
+  flows_[id] = Flow{};
+  return id;
+}
+
+void FlowPath::free_flow(uint32_t id) {
+  Flow& f = flows_[id];
+  if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(id));
+  hash_remove(id);
+  f = Flow{};
+  f.next_free = free_head_;
+  free_head_ = id;
+}
+
+void FlowPath::hash_insert(uint32_t id) {
+  const auto& t = flows_[id].tuple;
+  size_t mask = hash_.size() - 1;
+  size_t i = mix(t.remote.ip.v4_host(), t.remote.port, t.local.ip.v4_host(), t.local.port) & mask;
+  while (hash_[i] != 0 && hash_[i] != kTombstone)
+    i = (i + 1) & mask;
+  hash_[i] = id + 1;
+}
+
+void FlowPath::hash_remove(uint32_t id) {
+  const auto& t = flows_[id].tuple;
+  size_t mask = hash_.size() - 1;
+  size_t i = mix(t.remote.ip.v4_host(), t.remote.port, t.local.ip.v4_host(), t.local.port) & mask;
+  for (; hash_[i] != 0; i = (i + 1) & mask) {
+    if (hash_[i] == id + 1) {
+      hash_[i] = kTombstone;
+      return;
+    }
+  }
+}
+
+uint32_t FlowPath::hash_find(uint32_t rip, uint16_t rport, uint32_t lip, uint16_t lport) const {
+  size_t mask = hash_.size() - 1;
+  for (size_t i = mix(rip, rport, lip, lport) & mask; hash_[i] != 0; i = (i + 1) & mask) {
+    if (hash_[i] == kTombstone) continue;
+    const auto& t = flows_[hash_[i] - 1].tuple;
+    if (t.remote.port == rport && t.local.port == lport && t.remote.ip.v4_host() == rip &&
+        t.local.ip.v4_host() == lip) {
+      return hash_[i] - 1;
+    }
+  }
+  return kNoFlow;
+}
+
+// Room on the completion pipe for n more owed entries, beyond those already owed.
+bool FlowPath::reserve(DpApp& a, uint16_t cq, uint32_t n) {
+  if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return false;
+  DpPipe& p = a.pipes[cq];
+  if (p.cq_out.credits(p.promised + n) < p.promised + n) return false;
+  p.promised += n;
+  return true;
+}
+
+void FlowPath::release(Flow& f, uint32_t n) {
+  if (f.app == nullptr) return;
+  DpPipe& p = f.app->pipes[f.cq];
+  p.promised -= std::min(p.promised, n);
+}
+
+bool FlowPath::fill_l2(Flow& f, uint64_t now) {
+  const FlowPort& port = ports_[f.port];
+  const Mac* mac = arp_.resolve(f.port, Ipv4{f.next_hop}, now);
+  if (mac == nullptr) return false;
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(f.hdr.data());
+  std::memcpy(eth->dst_addr.addr_bytes, mac->b.data(), RTE_ETHER_ADDR_LEN);
+  eth->src_addr = port.mac;
+  eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
+  ip->version_ihl = RTE_IPV4_VHL_DEF;
+  ip->type_of_service = 0;
+  ip->fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG);
+  ip->time_to_live = 64;
+  ip->next_proto_id = f.tuple.proto;
+  ip->src_addr = rte_cpu_to_be_32(f.tuple.local.ip.v4_host());
+  ip->dst_addr = rte_cpu_to_be_32(f.tuple.remote.ip.v4_host());
+  f.l2_ready = true;
+  return true;
+}
+
+int FlowPath::nic_cmd(int rc) {
+  if (rc != 0) stats_.nic_errors++;
+  return rc;
+}
+
+// ---- receive
+// -----------------------------------------------------------------------------------------
+
+Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
+  const uint8_t* fr = rte_pktmbuf_mtod(m, const uint8_t*);
+  const rte_pmd_cleave_placement* pl = rte_pmd_cleave_placement_get(m, placement_offset_);
+  const bool deferred = pl->decision == RTE_PMD_CLEAVE_DEFERRED;
+  if (m->nb_segs != 1 || m->data_len < kEthLen + kIpLen) return Drop::kTcpMalformed;
+  const uint8_t* ip = fr + kEthLen;
+  const uint32_t ihl = (ip[0] & 0xF) * 4u;
+  const uint32_t ip_len = load16(ip + 2);
+  if ((ip[0] >> 4) != 4 || ihl < kIpLen || ip_len < ihl) return Drop::kTcpMalformed;
+  if (ip[9] != IPPROTO_TCP) return Drop::kNoTransport;
+  const uint8_t* tcp = ip + ihl;
+  if (m->data_len < kEthLen + ihl + 20) return Drop::kTcpMalformed;
+  const uint32_t thl = (tcp[12] >> 4) * 4u;
+  if (thl < 20 || m->data_len < kEthLen + ihl + thl || ip_len < ihl + thl) {
+    return Drop::kTcpMalformed;
+  }
+  const uint32_t payload_len = ip_len - ihl - thl;
+  if (deferred && m->data_len < kEthLen + ip_len) return Drop::kTcpMalformed;
+
+  // Checksum: the NIC's verdict, else ours (the frame is whole when the NIC did not check it).
+  transport::Csum csum = transport::Csum::kNotChecked;
+  switch ((pl->flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3) {
+    case RTE_PMD_CLEAVE_CSUM_GOOD:
+      csum = transport::Csum::kGood;
+      break;
+    case RTE_PMD_CLEAVE_CSUM_BAD:
+      csum = transport::Csum::kBad;
+      break;
+    default:
+      if (deferred || payload_len == 0) {
+        csum = rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), tcp) == 0
+                   ? transport::Csum::kGood
+                   : transport::Csum::kBad;
+      }
+      break;
+  }
+  if (csum == transport::Csum::kBad) return Drop::kTcpBadChecksum;
+
+  const uint32_t rip = load32(ip + 12);
+  const uint32_t lip = load32(ip + 16);
+  const uint16_t rport = load16(tcp);
+  const uint16_t lport = load16(tcp + 2);
+  uint32_t id = kNoFlow;
+  if ((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0 && m->hash.fdir.hi < flows_.size() &&
+      flows_[m->hash.fdir.hi].state == Flow::State::kOpen) {
+    id = m->hash.fdir.hi;
+  } else {
+    id = hash_find(rip, rport, lip, lport);
+  }
+  Tp* tp = nullptr;
+  transport::RxHeader h;
+  if (id != kNoFlow && flows_[id].state == Flow::State::kOpen) {
+    tp = transports_[flows_[id].tp].get();
+    h.flow = id;
+  } else {
+    const Listener* hit = nullptr;
+    for (const Listener& l : listeners_) {
+      if (l.used && l.port == lport && (l.ip == 0 || l.ip == lip)) {
+        hit = &l;
+        break;
+      }
+    }
+    if (hit == nullptr || lip != ports_[port].ip) {
+      send_rst(port, m, ip, tcp, payload_len);
+      return Drop::kTcpNoFlow;
+    }
+    tp = transports_[hit->tp].get();
+    h.has_listener = true;
+    h.listener = uint32_t(hit - listeners_.data());
+  }
+  h.l3 = ip;
+  h.l3_len = uint16_t(ihl);
+  h.l4 = tcp;
+  h.l4_len = uint16_t(thl);
+  h.ecn = ip[1] & 3;
+  h.l4_csum = csum;
+  h.payload_len = payload_len;
+  switch (pl->decision) {
+    case RTE_PMD_CLEAVE_PLACED:
+      h.placed = transport::Placed::kPlaced;
+      break;
+    case RTE_PMD_CLEAVE_TRIMMED:
+      h.placed = transport::Placed::kTrimmed;
+      h.trimmed = pl->trimmed;
+      break;
+    case RTE_PMD_CLEAVE_DROPPED:
+      h.placed = transport::Placed::kDropped;
+      break;
+    case RTE_PMD_CLEAVE_NO_PAYLOAD:
+      h.placed = transport::Placed::kNoPayload;
+      break;
+    default:
+      h.placed = payload_len != 0 ? transport::Placed::kDeferred : transport::Placed::kNoPayload;
+      if (payload_len != 0) h.payload = tcp + thl;
+      break;
+  }
+  h.out_of_order = (pl->flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER) != 0;
+  if (tp->hdrs.size() == kRxStage) rx_flush();
+  tp->hdrs.push_back(h);
+  tp->mbufs.push_back(m);
+  return Drop::kCount;
+}
+
+void FlowPath::rx_flush() {
+  for (auto& tp : transports_) {
+    if (tp->hdrs.empty()) continue;
+    stats_.rx_segments += tp->hdrs.size();
+    tp->ctx->at(rte_rdtsc());
+    tp->t->rx_burst(tp->hdrs, *tp->ctx);
+    tp->ctx->flush();
+    rte_pktmbuf_free_bulk(tp->mbufs.data(), unsigned(tp->mbufs.size()));
+    tp->hdrs.clear();
+    tp->mbufs.clear();
+  }
+  reap();
+}
+
+// Flows their transport released, once no event in a transport's ring names them any more.
+void FlowPath::reap() {
+  for (uint32_t id : reap_)
+    free_flow(id);
+  reap_.clear();
+}
+
+bool FlowPath::copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) {
+  if (mr == 0 || mr >= nic_mrs_.size() || nic_mrs_[mr].app == 0) return false;
+  const NicMr& m = nic_mrs_[mr];
+  if (offset > m.length || len > m.length - offset) return false;
+  std::memcpy(m.base + offset, src, len);
+  stats_.rx_copied_bytes += len;
+  return true;
+}
+
+// RFC 9293 3.10.7.1: a segment for no connection gets a RST, unless it is one.
+void FlowPath::send_rst(uint8_t port, const rte_mbuf* m, const uint8_t* ip, const uint8_t* tcp,
+                        uint32_t payload_len) {
+  const uint8_t flags = tcp[13];
+  if ((flags & RTE_TCP_RST_FLAG) != 0) return;
+  rte_mbuf* r = rte_pktmbuf_alloc(pool_);
+  if (r == nullptr) return;
+  constexpr uint32_t len = kEthLen + kIpLen + 20;
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(r, len));
+  const auto* in_eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
+  eth->dst_addr = in_eth->src_addr;
+  eth->src_addr = ports_[port].mac;
+  eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+  auto* oip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
+  std::memset(oip, 0, kIpLen + 20);
+  oip->version_ihl = RTE_IPV4_VHL_DEF;
+  oip->total_length = rte_cpu_to_be_16(kIpLen + 20);
+  oip->time_to_live = 64;
+  oip->next_proto_id = IPPROTO_TCP;
+  std::memcpy(&oip->src_addr, ip + 16, 4);
+  std::memcpy(&oip->dst_addr, ip + 12, 4);
+  auto* th = reinterpret_cast<rte_tcp_hdr*>(oip + 1);
+  std::memcpy(&th->src_port, tcp + 2, 2);
+  std::memcpy(&th->dst_port, tcp, 2);
+  th->data_off = 5 << 4;
+  if ((flags & RTE_TCP_ACK_FLAG) != 0) {
+    std::memcpy(&th->sent_seq, tcp + 8, 4);  // <SEQ=SEG.ACK><CTL=RST>
+    th->tcp_flags = RTE_TCP_RST_FLAG;
+  } else {
+    uint32_t ack = load32(tcp + 4) + payload_len + ((flags & RTE_TCP_SYN_FLAG) ? 1 : 0) +
+                   ((flags & RTE_TCP_FIN_FLAG) ? 1 : 0);
+    th->recv_ack = rte_cpu_to_be_32(ack);  // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
+    th->tcp_flags = RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG;
+  }
+  oip->hdr_checksum = rte_ipv4_cksum(oip);
+  th->cksum = rte_ipv4_udptcp_cksum(oip, th);
+  stats_.rst_sent++;
+  io_.flow_stage(port, r);
+}
+
+// ---- transmit
+// ----------------------------------------------------------------------------------------
+
+void FlowPath::send(Tp& /*tp*/, std::span<transport::TxDesc> descs) {
+  const uint64_t now = rte_rdtsc();
+  for (const transport::TxDesc& d : descs) {
+    stats_.tx_descs++;
+    if (d.flow >= flows_.size() || flows_[d.flow].state != Flow::State::kOpen || d.l4_len < 20 ||
+        d.l4_len > transport::kMaxL4Header) {
+      stats_.tx_bad_desc++;
+      continue;
+    }
+    Flow& f = flows_[d.flow];
+    if (!f.l2_ready && !fill_l2(f, now)) {
+      stats_.tx_no_neighbour++;
+      continue;
+    }
+    const NicMr* mr = nullptr;
+    if (d.len != 0) {
+      mr = d.mr < nic_mrs_.size() ? &nic_mrs_[d.mr] : nullptr;
+      if (mr == nullptr || mr->app == 0 || d.offset > mr->length || d.len > mr->length - d.offset) {
+        stats_.tx_bad_desc++;
+        continue;
+      }
+    }
+    rte_mbuf* h = rte_pktmbuf_alloc(pool_);
+    const uint32_t nseg = (d.len + kExtSeg - 1) / kExtSeg;
+    std::array<rte_mbuf*, 4> segs;
+    if (h == nullptr || (nseg != 0 && rte_pktmbuf_alloc_bulk(pool_, segs.data(), nseg) != 0)) {
+      if (h != nullptr) rte_pktmbuf_free(h);
+      stats_.tx_no_mbuf++;
+      continue;
+    }
+    auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(h, uint16_t(kHdrTemplate + d.l4_len)));
+    std::memcpy(p, f.hdr.data(), kHdrTemplate);
+    std::memcpy(p + kHdrTemplate, d.l4.data(), d.l4_len);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen);
+    const bool tso = d.mss != 0 && d.len > d.mss;
+    const uint32_t frames = tso ? (d.len + d.mss - 1) / d.mss : 1;
+    ip->total_length = rte_cpu_to_be_16(
+        uint16_t(std::min<uint32_t>(kIpLen + d.l4_len + (tso ? d.mss : d.len), 0xFFFF)));
+    ip->type_of_service = d.ecn & 3;
+    ip->packet_id = rte_cpu_to_be_16(f.ip_id);
+    f.ip_id = uint16_t(f.ip_id + frames);
+    if (nseg != 0) {
+      rte_mbuf_ext_refcnt_update(&shinfo_, int16_t(nseg));
+      for (uint32_t i = 0, done = 0; i < nseg; i++) {
+        const uint32_t n = std::min(kExtSeg, d.len - done);
+        rte_pktmbuf_attach_extbuf(segs[i], mr->base + d.offset + done, RTE_BAD_IOVA, uint16_t(n),
+                                  &shinfo_);
+        segs[i]->data_len = uint16_t(n);
+        segs[i]->pkt_len = n;
+        rte_pktmbuf_chain(h, segs[i]);
+        done += n;
+      }
+    }
+    h->l2_len = kEthLen;
+    h->l3_len = kIpLen;
+    h->l4_len = d.l4_len;
+    h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
+    if (tso) {
+      h->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
+      h->tso_segsz = d.mss;
+    }
+    ip->hdr_checksum = 0;
+    // DPDK's convention for checksum offload: the pseudo-header sum in the TCP checksum field.
+    auto* th = reinterpret_cast<rte_tcp_hdr*>(p + kHdrTemplate);
+    th->cksum = rte_ipv4_phdr_cksum(ip, h->ol_flags);
+    io_.flow_stage(f.port, h);
+  }
+}
+
+// ---- events to apps
+// ----------------------------------------------------------------------------------
+
+void FlowPath::deliver(std::span<const transport::Event> events) {
+  for (const transport::Event& e : events) {
+    if (e.flow >= flows_.size()) continue;
+    Flow& f = flows_[e.flow];
+    if (f.app == nullptr) {
+      stats_.events_dropped++;
+      continue;
+    }
+    abi::Completion c{};
+    c.flow = e.flow;
+    c.status = to_cl(e.status);
+    c.length = e.len;
+    c.wr_id = e.wr_id;
+    switch (e.kind) {
+      case EventKind::kSendDone:
+      case EventKind::kRecvDone:
+        c.opcode = e.kind == EventKind::kSendDone ? abi::kOpFlowSend : abi::kOpFlowRecv;
+        if (f.outstanding != 0) f.outstanding--;
+        release(f, 1);
+        break;
+      case EventKind::kRecvData:
+        f.data_pending += e.len;
+        post_data(f);
+        continue;
+      case EventKind::kConnected:
+      case EventKind::kAccepted:
+      case EventKind::kPeerClosed:
+      case EventKind::kClosed:
+      case EventKind::kRefused: {
+        static constexpr uint8_t kCode[] = {0,
+                                            0,
+                                            0,
+                                            abi::kEvConnected,
+                                            abi::kEvAccepted,
+                                            abi::kEvPeerClosed,
+                                            abi::kEvClosed,
+                                            abi::kEvRefused};
+        c.flags = abi::kCompEvent;
+        c.opcode = kCode[size_t(e.kind)];
+        c.wr_id = e.kind == EventKind::kAccepted ? e.aux : 0;
+        if (f.events_left != 0) {
+          f.events_left--;
+          release(f, 1);
+        }
+        if (e.kind == EventKind::kAccepted) f.announced = true;
+        if (e.kind == EventKind::kClosed || e.kind == EventKind::kRefused) {
+          // Deliver any data event still waiting first, then nothing more for the app.
+          if (f.data_pending != 0) post_data(f);
+          f.app_done = true;
+          release(f, f.events_left);
+          f.events_left = 0;
+        }
+        break;
+      }
+    }
+    c.pipe = f.cq;
+    stats_.events++;
+    post_completions(*f.app, f.cq, &c, 1);
+  }
+}
+
+// A data event goes out when the pipe has room beyond what it owes; else it waits (poll()).
+void FlowPath::post_data(Flow& f) {
+  DpPipe& p = f.app->pipes[f.cq];
+  if (p.cq_out.credits(p.promised + 1) < p.promised + 1) {
+    stats_.data_coalesced++;
+    if (!f.data_listed) {
+      f.data_listed = true;
+      data_waiting_.push_back(uint32_t(&f - flows_.data()));
+    }
+    return;
+  }
+  abi::Completion c{};
+  c.flow = uint32_t(&f - flows_.data());
+  c.flags = abi::kCompEvent;
+  c.opcode = abi::kEvData;
+  c.length = f.data_pending;
+  c.pipe = f.cq;
+  f.data_pending = 0;
+  stats_.events++;
+  post_completions(*f.app, f.cq, &c, 1);
+}
+
+// ---- flows opened and closed by transports
+// ---------------------------------------------------
+
+uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::FlowTuple& t,
+                             uint32_t initial_seq) {
+  if (l >= listeners_.size() || !listeners_[l].used || listeners_[l].tp != tp.index) {
+    return kNoFlow;
+  }
+  Listener& L = listeners_[l];
+  auto hop = routes_.lookup(Ipv4{t.remote.ip.v4_host()});
+  uint8_t port = 0;
+  bool found = false;
+  for (uint8_t i = 0; i < ports_.size(); i++) {
+    if (ports_[i].ip == t.local.ip.v4_host()) {
+      port = i;
+      found = true;
+    }
+  }
+  if (!found || !hop || hop->port != port || !reserve(*L.app, L.cq, kFlowEvents)) {
+    stats_.accept_refused++;
+    return kNoFlow;
+  }
+  uint32_t id = alloc_flow();
+  if (id == kNoFlow) {
+    L.app->pipes[L.cq].promised -= kFlowEvents;
+    stats_.accept_refused++;
+    return kNoFlow;
+  }
+  Flow& f = flows_[id];
+  f.state = Flow::State::kOpen;
+  f.app = L.app;
+  f.owner = L.app_id;
+  f.cq = L.cq;
+  f.port = port;
+  f.tp = tp.index;
+  f.events_left = kFlowEvents;
+  f.next_hop = hop->addr.host;
+  f.tuple = t;
+  hash_insert(id);
+  fill_l2(f, rte_rdtsc());
+  synced(id, initial_seq);
+  stats_.flows_opened++;
+  return id;
+}
+
+void FlowPath::synced(uint32_t id, uint32_t initial_seq) {
+  if (id >= flows_.size()) return;
+  Flow& f = flows_[id];
+  if (f.state != Flow::State::kOpen || f.on_nic) return;
+  rte_pmd_cleave_flow spec{};
+  spec.src_ip = f.tuple.remote.ip.v4_host();
+  spec.dst_ip = f.tuple.local.ip.v4_host();
+  spec.src_port = f.tuple.remote.port;
+  spec.dst_port = f.tuple.local.port;
+  spec.proto = f.tuple.proto;
+  spec.mode = RTE_PMD_CLEAVE_ZERO_COPY;
+  spec.parser = RTE_PMD_CLEAVE_PARSER_TCP;
+  spec.reliable = 1;
+  spec.initial_seq = initial_seq;
+  // Without a NIC flow the segments still arrive (deferred, found by tuple): the copy path.
+  f.on_nic = nic_cmd(ports_[f.port].nic->flow_add(id, spec)) == 0;
+}
+
+void FlowPath::closed(uint32_t id) {
+  if (id >= flows_.size() || flows_[id].state == Flow::State::kFree) return;
+  Flow& f = flows_[id];
+  stats_.flows_closed++;
+  if (f.outstanding != 0) release(f, f.outstanding);
+  release(f, f.events_left);
+  f.outstanding = f.events_left = 0;
+  // Events naming it may still sit in the transport's ring: freed once they are delivered.
+  f.gone = true;
+  reap_.push_back(id);
+}
+
+// ---- apps' requests
+// ----------------------------------------------------------------------------------
+
+FlowAdmit FlowPath::flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic_mr,
+                                 abi::Completion& c, uint64_t /*now*/) {
+  c.flow = e.target;
+  if (e.target >= flows_.size() || flows_[e.target].owner != a.id ||
+      flows_[e.target].state == Flow::State::kFree || flows_[e.target].app != &a) {
+    c.status = CL_ENOENT;
+    return FlowAdmit::kDone;
+  }
+  Flow& f = flows_[e.target];
+  if (f.app_done || f.gone || f.state != Flow::State::kOpen) {
+    c.status = f.state == Flow::State::kResolving ? CL_EAGAIN : CL_EPIPE;
+    return FlowAdmit::kDone;
+  }
+  transport::AppRequest r;
+  r.flow = e.target;
+  r.wr_id = e.wr_id;
+  switch (e.opcode) {
+    case abi::kOpFlowSend:
+    case abi::kOpFlowRecv:
+      if (!reserve(a, f.cq, 1)) return FlowAdmit::kWait;
+      f.outstanding++;
+      r.kind = e.opcode == abi::kOpFlowSend ? transport::ReqKind::kSend : transport::ReqKind::kRecv;
+      r.mr = nic_mr;
+      r.offset = e.offset;
+      r.len = e.length;
+      break;
+    case abi::kOpFlowClose:
+      r.kind = transport::ReqKind::kClose;
+      break;
+    default:
+      r.kind = transport::ReqKind::kAbort;
+      break;
+  }
+  Tp& tp = *transports_[f.tp];
+  if (tp.reqs.size() == kAppStage) poll(rte_rdtsc());
+  tp.reqs.push_back(r);
+  if (r.kind == transport::ReqKind::kSend || r.kind == transport::ReqKind::kRecv) {
+    return FlowAdmit::kTaken;
+  }
+  c.status = 0;
+  return FlowAdmit::kDone;
+}
+
+unsigned FlowPath::poll(uint64_t now) {
+  unsigned work = 0;
+  for (auto& tp : transports_) {
+    tp->ctx->at(now);
+    if (!tp->reqs.empty()) {
+      work += unsigned(tp->reqs.size());
+      tp->t->app_burst(tp->reqs, *tp->ctx);
+      tp->reqs.clear();
+    }
+    tp->t->tick(*tp->ctx);
+    tp->ctx->flush();
+  }
+  reap();
+  if (!data_waiting_.empty()) {
+    size_t keep = 0;
+    for (uint32_t id : data_waiting_) {
+      Flow& f = flows_[id];
+      f.data_listed = false;
+      if (f.app != nullptr && f.data_pending != 0) post_data(f);
+      if (f.data_listed) data_waiting_[keep++] = id;
+    }
+    data_waiting_.resize(keep);
+  }
+  if (!resolving_.empty() && now >= next_resolve_check_) {
+    next_resolve_check_ = now + p_.tsc_hz / (1000000 / kResolveCheckUs);
+    size_t keep = 0;
+    for (uint32_t id : resolving_) {
+      Flow& f = flows_[id];
+      if (f.state != Flow::State::kResolving) continue;
+      const ArpEntry* e = arp_.find(f.port, Ipv4{f.next_hop});
+      if (e != nullptr && e->state == ArpState::kFailed) {
+        fail_connect(id, CL_EHOSTUNREACH);
+      } else if (fill_l2(f, now)) {
+        start_connect(id);
+        work++;
+      } else {
+        resolving_[keep++] = id;
+      }
+    }
+    resolving_.resize(keep);
+  }
+  return work;
+}
+
+// ---- control
+// -----------------------------------------------------------------------------------------
+
+int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view name,
+                     uint32_t* listener) {
+  if (port == 0) return CL_EINVAL;
+  if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
+  if (ip != 0 &&
+      std::none_of(ports_.begin(), ports_.end(), [&](const FlowPort& p) { return p.ip == ip; })) {
+    return CL_EINVAL;
+  }
+  uint32_t free = kNoFlow;
+  for (uint32_t i = 0; i < listeners_.size(); i++) {
+    const Listener& l = listeners_[i];
+    if (l.used && l.port == port && (l.ip == 0 || ip == 0 || l.ip == ip)) return CL_EADDRINUSE;
+    if (!l.used && free == kNoFlow) free = i;
+  }
+  if (free == kNoFlow) return CL_ENOSPC;
+  std::string error;
+  Tp* tp = transport_for(name, port, error);
+  if (tp == nullptr) return CL_ENOENT;
+  std::vector<transport::Param> params;
+  for (const FlowBinding& b : bindings_) {
+    if (b.local_port == port && b.transport == tp->name) {
+      for (const auto& [k, v] : b.params)
+        params.push_back({k, v});
+    }
+  }
+  transport::Endpoint local{transport::IpAddr::v4(ip), port};
+  int rc = tp->t->listen(free, local, params);
+  if (rc != 0) return rc == -EEXIST ? CL_EADDRINUSE : CL_EINVAL;
+  listeners_[free] = Listener{true, &a, a.id, cq, tp->index, ip, port};
+  *listener = free;
+  return 0;
+}
+
+int FlowPath::unlisten(uint32_t app_id, uint32_t listener) {
+  if (listener >= listeners_.size() || !listeners_[listener].used ||
+      listeners_[listener].app_id != app_id) {
+    return CL_ENOENT;
+  }
+  transports_[listeners_[listener].tp]->t->unlisten(listener);
+  listeners_[listener] = Listener{};
+  return 0;
+}
+
+int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view name,
+                      uint32_t* flow, uint64_t now) {
+  if (port == 0 || ip == 0) return CL_EINVAL;
+  if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
+  auto hop = routes_.lookup(Ipv4{ip});
+  if (!hop || hop->port >= ports_.size()) return CL_ENETUNREACH;
+  std::string error;
+  Tp* tp = transport_for(name, port, error);
+  if (tp == nullptr) return CL_ENOENT;
+  if (!reserve(a, cq, kFlowEvents)) return CL_EBUSY;
+  uint32_t id = alloc_flow();
+  if (id == kNoFlow) {
+    a.pipes[cq].promised -= kFlowEvents;
+    return CL_ENOSPC;
+  }
+  Flow& f = flows_[id];
+  f.app = &a;
+  f.owner = a.id;
+  f.cq = cq;
+  f.port = hop->port;
+  f.tp = tp->index;
+  f.events_left = kFlowEvents;
+  f.next_hop = hop->addr.host;
+  f.announced = true;
+  f.tuple.proto = 6;
+  f.tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
+  f.tuple.remote = {transport::IpAddr::v4(ip), port};
+  // An ephemeral port no flow to this peer uses, and no listener.
+  const uint32_t span = 65536 - kEphemeralLo;
+  for (uint32_t tries = 0;; tries++) {
+    if (tries == span) {
+      f.app = nullptr;
+      a.pipes[cq].promised -= kFlowEvents;
+      free_flow(id);
+      return CL_EADDRINUSE;
+    }
+    const auto lport = uint16_t(kEphemeralLo + next_ephemeral_++ % span);
+    bool listened = std::any_of(listeners_.begin(), listeners_.end(),
+                                [&](const Listener& l) { return l.used && l.port == lport; });
+    if (!listened && hash_find(ip, port, ports_[hop->port].ip, lport) == kNoFlow) {
+      f.tuple.local.port = lport;
+      break;
+    }
+  }
+  hash_insert(id);
+  stats_.flows_opened++;
+  *flow = id;
+  if (fill_l2(f, now)) {
+    f.state = Flow::State::kOpen;
+    start_connect(id);
+  } else {
+    f.state = Flow::State::kResolving;  // poll() connects once ARP answers
+    resolving_.push_back(id);
+  }
+  return 0;
+}
+
+void FlowPath::start_connect(uint32_t id) {
+  Flow& f = flows_[id];
+  f.state = Flow::State::kOpen;
+  Tp& tp = *transports_[f.tp];
+  std::vector<transport::Param> params;
+  for (const FlowBinding& b : bindings_) {
+    if (b.local_port == f.tuple.remote.port && b.transport == tp.name) {
+      for (const auto& [k, v] : b.params)
+        params.push_back({k, v});
+    }
+  }
+  tp.ctx->at(rte_rdtsc());
+  int rc = tp.t->connect(id, f.tuple, params, *tp.ctx);
+  tp.ctx->flush();
+  if (rc != 0) fail_connect(id, rc);
+  reap();
+}
+
+void FlowPath::fail_connect(uint32_t id, int32_t status) {
+  Flow& f = flows_[id];
+  if (f.app != nullptr) {
+    abi::Completion c{};
+    c.flow = id;
+    c.flags = abi::kCompEvent;
+    c.opcode = abi::kEvRefused;
+    c.status = status;
+    c.pipe = f.cq;
+    release(f, f.events_left);
+    stats_.events++;
+    post_completions(*f.app, f.cq, &c, 1);
+  }
+  stats_.flows_closed++;
+  free_flow(id);
+}
+
+void FlowPath::app_detached(DpApp& a) {
+  for (uint32_t i = 0; i < listeners_.size(); i++) {
+    if (listeners_[i].used && listeners_[i].app_id == a.id) unlisten(a.id, i);
+  }
+  const uint64_t now = rte_rdtsc();
+  for (uint32_t id = 0; id < flows_.size(); id++) {
+    Flow& f = flows_[id];
+    if (f.state == Flow::State::kFree || f.owner != a.id) continue;
+    if (f.state == Flow::State::kResolving) {
+      f.app = nullptr;
+      free_flow(id);
+      continue;
+    }
+    f.app = nullptr;  // events from here on are dropped
+    if (!f.gone) {
+      Tp& tp = *transports_[f.tp];
+      transport::AppRequest r;
+      r.flow = id;
+      r.kind = transport::ReqKind::kAbort;
+      tp.ctx->at(now);
+      tp.t->app_burst(std::span<const transport::AppRequest>(&r, 1), *tp.ctx);
+      tp.ctx->flush();
+    }
+    // Whatever remains (TIME_WAIT) needs no placement: off the NIC, so its MRs can go.
+    if (f.on_nic && !f.gone) {
+      nic_cmd(ports_[f.port].nic->flow_remove(id));
+      f.on_nic = false;
+    }
+  }
+  reap();
+  for (uint32_t mr = 0; mr < a.mrs.size(); mr++) {
+    if (a.mrs[mr].nic_mr != 0) app_mr(a, mr, DpMr{});
+  }
+}
+
+bool FlowPath::app_mr(DpApp& a, uint32_t mr, const DpMr& v) {
+  if (mr >= a.mrs.size()) return false;
+  DpMr& cur = a.mrs[mr];
+  if (cur.nic_mr != 0) {
+    // Removing memory a flow may still send from or receive into: refused while the app has
+    // flows that are not closed.
+    if (v.length == 0) {
+      for (const Flow& f : flows_) {
+        if (f.state != Flow::State::kFree && f.app == &a && !f.app_done) return false;
+      }
+    }
+    for (const FlowPort& p : ports_)
+      nic_cmd(p.nic->mr_remove(cur.nic_mr));
+    nic_mrs_[cur.nic_mr] = NicMr{};
+    cur.nic_mr = 0;
+  }
+  if (v.length == 0) return true;
+  uint16_t id = 0;
+  for (uint32_t i = 1; i < nic_mrs_.size(); i++) {
+    if (nic_mrs_[i].app == 0) {
+      id = uint16_t(i);
+      break;
+    }
+  }
+  if (id == 0) return false;
+  for (size_t i = 0; i < ports_.size(); i++) {
+    if (nic_cmd(ports_[i].nic->mr_add(id, v.base, v.length, a.id)) != 0) {
+      for (size_t j = 0; j < i; j++)
+        ports_[j].nic->mr_remove(id);
+      return false;
+    }
+  }
+  nic_mrs_[id] = NicMr{v.base, v.length, a.id};
+  cur.nic_mr = id;
+  return true;
+}
+
+bool FlowPath::cq_in_use(const DpApp& a, uint16_t cq) const {
+  for (const Listener& l : listeners_) {
+    if (l.used && l.app == &a && l.cq == cq) return true;
+  }
+  for (const Flow& f : flows_) {
+    if (f.state != Flow::State::kFree && f.app == &a && f.cq == cq) return true;
+  }
+  return false;
+}
+
+int FlowPath::attach(const FlowBinding& b, std::string& error) {
+  if (b.local_port == 0) {
+    error = "port must be 1 to 65535";
+    return CL_EINVAL;
+  }
+  Tp* tp = transport_for(b.transport, b.local_port, error);
+  if (tp == nullptr) return CL_ENOENT;
+  std::vector<transport::Param> params;
+  for (const auto& [k, v] : b.params)
+    params.push_back({k, v});
+  error = tp->t->check_params(params);
+  if (!error.empty()) return CL_EINVAL;
+  auto it = std::find_if(bindings_.begin(), bindings_.end(),
+                         [&](const FlowBinding& x) { return x.local_port == b.local_port; });
+  if (it != bindings_.end()) {
+    *it = b;
+  } else {
+    bindings_.push_back(b);
+  }
+  return 0;
+}
+
+namespace {
+class RowSink final : public transport::InfoSink {
+ public:
+  explicit RowSink(FlowRow& r) : r_(r) {}
+  void text(std::string_view key, std::string_view value) override {
+    r_.text.emplace_back(std::string(key), std::string(value));
+  }
+  void number(std::string_view key, uint64_t value) override {
+    r_.numbers.emplace_back(std::string(key), value);
+  }
+
+ private:
+  FlowRow& r_;
+};
+}  // namespace
+
+void FlowPath::rows(std::vector<FlowRow>& out, uint32_t only) const {
+  for (uint32_t i = 0; i < listeners_.size(); i++) {
+    const Listener& l = listeners_[i];
+    if (!l.used || only != kNoFlow) continue;
+    FlowRow r;
+    r.id = i;
+    r.app = l.app_id;
+    r.listener = true;
+    r.transport = transports_[l.tp]->name;
+    r.tuple.local = {transport::IpAddr::v4(l.ip), l.port};
+    out.push_back(std::move(r));
+  }
+  for (uint32_t id = 0; id < flows_.size(); id++) {
+    const Flow& f = flows_[id];
+    if (f.state == Flow::State::kFree || (only != kNoFlow && id != only)) continue;
+    FlowRow r;
+    r.id = id;
+    r.app = f.app != nullptr ? f.owner : 0;
+    r.transport = transports_[f.tp]->name;
+    r.tuple = f.tuple;
+    if (f.state == Flow::State::kResolving) {
+      r.text.emplace_back("state", "resolving");
+    } else {
+      RowSink sink(r);
+      transports_[f.tp]->t->flow_info(id, sink);
+    }
+    out.push_back(std::move(r));
+  }
+}
+
+}  // namespace cleave::dp

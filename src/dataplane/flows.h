@@ -1,0 +1,198 @@
+// flows.h - the dataplane's transports: the flow and listener tables, the Context transports act
+// through, and the glue between the NIC's mbufs, the transports and the apps' pipes.
+//
+// Receive: frames the NIC matched to a flow (FDIR) and TCP segments to one of our addresses come
+// here; their headers and placement metadata become RxHeaders, one rx_burst per transport per
+// port burst. Segments for no flow go to the listener of their port, else get a RST (RFC 9293
+// 3.10.7.1). Transmit: each TxDesc becomes a header mbuf (the flow's Ethernet and IPv4 header
+// templates, then the transport's L4 header) chained to extbuf segments over the app's memory,
+// with checksum and TSO offload flags; both NIC backends honour them (the generic one in
+// software). Apps: flow requests from submit pipes (FlowHandler) are batched into app_burst per
+// transport; events become completions on the flow's completion pipe.
+//
+// Completions are never lost: a flow reserves room on its completion pipe for every completion
+// it may owe (its events at creation, each send or receive when taken; DpPipe::promised), and a
+// request whose flow's pipe has no room stays in its submit pipe (FlowAdmit::kWait). The data
+// event (kEvData) is the one exception: it is coalesced while the pipe is full.
+//
+// Threads: the dataplane lcore only; control requests reach it through the CtlChannel.
+// Allocation: tables are sized at construction; connect and listen may allocate (control path).
+#pragma once
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps.h"
+#include "arp.h"
+#include "flow_info.h"
+#include "net.h"
+#include "nic.h"
+#include "route.h"
+#include "stats.h"
+#include "transport.h"
+
+namespace cleave::dp {
+
+// X(field, meaning)
+#define CLEAVE_FLOW_COUNTERS(X)                                                             \
+  X(rx_segments, "segments handed to transports")                                           \
+  X(rx_copied_bytes, "payload bytes of deferred segments copied into app buffers")          \
+  X(tx_descs, "descriptors transports emitted")                                             \
+  X(tx_no_neighbour, "descriptors dropped: next hop not resolved yet")                      \
+  X(tx_no_mbuf, "descriptors dropped: no mbuf")                                             \
+  X(tx_bad_desc, "descriptors dropped: unknown flow, MR or bad lengths")                    \
+  X(rst_sent, "RSTs sent for segments that matched no flow")                                \
+  X(flows_opened, "flows created (accepted or connecting)")                                 \
+  X(flows_closed, "flows released by their transport")                                      \
+  X(accept_refused, "new flows refused: flow table or the listener's completion pipe full") \
+  X(events, "flow events and completions posted to apps")                                   \
+  X(events_dropped, "events for flows whose app is gone")                                   \
+  X(data_coalesced, "data events delayed because the completion pipe was full")             \
+  X(nic_errors, "NIC commands that failed")
+
+struct FlowStats {
+#define CLEAVE_X(f, what) uint64_t f = 0;
+  CLEAVE_FLOW_COUNTERS(CLEAVE_X)
+#undef CLEAVE_X
+};
+
+// A port as the flow path sees it.
+struct FlowPort {
+  Nic* nic = nullptr;
+  uint32_t ip = 0;  // host order
+  rte_ether_addr mac{};
+  uint16_t mtu = 1500;
+};
+
+// The dataplane services the flow path uses.
+class FlowIo {
+ public:
+  virtual void flow_stage(uint8_t port, rte_mbuf* m) = 0;  // queue for TX on the port
+
+ protected:
+  ~FlowIo() = default;
+};
+
+struct FlowParams {
+  uint32_t max_flows = 16384;  // also the NIC flow ids used (below the NIC's max_flows)
+  uint32_t max_listeners = 1024;
+  uint32_t max_nic_mrs = 4096;  // NIC MR ids used (below the NIC's max_mrs)
+  uint64_t tsc_hz = 0;
+};
+
+class FlowPath final : public FlowHandler {
+ public:
+  FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTable& arp,
+           const RouteTable& routes, rte_mempool* pool, FlowIo& io);
+  ~FlowPath();
+  FlowPath(const FlowPath&) = delete;
+  FlowPath& operator=(const FlowPath&) = delete;
+
+  // ---- packet path ----
+  // A frame for a transport: FDIR-matched, or TCP to one of our addresses. Returns Drop::kCount
+  // when it took `m`, else why the caller must drop it.
+  Drop rx(uint8_t port, rte_mbuf* m);
+  // Hands what rx() staged to the transports (call after each port burst).
+  void rx_flush();
+  // Apps' flow requests staged by flow_request go to the transports; timers; connects waiting
+  // for ARP; data events that waited for room. Returns the work done.
+  unsigned poll(uint64_t now);
+
+  // ---- FlowHandler (AppPath) ----
+  FlowAdmit flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic_mr, abi::Completion& c,
+                         uint64_t now) override;
+
+  // ---- control (dataplane lcore, from control requests) ----
+  // Each returns 0 or a negative CL_E* code.
+  int listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
+             uint32_t* listener);
+  int unlisten(uint32_t app_id, uint32_t listener);
+  int connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
+              uint32_t* flow, uint64_t now);
+  // The app is leaving: its flows are aborted (RST), its listeners closed, its memory dropped
+  // from the NIC. Events for its flows are dropped from now on.
+  void app_detached(DpApp& a);
+  // The app's MR `mr` was set (length != 0: registered with the NIC) or is being removed;
+  // false (nothing changed) when the NIC refuses, or when removing memory flows may still use.
+  bool app_mr(DpApp& a, uint32_t mr, const DpMr& v);
+  // A completion pipe may be destroyed only when no flow or listener is bound to it.
+  bool cq_in_use(const DpApp& a, uint16_t cq) const;
+
+  // Operator bindings (cleavectl flow attach): 0 or a negative CL_E* code, `error` says why.
+  int attach(const FlowBinding& b, std::string& error);
+  const std::vector<FlowBinding>& bindings() const { return bindings_; }
+
+  // Management.
+  void rows(std::vector<FlowRow>& out, uint32_t only_flow) const;
+  const FlowStats& stats() const { return stats_; }
+  std::vector<std::string> transport_names() const;
+
+ private:
+  struct Flow;
+  struct Listener;
+  struct Tp;
+  class Ctx;
+  friend class Ctx;
+
+  Tp* transport_for(std::string_view name, uint16_t port, std::string& error);
+  uint32_t alloc_flow();
+  void free_flow(uint32_t id);
+  void hash_insert(uint32_t id);
+  void hash_remove(uint32_t id);
+  uint32_t hash_find(uint32_t remote_ip, uint16_t remote_port, uint32_t local_ip,
+                     uint16_t local_port) const;
+  bool reserve(DpApp& a, uint16_t cq, uint32_t n);
+  void release(Flow& f, uint32_t n);
+  bool fill_l2(Flow& f, uint64_t now);
+  void start_connect(uint32_t id);
+  void fail_connect(uint32_t id, int32_t status);
+  void post_data(Flow& f);
+  void reap();
+
+  // Context hooks.
+  void send(Tp& tp, std::span<transport::TxDesc> descs);
+  void deliver(std::span<const transport::Event> events);
+  int nic_cmd(int rc);
+  uint32_t open_flow(Tp& tp, transport::ListenerId l, const transport::FlowTuple& t,
+                     uint32_t initial_seq);
+  void synced(uint32_t id, uint32_t initial_seq);
+  void closed(uint32_t id);
+  bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset);
+  void send_rst(uint8_t port, const rte_mbuf* m, const uint8_t* ip, const uint8_t* tcp,
+                uint32_t payload_len);
+
+  FlowParams p_;
+  std::vector<FlowPort> ports_;
+  ArpTable& arp_;
+  const RouteTable& routes_;
+  rte_mempool* pool_;
+  FlowIo& io_;
+  std::vector<std::unique_ptr<Tp>> transports_;
+  std::vector<Flow> flows_;
+  uint32_t free_head_;
+  std::vector<uint32_t> hash_;  // open addressing: flow id + 1, 0 empty, kTombstone deleted
+  std::vector<Listener> listeners_;
+  struct NicMr {
+    uint8_t* base = nullptr;
+    uint64_t length = 0;
+    uint32_t app = 0;  // 0: free
+  };
+  std::vector<NicMr> nic_mrs_;  // by NIC MR id; id 0 is never used
+  std::vector<uint32_t> resolving_;
+  std::vector<uint32_t> data_waiting_;
+  std::vector<uint32_t> reap_;
+  std::vector<FlowBinding> bindings_;
+  rte_mbuf_ext_shared_info shinfo_{};  // app memory under TX extbufs: never freed by DPDK
+  uint16_t next_ephemeral_ = 0;
+  uint64_t next_resolve_check_ = 0;
+  int placement_offset_ = -1;
+  FlowStats stats_;
+};
+
+}  // namespace cleave::dp
