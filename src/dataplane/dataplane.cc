@@ -111,7 +111,7 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
   FlowParams fp = params_.flows;
   fp.tsc_hz = tsc_hz_;
   flows_ = std::make_unique<FlowPath>(fp, std::move(fports), arp_, routes_, pool,
-                                      static_cast<FlowIo&>(*this));
+                                      static_cast<FlowIo&>(*this), stats_.flows);
   apps_.set_flow_handler(flows_.get());
 }
 

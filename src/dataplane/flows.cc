@@ -149,13 +149,14 @@ struct FlowPath::Tp {
 // ------------------------------------------------------------------------------------
 
 FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTable& arp,
-                   const RouteTable& routes, rte_mempool* pool, FlowIo& io)
+                   const RouteTable& routes, rte_mempool* pool, FlowIo& io, FlowStats& stats)
     : p_(params),
       ports_(std::move(ports)),
       arp_(arp),
       routes_(routes),
       pool_(pool),
       io_(io),
+      stats_(stats),
       flows_(params.max_flows),
       listeners_(params.max_listeners),
       nic_mrs_(params.max_nic_mrs) {

@@ -39,29 +39,6 @@
 
 namespace cleave::dp {
 
-// X(field, meaning)
-#define CLEAVE_FLOW_COUNTERS(X)                                                             \
-  X(rx_segments, "segments handed to transports")                                           \
-  X(rx_copied_bytes, "payload bytes of deferred segments copied into app buffers")          \
-  X(tx_descs, "descriptors transports emitted")                                             \
-  X(tx_no_neighbour, "descriptors dropped: next hop not resolved yet")                      \
-  X(tx_no_mbuf, "descriptors dropped: no mbuf")                                             \
-  X(tx_bad_desc, "descriptors dropped: unknown flow, MR or bad lengths")                    \
-  X(rst_sent, "RSTs sent for segments that matched no flow")                                \
-  X(flows_opened, "flows created (accepted or connecting)")                                 \
-  X(flows_closed, "flows released by their transport")                                      \
-  X(accept_refused, "new flows refused: flow table or the listener's completion pipe full") \
-  X(events, "flow events and completions posted to apps")                                   \
-  X(events_dropped, "events for flows whose app is gone")                                   \
-  X(data_coalesced, "data events delayed because the completion pipe was full")             \
-  X(nic_errors, "NIC commands that failed")
-
-struct FlowStats {
-#define CLEAVE_X(f, what) uint64_t f = 0;
-  CLEAVE_FLOW_COUNTERS(CLEAVE_X)
-#undef CLEAVE_X
-};
-
 // A port as the flow path sees it.
 struct FlowPort {
   Nic* nic = nullptr;
@@ -89,7 +66,7 @@ struct FlowParams {
 class FlowPath final : public FlowHandler {
  public:
   FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTable& arp,
-           const RouteTable& routes, rte_mempool* pool, FlowIo& io);
+           const RouteTable& routes, rte_mempool* pool, FlowIo& io, FlowStats& stats);
   ~FlowPath();
   FlowPath(const FlowPath&) = delete;
   FlowPath& operator=(const FlowPath&) = delete;
@@ -130,7 +107,6 @@ class FlowPath final : public FlowHandler {
 
   // Management.
   void rows(std::vector<FlowRow>& out, uint32_t only_flow) const;
-  const FlowStats& stats() const { return stats_; }
   std::vector<std::string> transport_names() const;
 
  private:
@@ -173,6 +149,7 @@ class FlowPath final : public FlowHandler {
   const RouteTable& routes_;
   rte_mempool* pool_;
   FlowIo& io_;
+  FlowStats& stats_;
   std::vector<std::unique_ptr<Tp>> transports_;
   std::vector<Flow> flows_;
   uint32_t free_head_;
@@ -192,7 +169,6 @@ class FlowPath final : public FlowHandler {
   uint16_t next_ephemeral_ = 0;
   uint64_t next_resolve_check_ = 0;
   int placement_offset_ = -1;
-  FlowStats stats_;
 };
 
 }  // namespace cleave::dp

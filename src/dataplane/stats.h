@@ -86,12 +86,36 @@ struct ProtoStats {
   uint64_t icmp_echo_replies = 0;
 };
 
+// The flow path (flows.h). X(field, meaning)
+#define CLEAVE_FLOW_COUNTERS(X)                                                             \
+  X(rx_segments, "segments handed to transports")                                           \
+  X(rx_copied_bytes, "payload bytes of deferred segments copied into app buffers")          \
+  X(tx_descs, "descriptors transports emitted")                                             \
+  X(tx_no_neighbour, "descriptors dropped: next hop not resolved yet")                      \
+  X(tx_no_mbuf, "descriptors dropped: no mbuf")                                             \
+  X(tx_bad_desc, "descriptors dropped: unknown flow, MR or bad lengths")                    \
+  X(rst_sent, "RSTs sent for segments that matched no flow")                                \
+  X(flows_opened, "flows created (accepted or connecting)")                                 \
+  X(flows_closed, "flows released by their transport")                                      \
+  X(accept_refused, "new flows refused: flow table or the listener's completion pipe full") \
+  X(events, "flow events and completions posted to apps")                                   \
+  X(events_dropped, "events for flows whose app is gone")                                   \
+  X(data_coalesced, "data events delayed because the completion pipe was full")             \
+  X(nic_errors, "NIC commands that failed")
+
+struct FlowStats {
+#define CLEAVE_X(f, what) uint64_t f = 0;
+  CLEAVE_FLOW_COUNTERS(CLEAVE_X)
+#undef CLEAVE_X
+};
+
 inline constexpr size_t kMaxPorts = 16;
 
 struct DataplaneStats {
   LcoreStats lcore;
   std::array<PortStats, kMaxPorts> ports;
   ProtoStats proto;
+  FlowStats flows;
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
 };
 
