@@ -12,16 +12,21 @@ VERSION = 1
 HDR = struct.Struct("<IHHIi")  # magic, version, type, seq, status
 T_HELLO, T_HELLO_REPLY, T_PIPE_CREATE, T_PIPE_REPLY, T_PIPE_DESTROY = 1, 2, 3, 4, 5
 T_MR_REG, T_MR_REPLY, T_MR_DEREG, T_REPLY, T_NOTICE = 6, 7, 8, 9, 10
+T_LISTEN, T_LISTEN_REPLY, T_UNLISTEN, T_CONNECT, T_CONNECT_REPLY = 11, 12, 13, 14, 15  # version 2
 SUBMIT, RECV, COMPLETION = 1, 2, 3
 OP_NOP, OP_COPY, OP_SEND = 0, 1, 2
+OP_FLOW_SEND, OP_FLOW_RECV, OP_FLOW_CLOSE, OP_FLOW_ABORT = 3, 4, 5, 6
+COMP_RECV, COMP_IMM, COMP_EVENT = 1, 2, 4
+EV_CONNECTED, EV_ACCEPTED, EV_PEER_CLOSED, EV_CLOSED, EV_REFUSED, EV_DATA = 1, 2, 3, 4, 5, 6
 READ, WRITE = 1, 2
 DOORBELL = 1
 PIPE_CTL = 128
 SEND_ENTRY = struct.Struct("<QQQIIIIIBB17x")  # without the phase byte (63 bytes)
 RECV_ENTRY = struct.Struct("<QIHB")  # without the phase byte (15 bytes)
-COMPLETION_ENTRY = struct.Struct("<QIiIHBB7xB")
+COMPLETION_ENTRY = struct.Struct("<QIiIHBBI3xB")
 EPERM, ENOENT, EAGAIN, EACCES, EFAULT, EBUSY, EINVAL = -1, -2, -11, -13, -14, -16, -22
 EPROTO, EOPNOTSUPP, EDQUOT, EVERSION = -71, -95, -122, -1002
+EPIPE, EADDRINUSE, ECONNRESET, ECONNREFUSED = -32, -98, -104, -111
 NOTICE_SHUTDOWN, NOTICE_EVICTED = 1, 2
 
 
@@ -69,7 +74,7 @@ class Pipe:
         self.index += 1
         struct.pack_into("<Q", self.region, self.offset, self.index)
         return {"wr_id": e[0], "length": e[1], "status": e[2], "imm": e[3], "pipe": e[4],
-                "opcode": e[5], "flags": e[6]}
+                "opcode": e[5], "flags": e[6], "flow": e[7]}
 
 
 class RawApp:
@@ -78,13 +83,14 @@ class RawApp:
         self.sock.settimeout(5)
         self.sock.connect(path)
         self.seq = 0
+        self.version = versions[1]
         self.region = None
         if hello:
             self.status = self.hello(name, versions)
 
     def request(self, mtype, body=b"", fds=(), raw=None):
         self.seq += 1
-        msg = raw if raw is not None else header(mtype, self.seq) + body
+        msg = raw if raw is not None else header(mtype, self.seq, self.version) + body
         socket.send_fds(self.sock, [msg], list(fds)) if fds else self.sock.send(msg)
         return self.reply()
 
@@ -99,6 +105,7 @@ class RawApp:
         body = struct.pack("<HHI", versions[0], versions[1], 0) + name.encode().ljust(32, b"\0")
         (magic, ver, mtype, seq, status), payload, fds = self.request(T_HELLO, body)
         self.versions = struct.unpack_from("<HH", payload)
+        self.version = ver
         if status != 0:
             return status
         (_, _, self.app_id, self.size, self.pipe_off, self.pipe_size, self.heap_off,
@@ -129,6 +136,21 @@ class RawApp:
 
     def dereg_mr(self, mr):
         return self.request(T_MR_DEREG, struct.pack("<II", mr, 0))[0][4]
+
+    def listen(self, port, cq, ip=0, transport=b""):
+        """Version 2: (status, listener id)."""
+        body = struct.pack("<IHHII", ip, port, 0, cq, 0) + transport.ljust(32, b"\0")
+        (_, _, _, _, status), payload, _ = self.request(T_LISTEN, body)
+        return status, (struct.unpack_from("<I", payload)[0] if status == 0 else None)
+
+    def unlisten(self, listener):
+        return self.request(T_UNLISTEN, struct.pack("<II", listener, 0))[0][4]
+
+    def connect(self, ip, port, cq, transport=b""):
+        """Version 2: (status, flow id); ip in host order."""
+        body = struct.pack("<IHHII", ip, port, 0, cq, 0) + transport.ljust(32, b"\0")
+        (_, _, _, _, status), payload, _ = self.request(T_CONNECT, body)
+        return status, (struct.unpack_from("<I", payload)[0] if status == 0 else None)
 
     def heap(self, offset, length):
         return self.region[self.heap_off + offset:self.heap_off + offset + length]

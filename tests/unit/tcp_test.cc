@@ -513,6 +513,19 @@ TEST(TcpReceive, WindowFollowsPostedBuffersAndUpdatesWhenTheyArrive) {
   EXPECT_EQ(out[0].seg.window, (1u << 20) >> 7);
 }
 
+// Linux probes a zero window with an empty segment one byte behind what we expect (seq =
+// SND.UNA - 1): it must be answered, or the peer's FIN never gets through.
+TEST(TcpReceive, LinuxZeroWindowProbeIsAnswered) {
+  Active a;
+  a.establish();
+  auto out = a.peer(a.ack_spec(0, 0));  // a pure ACK at RCV.NXT: nothing to say
+  EXPECT_TRUE(out.empty());
+  out = a.peer(a.ack_spec(uint32_t(-1), 0));  // the probe
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 1);
+  EXPECT_EQ(out[0].seg.window, 0u);
+}
+
 // ---- sending ----
 
 TEST(TcpSend, SegmentsAreTsoDescriptorsOverAppMemory) {

@@ -198,9 +198,11 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
   // Starting exactly at rcv_nxt is always acceptable, as in Linux: a FIN, or data into a zero
   // window (dropped below, but its ACK and FIN count).
   if (s.seq == c.rcv_nxt) ok = true;
-  // A pure ACK just behind rcv_nxt (the peer's view lags by a FIN we consumed) is fine too.
+  // An empty segment one byte behind rcv_nxt is Linux's window probe and keepalive: its ACK
+  // field counts, and it is answered (RFC 9293 3.8.6.1, 3.10.7.4).
   if (!ok && seglen == 0 && !rst && seq_lt(s.seq, c.rcv_nxt) && seq_geq(s.seq, c.rcv_nxt - 1)) {
     ok = true;
+    c.ack_now = true;
   }
   if (!ok) {
     if (rst) return;
