@@ -635,7 +635,12 @@ TEST(TcpClose, ActiveCloseThroughTimeWait) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].seg.ack, kPeerIss + 2);
   EXPECT_EQ(a.tp.state(kFlow), State::kTimeWait);
-  EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kClosed, 0));
+  // The app hears the peer's FIN, then the end.
+  auto ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, EventKind::kPeerClosed);
+  EXPECT_EQ(ev[1].kind, EventKind::kClosed);
+  EXPECT_EQ(ev[1].status, 0);
   // TIME_WAIT answers a retransmitted FIN, and ends after 60 s.
   out = a.peer(fin);
   ASSERT_EQ(out.size(), 1u);

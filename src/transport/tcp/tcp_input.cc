@@ -536,6 +536,8 @@ void TcpTransport::receive_fin(Conn& c, Context& ctx) {
   c.fin_received = true;
   c.rcv_nxt++;
   c.ack_now = true;
+  // Before the state changes: entering TIME_WAIT ends the app's view of the flow.
+  if (c.accepted && !c.app_done) ctx.event({c.flow, EventKind::kPeerClosed, 0, 0, 0, 0});
   switch (c.state) {
     case State::kEstablished:
       c.state = State::kCloseWait;
@@ -549,7 +551,6 @@ void TcpTransport::receive_fin(Conn& c, Context& ctx) {
     default:
       break;
   }
-  if (c.accepted && !c.app_done) ctx.event({c.flow, EventKind::kPeerClosed, 0, 0, 0, 0});
 }
 
 // Once per touched connection per burst: NIC cursor, retired segments, app completions, then
