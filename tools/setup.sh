@@ -15,9 +15,9 @@ fi
 packages=(
   build-essential g++ pkg-config meson ninja-build python3 dpkg-dev
   dpdk dpdk-dev libdpdk-dev
-  libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev
   libgtest-dev libbenchmark-dev
-  iproute2 ethtool iputils-ping systemd clang-format clang-tidy
+  iproute2 ethtool iputils-ping systemd clang-format clang-tidy curl
 )
 missing=()
 for p in "${packages[@]}"; do

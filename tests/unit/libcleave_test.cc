@@ -1,14 +1,19 @@
 // libcleave_test.cc - libcleave against a fake daemon: open, heap, MRs, queues, post/poll round
-// trips, library-side validation, and a daemon that dies, stalls or evicts the app.
+// trips, library-side validation, flows (listen, connect, flow requests, events), and a daemon
+// that dies, stalls or evicts the app.
 //
 // FakeDaemon is a stand-in for cleaved that speaks the app socket protocol of shm_abi.h from a
-// thread: it creates a real memfd region, answers Hello/PipeCreate/MrReg/..., and plays the
-// dataplane on the pipes (NOP, COPY and SEND done simply), so no DPDK is needed. Test controls
+// thread: it creates a real memfd region, answers Hello/PipeCreate/MrReg/Listen/Connect/..., and
+// plays the dataplane on the pipes (NOP, COPY and SEND done simply; flows as a scripted peer that
+// acknowledges every send, fills every receive buffer and closes when asked), so no DPDK is
+// needed. Test controls
 // (any thread): kill() closes everything as a crashed daemon would; evict() and shutdown() send a
 // Notice first; stall_on and notice_on make the next request of a type go unanswered (then the
 // daemon dies) or be answered with a notice.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -24,6 +29,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -89,6 +95,28 @@ class FakeDaemon {
   std::atomic<uint64_t> entries_seen{0};
   std::atomic<int> unsealed_mrs{0};  // MrReg fds that came without F_SEAL_SHRINK
 
+  // Flows. The fake refuses connections to kRefusedPort, and fills receive buffers with
+  // flow_byte(stream offset).
+  static constexpr uint16_t kRefusedPort = 1;
+  static uint8_t flow_byte(uint64_t off) { return static_cast<uint8_t>(off * 13 + 5); }
+  std::atomic<int> flow_msgs{0};  // Listen, Unlisten and Connect messages received
+  // What arrived, for the test to read (under rec_mu).
+  std::mutex rec_mu;
+  std::vector<abi::Listen> listens;
+  std::vector<abi::Connect> connects;
+  std::vector<abi::SendEntry> flow_entries;
+  std::vector<uint32_t> listen_cq_kinds;  // PipeKind of the pipe each Listen/Connect named
+  // Queues a completion for the fake's thread to write into completion pipe `cq`.
+  void inject(uint32_t cq, const abi::Completion& c) {
+    std::lock_guard lk(rec_mu);
+    injected_.emplace_back(cq, c);
+  }
+  // A peer connects to `listener`: the fake makes a flow and reports it as accepted.
+  void accept_on(uint32_t listener) {
+    std::lock_guard lk(rec_mu);
+    accepts_.push_back(listener);
+  }
+
  private:
   enum Cmd { kNone, kKill, kEvict, kShutdown };
   struct Pipe {
@@ -104,6 +132,10 @@ class FakeDaemon {
     uint8_t* base;
     uint64_t length;
     uint32_t access;
+  };
+  struct Flow {
+    uint32_t cq;
+    uint64_t rx_offset = 0;  // stream bytes delivered into receive buffers so far
   };
 
   void run() {
@@ -146,6 +178,8 @@ class FakeDaemon {
       if (p.efd >= 0) close(p.efd);
     pipes_.clear();
     live_pipes = 0;
+    listeners_.clear();
+    flows_.clear();
   }
 
   // Sends one message with `fd` (if any) and, in extra_fds mode, two stray descriptors more.
@@ -273,12 +307,178 @@ class FakeDaemon {
         reply(r, req.h, abi::MsgType::kReply, found ? 0 : CL_ENOENT);
         break;
       }
+      case abi::MsgType::kListen: {
+        abi::Listen req;
+        std::memcpy(&req, buf, sizeof req);
+        on_listen(req);
+        break;
+      }
+      case abi::MsgType::kUnlisten: {
+        abi::Unlisten req;
+        std::memcpy(&req, buf, sizeof req);
+        flow_msgs++;
+        bool found = listeners_.erase(req.listener) != 0;
+        abi::Reply r{};
+        reply(r, req.h, abi::MsgType::kReply, found ? 0 : CL_ENOENT);
+        break;
+      }
+      case abi::MsgType::kConnect: {
+        abi::Connect req;
+        std::memcpy(&req, buf, sizeof req);
+        on_connect(req);
+        break;
+      }
       default: {
         abi::Reply r{};
         reply(r, h, abi::MsgType::kReply, CL_EPROTO);
       }
     }
     if (fd >= 0) close(fd);
+  }
+
+  uint32_t pipe_kind(uint32_t id) const {
+    auto it = pipes_.find(id);
+    return it != pipes_.end() ? static_cast<uint32_t>(it->second.kind) : 0;
+  }
+
+  void on_listen(const abi::Listen& req) {
+    flow_msgs++;
+    {
+      std::lock_guard lk(rec_mu);
+      listens.push_back(req);
+      listen_cq_kinds.push_back(pipe_kind(req.cq));
+    }
+    abi::ListenReply r{};
+    for (auto& [id, l] : listeners_)
+      if (l.port == req.port) {
+        reply(r, req.h, abi::MsgType::kListenReply, CL_EADDRINUSE);
+        return;
+      }
+    r.listener = next_listener_++;
+    listeners_[r.listener] = {req.port, req.cq};
+    reply(r, req.h, abi::MsgType::kListenReply, 0);
+  }
+
+  // The reply names the flow at once; the outcome follows as an event on the flow's CQ.
+  void on_connect(const abi::Connect& req) {
+    flow_msgs++;
+    {
+      std::lock_guard lk(rec_mu);
+      connects.push_back(req);
+      listen_cq_kinds.push_back(pipe_kind(req.cq));
+    }
+    abi::ConnectReply r{};
+    r.flow = next_flow_++;
+    reply(r, req.h, abi::MsgType::kConnectReply, 0);
+    abi::Completion c{};
+    c.flags = abi::kCompEvent;
+    c.flow = r.flow;
+    if (req.port == kRefusedPort) {
+      c.opcode = abi::kEvRefused;
+      c.status = CL_ECONNREFUSED;
+    } else {
+      c.opcode = abi::kEvConnected;
+      flows_[r.flow] = {req.cq};
+    }
+    produce(req.cq, c);
+  }
+
+  // Writes one completion into pipe `cq` if it has room (the tests keep far below the size).
+  void produce(uint32_t cq, const abi::Completion& c) {
+    auto it = pipes_.find(cq);
+    if (it == pipes_.end() || it->second.kind != abi::PipeKind::kCompletion) return;
+    if (it->second.cq_prod.produce(&c, 1) == 1) rung_.push_back(cq);
+  }
+
+  // The flows' peer: every send acknowledged whole, every receive buffer filled whole (half of
+  // it reported by a data event first), a close answered by the peer's close. Sends and
+  // receives complete on the flow's CQ; close, abort and refusals on the submit queue's.
+  void flow_request(const abi::SendEntry& e, uint32_t submit_cq) {
+    {
+      std::lock_guard lk(rec_mu);
+      flow_entries.push_back(e);
+    }
+    abi::Completion c{};
+    c.wr_id = e.wr_id;
+    c.opcode = e.opcode;
+    c.flow = e.target;
+    auto f = flows_.find(e.target);
+    if (f == flows_.end()) {  // refused outright: on the submit pipe's CQ
+      c.status = CL_ENOENT;
+      produce(submit_cq, c);
+      return;
+    }
+    uint32_t cq = f->second.cq;
+    abi::Completion ev{};
+    ev.flags = abi::kCompEvent;
+    ev.flow = e.target;
+    switch (e.opcode) {
+      case abi::kOpFlowSend:
+        c.length = e.length;
+        produce(cq, c);
+        break;
+      case abi::kOpFlowRecv: {
+        uint8_t* dst = resolve(e.mr, e.offset, e.length, abi::kAccessWrite);
+        if (dst == nullptr) {
+          c.status = CL_EFAULT;
+          produce(cq, c);
+          break;
+        }
+        for (uint32_t i = 0; i < e.length; i++)
+          dst[i] = flow_byte(f->second.rx_offset + i);
+        f->second.rx_offset += e.length;
+        ev.opcode = abi::kEvData;
+        ev.length = e.length / 2;
+        produce(cq, ev);
+        c.length = e.length;
+        produce(cq, c);
+        break;
+      }
+      case abi::kOpFlowClose:  // completes at once on the submit queue's CQ, events follow
+        produce(submit_cq, c);
+        ev.opcode = abi::kEvPeerClosed;
+        produce(cq, ev);
+        ev.opcode = abi::kEvClosed;
+        produce(cq, ev);
+        flows_.erase(f);
+        break;
+      case abi::kOpFlowAbort:
+        produce(submit_cq, c);
+        ev.opcode = abi::kEvClosed;
+        ev.status = CL_ECONNRESET;
+        produce(cq, ev);
+        flows_.erase(f);
+        break;
+      default:
+        c.status = CL_EOPNOTSUPP;
+        produce(submit_cq, c);
+    }
+  }
+
+  // Accepts and injected completions the test asked for, on the fake's own thread (the pipes'
+  // producer side is single-threaded).
+  bool run_script() {
+    std::vector<std::pair<uint32_t, abi::Completion>> inj;
+    std::vector<uint32_t> acc;
+    {
+      std::lock_guard lk(rec_mu);
+      inj.swap(injected_);
+      acc.swap(accepts_);
+    }
+    for (auto& [cq, c] : inj)
+      produce(cq, c);
+    for (uint32_t l : acc) {
+      auto it = listeners_.find(l);
+      if (it == listeners_.end()) continue;
+      abi::Completion c{};
+      c.flags = abi::kCompEvent;
+      c.opcode = abi::kEvAccepted;
+      c.wr_id = l;
+      c.flow = next_flow_++;
+      flows_[c.flow] = {it->second.cq};
+      produce(it->second.cq, c);
+    }
+    return !inj.empty() || !acc.empty();
   }
 
   void hello(const abi::Hello& req) {
@@ -382,17 +582,23 @@ class FakeDaemon {
   }
 
   bool run_pipes() {
-    bool worked = false;
-    std::vector<uint32_t> rung;
+    bool worked = run_script();
+    std::vector<uint32_t>& rung = rung_;
     for (auto& [id, p] : pipes_) {
       if (p.kind != abi::PipeKind::kSubmit) continue;
       auto cq = pipes_.find(p.cq);
       if (cq == pipes_.end()) continue;
-      for (int budget = 0; budget < 64 && cq->second.cq_prod.credits(2) >= 2; budget++) {
+      // Room for the most one entry makes: a receive (data event and completion), or a close
+      // (completion and two events), all on the same CQ in these tests.
+      for (int budget = 0; budget < 64 && cq->second.cq_prod.credits(4) >= 4; budget++) {
         abi::SendEntry e;
         if (p.sq.consume(&e, 1) == 0) break;
         worked = true;
         entries_seen++;
+        if (e.opcode >= abi::kOpFlowSend && e.opcode <= abi::kOpFlowAbort) {
+          flow_request(e, p.cq);
+          continue;
+        }
         abi::Completion c{};
         c.wr_id = e.wr_id;
         c.pipe = static_cast<uint16_t>(id);
@@ -418,12 +624,15 @@ class FakeDaemon {
       }
     }
     for (uint32_t id : rung) {
-      Pipe& cq = pipes_.at(id);
+      auto it = pipes_.find(id);
+      if (it == pipes_.end()) continue;
+      Pipe& cq = it->second;
       if (cq.efd >= 0 && cq.cq_prod.consumer_sleeping()) {
         uint64_t one = 1;
         if (write(cq.efd, &one, sizeof one) < 0) std::abort();
       }
     }
+    rung.clear();
     return worked;
   }
 
@@ -471,6 +680,16 @@ class FakeDaemon {
   uint32_t next_pipe_id_ = 1, next_mr_id_ = 1;
   std::map<uint32_t, Pipe> pipes_;
   std::map<uint32_t, Mr> mrs_;
+  struct Listener {
+    uint16_t port;
+    uint32_t cq;
+  };
+  std::map<uint32_t, Listener> listeners_;
+  std::map<uint32_t, Flow> flows_;
+  uint32_t next_listener_ = 100, next_flow_ = 500;
+  std::vector<uint32_t> rung_;  // CQs written to since the last doorbell pass
+  std::vector<std::pair<uint32_t, abi::Completion>> injected_;  // under rec_mu
+  std::vector<uint32_t> accepts_;                               // under rec_mu
 };
 
 }  // namespace cleave::test
@@ -594,10 +813,12 @@ TEST(LibOpen, RefusedPeerIsEperm) {
 }
 
 TEST(LibOpen, EveryCodeHasItsOwnName) {
-  const int codes[] = {CL_OK,       CL_EPERM,      CL_ENOENT,    CL_EAGAIN, CL_ENOMEM,
-                       CL_EACCES,   CL_EFAULT,     CL_EBUSY,     CL_EINVAL, CL_ENOSPC,
-                       CL_EPROTO,   CL_EOPNOTSUPP, CL_ETIMEDOUT, CL_EDQUOT, CL_EDAEMON,
-                       CL_EVERSION, CL_EEVICTED,   CL_ENORECV,   CL_ETRUNC};
+  const int codes[] = {CL_OK,         CL_EPERM,   CL_ENOENT,     CL_EAGAIN,       CL_ENOMEM,
+                       CL_EACCES,     CL_EFAULT,  CL_EBUSY,      CL_EINVAL,       CL_ENOSPC,
+                       CL_EPIPE,      CL_EPROTO,  CL_EOPNOTSUPP, CL_EADDRINUSE,   CL_ENETUNREACH,
+                       CL_ECONNRESET, CL_ENOBUFS, CL_ETIMEDOUT,  CL_ECONNREFUSED, CL_EHOSTUNREACH,
+                       CL_EDQUOT,     CL_EDAEMON, CL_EVERSION,   CL_EEVICTED,     CL_ENORECV,
+                       CL_ETRUNC};
   std::set<std::string> names;
   for (int c : codes) {
     std::string s = cl_strerror(c);
@@ -933,6 +1154,305 @@ TEST_F(LibTest, WaitSleepsOnTheDoorbellAndTimesOut) {
   cl_wc wc;
   EXPECT_EQ(cl_poll_cq(cq_, &wc, 1), 1);
   EXPECT_EQ(wc.wr_id, 5u);
+}
+
+// ---- Flows ----
+
+sockaddr_in inet(const char* ip, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+TEST_F(LibTest, ListenAndConnectSendHostOrderAndReturnIds) {
+  make_queues();
+  sockaddr_in a = inet("198.18.0.1", 5001);
+  uint32_t l = 0xdead;
+  ASSERT_EQ(cl_listen(ctx_, cq_, &a, nullptr, &l), 0);
+  EXPECT_EQ(l, 100u);
+  sockaddr_in any = inet("0.0.0.0", 5002);
+  uint32_t l2 = 0xdead;
+  ASSERT_EQ(cl_listen(ctx_, cq_, &any, "tcp", &l2), 0);
+  EXPECT_EQ(l2, 101u);
+  // The daemon's refusal is the call's result, and the out parameter stays as it was.
+  uint32_t l3 = 0xdead;
+  EXPECT_EQ(cl_listen(ctx_, cq_, &a, "", &l3), CL_EADDRINUSE);
+  EXPECT_EQ(l3, 0xdeadu);
+
+  cl_flow f = 0xdead;
+  sockaddr_in peer = inet("198.18.0.2", 443);
+  ASSERT_EQ(cl_connect(ctx_, cq_, &peer, nullptr, &f), 0);
+  EXPECT_EQ(f, 500u);
+  {
+    std::lock_guard lk(d_->rec_mu);
+    ASSERT_EQ(d_->listens.size(), 3u);
+    EXPECT_EQ(d_->listens[0].ip, 0xc6120001u);  // host order
+    EXPECT_EQ(d_->listens[0].port, 5001);
+    EXPECT_STREQ(d_->listens[0].transport, "");
+    EXPECT_EQ(d_->listens[1].ip, 0u);
+    EXPECT_EQ(d_->listens[1].port, 5002);
+    EXPECT_STREQ(d_->listens[1].transport, "tcp");
+    ASSERT_EQ(d_->connects.size(), 1u);
+    EXPECT_EQ(d_->connects[0].ip, 0xc6120002u);
+    EXPECT_EQ(d_->connects[0].port, 443);
+    EXPECT_EQ(d_->connects[0].h.version, abi::kAbiVersion);
+    // Every request named the CQ by its pipe id.
+    for (uint32_t k : d_->listen_cq_kinds)
+      EXPECT_EQ(k, static_cast<uint32_t>(abi::PipeKind::kCompletion));
+  }
+  auto wc = poll_n(1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].flags, uint32_t{CL_WC_EVENT});
+  EXPECT_EQ(wc[0].opcode, uint32_t{CL_EV_CONNECTED});
+  EXPECT_EQ(wc[0].flow, f);
+  EXPECT_EQ(wc[0].status, 0);
+
+  // Refused: the flow id comes at once, the refusal as an event.
+  sockaddr_in closed = inet("198.18.0.2", FakeDaemon::kRefusedPort);
+  cl_flow f2 = 0;
+  ASSERT_EQ(cl_connect(ctx_, cq_, &closed, "tcp", &f2), 0);
+  wc = poll_n(1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].opcode, uint32_t{CL_EV_REFUSED});
+  EXPECT_EQ(wc[0].status, CL_ECONNREFUSED);
+  EXPECT_EQ(wc[0].flow, f2);
+
+  EXPECT_EQ(cl_unlisten(ctx_, l), 0);
+  EXPECT_EQ(cl_unlisten(ctx_, l), CL_ENOENT);
+  EXPECT_EQ(cl_listen(ctx_, cq_, &a, nullptr, &l3), 0);  // the port is free again
+}
+
+TEST_F(LibTest, FlowCallsCheckTheirArgumentsBeforeAsking) {
+  make_queues();
+  sockaddr_in a = inet("198.18.0.1", 80);
+  uint32_t l = 0xdead;
+  cl_flow f = 0xdead;
+  EXPECT_EQ(cl_listen(nullptr, cq_, &a, nullptr, &l), CL_EINVAL);
+  EXPECT_EQ(cl_listen(ctx_, nullptr, &a, nullptr, &l), CL_EINVAL);
+  EXPECT_EQ(cl_listen(ctx_, cq_, nullptr, nullptr, &l), CL_EINVAL);
+  EXPECT_EQ(cl_listen(ctx_, cq_, &a, nullptr, nullptr), CL_EINVAL);
+  EXPECT_EQ(cl_connect(ctx_, cq_, &a, nullptr, nullptr), CL_EINVAL);
+  sockaddr_in six = a;
+  six.sin_family = AF_INET6;
+  EXPECT_EQ(cl_listen(ctx_, cq_, &six, nullptr, &l), CL_EINVAL);
+  EXPECT_EQ(cl_connect(ctx_, cq_, &six, nullptr, &f), CL_EINVAL);
+  std::string longest(abi::kTransportNameMax - 1, 'x');
+  std::string too_long(abi::kTransportNameMax, 'x');
+  EXPECT_EQ(cl_listen(ctx_, cq_, &a, too_long.c_str(), &l), CL_EINVAL);
+  EXPECT_EQ(cl_connect(ctx_, cq_, &a, too_long.c_str(), &f), CL_EINVAL);
+  // Nowhere to connect to.
+  sockaddr_in port0 = inet("198.18.0.2", 0);
+  sockaddr_in any = inet("0.0.0.0", 80);
+  EXPECT_EQ(cl_connect(ctx_, cq_, &port0, nullptr, &f), CL_EINVAL);
+  EXPECT_EQ(cl_connect(ctx_, cq_, &any, nullptr, &f), CL_EINVAL);
+  // Another context's CQ.
+  FakeDaemon d2;
+  cl_open_attr oa{d2.path().c_str(), "other"};
+  cl_ctx* other = nullptr;
+  ASSERT_EQ(cl_open(&oa, &other), 0);
+  cl_cq* foreign = nullptr;
+  ASSERT_EQ(cl_cq_create(other, 64, 0, 0, &foreign), 0);
+  EXPECT_EQ(cl_listen(ctx_, foreign, &a, nullptr, &l), CL_EINVAL);
+  EXPECT_EQ(cl_connect(ctx_, foreign, &a, nullptr, &f), CL_EINVAL);
+  EXPECT_EQ(cl_close(other), 0);
+  EXPECT_EQ(l, 0xdeadu);
+  EXPECT_EQ(f, 0xdeadu);
+  EXPECT_EQ(d_->flow_msgs, 0);  // nothing reached the daemon
+  // The longest name fits.
+  ASSERT_EQ(cl_listen(ctx_, cq_, &a, longest.c_str(), &l), 0);
+  std::lock_guard lk(d_->rec_mu);
+  ASSERT_EQ(d_->listens.size(), 1u);
+  EXPECT_EQ(std::string(d_->listens[0].transport), longest);
+}
+
+TEST_F(LibTest, FlowRequestsAndEventsRoundTrip) {
+  make_queues();
+  int fd = sealed_memfd(1u << 16);
+  cl_mr* mr = nullptr;
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 1u << 16, CL_ACCESS_READ | CL_ACCESS_WRITE, &mr), 0);
+  auto* src = static_cast<uint8_t*>(cl_alloc(ctx_, 8192, 0));
+  ASSERT_NE(src, nullptr);
+  sockaddr_in peer = inet("198.18.0.2", 5002);
+  cl_flow f = 0;
+  ASSERT_EQ(cl_connect(ctx_, cq_, &peer, nullptr, &f), 0);
+  ASSERT_EQ(poll_n(1).at(0).opcode, uint32_t{CL_EV_CONNECTED});
+
+  cl_send_wr w[4]{};
+  w[0] = {.wr_id = 1,
+          .offset = cl_heap_offset(ctx_, src) + 8,
+          .length = 8000,
+          .opcode = CL_OP_FLOW_SEND,
+          .flow = f};
+  w[1] = {
+      .wr_id = 2, .mr = mr, .offset = 4096, .length = 1000, .opcode = CL_OP_FLOW_RECV, .flow = f};
+  w[2] = {
+      .wr_id = 3, .mr = mr, .offset = 8192, .length = 3000, .opcode = CL_OP_FLOW_RECV, .flow = f};
+  w[3] = {.wr_id = 4, .opcode = CL_OP_FLOW_CLOSE, .flow = f};
+  ASSERT_EQ(cl_post_send(sq_, w, 4), 4);
+  // send; data event + recv; data event + recv; close; peer closed; closed
+  auto wc = poll_n(8);
+  ASSERT_EQ(wc.size(), 8u);
+  {
+    std::lock_guard lk(d_->rec_mu);
+    ASSERT_EQ(d_->flow_entries.size(), 4u);
+    const abi::SendEntry& s = d_->flow_entries[0];
+    EXPECT_EQ(s.opcode, abi::kOpFlowSend);
+    EXPECT_EQ(s.target, f);
+    EXPECT_EQ(s.mr, abi::kHeapMr);
+    EXPECT_EQ(s.offset, cl_heap_offset(ctx_, src) + 8);
+    EXPECT_EQ(s.length, 8000u);
+    const abi::SendEntry& r = d_->flow_entries[1];
+    EXPECT_EQ(r.opcode, abi::kOpFlowRecv);
+    EXPECT_EQ(r.target, f);
+    EXPECT_EQ(r.mr, cl_mr_id(mr));
+    EXPECT_EQ(r.offset, 4096u);
+    EXPECT_EQ(r.length, 1000u);
+    const abi::SendEntry& c = d_->flow_entries[3];
+    EXPECT_EQ(c.opcode, abi::kOpFlowClose);
+    EXPECT_EQ(c.target, f);
+    EXPECT_EQ(c.length, 0u);
+  }
+  for (const cl_wc& c : wc)
+    EXPECT_EQ(c.flow, f);
+  EXPECT_EQ(wc[0].opcode, uint32_t{CL_OP_FLOW_SEND});
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[0].length, 8000u);
+  EXPECT_EQ(wc[0].flags, 0u);
+  EXPECT_EQ(wc[1].flags, uint32_t{CL_WC_EVENT});
+  EXPECT_EQ(wc[1].opcode, uint32_t{CL_EV_DATA});
+  EXPECT_EQ(wc[1].length, 500u);
+  // A flow receive keeps the app's wr_id (the CQ also serves an RQ, whose mapping must not
+  // touch it), and the bytes are in the buffer.
+  EXPECT_EQ(wc[2].opcode, uint32_t{CL_OP_FLOW_RECV});
+  EXPECT_EQ(wc[2].wr_id, 2u);
+  EXPECT_EQ(wc[2].length, 1000u);
+  EXPECT_EQ(wc[2].status, 0);
+  EXPECT_EQ(wc[4].wr_id, 3u);
+  EXPECT_EQ(wc[4].length, 3000u);
+  auto* rx = static_cast<uint8_t*>(cl_mr_addr(mr));
+  for (uint64_t i = 0; i < 4000; i++) {
+    uint8_t got = i < 1000 ? rx[4096 + i] : rx[8192 + i - 1000];
+    ASSERT_EQ(got, FakeDaemon::flow_byte(i)) << i;
+  }
+  EXPECT_EQ(wc[5].opcode, uint32_t{CL_OP_FLOW_CLOSE});
+  EXPECT_EQ(wc[5].wr_id, 4u);
+  EXPECT_EQ(wc[6].opcode, uint32_t{CL_EV_PEER_CLOSED});
+  EXPECT_EQ(wc[7].opcode, uint32_t{CL_EV_CLOSED});
+  EXPECT_EQ(wc[7].status, 0);
+
+  // The flow is gone: a request on it is refused on the submit queue's CQ.
+  cl_send_wr late{.wr_id = 9, .opcode = CL_OP_FLOW_ABORT, .flow = f};
+  ASSERT_EQ(cl_post_send(sq_, &late, 1), 1);
+  wc = poll_n(1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, CL_ENOENT);
+  EXPECT_EQ(wc[0].wr_id, 9u);
+  EXPECT_EQ(cl_mr_dereg(mr), 0);
+  close(fd);
+}
+
+TEST_F(LibTest, LibraryRejectsBadFlowRequestsBeforePosting) {
+  make_queues();
+  int fd = sealed_memfd(4096);
+  cl_mr* ro = nullptr;
+  cl_mr* wo = nullptr;
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_READ, &ro), 0);
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 4096, CL_ACCESS_WRITE, &wo), 0);
+  auto post = [&](cl_send_wr w) {
+    cl_send_wr two[2] = {{.opcode = CL_OP_NOP}, w};
+    return cl_post_send(sq_, two, 2);
+  };
+  EXPECT_EQ(post({.mr = ro, .length = 4096, .opcode = CL_OP_FLOW_SEND, .flow = 7}), 2);
+  EXPECT_EQ(post({.mr = wo, .length = 4096, .opcode = CL_OP_FLOW_RECV, .flow = 7}), 2);
+  EXPECT_EQ(post({.mr = wo, .length = 16, .opcode = CL_OP_FLOW_SEND}), CL_EACCES);
+  EXPECT_EQ(post({.mr = ro, .length = 16, .opcode = CL_OP_FLOW_RECV}), CL_EACCES);
+  EXPECT_EQ(post({.mr = ro, .offset = 4000, .length = 97, .opcode = CL_OP_FLOW_SEND}), CL_EFAULT);
+  EXPECT_EQ(post({.mr = wo, .offset = 4097, .opcode = CL_OP_FLOW_RECV}), CL_EFAULT);
+  // The whole heap in one send is fine (no per-request cap), one byte more is not.
+  EXPECT_EQ(post({.length = 1u << 20, .opcode = CL_OP_FLOW_SEND}), 2);
+  EXPECT_EQ(post({.length = (1u << 20) + 1, .opcode = CL_OP_FLOW_SEND}), CL_EFAULT);
+  EXPECT_EQ(post({.length = UINT32_MAX, .opcode = CL_OP_FLOW_SEND}), CL_EFAULT);
+  EXPECT_EQ(post({.opcode = CL_OP_FLOW_CLOSE, .flow = 7}), 2);
+  EXPECT_EQ(post({.length = 1, .opcode = CL_OP_FLOW_CLOSE}), CL_EINVAL);
+  EXPECT_EQ(post({.length = 1, .opcode = CL_OP_FLOW_ABORT}), CL_EINVAL);
+  EXPECT_EQ(post({.opcode = CL_OP_FLOW_ABORT + 1}), CL_EOPNOTSUPP);
+  // Four calls went through, two entries each; the flow requests name no flow of ours.
+  auto wc = poll_n(8);
+  EXPECT_EQ(wc.size(), 8u);
+  EXPECT_EQ(d_->entries_seen, 8u);
+  close(fd);
+}
+
+TEST_F(LibTest, EventsPassThroughTheReceiveQueueMapping) {
+  make_queues();
+  sockaddr_in a = inet("0.0.0.0", 8080);
+  uint32_t l = 0;
+  ASSERT_EQ(cl_listen(ctx_, cq_, &a, nullptr, &l), 0);
+  d_->accept_on(l);
+  auto wc = poll_n(1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].flags, uint32_t{CL_WC_EVENT});
+  EXPECT_EQ(wc[0].opcode, uint32_t{CL_EV_ACCEPTED});
+  EXPECT_EQ(wc[0].wr_id, l);  // the listener, not mapped through the RQ
+  cl_flow f = wc[0].flow;
+  EXPECT_EQ(f, 500u);
+
+  // A receive on the RQ is still mapped back to its wr_id, next to an event that names the
+  // RQ's pipe and sets kCompRecv as well: an event is never mapped.
+  cl_recv_wr r{0x5151, nullptr, 0, 64};
+  ASSERT_EQ(cl_post_recv(rq_, &r, 1), 1);
+  cl_send_wr s{.wr_id = 8, .length = 10, .opcode = CL_OP_SEND, .target = rq_};
+  ASSERT_EQ(cl_post_send(sq_, &s, 1), 1);
+  wc = poll_n(2);
+  ASSERT_EQ(wc.size(), 2u);
+  const cl_wc& recv = (wc[0].flags & CL_WC_RECV) ? wc[0] : wc[1];
+  EXPECT_EQ(recv.wr_id, 0x5151u);
+  EXPECT_EQ(recv.flow, 0u);
+  // kEvAccepted has the value of kOpSend, the opcode of receive completions.
+  abi::Completion ev{};
+  ev.wr_id = 3;
+  ev.flags = abi::kCompEvent | abi::kCompRecv;
+  ev.opcode = abi::kEvAccepted;
+  ev.flow = f + 1;
+  ev.pipe = 3;  // the RQ's pipe (CQ 1, SQ 2, RQ 3)
+  d_->inject(1, ev);
+  wc = poll_n(1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 3u);
+  EXPECT_EQ(wc[0].status, 0);
+  EXPECT_EQ(wc[0].flags, uint32_t{CL_WC_EVENT | CL_WC_RECV});
+  EXPECT_EQ(wc[0].opcode, uint32_t{CL_EV_ACCEPTED});
+  EXPECT_EQ(wc[0].flow, f + 1);
+}
+
+TEST(LibOpen, AnOlderDaemonHasNoFlows) {
+  FakeOptions o;
+  o.max_version = 1;
+  FakeDaemon d(o);
+  cl_open_attr a{d.path().c_str(), "v1"};
+  cl_ctx* ctx = nullptr;
+  ASSERT_EQ(cl_open(&a, &ctx), 0);
+  cl_cq* cq = nullptr;
+  cl_sq* sq = nullptr;
+  ASSERT_EQ(cl_cq_create(ctx, 128, 0, 0, &cq), 0);
+  ASSERT_EQ(cl_sq_create(ctx, cq, 64, &sq), 0);
+  sockaddr_in addr = inet("198.18.0.2", 80);
+  uint32_t l = 0xdead;
+  cl_flow f = 0xdead;
+  EXPECT_EQ(cl_listen(ctx, cq, &addr, nullptr, &l), CL_EOPNOTSUPP);
+  EXPECT_EQ(cl_connect(ctx, cq, &addr, nullptr, &f), CL_EOPNOTSUPP);
+  EXPECT_EQ(cl_unlisten(ctx, 1), CL_EOPNOTSUPP);
+  EXPECT_EQ(l, 0xdeadu);
+  EXPECT_EQ(f, 0xdeadu);
+  EXPECT_EQ(d.flow_msgs, 0);
+  for (uint32_t op : {CL_OP_FLOW_SEND, CL_OP_FLOW_RECV, CL_OP_FLOW_CLOSE, CL_OP_FLOW_ABORT}) {
+    cl_send_wr w{.opcode = op};
+    EXPECT_EQ(cl_post_send(sq, &w, 1), CL_EOPNOTSUPP) << op;
+  }
+  EXPECT_EQ(d.entries_seen, 0u);
+  EXPECT_EQ(cl_close(ctx), 0);
 }
 
 // ---- The daemon goes away ----

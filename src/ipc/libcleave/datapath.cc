@@ -77,9 +77,35 @@ int to_entry(const cl_sq* sq, const cl_send_wr& wr, abi::SendEntry* e) {
       e->target = wr.target->pipe;
       e->imm = wr.imm;
       return 0;
+    case CL_OP_FLOW_SEND:
+    case CL_OP_FLOW_RECV: {
+      // Any length the entry carries, up to 4 GiB - 1: the library copies nothing, so only the
+      // MR's bounds and rights limit it here (the daemon checks again).
+      if (sq->ctx->version < lib::kFlowVersion) return CL_EOPNOTSUPP;
+      uint32_t need = wr.opcode == CL_OP_FLOW_SEND ? abi::kAccessRead : abi::kAccessWrite;
+      if (int r = check_range(sq->ctx, wr.mr, wr.offset, wr.length, need, &e->mr)) return r;
+      e->offset = wr.offset;
+      e->length = wr.length;
+      e->target = wr.flow;
+      return 0;
+    }
+    case CL_OP_FLOW_CLOSE:
+    case CL_OP_FLOW_ABORT:
+      if (sq->ctx->version < lib::kFlowVersion) return CL_EOPNOTSUPP;
+      if (wr.length != 0) return CL_EINVAL;  // no data: a length is a mistake, not ignored
+      e->target = wr.flow;
+      return 0;
     default:
       return CL_EOPNOTSUPP;
   }
+}
+
+// A completion of a receive-queue entry names the entry by its index (kCompRecv), mapped back to
+// the app's wr_id here. Flow requests (a CL_OP_FLOW_RECV included) carry the app's own wr_id and
+// events the listener id (accepted) or nothing: those pass through untouched.
+bool rq_completion(const abi::Completion& c) {
+  return (c.flags & abi::kCompRecv) != 0 && (c.flags & abi::kCompEvent) == 0 &&
+         (c.opcode < abi::kOpFlowSend || c.opcode > abi::kOpFlowAbort);
 }
 
 // Called when a poll found nothing: at most every kLivenessCheckNs, looks for EOF or a notice.
@@ -162,9 +188,11 @@ int cl_poll_cq(cl_cq* cq, cl_wc* wc, unsigned n) {
       w.length = c.length;
       w.opcode = c.opcode;
       w.imm = c.imm;
+      w.flow = c.flow;
       w.flags = ((c.flags & abi::kCompRecv) ? uint32_t{CL_WC_RECV} : 0u) |
-                ((c.flags & abi::kCompImm) ? uint32_t{CL_WC_IMM} : 0u);
-      if (c.flags & abi::kCompRecv) {
+                ((c.flags & abi::kCompImm) ? uint32_t{CL_WC_IMM} : 0u) |
+                ((c.flags & abi::kCompEvent) ? uint32_t{CL_WC_EVENT} : 0u);
+      if (rq_completion(c)) {
         if (rqs == nullptr) rqs = cq->rq_table.load(std::memory_order_acquire);
         const lib::RqRing* r = rqs != nullptr ? rqs->find(c.pipe) : nullptr;
         if (r != nullptr) {

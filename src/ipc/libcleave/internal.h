@@ -24,6 +24,9 @@ namespace cleave::lib {
 inline constexpr int kCtlTimeoutMs = 5000;
 // How often an idle poller or waiter looks at the socket for a dead daemon or a notice.
 inline constexpr int64_t kLivenessCheckNs = 50'000'000;
+// The first ABI version with flows (listen, connect, CL_OP_FLOW_*, events): an older daemon gets
+// none of them, and the calls fail with CL_EOPNOTSUPP before anything is sent.
+inline constexpr uint16_t kFlowVersion = 2;
 
 // The receive side of an RQ that completions are mapped back through. Outlives its RQ while a
 // poller might still hold it: retired into the CQ and freed with the CQ.
@@ -54,7 +57,7 @@ struct cl_ctx {
   std::mutex ctl_mu;
   int sock = -1;
   uint32_t seq = 0;
-  uint16_t version = 0;  // negotiated
+  uint16_t version = 0;  // negotiated; immutable once cl_open returned (the data path reads it)
   // Sticky failure (0 while healthy): set once, read by every call, lock-free.
   std::atomic<int> err{0};
 

@@ -1,5 +1,6 @@
 // libcleave.cc - libcleave's control path: the connection to cleaved, the region, the heap, MR
-// registration and queue creation. The data path (post, poll, wait) is in datapath.cc.
+// registration, queue creation, and opening flows (listen, connect). The data path (post, poll,
+// wait) is in datapath.cc.
 //
 // Every control call is one request and one reply on the app socket, serialised by the context's
 // control lock. The daemon is a separate process that may die or stall at any moment: every
@@ -7,6 +8,7 @@
 // the daemon sends that does not fit the protocol poisons the context as well, since request and
 // reply can no longer be matched.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -387,12 +389,26 @@ const char* cl_strerror(int err) {
       return "invalid argument";
     case CL_ENOSPC:
       return "a table of cleaved is full";
+    case CL_EPIPE:
+      return "the flow is closed for sending";
     case CL_EPROTO:
       return "malformed message or descriptor";
     case CL_EOPNOTSUPP:
-      return "unknown opcode or flag";
+      return "operation not supported (unknown opcode or flag, or cleaved too old)";
+    case CL_EADDRINUSE:
+      return "address in use: someone already listens on that port";
+    case CL_ENETUNREACH:
+      return "network unreachable: no route to the destination";
+    case CL_ECONNRESET:
+      return "connection reset";
+    case CL_ENOBUFS:
+      return "the flow's send queue is full";
     case CL_ETIMEDOUT:
       return "timed out";
+    case CL_ECONNREFUSED:
+      return "connection refused";
+    case CL_EHOSTUNREACH:
+      return "host unreachable: the next hop did not answer ARP";
     case CL_EDQUOT:
       return "over this application's quota";
     case CL_EDAEMON:
@@ -663,5 +679,73 @@ int cl_rq_destroy(cl_rq* rq) {
   publish_rqs(rq->cq, nullptr, rq->ring);  // the ring itself is retired with the CQ
   int e = destroy_queue(rq, rq->ctx->rqs);
   delete rq;
+  return e;
+}
+
+// ---- Flows ----
+
+namespace {
+
+// The part of Listen and Connect that cl_listen and cl_connect share: the checks the library
+// can make, then the address in host order. Leaves the context alone on failure.
+template <class Req>
+int flow_request(cl_ctx* ctx, const cl_cq* cq, const sockaddr_in* addr, const char* transport,
+                 Req* req) {
+  if (int e = ctx->check()) return e;
+  if (cq == nullptr || cq->ctx != ctx || addr == nullptr || addr->sin_family != AF_INET)
+    return CL_EINVAL;
+  size_t tlen = transport != nullptr ? strnlen(transport, abi::kTransportNameMax) : 0;
+  if (tlen >= abi::kTransportNameMax) return CL_EINVAL;
+  if (ctx->version < kFlowVersion) return CL_EOPNOTSUPP;
+  req->ip = ntohl(addr->sin_addr.s_addr);
+  req->port = ntohs(addr->sin_port);
+  req->cq = cq->pipe;
+  if (tlen != 0) std::memcpy(req->transport, transport, tlen);  // the rest stays NUL
+  return 0;
+}
+
+}  // namespace
+
+int cl_listen(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
+              uint32_t* listener) {
+  if (ctx == nullptr || listener == nullptr) return CL_EINVAL;
+  abi::Listen req{};
+  req.h.type = static_cast<uint16_t>(abi::MsgType::kListen);
+  if (int e = flow_request(ctx, cq, addr, transport, &req)) return e;
+  abi::ListenReply rep{};
+  std::lock_guard lk(ctx->ctl_mu);
+  int e =
+      call_locked(ctx, &req, sizeof req, -1, abi::MsgType::kListenReply, &rep, sizeof rep, nullptr);
+  if (e == 0) e = reply_status(rep.h);
+  if (e == 0) *listener = rep.listener;
+  return e;
+}
+
+int cl_unlisten(cl_ctx* ctx, uint32_t listener) {
+  if (ctx == nullptr) return CL_EINVAL;
+  if (int e = ctx->check()) return e;
+  if (ctx->version < kFlowVersion) return CL_EOPNOTSUPP;
+  abi::Unlisten req{};
+  req.h.type = static_cast<uint16_t>(abi::MsgType::kUnlisten);
+  req.listener = listener;
+  abi::Reply rep{};
+  std::lock_guard lk(ctx->ctl_mu);
+  int e = call_locked(ctx, &req, sizeof req, -1, abi::MsgType::kReply, &rep, sizeof rep, nullptr);
+  return e != 0 ? e : reply_status(rep.h);
+}
+
+int cl_connect(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
+               cl_flow* flow) {
+  if (ctx == nullptr || flow == nullptr) return CL_EINVAL;
+  abi::Connect req{};
+  req.h.type = static_cast<uint16_t>(abi::MsgType::kConnect);
+  if (int e = flow_request(ctx, cq, addr, transport, &req)) return e;
+  if (req.ip == INADDR_ANY || req.port == 0) return CL_EINVAL;  // nowhere to connect to
+  abi::ConnectReply rep{};
+  std::lock_guard lk(ctx->ctl_mu);
+  int e = call_locked(ctx, &req, sizeof req, -1, abi::MsgType::kConnectReply, &rep, sizeof rep,
+                      nullptr);
+  if (e == 0) e = reply_status(rep.h);
+  if (e == 0) *flow = rep.flow;
   return e;
 }

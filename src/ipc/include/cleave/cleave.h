@@ -25,6 +25,8 @@
  *   cl_open, cl_close            - once per context; no other call on it may run during cl_close
  *   cl_alloc, cl_free            - any thread
  *   cl_mr_*, cl_*_create/destroy - any thread (serialised on the context's socket)
+ *   cl_listen, cl_unlisten,
+ *   cl_connect                   - any thread (serialised on the context's socket)
  *   cl_post_send, cl_post_recv   - one thread at a time per queue
  *   cl_poll_cq, cl_cq_wait       - one thread at a time per completion queue
  *   cl_strerror, accessors       - any thread
@@ -209,7 +211,9 @@ CL_API int cl_cq_wait(cl_cq* cq, int timeout_ms);
  *   CL_EV_CONNECTED or CL_EV_REFUSED follows on cq.
  * A CQ bound to flows must have room for their completions: the daemon takes a flow request
  * only while the flow's CQ can hold its completion, so a CQ that is not polled stalls its flows'
- * submit queues, never loses a completion. */
+ * submit queues, never loses a completion.
+ * Flows need a cleaved that speaks ABI version 2: with an older one these calls and the
+ * CL_OP_FLOW_* requests fail with CL_EOPNOTSUPP. */
 struct sockaddr_in;
 CL_API int cl_listen(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr, const char* transport,
                      uint32_t* listener);
