@@ -14,7 +14,9 @@
  * library or the daemon on the zero-copy path: the NIC reads sends from and writes receives into
  * the app's memory. A send completes when the peer has acknowledged it; until then its memory
  * must stay unchanged. A receive completes when its buffer is full, or shorter when the peer
- * closed (the last buffer of the stream) or the flow failed.
+ * closed (the last buffer of the stream) or the flow failed. The receive window a flow
+ * advertises is the room in its posted buffers: with none posted the peer can send nothing, not
+ * even its FIN, so an app that only sends still posts a small buffer to see the end.
  *
  * Errors: functions returning int give 0 (or a count) on success and a negative CL_E* code on
  * failure; cl_strerror() names it. Once the daemon is gone every call fails with CL_EDAEMON; once
