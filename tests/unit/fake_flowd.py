@@ -43,8 +43,8 @@ PIPE_AREA = 4 << 20
 
 class Pipe:
     def __init__(self, region, kind, pid, entries, offset, cq, efd):
-        self.region, self.kind, self.id, self.entries, self.offset = region, kind, pid, entries, offset
-        self.cq, self.efd = cq, efd
+        self.region, self.kind, self.id = region, kind, pid
+        self.entries, self.offset, self.cq, self.efd = entries, offset, cq, efd
         self.size = {SUBMIT: 64, RECV: 16, COMPLETION: 32}[kind]
         self.index = 0
         self.lap_shift = entries.bit_length() - 1

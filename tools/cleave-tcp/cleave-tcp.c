@@ -36,8 +36,10 @@ static const char usage[] =
     "                         stops listening once it is accepted (later ones are reset)\n"
     "  -c, --connect IP:PORT  open a flow to IP:PORT\n"
     "      --send BYTES       send BYTES of the pattern, then close once all is acknowledged\n"
-    "      --recv             receive and hash until the peer closes; without --send the flow\n"
-    "                         is closed after the peer closed it\n"
+    "      --recv             receive: a --window of receive buffers, and without --send the\n"
+    "                         flow is closed only after the peer closed it. Without --recv a\n"
+    "                         few small buffers take what the peer sends (and let its FIN in:\n"
+    "                         with none posted the window is zero, which no FIN may enter)\n"
     "      --http BYTES       (with --listen) read one HTTP request, answer it with\n"
     "                         '200 OK', Content-Length BYTES and BYTES of the pattern, close\n"
     "      --seed N           the pattern's seed (default 1)\n"
@@ -49,6 +51,7 @@ static const char usage[] =
     "      --timeout SEC      the longest wait for anything: the connection, the next\n"
     "                         completion or event, the close (default 30)\n"
     "      --json             one JSON object on stdout instead of the summary line\n"
+    "  -v, --verbose          every completion and event on stderr, as it is taken\n"
     "      --pattern BYTES    write BYTES of the pattern to stdout and exit (no cleaved)\n"
     "  -h, --help             this text\n"
     "\n"
@@ -76,6 +79,7 @@ static const char usage[] =
 /* What a request's completion belongs to: the kind in the wr_id's top byte, a slot below. */
 enum kind { K_TX = 1, K_RX, K_HDR, K_CLOSE, K_ABORT, K_TEARDOWN, K_STRAY };
 #define MAX_SLOTS 1024u
+#define RX_SMALL (64u << 10) /* receive buffer bytes without --recv: 4 of them */
 #define HTTP_REQ_MAX 16384u
 #define POLL_BATCH 64
 #define WAIT_SLICE_MS 100
@@ -129,7 +133,7 @@ static void pattern_fill(struct pattern* p, uint8_t* d, size_t n) {
 
 struct opts {
   const char* socket;
-  bool listen, connect, send, recv, http, abort, json;
+  bool listen, connect, send, recv, http, abort, json, verbose;
   uint16_t port;
   struct sockaddr_in peer;
   uint64_t send_bytes, http_bytes, seed, chunk, window;
@@ -190,7 +194,7 @@ struct tcp {
   cl_flow flow;
   bool have_flow, open, closed;
   int close_status;
-  double t_open, t_closed, t_tx_done, t_rx_done, last_progress;
+  double t_start, t_open, t_closed, t_tx_done, t_rx_done, last_progress;
 
   /* Sending: `tx_slots` buffers of `tx_chunk` bytes in one heap block. */
   bool sending; /* --send, or --http once the request is in */
@@ -204,9 +208,9 @@ struct tcp {
   struct pattern gen;
   EVP_MD_CTX* tx_sha;
 
-  /* Receiving: `rx_slots` buffers of `rx_chunk` bytes; the posted ones in a FIFO, oldest first,
-   * all full-size, so the oldest incomplete one starts at stream offset rx_done_end. */
-  bool receiving;
+  /* Receiving, always (whatever arrives is hashed): `rx_slots` buffers of `rx_chunk` bytes; the
+   * posted ones in a FIFO, oldest first, all full-size, so the oldest incomplete one starts at
+   * stream offset rx_done_end. */
   uint8_t* rx_pool;
   uint32_t rx_chunk, rx_slots, rx_nfree;
   uint32_t rx_free[MAX_SLOTS];
@@ -352,7 +356,7 @@ static void rx_advance(struct tcp* t) {
  * posted buffer is back. */
 static bool rx_finished(const struct tcp* t) {
   bool ended = t->peer_closed || t->rx_eos || (t->closed && t->close_status == 0);
-  return !t->receiving || (ended && t->rx_count == 0);
+  return ended && t->rx_count == 0;
 }
 static bool tx_finished(const struct tcp* t) {
   if (t->o->http) return t->http_ready && t->hdr_done && t->tx_acked == t->tx_total;
@@ -371,7 +375,7 @@ static void pump(struct tcp* t) {
   /* Receive buffers until the stream ends; after our FIN too (the peer may still send), not
    * after our abort. */
   bool stop_rx = t->peer_closed || t->rx_eos || (t->o->abort && t->close_posted);
-  while (t->receiving && !stop_rx && t->rx_nfree > 0) {
+  while (!stop_rx && t->rx_nfree > 0) {
     uint32_t slot = t->rx_free[t->rx_nfree - 1];
     int r = post(t, CL_OP_FLOW_RECV, K_RX, slot, cl_heap_offset(t->ctx, rx_buf(t, slot)),
                  t->rx_chunk, t->flow);
@@ -423,7 +427,7 @@ static void pump(struct tcp* t) {
 static void mark_done(struct tcp* t) {
   double now = now_s();
   if (t->sending && t->t_tx_done == 0 && tx_finished(t)) t->t_tx_done = now;
-  if (t->receiving && t->t_rx_done == 0 && rx_finished(t)) t->t_rx_done = now;
+  if (t->t_rx_done == 0 && rx_finished(t)) t->t_rx_done = now;
 }
 
 static void on_event(struct tcp* t, const struct cl_wc* wc) {
@@ -458,7 +462,7 @@ static void on_event(struct tcp* t, const struct cl_wc* wc) {
       }
       return;
     case CL_EV_DATA:
-      if (ours && t->receiving) {
+      if (ours) {
         t->rx_events += wc->length;
         rx_advance(t);
       }
@@ -543,6 +547,25 @@ static void on_completion(struct tcp* t, const struct cl_wc* wc) {
   fail(t, CL_EPROTO, "a completion with an unknown wr_id %#" PRIx64, wc->wr_id);
 }
 
+/* --verbose: one line per completion or event, with the time since the start. */
+static void trace(const struct tcp* t, const struct cl_wc* wc) {
+  static const char* const events[] = {"?",      "connected", "accepted", "peer-closed",
+                                       "closed", "refused",   "data"};
+  static const char* const kinds[] = {"?",     "send",  "recv",           "http-header",
+                                      "close", "abort", "teardown-abort", "stray-abort"};
+  double at = now_s() - t->t_start;
+  if (wc->flags & CL_WC_EVENT) {
+    const char* name = wc->opcode < 7 ? events[wc->opcode] : "unknown";
+    fprintf(stderr,
+            "%10.6f flow %" PRIu32 " event %s status %d length %" PRIu32 " wr_id %" PRIu64 "\n", at,
+            wc->flow, name, wc->status, wc->length, wc->wr_id);
+  } else {
+    unsigned k = (unsigned)(wc->wr_id >> KIND_SHIFT);
+    fprintf(stderr, "%10.6f flow %" PRIu32 " %s #%" PRIu32 " status %d length %" PRIu32 "\n", at,
+            wc->flow, k < 8 ? kinds[k] : "unknown", (uint32_t)wc->wr_id, wc->status, wc->length);
+  }
+}
+
 /* What the run is waiting for, for the timeout message. */
 static void waiting_for(const struct tcp* t, char* buf, size_t n) {
   if (!t->have_flow && t->listening)
@@ -556,9 +579,9 @@ static void waiting_for(const struct tcp* t, char* buf, size_t n) {
   else if (t->sending && !tx_finished(t))
     snprintf(buf, n, "send completions (%" PRIu64 " of %" PRIu64 " bytes acknowledged)",
              t->tx_acked, t->tx_total);
-  else if (t->receiving && !t->peer_closed && !t->rx_eos)
+  else if (!t->peer_closed && !t->rx_eos)
     snprintf(buf, n, "data or the peer's close (%" PRIu64 " bytes received)", t->rx_hashed);
-  else if (t->receiving && t->rx_count != 0)
+  else if (t->rx_count != 0)
     snprintf(buf, n, "the last %u receive buffers to complete", t->rx_count);
   else
     snprintf(buf, n, "the flow to close");
@@ -577,6 +600,7 @@ static void run(struct tcp* t) {
       return;
     }
     for (int i = 0; i < n; i++) {
+      if (t->o->verbose) trace(t, &wc[i]);
       if (wc[i].flags & CL_WC_EVENT)
         on_event(t, &wc[i]);
       else
@@ -733,7 +757,6 @@ static int set_up(struct tcp* t) {
   pattern_init(&t->gen, o->seed);
   t->sending = o->send;
   t->tx_total = o->http ? o->http_bytes : o->send_bytes;
-  t->receiving = o->recv || o->http;
   int r = make_queues(t);
   if (r != 0) return fail(t, r, "cannot create queues: %s", errtext(r));
 
@@ -755,14 +778,16 @@ static int set_up(struct tcp* t) {
     for (uint32_t i = 0; i < t->tx_slots; i++)
       t->tx_free[t->tx_nfree++] = t->tx_slots - 1 - i;
   }
-  if (t->receiving) {
-    t->rx_chunk = (uint32_t)o->chunk;
-    t->rx_pool = alloc_pool(t->ctx, o->window, &t->rx_chunk, &t->rx_slots);
-    if (t->rx_pool == NULL)
-      return fail(t, CL_ENOMEM, "no room in the region's heap for receive buffers");
-    for (uint32_t i = 0; i < t->rx_slots; i++)
-      t->rx_free[t->rx_nfree++] = t->rx_slots - 1 - i;
-  }
+  /* Receiving is the point with --recv and --http; otherwise a few small buffers. */
+  bool rx_main = o->recv || o->http;
+  uint64_t rx_chunk = rx_main || o->chunk < RX_SMALL ? o->chunk : RX_SMALL;
+  uint64_t rx_window = rx_main || o->window < 4 * RX_SMALL ? o->window : 4 * RX_SMALL;
+  t->rx_chunk = (uint32_t)rx_chunk;
+  t->rx_pool = alloc_pool(t->ctx, rx_window, &t->rx_chunk, &t->rx_slots);
+  if (t->rx_pool == NULL)
+    return fail(t, CL_ENOMEM, "no room in the region's heap for receive buffers");
+  for (uint32_t i = 0; i < t->rx_slots; i++)
+    t->rx_free[t->rx_nfree++] = t->rx_slots - 1 - i;
 
   if (o->listen) {
     struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = htons(o->port)};
@@ -808,10 +833,11 @@ int main(int argc, char** argv) {
                                            {"abort", no_argument, NULL, O_ABORT},
                                            {"timeout", required_argument, NULL, O_TIMEOUT},
                                            {"json", no_argument, NULL, O_JSON},
+                                           {"verbose", no_argument, NULL, 'v'},
                                            {"pattern", required_argument, NULL, O_PATTERN},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
-  for (int c; (c = getopt_long(argc, argv, "s:l:c:h", longopts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "s:l:c:vh", longopts, NULL)) != -1;) {
     bool ok = true;
     switch (c) {
       case 's':
@@ -865,6 +891,9 @@ int main(int argc, char** argv) {
       case O_JSON:
         o.json = true;
         break;
+      case 'v':
+        o.verbose = true;
+        break;
       case O_PATTERN:
         ok = parse_bytes(optarg, &pattern_bytes);
         pattern = true;
@@ -917,6 +946,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   t->o = &o;
+  t->t_start = now_s();
   struct cl_open_attr attr = {.socket_path = o.socket, .name = "cleave-tcp"};
   int r = cl_open(&attr, &t->ctx);
   if (r != 0) {
