@@ -657,9 +657,9 @@ uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::F
   auto hop = routes_.lookup(Ipv4{t.remote.ip.v4_host()});
   uint8_t port = 0;
   bool found = false;
-  for (uint8_t i = 0; i < ports_.size(); i++) {
+  for (size_t i = 0; i < ports_.size(); i++) {
     if (ports_[i].ip == t.local.ip.v4_host()) {
-      port = i;
+      port = static_cast<uint8_t>(i);
       found = true;
     }
   }
