@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -826,6 +827,9 @@ TEST(LibOpen, EveryCodeHasItsOwnName) {
     names.insert(s);
   }
   EXPECT_EQ(names.size(), std::size(codes));
+  // A flow's status may be any negated errno a transport reports: named by the C library.
+  EXPECT_STREQ(cl_strerror(-ECONNABORTED), "Software caused connection abort");
+  EXPECT_STREQ(cl_strerror(-4096), cl_strerror(12345));
 }
 
 // ---- Heap ----

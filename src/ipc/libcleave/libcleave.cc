@@ -422,8 +422,14 @@ const char* cl_strerror(int err) {
     case CL_ETRUNC:
       return "receive buffer too short";
     default:
-      return "unknown error";
+      break;
   }
+  // Other negated errno values come from transports through the daemon (a flow's status, e.g.
+  // ECONNABORTED after an abort): the C library's text, which is constant and thread-safe.
+  if (err < 0 && err > -4096) {
+    if (const char* d = strerrordesc_np(-err)) return d;
+  }
+  return "unknown error";
 }
 
 // ---- Heap ----
