@@ -65,6 +65,40 @@ class CleavedCommandLine(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("/nonexistent.yaml: cannot read file", p.stderr)
 
+    def test_transport_errors_are_config_errors(self):
+        port = "ports:\n  - {name: p0, device: net_null0, ipv4: 10.0.0.1/24}\n"
+        path = self.write("transports:\n  plugins: [/nonexistent/solar.so]\n  bindings:\n"
+                          "    - {port: 5001, params: {cc: nosuch}}\n" + port)
+        p = run([CLEAVED, "--check-config", "-c", path])
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr.splitlines(), [
+            f"{path}:2:13: transports.plugins[0]: /nonexistent/solar.so: cannot load: cannot "
+            "open shared object file: No such file or directory",
+            f"{path}:4:28: transports.bindings[0].params: tcp: unknown congestion control "
+            "'nosuch' (have newreno, cubic, dctcp)",
+            f"cleaved: 2 error(s) in {path}; nothing was started"])
+        # Running is refused the same way, before anything starts.
+        p = run([CLEAVED, "-c", path])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f"{path}:2:13: transports.plugins[0]", p.stderr)
+
+    def test_plugin_transport_checks(self):
+        plugin = os.environ.get("CLEAVE_TEST_PLUGIN")
+        if not plugin:
+            self.skipTest("CLEAVE_TEST_PLUGIN is not set: run through meson test")
+        port = "ports:\n  - {name: p0, device: net_null0, ipv4: 10.0.0.1/24}\n"
+        path = self.write(f"transports:\n  plugins: [{plugin}]\n  bindings:\n"
+                          "    - {port: 7, transport: datagram}\n"
+                          "    - {port: 5001, transport: tcp, params: {cc: cubic}}\n" + port)
+        p = run([CLEAVED, "--check-config", "-c", path])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        path = self.write(f"transports:\n  plugins: [{plugin}]\n  bindings:\n"
+                          "    - {port: 7, transport: datagram, params: {x: 1}}\n" + port)
+        p = run([CLEAVED, "--check-config", "-c", path])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f"{path}:4:46: transports.bindings[0].params: datagram: no parameters",
+                      p.stderr)
+
     def test_version_help_and_bad_option(self):
         p = run([CLEAVED, "--version"])
         self.assertEqual(p.returncode, 0)
