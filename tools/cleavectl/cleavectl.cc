@@ -316,7 +316,8 @@ void show_stats(const json& s) {
   std::printf("drops: %s\n", str(s["drops_total"]).c_str());
   for (size_t i = 0; i < cleave::dp::kDropNames.size(); i++) {
     std::string name(cleave::dp::kDropNames[i]);
-    const json& v = s["drops"][name];
+    const json& d = s["drops"];
+    const json& v = d.contains(name) ? d[name] : json(nullptr);  // an older daemon's answer
     if (v.is_number() && v.get<uint64_t>() != 0) {
       std::printf("  %-20s %12s  %s\n", name.c_str(), str(v).c_str(),
                   std::string(cleave::dp::kDropMeanings[i]).c_str());
