@@ -490,6 +490,99 @@ void check_ports_together(Checker& c, const YAML::Node& seq, const std::vector<P
   }
 }
 
+ConfigPos pos_of(const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  return {m.line < 0 ? 1 : m.line + 1, m.column < 0 ? 1 : m.column + 1};
+}
+
+// transports: plugins are only named here (loaded at start-up, see transport_setup.h); bindings
+// are read and checked for form, their transport and params when the plugins are loaded.
+void check_transports(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "transports", {"plugins", "bindings"})) return;
+  auto& t = cfg.transports;
+  if (YAML::Node plugins = Checker::value(n, "plugins"); plugins.IsDefined()) {
+    if (!plugins.IsSequence()) {
+      c.error(plugins, "transports.plugins: expected a list of shared object paths");
+    } else {
+      for (size_t i = 0; i < plugins.size(); i++) {
+        std::string what = "transports.plugins[" + std::to_string(i) + "]";
+        YAML::Node v = plugins[i];
+        if (v.IsNull() || (v.IsScalar() && v.Scalar().empty())) {
+          c.error(v, what + ": expected a path to a shared object, got nothing");
+          continue;
+        }
+        if (!c.scalar(v, what, "a path")) continue;
+        auto same = std::find_if(t.plugins.begin(), t.plugins.end(),
+                                 [&](const TransportPlugin& p) { return p.path == v.Scalar(); });
+        if (same != t.plugins.end()) {
+          c.error(v, what + ": '" + v.Scalar() + "' is already listed at line " +
+                         std::to_string(same->pos.line));
+          continue;
+        }
+        t.plugins.push_back({v.Scalar(), pos_of(v)});
+      }
+    }
+  }
+  YAML::Node bindings = Checker::value(n, "bindings");
+  if (!bindings.IsDefined()) return;
+  if (!bindings.IsSequence()) {
+    c.error(bindings, "transports.bindings: expected a list of {port, transport, params}");
+    return;
+  }
+  for (size_t i = 0; i < bindings.size(); i++) {
+    std::string path = "transports.bindings[" + std::to_string(i) + "]";
+    YAML::Node b = bindings[i];
+    if (!c.mapping(b, path, {"port", "transport", "params"})) continue;
+    c.required(b, "port", path);
+    TransportBinding tb;
+    tb.pos = tb.transport_pos = tb.params_pos = pos_of(b);
+    c.number(b, "port", path, tb.port, 1, 65535);
+    if (YAML::Node v = c.string(b, "transport", path, tb.transport); v.IsDefined()) {
+      tb.transport_pos = pos_of(v);
+    }
+    if (YAML::Node params = Checker::value(b, "params"); params.IsDefined()) {
+      tb.params_pos = pos_of(params);
+      if (!params.IsMap()) {
+        c.error(params, path + ".params: expected a mapping of parameter names to values");
+      } else {
+        for (auto it = params.begin(); it != params.end(); ++it) {
+          YAML::Node key = it->first;
+          YAML::Node value = it->second;
+          if (!key.IsScalar() || key.Scalar().empty()) {
+            c.error(key, path + ".params: keys must be plain names");
+            continue;
+          }
+          std::string what = path + ".params." + key.Scalar();
+          if (!value.IsScalar()) {
+            c.error(value, what + ": expected a value such as cubic or 10, got " +
+                               (value.IsMap()        ? "a mapping"
+                                : value.IsSequence() ? "a list"
+                                                     : "nothing"));
+            continue;
+          }
+          auto same = std::find_if(tb.params.begin(), tb.params.end(),
+                                   [&](const auto& kv) { return kv.first == key.Scalar(); });
+          if (same != tb.params.end()) {
+            c.error(key, "duplicate key '" + what + "'");
+            continue;
+          }
+          tb.params.emplace_back(key.Scalar(), value.Scalar());
+        }
+      }
+    }
+    if (tb.port != 0) {
+      for (size_t j = 0; j < t.bindings.size(); j++) {
+        if (t.bindings[j].port == tb.port) {
+          c.error(Checker::value(b, "port"), path + ".port: " + std::to_string(tb.port) +
+                                                 " is already bound by transports.bindings[" +
+                                                 std::to_string(j) + "]");
+        }
+      }
+      t.bindings.push_back(std::move(tb));
+    }
+  }
+}
+
 // The first of several section.key values that the file gives, else the root: where to report
 // an error that involves several keys, some of which may be defaults.
 YAML::Node first_given(const YAML::Node& root,
@@ -521,8 +614,9 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   }
   Config cfg;
   cfg.source = name;
-  if (!c.mapping(root, "",
-                 {"runtime_dir", "log", "eal", "dataplane", "arp", "nic", "apps", "ports"}))
+  if (!c.mapping(
+          root, "",
+          {"runtime_dir", "log", "eal", "dataplane", "arp", "nic", "apps", "transports", "ports"}))
     return r;
 
   if (YAML::Node v = c.string(root, "runtime_dir", "", cfg.runtime_dir); v.IsDefined()) {
@@ -537,6 +631,9 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   if (YAML::Node n = Checker::value(root, "arp"); n.IsDefined()) check_arp(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "nic"); n.IsDefined()) check_nic(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "apps"); n.IsDefined()) check_apps(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "transports"); n.IsDefined()) {
+    check_transports(c, n, cfg);
+  }
 
   if (cfg.dataplane.lcore == cfg.eal.main_lcore) {
     c.error(first_given(root, {{"dataplane", "lcore"}, {"eal", "main_lcore"}}),

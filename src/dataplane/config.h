@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "net.h"
@@ -56,6 +57,30 @@ struct AppRule {
   AppQuota quota;
 };
 
+// Where a value was given in the file (1-based), for errors found after parsing: a plugin that
+// does not load, a binding the transport refuses.
+struct ConfigPos {
+  int line = 0;
+  int col = 0;
+};
+
+// A transport shared object to load at start-up (transport_abi.h).
+struct TransportPlugin {
+  std::string path;
+  ConfigPos pos;
+};
+
+// An operator binding applied at start-up, as `cleavectl flow attach` does: listeners on `port`
+// and connects to `port` use `transport` with `params` (checked by the transport).
+struct TransportBinding {
+  uint16_t port = 0;
+  std::string transport = "tcp";
+  std::vector<std::pair<std::string, std::string>> params;
+  ConfigPos pos;            // the binding
+  ConfigPos transport_pos;  // its transport: (the binding's when not given)
+  ConfigPos params_pos;     // its params: (the binding's when not given)
+};
+
 struct Config {
   std::string source;  // file name, or kDefaultConfigName
   std::string runtime_dir = "/run/cleave";
@@ -100,6 +125,10 @@ struct Config {
     AppQuota quota;        // the default for every rule that sets none
     std::vector<AppRule> allow{AppRule{0, std::nullopt, AppQuota{}}};  // default: root only
   } apps;
+  struct {
+    std::vector<TransportPlugin> plugins;
+    std::vector<TransportBinding> bindings;
+  } transports;
   std::vector<PortConfig> ports;
 };
 

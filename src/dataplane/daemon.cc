@@ -254,6 +254,21 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
     Supervisor sup(cfg, ports, dp, ctl, sd);
     Fd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     try {
+      // The configuration's bindings go through the same path as flow.attach, before any app or
+      // operator can connect. load_transports() checked them already; a refusal here still
+      // names the binding's line.
+      const auto& bindings = cfg.transports.bindings;
+      for (size_t i = 0; i < bindings.size(); i++) {
+        const TransportBinding& tb = bindings[i];
+        try {
+          mgmt.attach(FlowBinding{tb.port, tb.transport, tb.params});
+        } catch (const MgmtError& e) {
+          throw StartupError(
+              ConfigError{cfg.source, tb.pos.line, tb.pos.col,
+                          "transports.bindings[" + std::to_string(i) + "]: " + e.what()}
+                  .str());
+        }
+      }
       server.emplace(
           cfg.runtime_dir + "/" + std::string(mgmt::kSocketName), epoll.get(),
           [&](std::string_view cmd, const nlohmann::json& args) { return mgmt.handle(cmd, args); });

@@ -7,6 +7,7 @@
 #include "cleave_version.h"
 #include "config.h"
 #include "daemon.h"
+#include "transport_setup.h"
 
 namespace {
 
@@ -37,6 +38,10 @@ int run(int argc, char** argv) {
 
   ConfigResult r = config_path.empty() ? parse_config(kDefaultConfigYaml, kDefaultConfigName)
                                        : load_config_file(config_path);
+  // Transport plugins are loaded here, on the main thread before EAL and the dataplane, also
+  // for --check-config: a plugin that does not load is a configuration error like any other.
+  if (r.errors.empty())
+    r.errors = load_transports(*r.config, cleave::transport::Registry::global());
   if (!r.errors.empty()) {
     for (const ConfigError& e : r.errors)
       std::fprintf(stderr, "%s\n", e.str().c_str());

@@ -1,16 +1,21 @@
-// management.cc - management commands: status, ports, ARP, routes, stats, log level.
+// management.cc - management commands: status, ports, ARP, routes, stats, NIC, flows,
+// transports, log level.
 #include "management.h"
 
+#include <arpa/inet.h>
 #include <rte_ethdev.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "app_server.h"
 #include "cleave_version.h"
 #include "log.h"
 #include "mgmt_protocol.h"
+#include "transport.h"
 
 namespace cleave::dp {
 
@@ -59,6 +64,90 @@ json mac_json(ArpState state, const Mac& mac) {
   return known ? json(mac.str()) : json(nullptr);
 }
 
+// "ip:port", "[ip6]:port" for IPv6.
+std::string endpoint_str(const transport::Endpoint& e) {
+  if (e.ip.family == 4) return Ipv4{e.ip.v4_host()}.str() + ":" + std::to_string(e.port);
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, e.ip.bytes.data(), buf, sizeof buf);
+  return "[" + std::string(buf) + "]:" + std::to_string(e.port);
+}
+
+json app_json(uint32_t app) {
+  return app == 0 ? json(nullptr) : json(app);
+}
+
+// A flow: its tuple and the transport's flow_info. JSON objects keep no order, so info_keys
+// lists info's keys in the order the dataplane reported them.
+json flow_json(const FlowRow& r) {
+  json info = json::object();
+  json keys = json::array();
+  for (const auto& [k, v] : r.text) {
+    info[k] = v;
+    keys.push_back(k);
+  }
+  for (const auto& [k, v] : r.numbers) {
+    info[k] = v;
+    keys.push_back(k);
+  }
+  return {{"id", r.id},
+          {"app", app_json(r.app)},
+          {"transport", r.transport},
+          {"local", endpoint_str(r.tuple.local)},
+          {"remote", endpoint_str(r.tuple.remote)},
+          {"info", info},
+          {"info_keys", keys}};
+}
+
+json binding_json(const FlowBinding& b) {
+  json params = json::object();
+  for (const auto& [k, v] : b.params)
+    params[k] = v;
+  return {{"port", b.local_port}, {"transport", b.transport}, {"params", params}};
+}
+
+// A non-negative integer argument (JSON from the wire has them unsigned; built in-process,
+// signed), or nothing.
+std::optional<uint64_t> uint_arg(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return uint64_t(v.get<int64_t>());
+  return std::nullopt;
+}
+
+// flow.attach's arguments: {port, transport?, params?: {key: value}}.
+FlowBinding binding_args(const json& args) {
+  auto bad = [](const std::string& msg) { return MgmtError(mgmt::kErrBadRequest, msg); };
+  FlowBinding b;
+  if (!args.contains("port")) throw bad("flow.attach: missing argument 'port'");
+  std::optional<uint64_t> port = uint_arg(args["port"]);
+  if (!port || *port == 0 || *port > 65535) {
+    throw bad("flow.attach: argument 'port' must be a port number from 1 to 65535");
+  }
+  b.local_port = uint16_t(*port);
+  if (args.contains("transport")) {
+    if (!args["transport"].is_string() || args["transport"].get<std::string>().empty()) {
+      throw bad("flow.attach: argument 'transport' must be a transport's name");
+    }
+    b.transport = args["transport"].get<std::string>();
+  }
+  if (args.contains("params")) {
+    const json& params = args["params"];
+    if (!params.is_object()) {
+      throw bad("flow.attach: argument 'params' must be an object of names to values");
+    }
+    for (const auto& [k, v] : params.items()) {
+      if (k.empty()) throw bad("flow.attach: a parameter's name may not be empty");
+      if (v.is_string()) {
+        b.params.emplace_back(k, v.get<std::string>());
+      } else if (v.is_number_integer()) {
+        b.params.emplace_back(k, v.dump());
+      } else {
+        throw bad("flow.attach: parameter '" + k + "' must be a string or an integer");
+      }
+    }
+  }
+  return b;
+}
+
 }  // namespace
 
 Management::Management(DaemonInfo info, const Config& cfg, const std::vector<DpPort>& ports,
@@ -97,6 +186,17 @@ json Management::handle(std::string_view command, const json& args) {
   if (command == "route.get") return route_get(str_arg("addr", true));
   if (command == "stats.show") return stats();
   if (command == "nic.show") return nic(str_arg("name", false));
+  if (command == "flow.list") return flows();
+  if (command == "flow.show") {
+    std::optional<uint64_t> id = args.contains("id") ? uint_arg(args["id"]) : std::nullopt;
+    if (!id || *id >= transport::kNoFlow) {
+      throw MgmtError(mgmt::kErrBadRequest,
+                      "flow.show: argument 'id' must be a flow id (a number)");
+    }
+    return flow_show(uint32_t(*id));
+  }
+  if (command == "flow.attach") return attach(binding_args(args));
+  if (command == "transport.list") return transports();
   if (command == "app.list" || command == "app.show") {
     if (apps_ == nullptr) throw MgmtError(mgmt::kErrUnavailable, "the app server is not running");
     if (command == "app.list") return apps_->list();
@@ -312,6 +412,10 @@ json Management::stats() {
     drops[std::string(kDropNames[i])] = s.drops[i];
     total += s.drops[i];
   }
+  json flows = json::object();
+#define CLEAVE_X(field, what) flows[#field] = s.flows.field;
+  CLEAVE_FLOW_COUNTERS(CLEAVE_X)
+#undef CLEAVE_X
   return {
       {"tsc_hz", r->tsc_hz},
       {"lcores", json::array({lcore})},
@@ -326,8 +430,100 @@ json Management::stats() {
         {"failed", pr.arp_failed},
         {"table_full", pr.arp_table_full}}},
       {"icmp", {{"echo_requests", pr.icmp_echo_requests}, {"echo_replies", pr.icmp_echo_replies}}},
+      {"flows", flows},
       {"drops", drops},
       {"drops_total", total}};
+}
+
+// The dataplane answers with every row (it allocates them: management only). An `only` that
+// names no flow gets just the transports and bindings.
+std::unique_ptr<CtlRequest> Management::list_flows(uint32_t only) {
+  auto r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kFlow;
+  r->flow_op = FlowOp::kList;
+  r->flow_id = only;
+  return ask(std::move(r));
+}
+
+json Management::flows() {
+  auto r = list_flows(transport::kNoFlow);
+  json flows = json::array();
+  json listeners = json::array();
+  for (const FlowRow& row : r->flow_rows) {
+    if (row.listener) {
+      listeners.push_back({{"id", row.id},
+                           {"app", app_json(row.app)},
+                           {"transport", row.transport},
+                           {"local", endpoint_str(row.tuple.local)}});
+    } else {
+      flows.push_back(flow_json(row));
+    }
+  }
+  json bindings = json::array();
+  for (const FlowBinding& b : r->bindings)
+    bindings.push_back(binding_json(b));
+  return {{"flows", flows},
+          {"listeners", listeners},
+          {"transports", r->transports},
+          {"bindings", bindings}};
+}
+
+json Management::flow_show(uint32_t id) {
+  auto r = list_flows(id);
+  for (const FlowRow& row : r->flow_rows) {
+    if (!row.listener && row.id == id) return flow_json(row);
+  }
+  throw MgmtError(mgmt::kErrNotFound, "no flow with id " + std::to_string(id));
+}
+
+json Management::attach(FlowBinding b) {
+  if (b.transport.empty()) {
+    // Keep the port's transport: ask for the bindings alone (kNoFlow - 1 is never a flow id).
+    auto r = list_flows(transport::kNoFlow - 1);
+    b.transport = "tcp";
+    for (const FlowBinding& x : r->bindings) {
+      if (x.local_port == b.local_port) b.transport = x.transport;
+    }
+  }
+  auto r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kFlow;
+  r->flow_op = FlowOp::kAttach;
+  r->binding = std::move(b);
+  r = ask(std::move(r));
+  if (r->flow_status != 0) {
+    std::string why = r->flow_error.empty()
+                          ? "refused (error " + std::to_string(r->flow_status) + ")"
+                          : r->flow_error;
+    throw MgmtError(mgmt::kErrBadRequest,
+                    "cannot attach to port " + std::to_string(r->binding.local_port) + ": " + why);
+  }
+  std::string params;
+  for (const auto& [k, v] : r->binding.params)
+    params.append(" ").append(k).append(" ").append(v);
+  spdlog::info("port {} bound to transport {}{}", r->binding.local_port, r->binding.transport,
+               params);
+  return binding_json(r->binding);
+}
+
+json Management::transports() {
+  auto r = list_flows(transport::kNoFlow);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> counts;  // flows, listeners
+  for (const FlowRow& row : r->flow_rows) {
+    auto& c = counts[row.transport];
+    (row.listener ? c.second : c.first)++;
+  }
+  json out = json::array();
+  for (const transport::Registry::Entry& e : transport::Registry::global().entries()) {
+    bool running =
+        std::find(r->transports.begin(), r->transports.end(), e.name) != r->transports.end();
+    out.push_back({{"name", e.name},
+                   {"description", e.description},
+                   {"origin", e.origin},
+                   {"instantiated", running},
+                   {"flows", counts[e.name].first},
+                   {"listeners", counts[e.name].second}});
+  }
+  return {{"transports", out}};
 }
 
 }  // namespace cleave::dp

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "ctl_channel.h"
 #include "dataplane.h"
+#include "flow_info.h"
 #include "route.h"
 
 namespace cleave::dp {
@@ -59,9 +60,19 @@ class Management {
   nlohmann::json route_get(const std::string& addr);
   nlohmann::json stats();
   nlohmann::json nic(const std::string& name);  // empty name: all ports
+  // Flows, listeners, transports and bindings; flow_show: one flow (not_found when none).
+  nlohmann::json flows();
+  nlohmann::json flow_show(uint32_t id);
+  // Binds `b.port` to a transport and params, as flow.attach; an empty transport keeps the
+  // port's current one (tcp when it has none). Throws MgmtError (bad_request) with the
+  // transport's reason when it refuses. Returns the binding as the dataplane keeps it.
+  nlohmann::json attach(FlowBinding b);
+  // The registry's transports, with which the dataplane runs and their flows and listeners.
+  nlohmann::json transports();
 
  private:
   std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);
+  std::unique_ptr<CtlRequest> list_flows(uint32_t only);
   const std::string& port_name(uint8_t index) const { return ports_[index].name; }
 
   DaemonInfo info_;

@@ -12,9 +12,25 @@
 // "id" is echoed and optional; "args" is optional. A request whose version is newer than the
 // daemon's gets error code "unsupported_version" with the daemon's version in the message.
 // Commands (version 1): status, port.show {name?}, arp.show, route.show, route.get {addr},
-// stats.show, log.get, log.set {level}, app.list, app.show {id}. Additive changes keep the
-// version; any change of
-// meaning bumps it.
+// stats.show, nic.show {name?}, log.get, log.set {level}, app.list, app.show {id}, and:
+//
+//   flow.list       {"flows": [flow], "listeners": [{id, app, transport, local}],
+//                    "transports": [names the dataplane runs], "bindings": [binding]}
+//   flow.show {id}  one flow; not_found when there is none with that id
+//   flow.attach {port, transport?, params?: {key: value}}
+//                   binds a local port (its listeners, and connects to that remote port) to a
+//                   transport and its parameters for flows opened from now on; answers the
+//                   binding; bad_request with the transport's reason when it refuses. Without
+//                   transport the port keeps its current one (tcp when it has none).
+//   transport.list  {"transports": [{name, description, origin ("built-in" or the plugin's
+//                    path), instantiated, flows, listeners}]}
+//
+//   flow:    {id, app (null: none), transport, local "ip:port", remote "ip:port", info, info_keys}
+//            info: the transport's flow_info (text as strings, counters as numbers); info_keys:
+//            its keys in the order the dataplane reported them (JSON objects keep none).
+//   binding: {port, transport, params: {key: value}}
+//
+// Additive changes keep the version; any change of meaning bumps it.
 #pragma once
 
 #include <cstddef>

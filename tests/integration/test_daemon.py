@@ -302,6 +302,72 @@ class DaemonTest(ct.TestCase):
             self.skipTest("this machine has free hugepages")
         self.assertIn("running without hugepages", d.logs())
 
+    def test_flows_transports_and_bindings_without_an_app(self):
+        plugin = os.environ.get("CLEAVE_TEST_PLUGIN")
+        extra = ("transports:\n" + (f"  plugins: [{plugin}]\n" if plugin else "") +
+                 "  bindings:\n    - port: 5002\n      params:\n        cc: dctcp\n")
+        d = self.start(extra=extra)
+        dctcp = {"port": 5002, "transport": "tcp", "params": {"cc": "dctcp"}}
+        self.assertEqual(d.ctl("flow", "list")[1], {"flows": [], "listeners": [],
+                                                    "transports": ["tcp"], "bindings": [dctcp]})
+        self.assertIn("port 5002 bound to transport tcp cc dctcp", d.logs())
+        # Bind a port; the transport refuses what it does not know, in its own words.
+        cubic = {"port": 5001, "transport": "tcp", "params": {"cc": "cubic"}}
+        self.assertEqual(d.ctl("flow", "attach", "port", "5001", "transport", "tcp", "cc",
+                               "cubic")[1], cubic)
+        code, _, err = d.ctl("flow", "attach", "port", "5001", "cc", "nosuch", check=False)
+        self.assertEqual(code, 1)
+        self.assertEqual(err, "cleavectl: cannot attach to port 5001: tcp: unknown congestion "
+                              "control 'nosuch' (have newreno, cubic, dctcp)\n")
+        code, _, err = d.ctl("flow", "attach", "port", "5001", "transport", "nope", check=False)
+        self.assertEqual(code, 1)
+        self.assertIn("no transport named 'nope'", err)
+        code, _, err = d.ctl("flow", "attach", "port", "0", check=False)
+        self.assertEqual(code, 2)
+        self.assertEqual(d.ctl("flow", "list")[1]["bindings"], [dctcp, cubic])
+        code, _, err = d.ctl("flow", "show", "0", check=False)
+        self.assertEqual(code, 1)
+        self.assertIn("no flow with id 0", err)
+        # The kernel's SYN to a port nobody listens on: refused with a RST, counted.
+        p = ct.sh(["/usr/bin/python3", "-c",
+                   "import socket; s=socket.socket(); s.settimeout(3)\n"
+                   "try: s.connect(('10.99.0.1', 5001)); print('connected')\n"
+                   "except ConnectionRefusedError: print('refused')"], ns=self.net.b)
+        self.assertEqual(p.stdout.strip(), "refused")
+        s = d.stats()
+        self.assertGreaterEqual(s["flows"]["rst_sent"], 1)
+        self.assertGreaterEqual(s["drops"]["tcp_no_flow"], 1)
+        # Transports: the registry's, which run, their flows.
+        ts = {t["name"]: t for t in d.ctl("transport", "list")[1]["transports"]}
+        self.assertEqual(ts["tcp"]["origin"], "built-in")
+        self.assertTrue(ts["tcp"]["instantiated"])
+        self.assertEqual((ts["tcp"]["flows"], ts["tcp"]["listeners"]), (0, 0))
+        if plugin:
+            self.assertEqual(ts["datagram"]["origin"], plugin)
+            self.assertFalse(ts["datagram"]["instantiated"])
+            d.ctl("flow", "attach", "port", "7", "transport", "datagram")
+            ts = {t["name"]: t for t in d.ctl("transport", "list")[1]["transports"]}
+            self.assertTrue(ts["datagram"]["instantiated"])
+        # The tables for people.
+        p = ct.sh([ct.CLEAVECTL, "-s", d.socket, "flow", "list"])
+        self.assertIn("0 flow(s); transports running: tcp", p.stdout)
+        self.assertRegex(p.stdout, r"\n  5001 +tcp +cc cubic\n")
+        p = ct.sh([ct.CLEAVECTL, "-s", d.socket, "transport", "list"])
+        self.assertRegex(p.stdout, r"\ntcp +built-in +yes +0 +0 +TCP")
+        p = ct.sh([ct.CLEAVECTL, "-s", d.socket, "stats", "show"])
+        self.assertRegex(p.stdout, r"\n  rst_sent +\d+  RSTs sent")
+
+    def test_a_binding_the_transport_refuses_stops_the_start(self):
+        self.net = ct.Net("d")
+        text = CONFIG % {"va": self.net.va, "mac": OUR_MAC, "extra": (
+            "transports:\n  bindings:\n    - port: 5001\n      params:\n        cc: nosuch\n")}
+        d = ct.Daemon(text, ns=self.net.a, wait_ready=False)
+        self.assertEqual(d.proc.wait(timeout=15), 2)
+        self.assertIn(f"{d.config}:", d.logs())
+        self.assertIn("transports.bindings[0].params: tcp: unknown congestion control 'nosuch'",
+                      d.logs())
+        self.assertIn("nothing was started", d.logs())
+
     def test_mtu_beyond_the_driver_is_a_clear_error(self):
         logs = self.start_fails(extra="    mtu: 9000\n")
         self.assertIn("MTU 9000 is outside what driver net_af_packet supports (46-1500)", logs)

@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <string>
 
 #include "config.h"
+#include "transport.h"
+#include "transport_setup.h"
 
 namespace cleave::dp {
 namespace {
@@ -41,6 +44,8 @@ TEST(Config, EmbeddedDefaultIsValid) {
   EXPECT_EQ(c.ports[0].ipv4.str(), "198.18.0.1/24");
   EXPECT_EQ(c.runtime_dir, "/run/cleave");
   EXPECT_NE(c.dataplane.lcore, c.eal.main_lcore);
+  EXPECT_TRUE(c.transports.plugins.empty());
+  EXPECT_TRUE(c.transports.bindings.empty());
 }
 
 TEST(Config, MinimalFileTakesDefaults) {
@@ -268,6 +273,192 @@ TEST(Config, GenericNicTablesAreReadAndChecked) {
   expect_error(std::string("nic:\n  ms_store: 1000\n") + kPort, 2, 13, "multiple of 16");
   expect_error(std::string("nic:\n  ms_committed: 8\n") + kPort, 2, 17, "ms_committed");
   expect_error(std::string("nic:\n  max_flow: 8\n") + kPort, 2, 3, "max_flow");
+}
+
+TEST(Config, TransportsDefaultToNone) {
+  ConfigResult r = parse(kPort);
+  ASSERT_TRUE(r.config);
+  EXPECT_TRUE(r.config->transports.plugins.empty());
+  EXPECT_TRUE(r.config->transports.bindings.empty());
+}
+
+TEST(Config, TransportsSectionIsRead) {
+  ConfigResult r = parse(std::string(R"(transports:
+  plugins:
+    - /usr/lib/cleave/solar.so
+    - libdatagram.so
+  bindings:
+    - port: 5001
+      transport: tcp
+      params: {cc: cubic, mss: 1400, sack: off}
+    - {port: 80}
+)") + kPort);
+  ASSERT_TRUE(r.config) << r.errors[0].str();
+  const auto& t = r.config->transports;
+  ASSERT_EQ(t.plugins.size(), 2u);
+  EXPECT_EQ(t.plugins[0].path, "/usr/lib/cleave/solar.so");
+  EXPECT_EQ(t.plugins[1].path, "libdatagram.so");
+  EXPECT_EQ(t.plugins[1].pos.line, 4);
+  EXPECT_EQ(t.plugins[1].pos.col, 7);
+  ASSERT_EQ(t.bindings.size(), 2u);
+  const TransportBinding& b = t.bindings[0];
+  EXPECT_EQ(b.port, 5001);
+  EXPECT_EQ(b.transport, "tcp");
+  // In the file's order, values as written: the transport parses them.
+  using Kv = std::pair<std::string, std::string>;
+  EXPECT_EQ(b.params, (std::vector<Kv>{{"cc", "cubic"}, {"mss", "1400"}, {"sack", "off"}}));
+  EXPECT_EQ(b.pos.line, 6);
+  EXPECT_EQ(b.transport_pos.line, 7);
+  EXPECT_EQ(b.transport_pos.col, 18);
+  EXPECT_EQ(b.params_pos.line, 8);
+  EXPECT_EQ(b.params_pos.col, 15);
+  EXPECT_EQ(t.bindings[1].port, 80);
+  EXPECT_EQ(t.bindings[1].transport, "tcp");  // the default
+  EXPECT_TRUE(t.bindings[1].params.empty());
+  EXPECT_EQ(t.bindings[1].params_pos.line, 9);  // no params: the binding's position
+}
+
+// The example config/cleaved.yaml gives under transports.bindings, uncommented, is valid.
+TEST(Config, TheDefaultFilesBindingExampleIsValid) {
+  std::string t(kDefaultConfigYaml);
+  for (auto [from, to] : {std::pair<std::string, std::string>{"  bindings: []", "  bindings:"},
+                          {"\n  #   - port:", "\n    - port:"},
+                          {"\n  #     transport:", "\n      transport:"},
+                          {"\n  #     params:", "\n      params:"}}) {
+    size_t at = t.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+  }
+  ConfigResult r = parse_config(t, "default");
+  ASSERT_TRUE(r.config) << r.errors[0].str();
+  ASSERT_EQ(r.config->transports.bindings.size(), 1u);
+  EXPECT_EQ(r.config->transports.bindings[0].port, 5001);
+  EXPECT_EQ(r.config->transports.bindings[0].params.size(), 2u);
+  auto e = load_transports(*r.config, transport::Registry::global());
+  EXPECT_TRUE(e.empty()) << e[0].str();
+}
+
+TEST(Config, BadTransportsAreReported) {
+  auto t = [](const std::string& section) { return "transports:\n" + section + kPort; };
+  expect_error("transports: 5\n" + std::string(kPort), 1, 13, "transports: expected a mapping");
+  expect_error(t("  plugin: [a.so]\n"), 2, 3, "unknown key 'transports.plugin'");
+  expect_error(t("  plugins: a.so\n"), 2, 12,
+               "transports.plugins: expected a list of shared object paths");
+  expect_error(t("  plugins: ['']\n"), 2, 13,
+               "transports.plugins[0]: expected a path to a shared object, got nothing");
+  expect_error(t("  plugins: [~]\n"), 2, 13, "got nothing");
+  expect_error(t("  plugins: [{a: 1}]\n"), 2, 13,
+               "transports.plugins[0]: expected a path, got a mapping");
+  expect_error(t("  plugins: [a.so, b.so, a.so]\n"), 2, 25,
+               "transports.plugins[2]: 'a.so' is already listed at line 2");
+  expect_error(t("  bindings: {port: 1}\n"), 2, 13,
+               "transports.bindings: expected a list of {port, transport, params}");
+  expect_error(t("  bindings: [5001]\n"), 2, 14, "transports.bindings[0]: expected a mapping");
+  expect_error(t("  bindings: [{transport: tcp}]\n"), 2, 14,
+               "transports.bindings[0]: missing required key 'port'");
+  expect_error(t("  bindings: [{port: 0}]\n"), 2, 21,
+               "transports.bindings[0].port: expected an integer from 1 to 65535, got '0'");
+  expect_error(t("  bindings: [{port: 65536}]\n"), 2, 21, "got '65536'");
+  expect_error(t("  bindings: [{port: http}]\n"), 2, 21, "got 'http'");
+  expect_error(t("  bindings: [{port: 1, transport: ''}]\n"), 2, 35,
+               "transports.bindings[0].transport: must not be empty");
+  expect_error(t("  bindings: [{port: 1, prams: {}}]\n"), 2, 24,
+               "unknown key 'transports.bindings[0].prams'");
+  expect_error(t("  bindings: [{port: 1, params: [cc, cubic]}]\n"), 2, 32,
+               "transports.bindings[0].params: expected a mapping of parameter names to values");
+  expect_error(
+      t("  bindings: [{port: 1, params: {cc: [a]}}]\n"), 2, 37,
+      "transports.bindings[0].params.cc: expected a value such as cubic or 10, got a list");
+  expect_error(t("  bindings: [{port: 1, params: {cc: ~}}]\n"), 2, 37, "got nothing");
+  expect_error(t("  bindings: [{port: 1, params: {cc: a, cc: b}}]\n"), 2, 40,
+               "duplicate key 'transports.bindings[0].params.cc'");
+  expect_error(t("  bindings: [{port: 1}, {port: 2}, {port: 1}]\n"), 2, 43,
+               "transports.bindings[2].port: 1 is already bound by transports.bindings[0]");
+}
+
+// load_transports: plugins are loaded, bindings checked by the transport they name, each error
+// at its entry. The test plugins come from tests/meson.build (CLEAVE_TEST_PLUGIN...).
+std::vector<ConfigError> load(const std::string& section, transport::Registry& reg) {
+  ConfigResult r = parse("transports:\n" + section + kPort);
+  EXPECT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
+  if (!r.config) return {};
+  return load_transports(*r.config, reg);
+}
+
+std::string env_path(const char* var) {
+  const char* v = std::getenv(var);
+  if (v == nullptr) ADD_FAILURE() << var << " is not set: run through `meson test -C build unit`";
+  return v != nullptr ? v : "/nonexistent";
+}
+
+TEST(Config, BindingsAreCheckedByTheirTransport) {
+  transport::Registry& builtins = transport::Registry::global();  // tcp; nothing is loaded here
+  EXPECT_TRUE(load("  bindings: [{port: 1, params: {cc: cubic, mss: 1400}}]\n", builtins).empty());
+  auto e = load("  bindings:\n    - {port: 1, params: {cc: nosuch}}\n", builtins);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].str(),
+            "t.yaml:3:25: transports.bindings[0].params: tcp: unknown congestion control 'nosuch' "
+            "(have newreno, cubic, dctcp)");
+  e = load("  bindings:\n    - {port: 1, transport: solar}\n", builtins);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].str(),
+            "t.yaml:3:28: transports.bindings[0].transport: no transport named 'solar' (have tcp)");
+  e = load("  bindings:\n    - port: 1\n      params: {mss: 9}\n", builtins);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].line, 4);
+  EXPECT_NE(e[0].message.find("tcp: bad value '9' for mss"), std::string::npos) << e[0].str();
+}
+
+TEST(Config, PluginsAreLoadedAndTheirFailuresPointAtTheEntry) {
+  const std::string good = env_path("CLEAVE_TEST_PLUGIN");
+  const std::string bad = env_path("CLEAVE_TEST_BAD_PLUGIN_WRONG_ABI");
+  {
+    transport::Registry reg;  // not the global one: nothing leaks into other tests
+    auto e = load("  plugins: [" + good + "]\n  bindings: [{port: 7, transport: datagram}]\n", reg);
+    EXPECT_TRUE(e.empty()) << e[0].str();
+    ASSERT_EQ(reg.entries().size(), 1u);
+    EXPECT_EQ(reg.entries()[0].name, "datagram");
+    EXPECT_EQ(reg.entries()[0].origin, good);
+  }
+  {
+    transport::Registry reg;
+    auto e = load("  plugins:\n    - " + good +
+                      "\n  bindings:\n    - port: 7\n"
+                      "      transport: datagram\n      params: {x: 1}\n",
+                  reg);
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].line, 7);
+    EXPECT_EQ(e[0].col, 15);
+    EXPECT_NE(e[0].message.find("transports.bindings[0].params: datagram: no parameters"),
+              std::string::npos)
+        << e[0].str();
+  }
+  {
+    transport::Registry reg;
+    auto e = load("  plugins:\n    - /nonexistent/solar.so\n    - " + bad + "\n", reg);
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[0].str(),
+              "t.yaml:3:7: transports.plugins[0]: /nonexistent/solar.so: cannot load: cannot open "
+              "shared object file: No such file or directory");
+    EXPECT_EQ(e[1].line, 4);
+    EXPECT_EQ(e[1].col, 7);
+    EXPECT_NE(e[1].message.find("transports.plugins[1]: " + bad +
+                                ": built for transport ABI "
+                                "version 999"),
+              std::string::npos)
+        << e[1].str();
+    EXPECT_TRUE(reg.entries().empty());
+  }
+  {
+    // A binding to a plugin that failed to load is reported too: both are true.
+    transport::Registry reg;
+    auto e =
+        load("  plugins: [/nonexistent/d.so]\n  bindings: [{port: 7, transport: datagram}]\n", reg);
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[0].line, 2);
+    EXPECT_EQ(e[1].line, 3);
+    EXPECT_NE(e[1].message.find("no transport named 'datagram' (have none)"), std::string::npos);
+  }
 }
 
 TEST(Config, EveryErrorIsReportedInOnePass) {

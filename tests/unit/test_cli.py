@@ -65,6 +65,40 @@ class CleavedCommandLine(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("/nonexistent.yaml: cannot read file", p.stderr)
 
+    def test_transport_errors_are_config_errors(self):
+        port = "ports:\n  - {name: p0, device: net_null0, ipv4: 10.0.0.1/24}\n"
+        path = self.write("transports:\n  plugins: [/nonexistent/solar.so]\n  bindings:\n"
+                          "    - {port: 5001, params: {cc: nosuch}}\n" + port)
+        p = run([CLEAVED, "--check-config", "-c", path])
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stderr.splitlines(), [
+            f"{path}:2:13: transports.plugins[0]: /nonexistent/solar.so: cannot load: cannot "
+            "open shared object file: No such file or directory",
+            f"{path}:4:28: transports.bindings[0].params: tcp: unknown congestion control "
+            "'nosuch' (have newreno, cubic, dctcp)",
+            f"cleaved: 2 error(s) in {path}; nothing was started"])
+        # Running is refused the same way, before anything starts.
+        p = run([CLEAVED, "-c", path])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f"{path}:2:13: transports.plugins[0]", p.stderr)
+
+    def test_plugin_transport_checks(self):
+        plugin = os.environ.get("CLEAVE_TEST_PLUGIN")
+        if not plugin:
+            self.skipTest("CLEAVE_TEST_PLUGIN is not set: run through meson test")
+        port = "ports:\n  - {name: p0, device: net_null0, ipv4: 10.0.0.1/24}\n"
+        path = self.write(f"transports:\n  plugins: [{plugin}]\n  bindings:\n"
+                          "    - {port: 7, transport: datagram}\n"
+                          "    - {port: 5001, transport: tcp, params: {cc: cubic}}\n" + port)
+        p = run([CLEAVED, "--check-config", "-c", path])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        path = self.write(f"transports:\n  plugins: [{plugin}]\n  bindings:\n"
+                          "    - {port: 7, transport: datagram, params: {x: 1}}\n" + port)
+        p = run([CLEAVED, "--check-config", "-c", path])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f"{path}:4:46: transports.bindings[0].params: datagram: no parameters",
+                      p.stderr)
+
     def test_version_help_and_bad_option(self):
         p = run([CLEAVED, "--version"])
         self.assertEqual(p.returncode, 0)
@@ -266,10 +300,165 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertIn("expected an app id (a number), got 'three'", p.stderr)
 
 
+    FLOW = {"id": 3, "app": 2, "transport": "tcp", "local": "10.0.0.1:5001",
+            "remote": "10.0.0.2:40000",
+            "info": {"state": "established", "cc": "cubic", "mss": 1448, "cwnd": 14480,
+                     "srtt_us": 1234, "bytes_in_flight": 2896, "retransmits": 1, "sack": "on",
+                     "placed_bytes": 100, "custom": 7},
+            "info_keys": ["state", "cc", "sack", "mss", "cwnd", "srtt_us", "bytes_in_flight",
+                          "retransmits", "placed_bytes", "custom"]}
+
+    def test_flow_list(self):
+        listing = {"flows": [self.FLOW],
+                   "listeners": [{"id": 0, "app": 2, "transport": "tcp",
+                                  "local": "10.0.0.1:5001"}],
+                   "transports": ["tcp"],
+                   "bindings": [{"port": 5001, "transport": "tcp",
+                                 "params": {"cc": "cubic", "mss": "1400"}}]}
+        d = self.fake(lambda r: ok(r, listing))
+        p = self.ctl(d, "flow")  # the verb defaults to list
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "flow.list")
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["ID", "APP", "TRANSPORT", "LOCAL", "REMOTE", "STATE",
+                                            "CWND", "SRTT", "IN-FLIGHT", "RETRANS"])
+        self.assertEqual(lines[1].split(), ["3", "2", "tcp", "10.0.0.1:5001", "10.0.0.2:40000",
+                                            "established", "14480", "1.234ms", "2896", "1"])
+        self.assertEqual(lines[2], "1 flow(s); transports running: tcp")
+        self.assertEqual(lines[3], "listeners:")
+        self.assertEqual(lines[5].split(), ["0", "2", "tcp", "10.0.0.1:5001"])
+        self.assertEqual(lines[6], "bindings:")
+        self.assertEqual(lines[8].split(), ["5001", "tcp", "cc", "cubic", "mss", "1400"])
+        p = self.ctl(d, "-j", "flow", "list")
+        self.assertEqual(json.loads(p.stdout), listing)
+
+    def test_flow_list_when_empty(self):
+        d = self.fake(lambda r: ok(r, {"flows": [], "listeners": [], "transports": ["tcp"],
+                                       "bindings": []}))
+        p = self.ctl(d, "flow", "list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.splitlines()[1:], [
+            "0 flow(s); transports running: tcp", "listeners: none", "bindings: none"])
+
+    def test_flow_show_groups_the_transports_values(self):
+        d = self.fake(lambda r: ok(r, self.FLOW))
+        p = self.ctl(d, "flow", "show", "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "flow.show")
+        self.assertEqual(d.requests[-1]["args"], {"id": 3})
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0], "flow 3: tcp 10.0.0.1:5001 -> 10.0.0.2:40000  app 2")
+        self.assertEqual(lines[1].split(), ["state", "state", "established", "cc", "cubic"])
+        self.assertEqual(lines[2].split(), ["window", "mss", "1448", "cwnd", "14480"])
+        self.assertEqual(lines[3].split(), ["rtt", "srtt_us", "1234"])
+        self.assertEqual(lines[4].split(), ["options", "sack", "on"])
+        self.assertEqual(lines[5].split(), ["loss", "bytes_in_flight", "2896", "retransmits", "1"])
+        self.assertEqual(lines[6].split(), ["placement", "placed_bytes", "100"])
+        self.assertEqual(lines[7].split(), ["other", "custom", "7"])
+        # Another transport's values, none of them TCP's: in the order it gave them.
+        other = {"id": 9, "app": None, "transport": "datagram", "local": "10.0.0.1:7",
+                 "remote": "10.0.0.2:7", "info": {"b": 1, "a": "x"}, "info_keys": ["b", "a"]}
+        d = self.fake(lambda r: ok(r, other))
+        p = self.ctl(d, "flow", "show", "9")
+        self.assertEqual(p.stdout.splitlines(), [
+            "flow 9: datagram 10.0.0.1:7 -> 10.0.0.2:7  app -", "  info        b 1  a x"])
+
+    def test_flow_show_errors(self):
+        d = self.fake(lambda r: {"version": 1, "id": r["id"], "ok": False,
+                                 "error": {"code": "not_found", "message": "no flow with id 4"}})
+        p = self.ctl(d, "flow", "show", "4")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "cleavectl: no flow with id 4\n")
+        for bad in ("x", "-1", "4294967295", "1.5"):
+            p = self.ctl(d, "flow", "show", bad)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(f"flow show: expected a flow id (a number), got '{bad}'", p.stderr)
+        self.assertEqual(len(d.requests), 1)  # usage errors send nothing
+
+    def test_flow_attach(self):
+        d = self.fake(lambda r: ok(r, {"port": 5001, "transport": "tcp",
+                                       "params": {"cc": "cubic"}}))
+        p = self.ctl(d, "flow", "attach", "port", "5001", "transport", "tcp", "cc", "cubic")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "flow.attach")
+        self.assertEqual(d.requests[-1]["args"],
+                         {"port": 5001, "transport": "tcp", "params": {"cc": "cubic"}})
+        self.assertEqual(p.stdout, "port 5001: transport tcp cc cubic\n")
+        # Keywords in any order; no transport and no params are left out of the request.
+        self.ctl(d, "flow", "attach", "mss", "1400", "port", "80")
+        self.assertEqual(d.requests[-1]["args"], {"port": 80, "params": {"mss": "1400"}})
+        self.ctl(d, "flow", "attach", "port", "80")
+        self.assertEqual(d.requests[-1]["args"], {"port": 80})
+
+    def test_flow_attach_usage_errors_send_nothing(self):
+        d = self.fake(lambda r: ok(r, {}))
+        for args, msg in (([], "flow attach: missing 'port PORT'"),
+                          (["transport", "tcp"], "flow attach: missing 'port PORT'"),
+                          (["port"], "flow attach: 'port' needs a value"),
+                          (["port", "1", "cc"], "flow attach: 'cc' needs a value"),
+                          (["port", "0"], "expected a port number from 1 to 65535, got '0'"),
+                          (["port", "65536"], "got '65536'"),
+                          (["port", "http"], "got 'http'"),
+                          (["port", "1", "port", "2"], "flow attach: 'port' is given twice"),
+                          (["port", "1", "transport", "a", "transport", "b"],
+                           "flow attach: 'transport' is given twice"),
+                          (["port", "1", "cc", "a", "cc", "b"], "flow attach: 'cc' is given twice")):
+            p = self.ctl(d, "flow", "attach", *args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertIn(msg, p.stderr, args)
+            self.assertIn("Try 'cleavectl help'", p.stderr)
+        self.assertEqual(d.requests, [])
+
+    def test_flow_attach_refused_is_exit_1_with_the_transports_reason(self):
+        msg = ("cannot attach to port 5001: tcp: unknown congestion control 'nosuch' "
+               "(have newreno, cubic, dctcp)")
+        d = self.fake(lambda r: {"version": 1, "id": r["id"], "ok": False,
+                                 "error": {"code": "bad_request", "message": msg}})
+        p = self.ctl(d, "flow", "attach", "port", "5001", "cc", "nosuch")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, f"cleavectl: {msg}\n")
+
+    def test_transport_list(self):
+        listing = {"transports": [
+            {"name": "tcp", "description": "TCP on headers", "origin": "built-in",
+             "instantiated": True, "flows": 2, "listeners": 1},
+            {"name": "datagram", "description": "example", "origin": "/x/d.so",
+             "instantiated": False, "flows": 0, "listeners": 0}]}
+        d = self.fake(lambda r: ok(r, listing))
+        p = self.ctl(d, "transport")  # the verb defaults to list
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "transport.list")
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["NAME", "ORIGIN", "RUNNING", "FLOWS", "LISTENERS",
+                                            "DESCRIPTION"])
+        self.assertEqual(lines[1].split(), ["tcp", "built-in", "yes", "2", "1", "TCP", "on",
+                                            "headers"])
+        self.assertEqual(lines[2].split(), ["datagram", "/x/d.so", "no", "0", "0", "example"])
+
+    def test_stats_show_has_the_flow_path(self):
+        arp = dict.fromkeys(["requests_rx", "requests_tx", "replies_rx", "replies_tx",
+                             "resolved", "failed", "conflicts", "table_full"], 0)
+        stats = {"lcores": [], "ports": {}, "arp": arp,
+                 "icmp": {"echo_requests": 0, "echo_replies": 0}, "drops": {}, "drops_total": 0,
+                 "flows": {"rx_segments": 12, "rst_sent": 1, "events": 0}}
+        d = self.fake(lambda r: ok(r, stats))
+        p = self.ctl(d, "stats")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("flow path:\n", p.stdout)
+        self.assertRegex(p.stdout, r"\n  rx_segments +12  segments handed to transports\n")
+        self.assertRegex(p.stdout, r"\n  rst_sent +1  RSTs sent for segments that matched no flow")
+        self.assertNotIn("events", p.stdout)  # zero counters are not listed
+        stats["flows"] = {"rx_segments": 0}
+        p = self.ctl(d, "stats")
+        self.assertIn("flow path: no activity (every counter is zero)\n", p.stdout)
+
+
 class CleavectlUsage(unittest.TestCase):
     def test_usage_errors_are_exit_2(self):
         for args in ([], ["frob"], ["port", "frob"], ["route", "get"], ["arp", "show", "x"],
-                     ["status", "now"], ["--frobnicate", "status"]):
+                     ["status", "now"], ["--frobnicate", "status"], ["flow", "frob"],
+                     ["flow", "show"], ["flow", "list", "x"], ["flow", "attach"],
+                     ["transport", "list", "x"], ["transport", "show"]):
             p = run([CLEAVECTL, "-s", "/nonexistent.sock"] + args)
             self.assertEqual(p.returncode, 2, args)
             self.assertTrue(p.stderr.startswith("cleavectl: ") or p.stderr.startswith("Usage"),

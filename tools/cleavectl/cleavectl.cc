@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cleave_version.h"
@@ -43,39 +45,19 @@ struct Fatal {
   std::string message;
 };
 
+// Connects on the first call, so usage errors found while building a request come first.
 class Connection {
  public:
-  explicit Connection(const std::string& path) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof addr.sun_path)
-      throw Fatal{kExitUsage, "socket path too long: " + path};
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw Fatal{kExitUsage, std::string("socket: ") + std::strerror(errno)};
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      int err = errno;
-      close(fd_);
-      std::string hint;
-      if (err == ENOENT) {
-        hint = "is cleaved running? Check 'systemctl status cleaved', or give its socket with -s";
-      } else if (err == ECONNREFUSED) {
-        hint =
-            "nothing listens there: cleaved has stopped (a stale socket), or -s names the "
-            "wrong file";
-      } else if (err == EACCES) {
-        hint = "run as root or as a member of the socket's group";
-      }
-      throw Fatal{kExitUsage, "cannot connect to cleaved at " + path + ": " + std::strerror(err) +
-                                  (hint.empty() ? "" : "\n  " + hint)};
-    }
-  }
+  explicit Connection(std::string path) : path_(std::move(path)) {}
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
-  ~Connection() { close(fd_); }
+  ~Connection() {
+    if (fd_ >= 0) close(fd_);
+  }
 
   // Sends one request and returns the result; daemon errors become Fatal{1}.
   json call(const std::string& command, const json& args = json::object()) {
+    if (fd_ < 0) dial();
     json req = {
         {"version", mgmt::kProtocolVersion}, {"id", ++id_}, {"command", command}, {"args", args}};
     std::string line = req.dump() + "\n";
@@ -101,6 +83,34 @@ class Connection {
   }
 
  private:
+  void dial() {
+    const std::string& path = path_;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path)
+      throw Fatal{kExitUsage, "socket path too long: " + path};
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw Fatal{kExitUsage, std::string("socket: ") + std::strerror(errno)};
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      int err = errno;
+      close(fd_);
+      fd_ = -1;
+      std::string hint;
+      if (err == ENOENT) {
+        hint = "is cleaved running? Check 'systemctl status cleaved', or give its socket with -s";
+      } else if (err == ECONNREFUSED) {
+        hint =
+            "nothing listens there: cleaved has stopped (a stale socket), or -s names the "
+            "wrong file";
+      } else if (err == EACCES) {
+        hint = "run as root or as a member of the socket's group";
+      }
+      throw Fatal{kExitUsage, "cannot connect to cleaved at " + path + ": " + std::strerror(err) +
+                                  (hint.empty() ? "" : "\n  " + hint)};
+    }
+  }
+
   json read_answer() {
     auto deadline = std::chrono::steady_clock::now() + kAnswerTimeout;
     for (;;) {
@@ -127,6 +137,7 @@ class Connection {
     }
   }
 
+  std::string path_;
   int fd_ = -1;
   int id_ = 0;
   std::string buf_;
@@ -313,10 +324,28 @@ void show_stats(const json& s) {
       str(a["conflicts"]).c_str(), str(a["table_full"]).c_str());
   std::printf("icmp: echo requests %s  echo replies %s\n", str(s["icmp"]["echo_requests"]).c_str(),
               str(s["icmp"]["echo_replies"]).c_str());
+  if (s.contains("flows")) {
+    // Non-zero counters with their meaning, as for drops.
+    const json& f = s["flows"];
+    std::string lines;
+    auto line = [&](const char* name, const char* what) {
+      const json& v = f.contains(name) ? f[name] : json(nullptr);
+      if (!v.is_number() || v.get<uint64_t>() == 0) return;
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "  %-20s %12s  %s\n", name, str(v).c_str(), what);
+      lines += buf;
+    };
+#define CLEAVE_X(field, what) line(#field, what);
+    CLEAVE_FLOW_COUNTERS(CLEAVE_X)
+#undef CLEAVE_X
+    std::printf("flow path:%s\n%s", lines.empty() ? " no activity (every counter is zero)" : "",
+                lines.c_str());
+  }
   std::printf("drops: %s\n", str(s["drops_total"]).c_str());
   for (size_t i = 0; i < cleave::dp::kDropNames.size(); i++) {
     std::string name(cleave::dp::kDropNames[i]);
-    const json& v = s["drops"][name];
+    const json& d = s["drops"];
+    const json& v = d.contains(name) ? d[name] : json(nullptr);  // an older daemon's answer
     if (v.is_number() && v.get<uint64_t>() != 0) {
       std::printf("  %-20s %12s  %s\n", name.c_str(), str(v).c_str(),
                   std::string(cleave::dp::kDropMeanings[i]).c_str());
@@ -388,6 +417,136 @@ void show_app(const json& a) {
   }
 }
 
+// ---- flows and transports ----
+
+// A flow's info value by key, "-" when its transport does not report it.
+std::string info(const json& flow, const char* key) {
+  const json& i = flow["info"];
+  return i.is_object() && i.contains(key) ? str(i[key]) : "-";
+}
+
+// Microseconds as milliseconds, e.g. "1.234ms".
+std::string usec(const json& flow, const char* key) {
+  const json& i = flow["info"];
+  if (!i.is_object() || !i.contains(key) || !i[key].is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3fms", double(i[key].get<uint64_t>()) / 1000.0);
+  return buf;
+}
+
+std::string params_str(const json& params) {
+  std::string out;
+  for (const auto& [k, v] : params.items())
+    out += (out.empty() ? "" : " ") + k + " " + str(v);
+  return out.empty() ? "-" : out;
+}
+
+void show_flows(const json& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const json& f : r["flows"]) {
+    rows.push_back({str(f["id"]), str(f["app"]), str(f["transport"]), str(f["local"]),
+                    str(f["remote"]), info(f, "state"), info(f, "cwnd"), usec(f, "srtt_us"),
+                    info(f, "bytes_in_flight"), info(f, "retransmits")});
+  }
+  print_table({"ID", "APP", "TRANSPORT", "LOCAL", "REMOTE", "STATE", "CWND", "SRTT", "IN-FLIGHT",
+               "RETRANS"},
+              rows);
+  std::string running;
+  for (const json& t : r["transports"])
+    running += (running.empty() ? "" : ", ") + str(t);
+  std::printf("%zu flow(s); transports running: %s\n", r["flows"].size(),
+              running.empty() ? "none" : running.c_str());
+  if (r["listeners"].empty()) {
+    std::printf("listeners: none\n");
+  } else {
+    std::printf("listeners:\n");
+    rows.clear();
+    for (const json& l : r["listeners"]) {
+      rows.push_back({"  " + str(l["id"]), str(l["app"]), str(l["transport"]), str(l["local"])});
+    }
+    print_table({"  ID", "APP", "TRANSPORT", "LOCAL"}, rows);
+  }
+  if (r["bindings"].empty()) {
+    std::printf("bindings: none\n");
+  } else {
+    std::printf("bindings:\n");
+    rows.clear();
+    for (const json& b : r["bindings"]) {
+      rows.push_back({"  " + str(b["port"]), str(b["transport"]), params_str(b["params"])});
+    }
+    print_table({"  PORT", "TRANSPORT", "PARAMS"}, rows);
+  }
+}
+
+// flow show: the transport's values by theme; keys in no theme (another transport's) follow in
+// the order the transport gave them.
+void show_flow(const json& f) {
+  static const std::vector<std::pair<const char*, std::vector<std::string>>> kGroups = {
+      {"state", {"state", "cc"}},
+      {"window", {"mss", "cwnd", "ssthresh", "snd_wnd", "rcv_wnd", "snd_wscale", "rcv_wscale"}},
+      {"rtt", {"srtt_us", "rttvar_us", "rto_ms"}},
+      {"options", {"sack", "timestamps", "ecn"}},
+      {"loss",
+       {"bytes_in_flight", "sack_scoreboard", "ooo_ranges", "retransmits", "rtos",
+        "fast_recoveries", "ecn_reductions"}},
+      {"bytes", {"bytes_sent", "bytes_acked", "bytes_received"}},
+      {"placement", {"placed_bytes", "copied_bytes", "dup_bytes"}},
+      {"queues", {"send_queue", "recv_buffers"}},
+  };
+  std::printf("flow %s: %s %s -> %s  app %s\n", str(f["id"]).c_str(), str(f["transport"]).c_str(),
+              str(f["local"]).c_str(), str(f["remote"]).c_str(), str(f["app"]).c_str());
+  const json& i = f["info"];
+  std::vector<std::string> keys;
+  if (f.contains("info_keys") && f["info_keys"].is_array()) {
+    for (const json& k : f["info_keys"])
+      keys.push_back(str(k));
+  } else {
+    for (const auto& [k, v] : i.items())
+      keys.push_back(k);
+  }
+  auto group_line = [&](const char* title, const std::vector<std::string>& names) {
+    std::string line;
+    for (const std::string& k : names) {
+      if (i.contains(k)) line += "  " + k + " " + str(i[k]);
+    }
+    if (!line.empty()) std::printf("  %-10s%s\n", title, line.c_str());
+  };
+  std::vector<std::string> other;
+  for (const std::string& k : keys) {
+    bool grouped = false;
+    for (const auto& [title, names] : kGroups)
+      grouped |= std::find(names.begin(), names.end(), k) != names.end();
+    if (!grouped) other.push_back(k);
+  }
+  for (const auto& [title, names] : kGroups)
+    group_line(title, names);
+  group_line(other.size() == keys.size() ? "info" : "other", other);
+}
+
+void show_binding(const json& b) {
+  std::printf("port %s: transport %s", str(b["port"]).c_str(), str(b["transport"]).c_str());
+  for (const auto& [k, v] : b["params"].items())
+    std::printf(" %s %s", k.c_str(), str(v).c_str());
+  std::printf("\n");
+}
+
+void show_transports(const json& r) {
+  std::vector<std::vector<std::string>> rows;
+  for (const json& t : r["transports"]) {
+    rows.push_back({str(t["name"]), str(t["origin"]), str(t["instantiated"]), str(t["flows"]),
+                    str(t["listeners"]), str(t["description"])});
+  }
+  print_table({"NAME", "ORIGIN", "RUNNING", "FLOWS", "LISTENERS", "DESCRIPTION"}, rows);
+}
+
+// An unsigned number in [lo, hi], or nothing.
+std::optional<uint32_t> number(const std::string& s, uint32_t lo, uint32_t hi) {
+  uint32_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || end != s.data() + s.size() || v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
 // route get: ask until the next hop is resolved or has failed (ARP retries take seconds).
 json route_get(Connection& c, const std::string& addr, int wait_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
@@ -402,17 +561,28 @@ json route_get(Connection& c, const std::string& addr, int wait_ms) {
 
 const char* kHelp = R"(Usage: cleavectl [OPTIONS] OBJECT [VERB] [ARGS]
 
-Objects and verbs (the verb defaults to show):
+Objects and verbs (the verb defaults to show; for app, flow and transport to list):
   status                  daemon version, uptime, configuration, dataplane state
   port show [NAME]        ports: device, link, MAC, IPv4, MTU, NIC counters, xstats
   arp show                the neighbour cache
   route show              the routing table
   route get ADDR          the route to ADDR and its next hop, resolving the next hop's MAC
-  stats show              dataplane counters: lcore busy/idle, per port, ARP, ICMP, drops
+  stats show              dataplane counters: lcore busy/idle, per port, ARP, ICMP, the flow
+                          path, drops
   nic show [NAME]         each port's NIC: backend (cleave: the header-split NIC; generic:
                           software placement), placement counters, table memory
   app list                connected apps (libcleave): memory, pipes, MRs, requests, errors
   app show ID             one app: its pipes, MRs, request counters and errors by kind
+  flow list               flows (state, cwnd, srtt, bytes in flight, retransmits), then
+                          listeners and port bindings
+  flow show ID            one flow: every value its transport reports, by theme
+  flow attach port PORT [transport NAME] [KEY VALUE]...
+                          bind a local port (its listeners, and connects to that remote port)
+                          to a transport and its parameters, for flows opened from then on;
+                          without transport the port keeps its own (tcp when it has none)
+                          e.g. flow attach port 5001 transport tcp cc cubic
+  transport list          transports cleaved knows (built-in and plugins), which run, and
+                          their flows and listeners
   log level [LEVEL]       show, or set, the daemon's log level
                           (trace, debug, info, warn, error, critical, off)
   help                    this text
@@ -513,6 +683,48 @@ int run(int argc, char** argv) {
          return c.call("app.show", {{"id", id}});
        },
        [](const json& r, const auto&) { show_app(r); }},
+      {"flow", "list", 0, 0, simple("flow.list"),
+       [](const json& r, const auto&) { show_flows(r); }},
+      {"flow", "show", 1, 1,
+       [&](Connection& c, const auto& a) {
+         auto id = number(a[0], 0, UINT32_MAX - 1);
+         if (!id) throw usage("flow show: expected a flow id (a number), got '" + a[0] + "'");
+         return c.call("flow.show", {{"id", *id}});
+       },
+       [](const json& r, const auto&) { show_flow(r); }},
+      {"flow", "attach", 0, SIZE_MAX,
+       [&](Connection& c, const auto& a) {
+         json args = json::object();
+         json params = json::object();
+         if (a.size() % 2 != 0) {
+           throw usage("flow attach: '" + a.back() + "' needs a value");
+         }
+         for (size_t i = 0; i < a.size(); i += 2) {
+           const std::string& key = a[i];
+           const std::string& value = a[i + 1];
+           bool given =
+               key == "port" || key == "transport" ? args.contains(key) : params.contains(key);
+           if (given) throw usage("flow attach: '" + key + "' is given twice");
+           if (key == "port") {
+             auto port = number(value, 1, 65535);
+             if (!port) {
+               throw usage("flow attach: expected a port number from 1 to 65535, got '" + value +
+                           "'");
+             }
+             args["port"] = *port;
+           } else if (key == "transport") {
+             args["transport"] = value;
+           } else {
+             params[key] = value;
+           }
+         }
+         if (!args.contains("port")) throw usage("flow attach: missing 'port PORT'");
+         if (!params.empty()) args["params"] = params;
+         return c.call("flow.attach", args);
+       },
+       [](const json& r, const auto&) { show_binding(r); }},
+      {"transport", "list", 0, 0, simple("transport.list"),
+       [](const json& r, const auto&) { show_transports(r); }},
       {"log", "level", 0, 1,
        [](Connection& c, const auto& a) {
          return a.empty() ? c.call("log.get") : c.call("log.set", {{"level", a[0]}});
@@ -531,7 +743,9 @@ int run(int argc, char** argv) {
     const std::string& object = words[0];
     std::string verb = words.size() > 1 ? words[1] : "show";
     if (object == "log" && words.size() == 1) verb = "level";
-    if (object == "app" && words.size() == 1) verb = "list";
+    if ((object == "app" || object == "flow" || object == "transport") && words.size() == 1) {
+      verb = "list";
+    }
     std::vector<std::string> args(words.begin() + std::min<size_t>(words.size(), 2), words.end());
     const Command* cmd = nullptr;
     bool known_object = false;

@@ -1,0 +1,322 @@
+// management_test.cc - management commands against the real Dataplane on a DPDK ring port: the
+// flow path's commands (flow.list, flow.show, flow.attach, transport.list), stats.show's flow
+// counters, and every argument error those commands report.
+//
+// EAL runs without hugepages or root. The dataplane loops on its own thread, as in cleaved, and
+// the test is the management thread. The example datagram plugin is loaded into the registry
+// before any dataplane exists (CLEAVE_TEST_PLUGIN, set by tests/meson.build).
+#include <gtest/gtest.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "ctl_channel.h"
+#include "dataplane.h"
+#include "frames.h"
+#include "management.h"
+#include "mgmt_protocol.h"
+#include "port.h"
+#include "route.h"
+#include "transport.h"
+
+namespace cleave::dp {
+namespace {
+
+using nlohmann::json;
+using test::Bytes;
+using test::MacBytes;
+
+rte_mempool* g_pool = nullptr;
+std::string g_plugin;  // the datagram plugin's path; empty when it was not given
+int g_seq = 0;
+
+constexpr uint32_t kOurIp = 0x0a000001;   // 10.0.0.1
+constexpr uint32_t kPeerIp = 0x0a000002;  // 10.0.0.2
+constexpr MacBytes kPeerMac = {0x02, 0, 0, 0, 0, 0x02};
+
+// A TCP segment with no options and a correct checksum (RFC 9293 3.1), as an IPv4 payload.
+Bytes tcp_segment(uint32_t sip, uint32_t dip, uint16_t sport, uint16_t dport, uint8_t flags) {
+  Bytes seg(20, 0);
+  test::put16(seg, 0, sport);
+  test::put16(seg, 2, dport);
+  test::put32(seg, 4, 1000);  // seq
+  seg[12] = 5 << 4;           // data offset: 20 bytes
+  seg[13] = flags;
+  test::put16(seg, 14, 65535);  // window
+  Bytes pseudo(12, 0);
+  test::put32(pseudo, 0, sip);
+  test::put32(pseudo, 4, dip);
+  pseudo[9] = 6;
+  test::put16(pseudo, 10, uint16_t(seg.size()));
+  pseudo.insert(pseudo.end(), seg.begin(), seg.end());
+  test::put16(seg, 16, test::inet_checksum(pseudo, 0, pseudo.size()));
+  return seg;
+}
+
+// The MgmtError a command throws: its code and message; a test failure when it succeeds.
+std::pair<std::string, std::string> error_of(Management& m, std::string_view cmd,
+                                             const json& args) {
+  try {
+    json r = m.handle(cmd, args);
+    ADD_FAILURE() << cmd << " " << args.dump() << " succeeded: " << r.dump();
+  } catch (const MgmtError& e) {
+    return {e.code, e.what()};
+  }
+  return {};
+}
+
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
+
+class ManagementTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tag = "m" + std::to_string(g_seq++);
+    in_ = rte_ring_create((tag + "i").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    out_ = rte_ring_create((tag + "o").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ASSERT_NE(in_, nullptr);
+    ASSERT_NE(out_, nullptr);
+    int id = rte_eth_from_rings((tag + "w").c_str(), &in_, 1, &out_, 1, SOCKET_ID_ANY);
+    ASSERT_GE(id, 0);
+    port_id_ = uint16_t(id);
+    ConfigResult r = parse_config(
+        "dataplane: {idle_sleep_us: 50}\nports:\n  - name: p0\n"
+        "    device: " +
+            tag + "w\n    ipv4: 10.0.0.1/24\n",
+        "test");
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
+    cfg_ = *r.config;
+    DpPort p;
+    p.name = "p0";
+    p.port_id = port_id_;
+    p.ipv4 = cfg_.ports[0].ipv4;
+    p.mtu = 1500;
+    p.mac = setup_port(p.port_id, "wire", 1500, std::nullopt, 256, 256, g_pool);
+    std::memcpy(our_mac_.data(), p.mac.b.data(), 6);
+    ports_.push_back(p);
+    routes_ = std::make_unique<RouteTable>(cfg_.ports);
+    ctl_ = std::make_unique<CtlChannel>();
+    dp_ = std::make_unique<Dataplane>(DataplaneParams::from_config(cfg_, rte_get_tsc_hz()), ports_,
+                                      *routes_, g_pool, *ctl_);
+    runner_ = std::thread([this] { dp_->run(); });
+    mgmt_ = std::make_unique<Management>(DaemonInfo{}, cfg_, ports_, *routes_, *ctl_);
+  }
+
+  void TearDown() override {
+    mgmt_.reset();
+    if (dp_) dp_->request_stop();
+    if (runner_.joinable()) runner_.join();
+    dp_.reset();
+    ctl_.reset();
+    rte_eth_dev_stop(port_id_);
+    rte_eth_dev_close(port_id_);
+    for (rte_ring* r : {in_, out_}) {
+      void* m;
+      while (r != nullptr && rte_ring_dequeue(r, &m) == 0)
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+      rte_ring_free(r);
+    }
+  }
+
+  void send(const Bytes& frame) {
+    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
+    ASSERT_NE(m, nullptr);
+    char* p = rte_pktmbuf_append(m, uint16_t(frame.size()));
+    ASSERT_NE(p, nullptr);
+    std::memcpy(p, frame.data(), frame.size());
+    ASSERT_EQ(rte_ring_enqueue(in_, m), 0);
+  }
+
+  json handle(std::string_view cmd, const json& args = json::object()) {
+    return mgmt_->handle(cmd, args);
+  }
+
+  Config cfg_;
+  std::vector<DpPort> ports_;
+  rte_ring* in_ = nullptr;
+  rte_ring* out_ = nullptr;
+  uint16_t port_id_ = 0;
+  MacBytes our_mac_{};
+  std::unique_ptr<RouteTable> routes_;
+  std::unique_ptr<CtlChannel> ctl_;
+  std::unique_ptr<Dataplane> dp_;
+  std::thread runner_;
+  std::unique_ptr<Management> mgmt_;
+};
+
+TEST_F(ManagementTest, FlowListOfAnIdleDataplane) {
+  json r = handle("flow.list");
+  EXPECT_EQ(r["flows"], json::array());
+  EXPECT_EQ(r["listeners"], json::array());
+  EXPECT_EQ(r["transports"], json::array({"tcp"}));  // the default one exists from the start
+  EXPECT_EQ(r["bindings"], json::array());
+}
+
+TEST_F(ManagementTest, AttachBindsAPortAndTheListShowsIt) {
+  json b =
+      handle("flow.attach",
+             {{"port", 5001}, {"transport", "tcp"}, {"params", {{"cc", "cubic"}, {"mss", 1400}}}});
+  json want = {
+      {"port", 5001}, {"transport", "tcp"}, {"params", {{"cc", "cubic"}, {"mss", "1400"}}}};
+  EXPECT_EQ(b, want);
+  EXPECT_EQ(handle("flow.list")["bindings"], json::array({want}));
+  // Attached again: replaced, not added; without a transport the port keeps its own.
+  b = handle("flow.attach", {{"port", 5001}, {"params", {{"cc", "dctcp"}}}});
+  EXPECT_EQ(b, json({{"port", 5001}, {"transport", "tcp"}, {"params", {{"cc", "dctcp"}}}}));
+  handle("flow.attach", {{"port", 80}});
+  json list = handle("flow.list")["bindings"];
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0]["params"], json({{"cc", "dctcp"}}));
+  EXPECT_EQ(list[1], json({{"port", 80}, {"transport", "tcp"}, {"params", json::object()}}));
+}
+
+TEST_F(ManagementTest, AttachRefusalsCarryTheTransportsReason) {
+  auto [code, msg] =
+      error_of(*mgmt_, "flow.attach",
+               {{"port", 5001}, {"transport", "tcp"}, {"params", {{"cc", "nosuch"}}}});
+  EXPECT_EQ(code, mgmt::kErrBadRequest);
+  EXPECT_EQ(msg,
+            "cannot attach to port 5001: tcp: unknown congestion control 'nosuch' (have newreno, "
+            "cubic, dctcp)");
+  std::tie(code, msg) =
+      error_of(*mgmt_, "flow.attach", {{"port", 5001}, {"params", {{"mss", "9"}}}});
+  EXPECT_EQ(code, mgmt::kErrBadRequest);
+  EXPECT_HAS(msg, "tcp: bad value '9' for mss (88..8960)");
+  std::tie(code, msg) = error_of(*mgmt_, "flow.attach", {{"port", 5001}, {"transport", "nope"}});
+  EXPECT_EQ(code, mgmt::kErrBadRequest);
+  EXPECT_EQ(msg, "cannot attach to port 5001: no transport named 'nope'");
+  EXPECT_EQ(handle("flow.list")["bindings"], json::array());  // nothing was bound
+}
+
+TEST_F(ManagementTest, AttachArgumentErrors) {
+  struct Case {
+    json args;
+    const char* message;
+  } cases[] = {
+      {json::object(), "flow.attach: missing argument 'port'"},
+      {{{"port", 0}}, "argument 'port' must be a port number from 1 to 65535"},
+      {{{"port", 65536}}, "argument 'port' must be a port number from 1 to 65535"},
+      {{{"port", -1}}, "argument 'port' must be a port number from 1 to 65535"},
+      {{{"port", "5001"}}, "argument 'port' must be a port number from 1 to 65535"},
+      {{{"port", 5001}, {"transport", 6}}, "argument 'transport' must be a transport's name"},
+      {{{"port", 5001}, {"transport", ""}}, "argument 'transport' must be a transport's name"},
+      {{{"port", 5001}, {"params", json::array({"cc", "cubic"})}},
+       "argument 'params' must be an object of names to values"},
+      {{{"port", 5001}, {"params", {{"sack", true}}}},
+       "parameter 'sack' must be a string or an integer"},
+      {{{"port", 5001}, {"params", {{"cc", {{"a", 1}}}}}},
+       "parameter 'cc' must be a string or an integer"},
+      {{{"port", 5001}, {"params", {{"", "x"}}}}, "a parameter's name may not be empty"},
+  };
+  for (const Case& c : cases) {
+    auto [code, msg] = error_of(*mgmt_, "flow.attach", c.args);
+    EXPECT_EQ(code, mgmt::kErrBadRequest) << c.args.dump();
+    EXPECT_HAS(msg, c.message);
+  }
+}
+
+TEST_F(ManagementTest, FlowShowOfNoFlowIsNotFound) {
+  auto [code, msg] = error_of(*mgmt_, "flow.show", {{"id", 7}});
+  EXPECT_EQ(code, mgmt::kErrNotFound);
+  EXPECT_EQ(msg, "no flow with id 7");
+  for (const json& args : {json::object(), json{{"id", "7"}}, json{{"id", -1}},
+                           json{{"id", 4294967295u}}, json{{"id", 1.5}}}) {
+    std::tie(code, msg) = error_of(*mgmt_, "flow.show", args);
+    EXPECT_EQ(code, mgmt::kErrBadRequest) << args.dump();
+    EXPECT_EQ(msg, "flow.show: argument 'id' must be a flow id (a number)");
+  }
+}
+
+TEST_F(ManagementTest, TransportListShowsTheRegistryAndWhatRuns) {
+  json r = handle("transport.list")["transports"];
+  ASSERT_GE(r.size(), 1u);
+  EXPECT_EQ(r[0]["name"], "tcp");
+  EXPECT_EQ(r[0]["origin"], "built-in");
+  EXPECT_EQ(r[0]["instantiated"], true);
+  EXPECT_EQ(r[0]["flows"], 0);
+  EXPECT_EQ(r[0]["listeners"], 0);
+  EXPECT_HAS(r[0]["description"].get<std::string>(), "TCP");
+  if (g_plugin.empty()) GTEST_SKIP() << "CLEAVE_TEST_PLUGIN is not set: run through meson test";
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1]["name"], "datagram");
+  EXPECT_EQ(r[1]["origin"], g_plugin);
+  EXPECT_EQ(r[1]["instantiated"], false);
+  // A binding to the plugin's transport instantiates it; its own check_params speaks.
+  auto [code, msg] = error_of(*mgmt_, "flow.attach",
+                              {{"port", 7}, {"transport", "datagram"}, {"params", {{"x", "1"}}}});
+  EXPECT_EQ(code, mgmt::kErrBadRequest);
+  EXPECT_HAS(msg, "datagram: no parameters are known");
+  handle("flow.attach", {{"port", 7}, {"transport", "datagram"}});
+  EXPECT_EQ(handle("transport.list")["transports"][1]["instantiated"], true);
+  EXPECT_EQ(handle("flow.list")["transports"], json::array({"tcp", "datagram"}));
+}
+
+TEST_F(ManagementTest, StatsShowCountsTheFlowPath) {
+  json flows = handle("stats.show")["flows"];
+  size_t n = 0;
+#define CLEAVE_X(field, what)                       \
+  EXPECT_TRUE(flows[#field].is_number()) << #field; \
+  n++;
+  CLEAVE_FLOW_COUNTERS(CLEAVE_X)
+#undef CLEAVE_X
+  EXPECT_EQ(flows.size(), n);
+  EXPECT_EQ(flows["rst_sent"], 0);
+  // A SYN to a port nobody listens on is answered with a RST (RFC 9293 3.10.7.1) and counted.
+  send(test::ipv4(our_mac_, kPeerMac, kPeerIp, kOurIp, 6,
+                  tcp_segment(kPeerIp, kOurIp, 40000, 5001, 0x02)));
+  json s;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  do {
+    s = handle("stats.show");
+  } while (s["flows"]["rst_sent"] == 0 && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(s["flows"]["rst_sent"], 1);
+  EXPECT_EQ(s["drops"]["tcp_no_flow"], 1);
+}
+
+TEST_F(ManagementTest, UnknownFlowCommandIsReported) {
+  auto [code, msg] = error_of(*mgmt_, "flow.frob", json::object());
+  EXPECT_EQ(code, mgmt::kErrUnknownCommand);
+}
+
+}  // namespace
+}  // namespace cleave::dp
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  // The registry is filled before any dataplane runs, as cleaved does.
+  if (const char* p = std::getenv("CLEAVE_TEST_PLUGIN")) {
+    cleave::transport::Registry::global().load(p);
+    cleave::dp::g_plugin = p;
+  }
+  std::string prefix = "--file-prefix=cleave-mgmttest-" + std::to_string(getpid());
+  const char* eal_argv[] = {
+      "management_tests", "--no-huge",           "--no-shconf", "-m", "256", "--no-pci", "-l", "0",
+      "--no-telemetry",   "--log-level=*:error", prefix.c_str()};
+  int eal_argc = static_cast<int>(sizeof eal_argv / sizeof eal_argv[0]);
+  if (rte_eal_init(eal_argc, const_cast<char**>(eal_argv)) < 0) {
+    std::fprintf(stderr, "EAL init failed\n");
+    return 1;
+  }
+  cleave::dp::g_pool =
+      rte_pktmbuf_pool_create("test_pool", 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  int rc = RUN_ALL_TESTS();
+  rte_mempool_free(cleave::dp::g_pool);
+  rte_eal_cleanup();
+  return rc;
+}
