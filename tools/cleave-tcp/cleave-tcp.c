@@ -626,10 +626,16 @@ static void run(struct tcp* t) {
       return;
     }
   }
-  /* Anything the daemon wrote before the close (completions of other flows' aborts). */
-  int n = cl_poll_cq(t->cq, wc, POLL_BATCH);
-  for (int i = 0; i < n; i++)
-    if (!(wc[i].flags & CL_WC_EVENT)) on_completion(t, &wc[i]);
+  /* Requests posted just before the flow ended come back after its CL_EV_CLOSED (the daemon
+   * refuses them with CL_EPIPE): take them before judging, for at most a second. */
+  double until = now_s() + 1.0;
+  for (;;) {
+    int n = cl_poll_cq(t->cq, wc, POLL_BATCH);
+    for (int i = 0; i < n; i++)
+      if (!(wc[i].flags & CL_WC_EVENT)) on_completion(t, &wc[i]);
+    if (n < 0 || t->stop || (t->rx_count == 0 && t->tx_outstanding == 0) || now_s() > until) break;
+    if (n == 0) cl_cq_wait(t->cq, WAIT_SLICE_MS);
+  }
 }
 
 /* After the flow closed: did everything happen that should have? */
