@@ -230,6 +230,7 @@ uint32_t FlowPath::alloc_flow() {
 
 void FlowPath::free_flow(uint32_t id) {
   Flow& f = flows_[id];
+  release(f, f.outstanding + f.events_left);
   if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(id));
   hash_remove(id);
   f = Flow{};
@@ -579,8 +580,10 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
       case EventKind::kSendDone:
       case EventKind::kRecvDone:
         c.opcode = e.kind == EventKind::kSendDone ? abi::kOpFlowSend : abi::kOpFlowRecv;
-        if (f.outstanding != 0) f.outstanding--;
-        release(f, 1);
+        if (f.outstanding != 0) {
+          f.outstanding--;
+          release(f, 1);
+        }
         break;
       case EventKind::kRecvData:
         f.data_pending += e.len;
@@ -712,10 +715,8 @@ void FlowPath::closed(uint32_t id) {
   if (id >= flows_.size() || flows_[id].state == Flow::State::kFree) return;
   Flow& f = flows_[id];
   stats_.flows_closed++;
-  if (f.outstanding != 0) release(f, f.outstanding);
-  release(f, f.events_left);
-  f.outstanding = f.events_left = 0;
-  // Events naming it may still sit in the transport's ring: freed once they are delivered.
+  // Events naming it may still sit in the transport's ring, each using its reservation: freed
+  // (and what it still holds released) once they are delivered.
   f.gone = true;
   reap_.push_back(id);
 }
@@ -941,6 +942,7 @@ void FlowPath::fail_connect(uint32_t id, int32_t status) {
     c.status = status;
     c.pipe = f.cq;
     release(f, f.events_left);
+    f.events_left = 0;
     stats_.events++;
     post_completions(*f.app, f.cq, &c, 1);
   }
