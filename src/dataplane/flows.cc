@@ -45,14 +45,33 @@ uint16_t load16(const uint8_t* p) {
   return uint16_t(p[0] << 8 | p[1]);
 }
 
+uint8_t event_code(EventKind k) {
+  switch (k) {
+    case EventKind::kConnected:
+      return abi::kEvConnected;
+    case EventKind::kAccepted:
+      return abi::kEvAccepted;
+    case EventKind::kPeerClosed:
+      return abi::kEvPeerClosed;
+    case EventKind::kClosed:
+      return abi::kEvClosed;
+    default:
+      return abi::kEvRefused;
+  }
+}
+
+// A binding's parameters as the transport takes them (views into the binding).
+std::vector<transport::Param> as_params(const FlowBinding& b) {
+  std::vector<transport::Param> v;
+  for (const auto& [k, val] : b.params)
+    v.push_back({k, val});
+  return v;
+}
+
 uint32_t mix(uint32_t rip, uint16_t rport, uint32_t lip, uint16_t lport) {
   uint64_t h = (uint64_t(rip) << 32 | uint64_t(rport) << 16 | lport) ^ (uint64_t(lip) << 7);
   h *= 0x9E3779B97F4A7C15ull;
   return uint32_t(h >> 32);
-}
-
-int32_t to_cl(int32_t status) {
-  return status;  // transports report negative errno values; CL_E* codes are the same numbers
 }
 
 }  // namespace
@@ -65,9 +84,8 @@ struct FlowPath::Flow {
   State state = State::kFree;
   bool on_nic = false;
   bool l2_ready = false;
-  bool announced = false;  // the app heard of it (connect reply or accepted event)
-  bool app_done = false;   // closed or refused delivered: later requests fail with EPIPE
-  bool gone = false;       // the transport released it; freed after this burst's events
+  bool app_done = false;  // closed or refused delivered: later requests fail with EPIPE
+  bool gone = false;      // the transport released it; freed after this burst's events
   bool data_listed = false;
   uint8_t port = 0;
   uint8_t tp = 0;
@@ -125,7 +143,7 @@ class FlowPath::Ctx final : public transport::Context {
   void flow_closed(FlowId flow) override { fp_.closed(flow); }
 
  protected:
-  void drain_tx(std::span<transport::TxDesc> descs) override { fp_.send(tp_, descs); }
+  void drain_tx(std::span<transport::TxDesc> descs) override { fp_.send(descs); }
   void drain_events(std::span<const transport::Event> events) override { fp_.deliver(events); }
 
  private:
@@ -188,10 +206,8 @@ std::vector<std::string> FlowPath::transport_names() const {
 
 FlowPath::Tp* FlowPath::transport_for(std::string_view name, uint16_t port, std::string& error) {
   if (name.empty()) {
-    name = "tcp";
-    for (const FlowBinding& b : bindings_) {
-      if (b.local_port == port) name = b.transport;
-    }
+    const FlowBinding* b = binding(port);
+    name = b != nullptr ? std::string_view(b->transport) : "tcp";
   }
   for (auto& tp : transports_) {
     if (tp->name == name) return tp.get();
@@ -491,7 +507,7 @@ void FlowPath::send_rst(uint8_t port, const rte_mbuf* m, const uint8_t* ip, cons
 // ---- transmit
 // ----------------------------------------------------------------------------------------
 
-void FlowPath::send(Tp& /*tp*/, std::span<transport::TxDesc> descs) {
+void FlowPath::send(std::span<transport::TxDesc> descs) {
   const uint64_t now = rte_rdtsc();
   for (const transport::TxDesc& d : descs) {
     stats_.tx_descs++;
@@ -573,7 +589,7 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
     }
     abi::Completion c{};
     c.flow = e.flow;
-    c.status = to_cl(e.status);
+    c.status = e.status;  // negative errno values: the CL_E* codes are the same numbers
     c.length = e.len;
     c.wr_id = e.wr_id;
     switch (e.kind) {
@@ -594,22 +610,13 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
       case EventKind::kPeerClosed:
       case EventKind::kClosed:
       case EventKind::kRefused: {
-        static constexpr uint8_t kCode[] = {0,
-                                            0,
-                                            0,
-                                            abi::kEvConnected,
-                                            abi::kEvAccepted,
-                                            abi::kEvPeerClosed,
-                                            abi::kEvClosed,
-                                            abi::kEvRefused};
         c.flags = abi::kCompEvent;
-        c.opcode = kCode[size_t(e.kind)];
+        c.opcode = event_code(e.kind);
         c.wr_id = e.kind == EventKind::kAccepted ? e.aux : 0;
         if (f.events_left != 0) {
           f.events_left--;
           release(f, 1);
         }
-        if (e.kind == EventKind::kAccepted) f.announced = true;
         if (e.kind == EventKind::kClosed || e.kind == EventKind::kRefused) {
           // Deliver any data event still waiting first, then nothing more for the app.
           if (f.data_pending != 0) post_data(f);
@@ -758,7 +765,7 @@ FlowAdmit FlowPath::flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic
       break;
   }
   Tp& tp = *transports_[f.tp];
-  if (tp.reqs.size() == kAppStage) poll(rte_rdtsc());
+  if (tp.reqs.size() == kAppStage) app_flush(tp, rte_rdtsc());
   tp.reqs.push_back(r);
   if (r.kind == transport::ReqKind::kSend || r.kind == transport::ReqKind::kRecv) {
     return FlowAdmit::kTaken;
@@ -767,15 +774,23 @@ FlowAdmit FlowPath::flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic
   return FlowAdmit::kDone;
 }
 
+// The requests staged for one transport, in one app_burst.
+unsigned FlowPath::app_flush(Tp& tp, uint64_t now) {
+  const auto n = unsigned(tp.reqs.size());
+  if (n == 0) return 0;
+  tp.ctx->at(now);
+  tp.t->app_burst(tp.reqs, *tp.ctx);
+  tp.ctx->flush();
+  tp.reqs.clear();
+  reap();
+  return n;
+}
+
 unsigned FlowPath::poll(uint64_t now) {
   unsigned work = 0;
   for (auto& tp : transports_) {
+    work += app_flush(*tp, now);
     tp->ctx->at(now);
-    if (!tp->reqs.empty()) {
-      work += unsigned(tp->reqs.size());
-      tp->t->app_burst(tp->reqs, *tp->ctx);
-      tp->reqs.clear();
-    }
     tp->t->tick(*tp->ctx);
     tp->ctx->flush();
   }
@@ -832,13 +847,7 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
   std::string error;
   Tp* tp = transport_for(name, port, error);
   if (tp == nullptr) return CL_ENOENT;
-  std::vector<transport::Param> params;
-  for (const FlowBinding& b : bindings_) {
-    if (b.local_port == port && b.transport == tp->name) {
-      for (const auto& [k, v] : b.params)
-        params.push_back({k, v});
-    }
-  }
+  std::vector<transport::Param> params = params_for(port, *tp);
   transport::Endpoint local{transport::IpAddr::v4(ip), port};
   int rc = tp->t->listen(free, local, params);
   if (rc != 0) return rc == -EEXIST ? CL_EADDRINUSE : CL_EINVAL;
@@ -880,7 +889,6 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   f.tp = tp->index;
   f.events_left = kFlowEvents;
   f.next_hop = hop->addr.host;
-  f.announced = true;
   f.tuple.proto = 6;
   f.tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
   f.tuple.remote = {transport::IpAddr::v4(ip), port};
@@ -918,13 +926,7 @@ void FlowPath::start_connect(uint32_t id) {
   Flow& f = flows_[id];
   f.state = Flow::State::kOpen;
   Tp& tp = *transports_[f.tp];
-  std::vector<transport::Param> params;
-  for (const FlowBinding& b : bindings_) {
-    if (b.local_port == f.tuple.remote.port && b.transport == tp.name) {
-      for (const auto& [k, v] : b.params)
-        params.push_back({k, v});
-    }
-  }
+  std::vector<transport::Param> params = params_for(f.tuple.remote.port, tp);
   tp.ctx->at(rte_rdtsc());
   int rc = tp.t->connect(id, f.tuple, params, *tp.ctx);
   tp.ctx->flush();
@@ -1032,17 +1034,27 @@ bool FlowPath::cq_in_use(const DpApp& a, uint16_t cq) const {
   return false;
 }
 
-int FlowPath::attach(const FlowBinding& b, std::string& error) {
+const FlowBinding* FlowPath::binding(uint16_t port) const {
+  for (const FlowBinding& b : bindings_) {
+    if (b.local_port == port) return &b;
+  }
+  return nullptr;
+}
+
+std::vector<transport::Param> FlowPath::params_for(uint16_t port, const Tp& tp) const {
+  const FlowBinding* b = binding(port);
+  return b != nullptr && b->transport == tp.name ? as_params(*b) : std::vector<transport::Param>{};
+}
+
+int FlowPath::attach(FlowBinding& b, std::string& error) {
   if (b.local_port == 0) {
     error = "port must be 1 to 65535";
     return CL_EINVAL;
   }
   Tp* tp = transport_for(b.transport, b.local_port, error);
   if (tp == nullptr) return CL_ENOENT;
-  std::vector<transport::Param> params;
-  for (const auto& [k, v] : b.params)
-    params.push_back({k, v});
-  error = tp->t->check_params(params);
+  b.transport = tp->name;  // "" keeps the port's transport (tcp when it has none)
+  error = tp->t->check_params(as_params(b));
   if (!error.empty()) return CL_EINVAL;
   auto it = std::find_if(bindings_.begin(), bindings_.end(),
                          [&](const FlowBinding& x) { return x.local_port == b.local_port; });

@@ -44,7 +44,6 @@ struct FlowPort {
   Nic* nic = nullptr;
   uint32_t ip = 0;  // host order
   rte_ether_addr mac{};
-  uint16_t mtu = 1500;
 };
 
 // The dataplane services the flow path uses.
@@ -102,7 +101,8 @@ class FlowPath final : public FlowHandler {
   bool cq_in_use(const DpApp& a, uint16_t cq) const;
 
   // Operator bindings (cleavectl flow attach): 0 or a negative CL_E* code, `error` says why.
-  int attach(const FlowBinding& b, std::string& error);
+  // An empty b.transport keeps the port's transport (tcp when it has none); b says which.
+  int attach(FlowBinding& b, std::string& error);
   const std::vector<FlowBinding>& bindings() const { return bindings_; }
 
   // Management.
@@ -129,10 +129,13 @@ class FlowPath final : public FlowHandler {
   void start_connect(uint32_t id);
   void fail_connect(uint32_t id, int32_t status);
   void post_data(Flow& f);
+  unsigned app_flush(Tp& tp, uint64_t now);
+  const FlowBinding* binding(uint16_t port) const;
+  std::vector<transport::Param> params_for(uint16_t port, const Tp& tp) const;
   void reap();
 
   // Context hooks.
-  void send(Tp& tp, std::span<transport::TxDesc> descs);
+  void send(std::span<transport::TxDesc> descs);
   void deliver(std::span<const transport::Event> events);
   int nic_cmd(int rc);
   uint32_t open_flow(Tp& tp, transport::ListenerId l, const transport::FlowTuple& t,

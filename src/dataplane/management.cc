@@ -477,14 +477,7 @@ json Management::flow_show(uint32_t id) {
 }
 
 json Management::attach(FlowBinding b) {
-  if (b.transport.empty()) {
-    // Keep the port's transport: ask for the bindings alone (kNoFlow - 1 is never a flow id).
-    auto r = list_flows(transport::kNoFlow - 1);
-    b.transport = "tcp";
-    for (const FlowBinding& x : r->bindings) {
-      if (x.local_port == b.local_port) b.transport = x.transport;
-    }
-  }
+  // An empty transport keeps the port's: the dataplane resolves it and answers which.
   auto r = std::make_unique<CtlRequest>();
   r->op = CtlOp::kFlow;
   r->flow_op = FlowOp::kAttach;
