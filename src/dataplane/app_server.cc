@@ -289,14 +289,13 @@ void AppServer::on_message(Session& s) {
     }
     case abi::MsgType::kListen:
     case abi::MsgType::kConnect: {
-      static_assert(sizeof(abi::Listen) == sizeof(abi::Connect));
-      abi::Listen m;  // the same layout
+      abi::FlowOpen m;
       if (s.version < 2 || !size_ok(sizeof m) || fd >= 0) return bad("malformed listen or connect");
       std::memcpy(&m, buf, sizeof m);
       bool listen = type == abi::MsgType::kListen;
-      auto r = reply_for<abi::ListenReply>(
+      auto r = reply_for<abi::FlowOpenReply>(
           h, listen ? abi::MsgType::kListenReply : abi::MsgType::kConnectReply);
-      r.h.status = flow_open(s, m, listen, r.listener);
+      r.h.status = flow_open(s, m, listen, r.id);
       send(s, &r, sizeof r);
       return;
     }
@@ -319,7 +318,7 @@ void AppServer::on_message(Session& s) {
   }
 }
 
-int32_t AppServer::flow_open(Session& s, const abi::Listen& m, bool listen, uint32_t& id) {
+int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, uint32_t& id) {
   const char* end = static_cast<const char*>(std::memchr(m.transport, 0, sizeof m.transport));
   if (end == nullptr || m.reserved != 0 || m.reserved2 != 0) return CL_EINVAL;
   auto pipe = s.pipes.find(m.cq);

@@ -89,7 +89,7 @@ class AppServer {
   int32_t mr_reg(Session& s, const abi::MrReg& m, int fd, abi::MrReply& out);
   int32_t mr_dereg(Session& s, const abi::MrDereg& m);
   // Listen and connect (the same message layout): the dataplane opens it; the id out.
-  int32_t flow_open(Session& s, const abi::Listen& m, bool listen, uint32_t& id);
+  int32_t flow_open(Session& s, const abi::FlowOpen& m, bool listen, uint32_t& id);
   int32_t ctl_flow(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer = nullptr);
   bool send(Session& s, const void* msg, size_t len, int fd = -1);
   void notice(Session& s, abi::NoticeReason why);

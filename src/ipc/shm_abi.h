@@ -317,10 +317,15 @@ struct Notice {
 
 inline constexpr size_t kTransportNameMax = 32;  // including the terminating NUL
 
-// Accept flows to (ip, port): ip 0 is any of the daemon's addresses. Accepted flows report
-// kEvAccepted on `cq`, and all their completions go there. The transport is the one the
-// operator attached to the port (cleavectl flow attach), else `transport`, else "tcp".
-struct Listen {
+// Listen and Connect, one layout (FlowOpen), and their replies (FlowOpenReply: the listener's or
+// the flow's id).
+//   Listen:  accept flows to (ip, port); ip 0 is any of the daemon's addresses. Accepted flows
+//            report kEvAccepted on `cq`, and all their completions go there.
+//   Connect: open a flow to (ip, port) from an ephemeral local port. The reply names the flow at
+//            once; kEvConnected or kEvRefused follows on `cq`, where all its completions go.
+// The transport is the one the operator attached to the port (cleavectl flow attach), else
+// `transport`, else "tcp".
+struct FlowOpen {
   MsgHeader h;
   uint32_t ip;  // host order
   uint16_t port;
@@ -329,12 +334,16 @@ struct Listen {
   uint32_t reserved2;
   char transport[kTransportNameMax];  // NUL-terminated; "" for the default
 };
+using Listen = FlowOpen;
+using Connect = FlowOpen;
 
-struct ListenReply {
+struct FlowOpenReply {
   MsgHeader h;
-  uint32_t listener;
+  uint32_t id;  // the listener (kListenReply) or the flow (kConnectReply)
   uint32_t reserved;
 };
+using ListenReply = FlowOpenReply;
+using ConnectReply = FlowOpenReply;
 
 struct Unlisten {
   MsgHeader h;
@@ -342,26 +351,8 @@ struct Unlisten {
   uint32_t reserved;
 };
 
-// Open a flow to (ip, port) from an ephemeral local port. The reply names the flow at once;
-// kEvConnected or kEvRefused follows on `cq`, where all the flow's completions go.
-struct Connect {
-  MsgHeader h;
-  uint32_t ip;  // host order
-  uint16_t port;
-  uint16_t reserved;
-  uint32_t cq;
-  uint32_t reserved2;
-  char transport[kTransportNameMax];
-};
-
-struct ConnectReply {
-  MsgHeader h;
-  uint32_t flow;
-  uint32_t reserved;
-};
-
 static_assert(sizeof(Hello) <= kMaxMessage && sizeof(HelloReply) <= kMaxMessage);
-static_assert(sizeof(Listen) <= kMaxMessage && sizeof(Connect) <= kMaxMessage);
+static_assert(sizeof(FlowOpen) <= kMaxMessage);
 static_assert(sizeof(PipeCreate) <= kMaxMessage && sizeof(MrReg) <= kMaxMessage);
 
 // MR 0 is the region's heap; registered MRs get ids from 1.

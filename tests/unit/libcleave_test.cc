@@ -355,8 +355,8 @@ class FakeDaemon {
         reply(r, req.h, abi::MsgType::kListenReply, CL_EADDRINUSE);
         return;
       }
-    r.listener = next_listener_++;
-    listeners_[r.listener] = {req.port, req.cq};
+    r.id = next_listener_++;
+    listeners_[r.id] = {req.port, req.cq};
     reply(r, req.h, abi::MsgType::kListenReply, 0);
   }
 
@@ -369,17 +369,17 @@ class FakeDaemon {
       listen_cq_kinds.push_back(pipe_kind(req.cq));
     }
     abi::ConnectReply r{};
-    r.flow = next_flow_++;
+    r.id = next_flow_++;
     reply(r, req.h, abi::MsgType::kConnectReply, 0);
     abi::Completion c{};
     c.flags = abi::kCompEvent;
-    c.flow = r.flow;
+    c.flow = r.id;
     if (req.port == kRefusedPort) {
       c.opcode = abi::kEvRefused;
       c.status = CL_ECONNREFUSED;
     } else {
       c.opcode = abi::kEvConnected;
-      flows_[r.flow] = {req.cq};
+      flows_[r.id] = {req.cq};
     }
     produce(req.cq, c);
   }

@@ -692,39 +692,39 @@ int cl_rq_destroy(cl_rq* rq) {
 
 namespace {
 
-// The part of Listen and Connect that cl_listen and cl_connect share: the checks the library
-// can make, then the address in host order. Leaves the context alone on failure.
-template <class Req>
-int flow_request(cl_ctx* ctx, const cl_cq* cq, const sockaddr_in* addr, const char* transport,
-                 Req* req) {
+// cl_listen and cl_connect: the same message (FlowOpen) and reply, the id out on success. The
+// library's checks come first; the context is left alone when they fail.
+int open_flow(cl_ctx* ctx, const cl_cq* cq, const sockaddr_in* addr, const char* transport,
+              bool connect, uint32_t* id) {
+  if (ctx == nullptr || id == nullptr) return CL_EINVAL;
   if (int e = ctx->check()) return e;
   if (cq == nullptr || cq->ctx != ctx || addr == nullptr || addr->sin_family != AF_INET)
     return CL_EINVAL;
   size_t tlen = transport != nullptr ? strnlen(transport, abi::kTransportNameMax) : 0;
   if (tlen >= abi::kTransportNameMax) return CL_EINVAL;
   if (ctx->version < kFlowVersion) return CL_EOPNOTSUPP;
-  req->ip = ntohl(addr->sin_addr.s_addr);
-  req->port = ntohs(addr->sin_port);
-  req->cq = cq->pipe;
-  if (tlen != 0) std::memcpy(req->transport, transport, tlen);  // the rest stays NUL
-  return 0;
+  abi::FlowOpen req{};
+  req.h.type = static_cast<uint16_t>(connect ? abi::MsgType::kConnect : abi::MsgType::kListen);
+  req.ip = ntohl(addr->sin_addr.s_addr);
+  req.port = ntohs(addr->sin_port);
+  req.cq = cq->pipe;
+  if (tlen != 0) std::memcpy(req.transport, transport, tlen);                // the rest stays NUL
+  if (connect && (req.ip == INADDR_ANY || req.port == 0)) return CL_EINVAL;  // nowhere to go
+  abi::FlowOpenReply rep{};
+  std::lock_guard lk(ctx->ctl_mu);
+  int e = call_locked(ctx, &req, sizeof req, -1,
+                      connect ? abi::MsgType::kConnectReply : abi::MsgType::kListenReply, &rep,
+                      sizeof rep, nullptr);
+  if (e == 0) e = reply_status(rep.h);
+  if (e == 0) *id = rep.id;
+  return e;
 }
 
 }  // namespace
 
 int cl_listen(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
               uint32_t* listener) {
-  if (ctx == nullptr || listener == nullptr) return CL_EINVAL;
-  abi::Listen req{};
-  req.h.type = static_cast<uint16_t>(abi::MsgType::kListen);
-  if (int e = flow_request(ctx, cq, addr, transport, &req)) return e;
-  abi::ListenReply rep{};
-  std::lock_guard lk(ctx->ctl_mu);
-  int e =
-      call_locked(ctx, &req, sizeof req, -1, abi::MsgType::kListenReply, &rep, sizeof rep, nullptr);
-  if (e == 0) e = reply_status(rep.h);
-  if (e == 0) *listener = rep.listener;
-  return e;
+  return open_flow(ctx, cq, addr, transport, /*connect=*/false, listener);
 }
 
 int cl_unlisten(cl_ctx* ctx, uint32_t listener) {
@@ -742,16 +742,5 @@ int cl_unlisten(cl_ctx* ctx, uint32_t listener) {
 
 int cl_connect(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
                cl_flow* flow) {
-  if (ctx == nullptr || flow == nullptr) return CL_EINVAL;
-  abi::Connect req{};
-  req.h.type = static_cast<uint16_t>(abi::MsgType::kConnect);
-  if (int e = flow_request(ctx, cq, addr, transport, &req)) return e;
-  if (req.ip == INADDR_ANY || req.port == 0) return CL_EINVAL;  // nowhere to connect to
-  abi::ConnectReply rep{};
-  std::lock_guard lk(ctx->ctl_mu);
-  int e = call_locked(ctx, &req, sizeof req, -1, abi::MsgType::kConnectReply, &rep, sizeof rep,
-                      nullptr);
-  if (e == 0) e = reply_status(rep.h);
-  if (e == 0) *flow = rep.flow;
-  return e;
+  return open_flow(ctx, cq, addr, transport, /*connect=*/true, flow);
 }
