@@ -348,7 +348,7 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertEqual(d.requests[-1]["args"], {"id": 3})
         lines = p.stdout.splitlines()
         self.assertEqual(lines[0], "flow 3: tcp 10.0.0.1:5001 -> 10.0.0.2:40000  app 2")
-        self.assertEqual(lines[1].split(), ["state", "state", "established", "cc", "cubic"])
+        self.assertEqual(lines[1].split(), ["flow", "state", "established", "cc", "cubic"])
         self.assertEqual(lines[2].split(), ["window", "mss", "1448", "cwnd", "14480"])
         self.assertEqual(lines[3].split(), ["rtt", "srtt_us", "1234"])
         self.assertEqual(lines[4].split(), ["options", "sack", "on"])

@@ -482,7 +482,7 @@ void show_flows(const json& r) {
 // the order the transport gave them.
 void show_flow(const json& f) {
   static const std::vector<std::pair<const char*, std::vector<std::string>>> kGroups = {
-      {"state", {"state", "cc"}},
+      {"flow", {"state", "cc"}},
       {"window", {"mss", "cwnd", "ssthresh", "snd_wnd", "rcv_wnd", "snd_wscale", "rcv_wscale"}},
       {"rtt", {"srtt_us", "rttvar_us", "rto_ms"}},
       {"options", {"sack", "timestamps", "ecn"}},

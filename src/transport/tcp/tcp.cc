@@ -449,7 +449,8 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.text("cc", c->cc != nullptr ? c->cc->name() : "-");
   out.number("mss", c->eff_mss);
   out.number("cwnd", c->ccs.cwnd);
-  out.number("ssthresh", c->ccs.ssthresh > (1ull << 40) ? 0 : c->ccs.ssthresh);
+  // Like ss(8): no ssthresh until a loss (or DCTCP's first window) sets one.
+  if (c->ccs.ssthresh < (1ull << 40)) out.number("ssthresh", c->ccs.ssthresh);
   out.number("srtt_us", c->srtt / 1000);
   out.number("rttvar_us", c->rttvar / 1000);
   out.number("rto_ms", c->rto / 1'000'000);

@@ -66,7 +66,8 @@ enum {
   CL_EOPNOTSUPP = -95,    /* unknown opcode or flag */
   CL_EADDRINUSE = -98,    /* someone already listens on that port */
   CL_ENETUNREACH = -101,  /* no route to the destination */
-  CL_ECONNRESET = -104,   /* the flow was reset (by the peer or by an abort) */
+  CL_ECONNABORTED = -103, /* this app aborted the flow (CL_OP_FLOW_ABORT) */
+  CL_ECONNRESET = -104,   /* the peer reset the flow */
   CL_ENOBUFS = -105,      /* the flow's send queue is full */
   CL_ETIMEDOUT = -110,    /* cl_cq_wait timed out; a flow gave up retransmitting */
   CL_ECONNREFUSED = -111, /* the peer refused the connection */
@@ -96,7 +97,7 @@ enum {
   CL_OP_FLOW_SEND = 3,  /* send (mr, offset, length); completes when acknowledged */
   CL_OP_FLOW_RECV = 4,  /* receive into (mr, offset, length) */
   CL_OP_FLOW_CLOSE = 5, /* graceful close after the queued sends (FIN) */
-  CL_OP_FLOW_ABORT = 6  /* reset now; pending requests complete with CL_ECONNRESET */
+  CL_OP_FLOW_ABORT = 6  /* reset now; pending requests and CL_EV_CLOSED carry CL_ECONNABORTED */
 };
 
 /* cl_wc.flags */
