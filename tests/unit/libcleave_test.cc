@@ -93,6 +93,7 @@ class FakeDaemon {
   // Misbehaviour: replies with the wrong seq, pipes placed outside the pipe area, stray fds.
   std::atomic<bool> wrong_seq{false}, bad_pipe_offset{false}, extra_fds{false};
   std::atomic<int> live_pipes{0}, live_mrs{0};
+  std::atomic<bool> mrs_busy{false};  // refuse MrDereg with CL_EBUSY (flows still use the MR)
   std::atomic<uint64_t> entries_seen{0};
   std::atomic<int> unsealed_mrs{0};  // MrReg fds that came without F_SEAL_SHRINK
 
@@ -300,6 +301,10 @@ class FakeDaemon {
         abi::Reply r{};
         auto it = mrs_.find(req.mr);
         bool found = it != mrs_.end();
+        if (found && mrs_busy) {
+          reply(r, req.h, abi::MsgType::kReply, CL_EBUSY);
+          break;
+        }
         if (found) {
           munmap(it->second.base, it->second.length);
           mrs_.erase(it);
@@ -1069,6 +1074,23 @@ TEST_F(LibTest, NopCopyAndSendRoundTrip) {
   ASSERT_EQ(last.size(), 1u);
   EXPECT_EQ(last[0].status, CL_ENORECV);
   EXPECT_EQ(cl_mr_dereg(mr), 0);
+  close(fd);
+}
+
+// The daemon refuses to deregister an MR its flows still use: the handle stays valid, and a
+// later deregistration succeeds.
+TEST_F(LibTest, MrDeregRefusedKeepsTheHandle) {
+  int fd = sealed_memfd(1 << 16);
+  cl_mr* mr = nullptr;
+  ASSERT_EQ(cl_mr_reg(ctx_, fd, 1 << 16, CL_ACCESS_READ | CL_ACCESS_WRITE, &mr), 0);
+  static_cast<char*>(cl_mr_addr(mr))[0] = 'x';
+  d_->mrs_busy = true;
+  EXPECT_EQ(cl_mr_dereg(mr), CL_EBUSY);
+  EXPECT_EQ(d_->live_mrs.load(), 1);
+  EXPECT_EQ(static_cast<char*>(cl_mr_addr(mr))[0], 'x');  // still mapped
+  d_->mrs_busy = false;
+  EXPECT_EQ(cl_mr_dereg(mr), 0);
+  EXPECT_EQ(d_->live_mrs.load(), 0);
   close(fd);
 }
 

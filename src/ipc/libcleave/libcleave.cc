@@ -513,8 +513,10 @@ int cl_mr_dereg(cl_mr* mr) {
   std::lock_guard lk(ctx->ctl_mu);
   int e = call_locked(ctx, &req, sizeof req, -1, abi::MsgType::kReply, &rep, sizeof rep, nullptr);
   if (e == 0) e = reply_status(rep.h);
-  // The handle goes whatever the daemon said: with the daemon gone there is nothing to keep it
-  // for, and a refusal (CL_ENOENT) means the daemon has no such MR either.
+  // CL_EBUSY: the daemon keeps the MR (flows still use it), so the app keeps its handle too.
+  // Otherwise the handle goes: with the daemon gone there is nothing to keep it for, and a
+  // refusal (CL_ENOENT) means the daemon has no such MR either.
+  if (e == CL_EBUSY) return e;
   erase_one(ctx->mrs, mr);
   munmap(mr->addr, mr->length);
   delete mr;

@@ -186,7 +186,8 @@ CL_API uint32_t cl_mr_id(const cl_mr* mr);
  * hold a completion for every entry of the queues attached to it. `doorbell` gives the CQ an
  * eventfd so cl_cq_wait can sleep; `spin_us` is how long cl_cq_wait spins before sleeping.
  * The destroy calls (and cl_mr_dereg) free the handle whatever they return, the daemon's error
- * or CL_EDAEMON; only cl_cq_destroy of a CQ with queues attached (CL_EBUSY) keeps it. */
+ * or CL_EDAEMON, except CL_EBUSY: cl_cq_destroy of a CQ that queues or flows use, and
+ * cl_mr_dereg of an MR while the app has open flows, keep the handle. */
 CL_API int cl_cq_create(cl_ctx* ctx, uint32_t entries, int doorbell, uint32_t spin_us, cl_cq** out);
 CL_API int cl_cq_destroy(cl_cq* cq);
 CL_API int cl_sq_create(cl_ctx* ctx, cl_cq* cq, uint32_t entries, cl_sq** out);
