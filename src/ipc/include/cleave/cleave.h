@@ -212,7 +212,9 @@ CL_API int cl_cq_wait(cl_cq* cq, int timeout_ms);
  * cl_listen: accept flows to addr (INADDR_ANY: any of the daemon's addresses); each arrives as a
  *   CL_EV_ACCEPTED completion on cq. CL_EADDRINUSE when the port is taken.
  * cl_connect: opens a flow to addr from an ephemeral port; *flow is its id at once, and
- *   CL_EV_CONNECTED or CL_EV_REFUSED follows on cq.
+ *   CL_EV_CONNECTED or CL_EV_REFUSED follows on cq. Requests on the flow may be posted before
+ *   CL_EV_CONNECTED, except while cleaved still resolves the next hop by ARP (before the SYN
+ *   leaves): then they complete with CL_EAGAIN, to be posted again after CL_EV_CONNECTED.
  * A CQ bound to flows must have room for their completions: the daemon takes a flow request
  * only while the flow's CQ can hold its completion, so a CQ that is not polled stalls its flows'
  * submit queues, never loses a completion.
