@@ -16,13 +16,21 @@ RUN=/run/cleave
 CTL=(build/tools/cleavectl -s "$RUN/cleaved.sock")
 LOG=$(mktemp /tmp/cleave-demo.XXXXXX.log)
 pid=""
+pid2=""
+RUN2=/run/cleave-demo2
+CTL2=(build/tools/cleavectl -s "$RUN2/cleaved.sock")
+CONF2=$(mktemp /tmp/cleave-demo2.XXXXXX.yaml)
+LOG2=$(mktemp /tmp/cleave-demo2.XXXXXX.log)
 
 cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
+  for p in "$pid2" "$pid"; do
+    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+      kill -TERM "$p" 2>/dev/null || true
+      wait "$p" 2>/dev/null || true
+    fi
+  done
   ip netns del "$NS" 2>/dev/null || true
+  rm -f "$CONF2" "$LOG2"
 }
 trap cleanup EXIT
 
@@ -198,7 +206,79 @@ print(f"    cleave-tcp sent {r['sent']} bytes in {r['seconds']:.2f} s ({r['send_
       f"{got[:16]}... is {ok}; close status {r['close_status']}")
 sys.exit(0 if ok == "equal" else 1)
 PY
-rm -f "$TCP_OUT" "$SINK"
+rm -f "$SINK"
+
+step "TCP between two cleave daemons: a second cleaved joins the wire"
+say "A second cleaved starts in the same namespace on its own port, 198.18.0.3, whose wire is a"
+say "second tap, cleave1; a kernel bridge joins cleave0 and cleave1 (the switch between two"
+say "hosts) and keeps 198.18.0.2. The second daemon polls the other core (lcore 0):"
+cat >"$CONF2" <<EOF
+runtime_dir: $RUN2
+log:
+  format: plain
+eal:
+  main_lcore: 1
+  file_prefix: cleave-demo2
+dataplane:
+  lcore: 0
+ports:
+  - name: nic0
+    device: net_cleave1,wire=net_tap1,wire_args=iface=cleave1
+    mac: 02:c1:ea:0e:00:03
+    ipv4: 198.18.0.3/24
+EOF
+grep -E "device|ipv4|lcore" "$CONF2" | sed 's/^/      /'
+ip netns exec "$NS" build/src/dataplane/cleaved -c "$CONF2" >"$LOG2" 2>&1 &
+pid2=$!
+for _ in $(seq 100); do
+  "${CTL2[@]}" status >/dev/null 2>&1 && break
+  kill -0 "$pid2" 2>/dev/null || { cat "$LOG2"; echo "demo.sh: the second cleaved did not start" >&2; exit 1; }
+  sleep 0.1
+done
+ns ip link add br0 type bridge
+ns ip link set br0 address 02:c1:ea:0e:00:02
+ns ip addr flush dev cleave0
+ns ip link set cleave0 master br0
+# The kernel's end of a DPDK tap starts with the port's own MAC; a bridge would take frames to
+# that MAC for itself instead of forwarding them to the tap, so it gets another (as cleave0 did).
+ns ip link set cleave1 address 02:c1:ea:0e:00:04
+ns ip link set cleave1 up
+ns ip link set cleave1 master br0
+ns ip addr add 198.18.0.2/24 dev br0
+ns ip link set br0 up
+say "ip link add br0 type bridge; cleave0 and cleave1 are its ports; 198.18.0.2 moves to br0"
+
+say "cleave-tcp on the second daemon listens on 5003; one on the first connects and sends"
+say "$((TCP_BYTES >> 20)) MiB: both ends are cleave apps, both TCPs run on headers only."
+"$TCP" -s "$RUN2/app.sock" --listen 5003 --recv --json --timeout 30 >"$TCP_OUT" &
+tcp_pid=$!
+for _ in $(seq 100); do
+  "${CTL2[@]}" -j app list 2>/dev/null | grep -q '"name":"cleave-tcp"' && break
+  sleep 0.02
+done
+sleep 0.1
+SEND_OUT=$(mktemp /tmp/cleave-demo-send.XXXXXX)
+"$TCP" -s "$RUN/app.sock" --connect 198.18.0.3:5003 --send "$TCP_BYTES" --json --timeout 30 \
+  >"$SEND_OUT" || { cat "$SEND_OUT"; echo "demo.sh: cleave-tcp --send failed" >&2; exit 1; }
+wait "$tcp_pid" || { cat "$TCP_OUT"; echo "demo.sh: cleave-tcp --recv failed" >&2; exit 1; }
+/usr/bin/python3 - "$(cat "$SEND_OUT")" "$(cat "$TCP_OUT")" \
+  "$("${CTL2[@]}" -j stats show)" "$("${CTL2[@]}" -j nic show)" <<'PY'
+import json, sys
+tx, rx, st, nic = (json.loads(a) for a in sys.argv[1:5])
+ok = "equal" if tx["sent_sha256"] == rx["received_sha256"] else "DIFFERENT"
+print(f"    sent {tx['sent']} bytes in {tx['seconds']:.2f} s ({tx['send_gbps']:.2f} Gbit/s); "
+      f"received {rx['received']}, sha256 {ok} on both ends; close status {tx['close_status']} "
+      f"and {rx['close_status']}")
+c = nic[0]["counters"]
+print(f"    the second daemon's NIC placed {c['nic_rx_placed_bytes']} payload byte(s) into the "
+      f"app's buffers; its daemon copied {st['flows']['rx_copied_bytes']}")
+sys.exit(0 if ok == "equal" else 1)
+PY
+rm -f "$SEND_OUT" "$TCP_OUT"
+kill -TERM "$pid2"
+wait "$pid2" || { cat "$LOG2"; echo "demo.sh: the second cleaved did not stop cleanly" >&2; exit 1; }
+pid2=""
+say "the second cleaved stopped (SIGTERM, exit code 0)"
 
 step "Log level changed at run time"
 "${CTL[@]}" log level debug | sed 's/^/    /'
