@@ -5,7 +5,9 @@
 # cleaved runs inside a scratch network namespace (cleave-demo) so nothing on the host changes.
 # Its embedded default gives it one port, 198.18.0.1/24, on the header-split NIC (net_cleave,
 # its reference model in software) whose wire is a DPDK tap device, cleave0; the kernel's end of
-# that tap (198.18.0.2) plays the other host. Run as root on Debian 12.
+# that tap (198.18.0.2) plays the other host. For TCP between two cleave apps on two daemons, a
+# second cleaved joins later on a second tap (cleave1, 198.18.0.3), the two taps bridged by the
+# kernel. Run as root on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
