@@ -287,8 +287,11 @@ json port_fault_args(const std::vector<std::string>& a,
       double p = -1;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), p);
       if (ec != std::errc{} || end != value.data() + value.size() || !(p >= 0 && p < 1)) {
-        throw usage("port fault: " + key +
-                    ": expected a probability from 0 up to (not including) 1, got '" + value + "'");
+        std::string msg = "port fault: " + key;
+        msg += ": expected a probability from 0 up to (not including) 1, got '";
+        msg += value;
+        msg += "'";
+        throw usage(msg);
       }
       args[key] = p;
     } else {
