@@ -9,7 +9,9 @@ a frame, TX as frames leave it). Rounds interleave the rates, so drift on this s
 touches all of them alike; each round uses a new seed. Goodput is cleave-tcp's own figure (bytes
 hashed, or bytes acknowledged, over its transfer time). Prints every run, then per rate and
 direction the median, the spread (min-max) and the ratio of the medians against lossless (0 %),
-measured in the same daemon run. Asserts nothing. Needs root.
+measured in the same daemon run. A transfer that fails (at high loss the kernel's 30 s socket
+timeout can end one that stalls in retransmission backoff) is printed, counted and left out of
+the median. Asserts nothing. Needs root.
 
 Usage: tcp_loss.py [--backend cleave|generic] [--runs N] [--bytes N] [--loss P,P,...]
 """
@@ -66,7 +68,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", choices=["cleave", "generic"], default="cleave")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--bytes", type=int, default=32 << 20)
+    ap.add_argument("--bytes", type=int, default=16 << 20)
     ap.add_argument("--loss", default="0,0.001,0.01,0.05")
     ap.add_argument("--timeout", type=float, default=300)
     args = ap.parse_args()
@@ -76,6 +78,7 @@ def main():
     tag = os.getpid() % 100000
     NS = f"cl{tag}bl"
     figures = {(p, d): [] for p in rates for d in directions}
+    failed = {(p, d): 0 for p in rates for d in directions}
     port = 6000
     try:
         d = tcp.start(args.backend, NS, f"clb{tag}")
@@ -90,20 +93,33 @@ def main():
                     d.ctl("port", "fault", "p0", "loss", str(p), "seed", str(run + 1))
                 for direction in directions:
                     port += 1
-                    gbps, r = transfer(sock, direction, port, args.bytes, args.timeout)
+                    try:
+                        gbps, r = transfer(sock, direction, port, args.bytes, args.timeout)
+                    except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+                        # Counted, and left out of the median (the summary says how many).
+                        failed[(p, direction)] += 1
+                        print(f"  run {run + 1} loss {p * 100:g} % {direction}: FAILED: {e}",
+                              flush=True)
+                        continue
                     figures[(p, direction)].append(gbps)
                     print(f"  run {run + 1} loss {p * 100:g} % {direction}: {gbps:.3f} Gb/s "
                           f"({r['seconds']:.2f} s)", flush=True)
         d.ctl("port", "fault", "p0", "off")
         print(f"\nmedian goodput over {args.runs} runs (min-max), ratio against 0 % loss:")
         for direction in directions:
-            base = statistics.median(figures[(0.0, direction)]) if 0.0 in rates else None
+            zero = figures.get((0.0, direction))
+            base = statistics.median(zero) if zero else None
             for p in rates:
                 v = figures[(p, direction)]
+                nfail = failed[(p, direction)]
+                fails = f"  {nfail} run(s) failed" if nfail else ""
+                if not v:
+                    print(f"  {direction:15s} loss {p * 100:5g} %: no run finished{fails}")
+                    continue
                 med = statistics.median(v)
                 ratio = f"  ratio {med / base:.2f}" if base else ""
                 print(f"  {direction:15s} loss {p * 100:5g} %: {med:7.3f} Gb/s "
-                      f"({min(v):.3f}-{max(v):.3f}){ratio}")
+                      f"({min(v):.3f}-{max(v):.3f}){ratio}{fails}")
     finally:
         ct._run_cleanups()
 
