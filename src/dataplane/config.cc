@@ -131,6 +131,23 @@ class Checker {
     }
   }
 
+  // A probability in [0, 1), as a decimal number.
+  void probability(const YAML::Node& map, std::string_view key, const std::string& path,
+                   double& out) {
+    YAML::Node v = value(map, key);
+    std::string what = join(path, key);
+    const std::string expect = "a probability from 0 up to (not including) 1, such as 0.01";
+    if (!v.IsDefined() || !scalar(v, what, expect)) return;
+    const std::string& s = v.Scalar();
+    double x = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (ec != std::errc{} || end != s.data() + s.size() || fault_probability_error(x)) {
+      error(v, what + ": expected " + expect + ", got '" + s + "'");
+      return;
+    }
+    out = x;
+  }
+
   // A non-empty string; returns the node so callers can report format errors at it.
   YAML::Node string(const YAML::Node& map, std::string_view key, const std::string& path,
                     std::string& out) {
@@ -384,9 +401,28 @@ void check_route(Checker& c, const YAML::Node& n, const std::string& path, const
   if (ok) out.push_back(r);
 }
 
+// faults: {seed, rx: {loss, reorder, duplicate}, tx: {...}}: seeded wire faults of a port.
+void check_faults(Checker& c, const YAML::Node& n, const std::string& path, PortConfig& p) {
+  if (!c.mapping(n, path, {"seed", "rx", "tx"})) return;
+  uint64_t seed = 1;
+  c.number(n, "seed", path, seed, 0, UINT64_MAX);
+  for (auto [key, dir] : {std::pair{"rx", FaultDir::kRx}, {"tx", FaultDir::kTx}}) {
+    FaultParams& f = p.faults[size_t(dir)];
+    f.seed = seed;
+    YAML::Node d = Checker::value(n, key);
+    if (!d.IsDefined()) continue;
+    const std::string what = Checker::join(path, key);
+    if (!c.mapping(d, what, {"loss", "reorder", "duplicate"})) continue;
+    c.probability(d, "loss", what, f.loss);
+    c.probability(d, "reorder", what, f.reorder);
+    c.probability(d, "duplicate", what, f.duplicate);
+  }
+}
+
 void check_port(Checker& c, const YAML::Node& n, const std::string& path, PortConfig& p) {
   if (!c.mapping(n, path,
-                 {"name", "device", "mac", "mtu", "ipv4", "gateway", "routes", "exception_tap"})) {
+                 {"name", "device", "mac", "mtu", "ipv4", "gateway", "routes", "exception_tap",
+                  "faults"})) {
     return;
   }
   c.required(n, "name", path);
@@ -448,6 +484,9 @@ void check_port(Checker& c, const YAML::Node& n, const std::string& path, PortCo
     if (!is_ifname(p.exception_tap)) {
       c.error(v, path + ".exception_tap: not a valid interface name: '" + p.exception_tap + "'");
     }
+  }
+  if (YAML::Node f = Checker::value(n, "faults"); f.IsDefined()) {
+    check_faults(c, f, path + ".faults", p);
   }
 }
 

@@ -4,6 +4,7 @@
 // file:line:col (1-based) with a message, so an operator fixes a file in one pass.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "fault_params.h"
 #include "net.h"
 
 namespace cleave::dp {
@@ -36,6 +38,8 @@ struct PortConfig {
   std::optional<Ipv4> gateway;  // default route through this port
   std::vector<Route> routes;    // static routes through this port
   std::string exception_tap;    // empty: unmatched packets are dropped
+  // Seeded wire faults per direction (test equipment; fault.h): off unless given.
+  std::array<FaultParams, kFaultDirs> faults{};
 };
 
 // What one app may use. Every limit is enforced by the daemon when the app asks.

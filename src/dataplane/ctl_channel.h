@@ -17,6 +17,7 @@
 
 #include "apps.h"
 #include "arp.h"
+#include "fault_params.h"
 #include "flow_info.h"
 #include "net.h"
 #include "stats.h"
@@ -96,6 +97,13 @@ struct CtlRequest {
   uint8_t nic_backend = 0;  // NicBackend
   std::vector<NicCounterRow> nic_counters;
   bool nic_truncated = false;
+  // kNic also sets a port's wire faults when nic_fault_dirs is not 0 (bit 1 << FaultDir each),
+  // before the counters are read; nic_fault_status is 0 or the NIC's negative errno. The answer
+  // carries the faults in force either way.
+  uint8_t nic_fault_dirs = 0;
+  FaultParams nic_fault;
+  int nic_fault_status = 0;
+  std::array<FaultParams, kFaultDirs> nic_faults{};
 
   // kFlow. kListen, kConnect: app_id, cq, ip (host order), port, transport ("" default) in;
   // flow_id (listener or flow) and flow_status (0 or CL_E*) out. kUnlisten: app_id, flow_id.

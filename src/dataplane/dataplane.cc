@@ -18,6 +18,8 @@
 #include <rte_prefetch.h>
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace cleave::dp {
 
@@ -96,6 +98,11 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
     p.bcast_be = rte_cpu_to_be_32(p.conf.ipv4.network().host | ~p.conf.ipv4.mask());
     p.stats = &stats_.ports[i];
     p.nic = open_nic(p.conf.port_id, pool, params_.nic);
+    for (size_t d = 0; d < kFaultDirs; d++) {
+      if (p.conf.faults[d].enabled() && p.nic->set_faults(FaultDir(d), p.conf.faults[d]) != 0) {
+        throw std::runtime_error("port " + p.conf.name + ": the NIC refused its faults");
+      }
+    }
     p.wire.port_id = p.conf.port_id;
     p.wire.nic = p.nic.get();
     p.wire.full_reason = Drop::kTxFull;

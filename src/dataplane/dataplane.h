@@ -44,6 +44,7 @@ struct DpPort {
   Mac mac;
   Ipv4Prefix ipv4;
   uint16_t mtu = 1500;
+  std::array<FaultParams, kFaultDirs> faults{};  // seeded wire faults set at start (nic.h)
 };
 
 struct DataplaneParams {

@@ -143,8 +143,15 @@ void Dataplane::answer_nic(CtlRequest* r) {
   r->nic_truncated = false;
   r->nic_found = r->nic_port < ports_.size();
   if (!r->nic_found) return;
-  const Nic& nic = *ports_[r->nic_port].nic;
+  Nic& nic = *ports_[r->nic_port].nic;
   r->nic_backend = static_cast<uint8_t>(nic.backend());
+  r->nic_fault_status = 0;
+  for (size_t d = 0; d < kFaultDirs; d++) {
+    if ((r->nic_fault_dirs & (1u << d)) != 0 && r->nic_fault_status == 0) {
+      r->nic_fault_status = nic.set_faults(FaultDir(d), r->nic_fault);
+    }
+    r->nic_faults[d] = nic.faults(FaultDir(d));
+  }
   nic.for_each_counter([&](std::string_view name, uint64_t value) {
     if (r->nic_counters.size() == r->nic_counters.capacity()) {
       r->nic_truncated = true;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -113,6 +114,18 @@ std::optional<uint64_t> uint_arg(const json& v) {
   return std::nullopt;
 }
 
+// port.fault's probability arguments: a number in [0, 1), 0 when not given.
+double probability_arg(const json& args, const char* key) {
+  if (!args.contains(key)) return 0;
+  const json& v = args[key];
+  if (!v.is_number() || fault_probability_error(v.get<double>())) {
+    throw MgmtError(mgmt::kErrBadRequest, std::string("port.fault: argument '") + key +
+                                              "' must be a probability from 0 up to (not "
+                                              "including) 1");
+  }
+  return v.get<double>();
+}
+
 // flow.attach's arguments: {port, transport?, params?: {key: value}}.
 FlowBinding binding_args(const json& args) {
   auto bad = [](const std::string& msg) { return MgmtError(mgmt::kErrBadRequest, msg); };
@@ -181,6 +194,29 @@ json Management::handle(std::string_view command, const json& args) {
   };
   if (command == "status") return status();
   if (command == "port.show") return ports(str_arg("name", false));
+  if (command == "port.fault") {
+    const std::string name = str_arg("name", true);
+    uint8_t dirs = 0;
+    const std::string dir = str_arg("dir", false);
+    if (dir.empty() || dir == "rx") dirs |= 1u << size_t(FaultDir::kRx);
+    if (dir.empty() || dir == "tx") dirs |= 1u << size_t(FaultDir::kTx);
+    if (dirs == 0) {
+      throw MgmtError(mgmt::kErrBadRequest, "port.fault: argument 'dir' must be rx or tx");
+    }
+    FaultParams p;
+    p.loss = probability_arg(args, "loss");
+    p.reorder = probability_arg(args, "reorder");
+    p.duplicate = probability_arg(args, "duplicate");
+    if (args.contains("seed")) {
+      std::optional<uint64_t> seed = uint_arg(args["seed"]);
+      if (!seed) {
+        throw MgmtError(mgmt::kErrBadRequest,
+                        "port.fault: argument 'seed' must be a non-negative integer");
+      }
+      p.seed = *seed;
+    }
+    return port_fault(name, dirs, p);
+  }
   if (command == "arp.show") return arp();
   if (command == "route.show") return routes();
   if (command == "route.get") return route_get(str_arg("addr", true));
@@ -276,12 +312,71 @@ json Management::ports(const std::string& name) {
          {"exception_tap", pc.exception_tap.empty() ? json(nullptr) : json(pc.exception_tap)},
          {"link", link_json(p.port_id)},
          {"counters", counters_json(p.port_id)},
-         {"xstats", xstats_json(p.port_id)}});
+         {"xstats", xstats_json(p.port_id)},
+         {"faults", faults_or_null(i)}});
   }
   if (!name.empty() && out.empty()) {
     throw MgmtError(mgmt::kErrNotFound, "no port named '" + name + "'");
   }
   return out;
+}
+
+json Management::faults(size_t index, uint8_t dirs, const FaultParams& p) {
+  auto r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kNic;
+  r->nic_port = static_cast<uint8_t>(index);
+  r->nic_counters.reserve(kMaxNicCounters);
+  r->nic_fault_dirs = dirs;
+  r->nic_fault = p;
+  r = ask(std::move(r));
+  if (r->nic_fault_status != 0) {
+    throw MgmtError(mgmt::kErrBadRequest,
+                    "port " + ports_[index].name +
+                        ": the NIC refused the faults: " + std::strerror(-r->nic_fault_status));
+  }
+  json out = json::object();
+  for (size_t d = 0; d < kFaultDirs; d++) {
+    const FaultParams& f = r->nic_faults[d];
+    json o = {{"enabled", f.enabled()},
+              {"loss", f.loss},
+              {"reorder", f.reorder},
+              {"duplicate", f.duplicate},
+              {"seed", f.seed}};
+    for (const NicCounterRow& c : r->nic_counters) {
+      std::string_view n(c.name.data());
+      for (size_t k = 0; k < kFaultCounterCount; k++) {
+        // fault_<dir>_<what> -> <what>
+        std::string_view full = kFaultCounterNames[d][k];
+        if (n == full) o[std::string(full.substr(std::string_view("fault_rx_").size()))] = c.value;
+      }
+    }
+    out[d == size_t(FaultDir::kRx) ? "rx" : "tx"] = o;
+  }
+  return out;
+}
+
+// port.show still answers when the dataplane does not: its faults are then null.
+json Management::faults_or_null(size_t index) {
+  try {
+    return faults(index, 0, FaultParams{});
+  } catch (const MgmtError&) {
+    return nullptr;
+  }
+}
+
+json Management::port_fault(const std::string& name, uint8_t dirs, const FaultParams& p) {
+  for (size_t i = 0; i < ports_.size(); i++) {
+    if (ports_[i].name != name) continue;
+    json out = faults(i, dirs, p);
+    for (size_t d = 0; d < kFaultDirs; d++) {
+      if ((dirs & (1u << d)) == 0) continue;
+      spdlog::info("port {}: {} faults {}: loss {} reorder {} duplicate {} seed {}", name,
+                   d == size_t(FaultDir::kRx) ? "rx" : "tx", p.enabled() ? "on" : "off", p.loss,
+                   p.reorder, p.duplicate, p.seed);
+    }
+    return {{"name", name}, {"faults", out}};
+  }
+  throw MgmtError(mgmt::kErrNotFound, "no port named '" + name + "'");
 }
 
 json Management::nic(const std::string& name) {

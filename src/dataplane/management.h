@@ -60,6 +60,10 @@ class Management {
   nlohmann::json route_get(const std::string& addr);
   nlohmann::json stats();
   nlohmann::json nic(const std::string& name);  // empty name: all ports
+  // port.fault: sets the seeded wire faults of port `name` in the directions `dirs` (bit
+  // 1 << FaultDir each; all zero probabilities: off) and returns the port's faults and their
+  // counters, as port.show's "faults".
+  nlohmann::json port_fault(const std::string& name, uint8_t dirs, const FaultParams& p);
   // Flows, listeners, transports and bindings; flow_show: one flow (not_found when none).
   nlohmann::json flows();
   nlohmann::json flow_show(uint32_t id);
@@ -73,6 +77,9 @@ class Management {
  private:
   std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);
   std::unique_ptr<CtlRequest> list_flows(uint32_t only);
+  // One port's faults and fault counters, setting them first when dirs is not 0.
+  nlohmann::json faults(size_t index, uint8_t dirs, const FaultParams& p);
+  nlohmann::json faults_or_null(size_t index);
   const std::string& port_name(uint8_t index) const { return ports_[index].name; }
 
   DaemonInfo info_;

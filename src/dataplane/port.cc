@@ -121,6 +121,7 @@ std::vector<DpPort> start_ports(const Config& cfg, rte_mempool* pool) {
       p.name = pc.name;
       p.ipv4 = pc.ipv4;
       p.mtu = pc.mtu;
+      p.faults = pc.faults;
       p.port_id = find_port(pc.device, what);
       ports.push_back(p);  // from here on stop_ports() cleans it up
       DpPort& dp = ports.back();

@@ -14,10 +14,13 @@ stack, sending the cleave-tcp pattern and/or hashing what arrives, reported as o
                     (default 0: one try)
     --timeout SEC   every socket operation (default 30)
 
-Output: {"sent", "sent_sha256", "received", "received_sha256", "error", "tcp_info", "seconds"}.
+Output: {"sent", "sent_sha256", "received", "received_sha256", "error", "tcp_info", "seconds",
+"total_retrans"}.
 error is null, or the name of the exception that ended the connection (ConnectionResetError,
 ConnectionRefusedError, TimeoutError, ...); tcp_info is what the kernel negotiated (client and
-server alike): "timestamps", "sack", "wscale" (booleans), "snd_wscale", "rcv_wscale", "snd_mss".
+server alike): "timestamps", "sack", "wscale" (booleans), "snd_wscale", "rcv_wscale", "snd_mss";
+total_retrans is the kernel's count of segments it retransmitted (TCP_INFO), read once all it
+sent was acknowledged (or null when the connection failed first).
 The exit status is 0 whenever the JSON was written: the caller judges it.
 """
 
@@ -45,6 +48,21 @@ def tcp_info(s):
     return {"timestamps": bool(opts & TCPI_OPT_TIMESTAMPS), "sack": bool(opts & TCPI_OPT_SACK),
             "wscale": bool(opts & TCPI_OPT_WSCALE), "snd_wscale": wscale & 0xF,
             "rcv_wscale": wscale >> 4, "snd_mss": snd_mss}
+
+
+def total_retrans(s, timeout):
+    """The kernel's retransmissions on s (tcpi_total_retrans), once all it sent is acknowledged
+    (tcpi_unacked 0) or `timeout` seconds have passed; None when the socket is gone."""
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            raw = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+            (unacked,) = struct.unpack_from("<I", raw, 24)
+            if unacked == 0 or time.monotonic() >= deadline:
+                return struct.unpack_from("<I", raw, 100)[0]
+            time.sleep(0.01)
+    except OSError:
+        return None
 
 
 def serve(s, args, result):
@@ -84,6 +102,7 @@ def serve(s, args, result):
             errors.append(type(e).__name__)
     t.join()
     result["received"], result["received_sha256"] = received, h.hexdigest()
+    result["total_retrans"] = total_retrans(s, args.timeout)
     if args.reset:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     result["error"] = errors[0] if errors else None
@@ -104,7 +123,7 @@ def main():
 
     empty = hashlib.sha256().hexdigest()
     result = {"sent": 0, "sent_sha256": empty, "received": 0, "received_sha256": empty,
-              "error": None, "tcp_info": None, "seconds": 0}
+              "error": None, "tcp_info": None, "seconds": 0, "total_retrans": None}
     t0 = time.monotonic()
     s = None
     try:

@@ -88,6 +88,12 @@ class DaemonTest(ct.TestCase):
         self.assertGreaterEqual(p["counters"]["rx_packets"], 3)
         self.assertGreaterEqual(p["counters"]["tx_packets"], 3)
         self.assertEqual(p["xstats"]["rx_good_packets"], p["counters"]["rx_packets"])
+        # No faults configured: both directions off, nothing done.
+        for direction in ("rx", "tx"):
+            f = p["faults"][direction]
+            self.assertEqual((f["enabled"], f["loss"], f["reorder"], f["duplicate"]),
+                             (False, 0, 0, 0), f)
+            self.assertEqual((f["dropped"], f["reordered"], f["duplicated"]), (0, 0, 0), f)
         # The kernel's own view of the veth agrees with the NIC counters (the MAC was applied).
         link = json.loads(ct.sh(["ip", "-j", "link", "show", self.net.va], ns=self.net.a).stdout)[0]
         self.assertEqual(link["address"], OUR_MAC)

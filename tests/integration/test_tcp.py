@@ -54,32 +54,40 @@ ports:
 """
 
 
+def start(backend, ns, tap, config=None):
+    """A scratch namespace `ns` with cleaved on a tap `tap` (backend cleave or generic) and the
+    kernel's end of the tap at KERNEL; returns the Daemon. Everything is removed at cleanup."""
+    ct.sh(["ip", "netns", "add", ns])
+    ct._cleanups.append(lambda: ct.sh(["ip", "netns", "del", ns], check=False))
+    ct.sh(["ip", "link", "set", "lo", "up"], ns=ns)
+    if backend == "cleave":
+        device = f"net_cleave0,wire=net_tap0,wire_args=iface={tap}"
+    else:
+        device = f"net_tap0,iface={tap}"
+    d = ct.Daemon((config or CONFIG) % {"device": device}, ns=ns)
+    ct.wait_until(lambda: ct.sh(["ip", "link", "show", tap], ns=ns, check=False).returncode == 0,
+                  what="the tap")
+    # The kernel's end of the wire, as demo.sh sets it up. The tap has no offloads DPDK
+    # would have to finish; these keep it that way.
+    ct.sh(["ip", "link", "set", tap, "address", KERNEL_MAC], ns=ns)
+    ct.sh(["ip", "addr", "add", KERNEL + "/24", "dev", tap], ns=ns)
+    ct.sh(["ip", "link", "set", tap, "up"], ns=ns)
+    ct.sh(["ethtool", "-K", tap, "tso", "off", "gso", "off", "gro", "off", "tx", "off"], ns=ns,
+          check=False)
+    return d
+
+
 class Tcp:
-    """The cases; a subclass per backend sets `backend`."""
+    """The cases; a subclass per backend sets `backend` (and may set `config`)."""
 
     backend = None
+    config = None
 
     def setUp(self):
         tag = os.getpid() % 100000
         self.ns, self.tap = f"cl{tag}tcp", f"clt{tag}"
-        ct.sh(["ip", "netns", "add", self.ns])
-        ct._cleanups.append(lambda: ct.sh(["ip", "netns", "del", self.ns], check=False))
-        ct.sh(["ip", "link", "set", "lo", "up"], ns=self.ns)
-        if self.backend == "cleave":
-            device = f"net_cleave0,wire=net_tap0,wire_args=iface={self.tap}"
-        else:
-            device = f"net_tap0,iface={self.tap}"
-        self.d = ct.Daemon(CONFIG % {"device": device}, ns=self.ns)
+        self.d = start(self.backend, self.ns, self.tap, self.config)
         self.app_sock = os.path.join(self.d.run_dir, "app.sock")
-        ct.wait_until(lambda: ct.sh(["ip", "link", "show", self.tap], ns=self.ns,
-                                    check=False).returncode == 0, what="the tap")
-        # The kernel's end of the wire, as demo.sh sets it up. The tap has no offloads DPDK
-        # would have to finish; these keep it that way.
-        ct.sh(["ip", "link", "set", self.tap, "address", KERNEL_MAC], ns=self.ns)
-        ct.sh(["ip", "addr", "add", KERNEL + "/24", "dev", self.tap], ns=self.ns)
-        ct.sh(["ip", "link", "set", self.tap, "up"], ns=self.ns)
-        ct.sh(["ethtool", "-K", self.tap, "tso", "off", "gso", "off", "gro", "off", "tx", "off"],
-              ns=self.ns, check=False)
         self.dir = tempfile.mkdtemp(prefix="cleave-tcp-")
         ct._cleanups.append(lambda: shutil.rmtree(self.dir, ignore_errors=True))
 

@@ -86,6 +86,40 @@ ports:
   EXPECT_EQ(r.config->eal.args, (std::vector<std::string>{"--log-level", "*:debug"}));
 }
 
+TEST(Config, PortFaultsAreRead) {
+  ConfigResult r =
+      parse(std::string(kPort) +
+            "    faults: {seed: 9, rx: {loss: 0.01, reorder: 0.02}, tx: {duplicate: 0.5}}\n");
+  ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
+  const PortConfig& p = r.config->ports[0];
+  const FaultParams& rx = p.faults[size_t(FaultDir::kRx)];
+  const FaultParams& tx = p.faults[size_t(FaultDir::kTx)];
+  EXPECT_EQ(rx, (FaultParams{0.01, 0.02, 0, 9}));
+  EXPECT_EQ(tx, (FaultParams{0, 0, 0.5, 9}));
+  EXPECT_TRUE(rx.enabled());
+  // None given: off.
+  ConfigResult none = parse(kPort);
+  ASSERT_TRUE(none.errors.empty());
+  EXPECT_FALSE(none.config->ports[0].faults[0].enabled());
+  EXPECT_FALSE(none.config->ports[0].faults[1].enabled());
+}
+
+TEST(Config, PortFaultsAreChecked) {
+  expect_error(
+      std::string(kPort) + "    faults: {rx: {loss: 1}}\n", 5, 25,
+      "ports[0].faults.rx.loss: expected a probability from 0 up to (not including) 1, such "
+      "as 0.01, got '1'");
+  expect_error(std::string(kPort) + "    faults: {tx: {reorder: -0.1}}\n", 5, 28,
+               "ports[0].faults.tx.reorder: expected a probability");
+  expect_error(std::string(kPort) + "    faults: {tx: {duplicate: lots}}\n", 5, 30, "got 'lots'");
+  expect_error(std::string(kPort) + "    faults: {rx: {corrupt: 0.1}}\n", 5, 19,
+               "unknown key 'ports[0].faults.rx.corrupt' (expected one of: loss, reorder, "
+               "duplicate)");
+  expect_error(std::string(kPort) + "    faults: {seed: -3}\n", 5, 20, "ports[0].faults.seed");
+  expect_error(std::string(kPort) + "    faults: {both: {}}\n", 5, 14,
+               "unknown key 'ports[0].faults.both'");
+}
+
 TEST(Config, NullMeansDefault) {
   ConfigResult r = parse(std::string("log:\n  level: ~\n") + kPort);
   ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();

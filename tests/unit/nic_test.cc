@@ -551,6 +551,84 @@ TEST_P(NicPair, PlainFrameWithChecksumFlagsGetsCorrectChecksums) {
   EXPECT_EQ(counter(*tx_, "tx_pass_through"), 1u);
 }
 
+// Seeded wire faults on A's TX and B's RX: every frame sent arrives as often as the counters
+// say (lost, duplicated), some out of order, none held for good; the same on both backends.
+TEST_P(NicPair, WireFaultsLoseReorderAndDuplicateAsCounted) {
+  using cleave::dp::FaultDir;
+  using cleave::dp::FaultParams;
+  ASSERT_EQ(tx_->set_faults(FaultDir::kTx, FaultParams{0.1, 0.1, 0.1, 5}), 0);
+  ASSERT_EQ(rx_->set_faults(FaultDir::kRx, FaultParams{0.1, 0.1, 0.1, 6}), 0);
+  EXPECT_EQ(rx_->set_faults(FaultDir::kRx, FaultParams{1.0, 0, 0, 6}), -EINVAL);
+  EXPECT_EQ(rx_->faults(FaultDir::kRx), (FaultParams{0.1, 0.1, 0.1, 6})) << "kept";
+  EXPECT_EQ(rx_->faults(FaultDir::kTx), FaultParams{}) << "the other direction is off";
+
+  constexpr uint32_t kFrames = 600;
+  std::vector<uint32_t> got;
+  // Both Nics polled as a dataplane loop would (A's rx_burst is its every-loop poll too).
+  auto pump = [&](int idle_rounds) {
+    for (int idle = 0; idle < idle_rounds;) {
+      rte_mbuf* bufs[32];
+      tx_->tx_burst(nullptr, 0);
+      EXPECT_EQ(tx_->rx_burst(bufs, 32), 0);
+      const uint16_t n = rx_->rx_burst(bufs, 32);
+      for (uint16_t i = 0; i < n; i++) {
+        // The frames belong to no flow: whole, the sequence number says which one.
+        const auto* tcp = rte_pktmbuf_mtod_offset(bufs[i], const rte_tcp_hdr*, 34);
+        got.push_back(rte_be_to_cpu_32(tcp->sent_seq));
+        rte_pktmbuf_free(bufs[i]);
+      }
+      idle = n == 0 ? idle + 1 : 0;
+    }
+  };
+  const Bytes payload = pattern(100, 1);
+  for (uint32_t i = 0; i < kFrames; i += 20) {
+    rte_mbuf* batch[20];
+    for (uint32_t j = 0; j < 20; j++) {
+      batch[j] = to_mbuf(tcp_frame(i + j, payload.data(), 100));
+      ASSERT_NE(batch[j], nullptr);
+    }
+    ASSERT_EQ(tx_->tx_burst(batch, 20), 20);
+    pump(1);
+  }
+  pump(200);
+
+  const auto a = counters(*tx_);
+  const auto b = counters(*rx_);
+  const uint64_t tx_dropped = a.at("fault_tx_dropped"), tx_dup = a.at("fault_tx_duplicated");
+  const uint64_t rx_dropped = b.at("fault_rx_dropped"), rx_dup = b.at("fault_rx_duplicated");
+  EXPECT_GT(tx_dropped, 0u);
+  EXPECT_GT(tx_dup, 0u);
+  EXPECT_GT(a.at("fault_tx_reordered"), 0u);
+  EXPECT_GT(rx_dropped, 0u);
+  EXPECT_GT(rx_dup, 0u);
+  EXPECT_GT(b.at("fault_rx_reordered"), 0u);
+  EXPECT_EQ(a.at("fault_rx_dropped") + b.at("fault_tx_dropped"), 0u) << "directions apart";
+  // What B delivered: what A put on the wire, less B's losses, plus B's copies.
+  EXPECT_EQ(got.size(), kFrames - tx_dropped + tx_dup - rx_dropped + rx_dup);
+  EXPECT_FALSE(std::is_sorted(got.begin(), got.end())) << "some frames came out of order";
+  std::map<uint32_t, int> seen;
+  for (uint32_t s : got)
+    seen[s]++;
+  for (auto [s, n] : seen) {
+    EXPECT_LT(s, kFrames);
+    EXPECT_LE(n, 4) << "frame " << s;
+  }
+
+  // Off: nothing more happens to frames, and they arrive in order.
+  ASSERT_EQ(tx_->set_faults(FaultDir::kTx, FaultParams{}), 0);
+  ASSERT_EQ(rx_->set_faults(FaultDir::kRx, FaultParams{}), 0);
+  got.clear();
+  rte_mbuf* batch[10];
+  for (uint32_t j = 0; j < 10; j++)
+    batch[j] = to_mbuf(tcp_frame(1000 + j, payload.data(), 100));
+  ASSERT_EQ(tx_->tx_burst(batch, 10), 10);
+  pump(50);
+  ASSERT_EQ(got.size(), 10u);
+  EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+  EXPECT_EQ(counters(*tx_).at("fault_tx_dropped"), tx_dropped);
+  EXPECT_EQ(counters(*rx_).at("fault_rx_duplicated"), rx_dup);
+}
+
 // A TCP stream cut into packets that are lost, reordered and duplicated on the wire, then
 // retransmitted, over MSs with gaps between them and a sequence space that wraps: the receiver
 // plays the transport (cursor, retiring MSs) and every byte below the cursor is the stream's.

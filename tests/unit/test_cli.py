@@ -409,6 +409,62 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
             self.assertIn("Try 'cleavectl help'", p.stderr)
         self.assertEqual(d.requests, [])
 
+    def test_port_fault(self):
+        off = {"enabled": False, "loss": 0, "reorder": 0, "duplicate": 0, "seed": 1}
+        on = {"enabled": True, "loss": 0.01, "reorder": 0.02, "duplicate": 0, "seed": 7}
+        d = self.fake(lambda r: ok(r, {"name": "p0", "faults": {"rx": on, "tx": off}}))
+        p = self.ctl(d, "port", "fault", "p0", "rx", "loss", "0.01", "reorder", "0.02", "seed",
+                     "7")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "port.fault")
+        self.assertEqual(d.requests[-1]["args"],
+                         {"name": "p0", "dir": "rx", "loss": 0.01, "reorder": 0.02, "seed": 7})
+        self.assertEqual(p.stdout, "p0:\n"
+                         "    rx faults on: loss 0.01 reorder 0.02 duplicate 0 seed 7\n"
+                         "    tx faults off: loss 0 reorder 0 duplicate 0 seed 1\n")
+        # Both directions unless one is named; off sends no settings.
+        self.ctl(d, "port", "fault", "p0", "duplicate", "0.5")
+        self.assertEqual(d.requests[-1]["args"], {"name": "p0", "duplicate": 0.5})
+        self.ctl(d, "port", "fault", "p0", "off")
+        self.assertEqual(d.requests[-1]["args"], {"name": "p0"})
+        self.ctl(d, "port", "fault", "p0", "tx", "off")
+        self.assertEqual(d.requests[-1]["args"], {"name": "p0", "dir": "tx"})
+
+    def test_port_fault_usage_errors_send_nothing(self):
+        d = self.fake(lambda r: ok(r, {}))
+        for args, msg in (([], "wrong number of arguments"),
+                          (["p0"], "port fault: give off, or loss/reorder/duplicate P"),
+                          (["p0", "rx"], "port fault: give off"),
+                          (["p0", "loss"], "port fault: 'loss' needs a value"),
+                          (["p0", "loss", "1"], "loss: expected a probability from 0 up to (not "
+                                                "including) 1, got '1'"),
+                          (["p0", "reorder", "-0.1"], "got '-0.1'"),
+                          (["p0", "duplicate", "nan"], "got 'nan'"),
+                          (["p0", "loss", "0.1", "loss", "0.2"], "'loss' is given twice"),
+                          (["p0", "seed", "x"], "seed: expected a non-negative integer"),
+                          (["p0", "corrupt", "0.1"], "unknown setting 'corrupt'"),
+                          (["p0", "off", "loss", "0.1"], "nothing may follow 'off'")):
+            p = self.ctl(d, "port", "fault", *args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertIn(msg, p.stderr, args)
+        self.assertEqual(d.requests, [])
+
+    def test_port_show_prints_faults_in_use(self):
+        port = {"name": "p0", "device": "net_null0", "port_id": 0, "driver": "net_null",
+                "link": None, "mtu": 1500, "mac": "02:00:00:00:00:01", "ipv4": "10.0.0.1/24",
+                "gateway": None, "exception_tap": None, "routes": [], "counters": None,
+                "xstats": {},
+                "faults": {"rx": {"enabled": True, "loss": 0.01, "reorder": 0, "duplicate": 0,
+                                  "seed": 3, "dropped": 12, "reordered": 0, "duplicated": 0},
+                           "tx": {"enabled": False, "loss": 0, "reorder": 0, "duplicate": 0,
+                                  "seed": 1, "dropped": 0, "reordered": 0, "duplicated": 0}}}
+        d = self.fake(lambda r: ok(r, [port]))
+        p = self.ctl(d, "port", "show")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("    rx faults on: loss 0.01 reorder 0 duplicate 0 seed 3  dropped 12 "
+                      "reordered 0 duplicated 0\n", p.stdout)
+        self.assertNotIn("tx faults", p.stdout)
+
     def test_flow_attach_refused_is_exit_1_with_the_transports_reason(self):
         msg = ("cannot attach to port 5001: tcp: unknown congestion control 'nosuch' "
                "(have newreno, cubic, dctcp)")

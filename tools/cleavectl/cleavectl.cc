@@ -204,6 +204,24 @@ void show_status(const json& s) {
   std::printf("  log level    %s\n", str(s["log_level"]).c_str());
 }
 
+// A port's seeded wire faults, one line per direction: settings and what they did.
+void show_faults(const json& faults) {
+  if (!faults.is_object()) return;
+  for (const char* dir : {"rx", "tx"}) {
+    const json& f = faults[dir];
+    if (!f["enabled"].get<bool>() && f.value("dropped", uint64_t{0}) == 0 &&
+        f.value("reordered", uint64_t{0}) == 0 && f.value("duplicated", uint64_t{0}) == 0) {
+      continue;
+    }
+    std::printf(
+        "    %s faults %s: loss %g reorder %g duplicate %g seed %s  dropped %s reordered %s "
+        "duplicated %s\n",
+        dir, f["enabled"].get<bool>() ? "on" : "off", f["loss"].get<double>(),
+        f["reorder"].get<double>(), f["duplicate"].get<double>(), str(f["seed"]).c_str(),
+        str(f["dropped"]).c_str(), str(f["reordered"]).c_str(), str(f["duplicated"]).c_str());
+  }
+}
+
 void show_ports(const json& ports, bool details) {
   for (const json& p : ports) {
     const json& l = p["link"];
@@ -238,7 +256,50 @@ void show_ports(const json& ports, bool details) {
     }
     std::printf("    xstats%s:\n%s", details ? "" : " (non-zero; -d for all)", xs.c_str());
     if (hidden != 0) std::printf("      (%zu at zero)\n", hidden);
+    show_faults(p["faults"]);
   }
+}
+
+// port fault NAME [rx|tx] (off | [loss P] [reorder P] [duplicate P] [seed S]).
+json port_fault_args(const std::vector<std::string>& a,
+                     const std::function<Fatal(std::string)>& usage) {
+  json args = {{"name", a[0]}};
+  size_t i = 1;
+  if (i < a.size() && (a[i] == "rx" || a[i] == "tx")) args["dir"] = a[i++];
+  if (i < a.size() && a[i] == "off") {
+    if (i + 1 != a.size()) throw usage("port fault: nothing may follow 'off'");
+    return args;
+  }
+  if (i == a.size()) throw usage("port fault: give off, or loss/reorder/duplicate P and seed S");
+  for (; i < a.size(); i += 2) {
+    const std::string& key = a[i];
+    if (i + 1 == a.size()) throw usage("port fault: '" + key + "' needs a value");
+    const std::string& value = a[i + 1];
+    if (args.contains(key)) throw usage("port fault: '" + key + "' is given twice");
+    if (key == "seed") {
+      uint64_t seed = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seed);
+      if (ec != std::errc{} || end != value.data() + value.size()) {
+        throw usage("port fault: seed: expected a non-negative integer, got '" + value + "'");
+      }
+      args["seed"] = seed;
+    } else if (key == "loss" || key == "reorder" || key == "duplicate") {
+      double p = -1;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), p);
+      if (ec != std::errc{} || end != value.data() + value.size() || !(p >= 0 && p < 1)) {
+        std::string msg = "port fault: " + key;
+        msg += ": expected a probability from 0 up to (not including) 1, got '";
+        msg += value;
+        msg += "'";
+        throw usage(msg);
+      }
+      args[key] = p;
+    } else {
+      throw usage("port fault: unknown setting '" + key +
+                  "' (expected loss, reorder, duplicate or seed)");
+    }
+  }
+  return args;
 }
 
 void show_nics(const json& nics, bool details) {
@@ -563,7 +624,13 @@ const char* kHelp = R"(Usage: cleavectl [OPTIONS] OBJECT [VERB] [ARGS]
 
 Objects and verbs (the verb defaults to show; for app, flow and transport to list):
   status                  daemon version, uptime, configuration, dataplane state
-  port show [NAME]        ports: device, link, MAC, IPv4, MTU, NIC counters, xstats
+  port show [NAME]        ports: device, link, MAC, IPv4, MTU, NIC counters, xstats, faults
+  port fault NAME [rx|tx] [loss P] [reorder P] [duplicate P] [seed S]
+  port fault NAME [rx|tx] off
+                          seeded wire faults on the cleave side of the port (test equipment):
+                          each P a probability per frame in [0, 1), unset ones 0, seed 1 by
+                          default; both directions unless rx or tx is given; off clears them
+                          e.g. port fault p0 loss 0.01 reorder 0.01 seed 7
   arp show                the neighbour cache
   route show              the routing table
   route get ADDR          the route to ADDR and its next hop, resolving the next hop's MAC
@@ -659,6 +726,20 @@ int run(int argc, char** argv) {
          return c.call("port.show", a.empty() ? json::object() : json{{"name", a[0]}});
        },
        [&](const json& r, const auto&) { show_ports(r, details); }},
+      {"port", "fault", 1, SIZE_MAX,
+       [&](Connection& c, const auto& a) {
+         return c.call("port.fault", port_fault_args(a, usage));
+       },
+       [](const json& r, const auto&) {
+         std::printf("%s:\n", str(r["name"]).c_str());
+         for (const char* dir : {"rx", "tx"}) {
+           const json& f = r["faults"][dir];
+           std::printf("    %s faults %s: loss %g reorder %g duplicate %g seed %s\n", dir,
+                       f["enabled"].get<bool>() ? "on" : "off", f["loss"].get<double>(),
+                       f["reorder"].get<double>(), f["duplicate"].get<double>(),
+                       str(f["seed"]).c_str());
+         }
+       }},
       {"arp", "show", 0, 0, simple("arp.show"), [](const json& r, const auto&) { show_arp(r); }},
       {"route", "show", 0, 0, simple("route.show"),
        [](const json& r, const auto&) { show_routes(r); }},

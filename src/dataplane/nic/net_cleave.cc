@@ -85,7 +85,8 @@ constexpr const char* kPmdCtrNames[] = {
 };
 static_assert(std::size(kPmdCtrNames) == size_t(PmdCtr::kCount));
 constexpr size_t kMemLines = std::tuple_size_v<decltype(nic::MemoryReport::lines)>;
-constexpr size_t kXstats = size_t(PmdCtr::kCount) + nic::kCounterCount + kMemLines * 2 + 1;
+constexpr size_t kXstats = size_t(PmdCtr::kCount) + dp::kFaultDirs * dp::kFaultCounterCount +
+                           nic::kCounterCount + kMemLines * 2 + 1;
 
 extern const eth_dev_ops g_ops;
 
@@ -373,6 +374,10 @@ int xstats_get_names(rte_eth_dev* eth, rte_eth_xstat_name* names, unsigned size)
   };
   for (const char* n : kPmdCtrNames)
     put("", n, "");
+  for (const auto& dir : dp::kFaultCounterNames) {
+    for (const char* n : dir)
+      put("", n, "");
+  }
   for (size_t c = 0; c < nic::kCounterCount; c++)
     put("nic_", nic::NicModel::counter_name(c), "");
   const nic::MemoryReport r = dev_of(eth)->model->memory_report();
@@ -396,6 +401,12 @@ int xstats_get(rte_eth_dev* eth, rte_eth_xstat* xs, unsigned n) {
   rte_spinlock_lock(&d.lock);
   for (size_t c = 0; c < size_t(PmdCtr::kCount); c++)
     put(d.value(PmdCtr(c)));
+  for (size_t dir = 0; dir < dp::kFaultDirs; dir++) {
+    const auto now = dp::fault_counter_values(d.fault[dir].counters());
+    const auto base = dp::fault_counter_values(d.fault_base[dir]);
+    for (size_t c = 0; c < dp::kFaultCounterCount; c++)
+      put(now[c] - base[c]);
+  }
   size_t c = 0;
   d.model->for_each_counter([&](std::string_view, uint64_t v) {
     put(v - d.model_base[c]);
@@ -415,6 +426,8 @@ int xstats_reset(rte_eth_dev* eth) {
   Device& d = *dev_of(eth);
   rte_spinlock_lock(&d.lock);
   d.ctr_base = d.ctr;
+  for (size_t dir = 0; dir < dp::kFaultDirs; dir++)
+    d.fault_base[dir] = d.fault[dir].counters();
   size_t c = 0;
   d.model->for_each_counter([&](std::string_view, uint64_t v) { d.model_base[c++] = v; });
   rte_spinlock_unlock(&d.lock);
@@ -927,6 +940,7 @@ using cleave::model_mbuf::to_errno;
 using cleave::pmd::command;
 using cleave::pmd::Device;
 namespace nic = cleave::nic;
+namespace dp = cleave::dp;
 
 // ---- the private API (rte_pmd_cleave.h) -----------------------------------------------------
 
@@ -1003,6 +1017,22 @@ int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg) {
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg) {
   return command(port,
                  [&](Device& d) { return to_errno(d.model->roce_resync(flow, psn, next_msg)); });
+}
+
+int rte_pmd_cleave_fault_set(uint16_t port, enum rte_pmd_cleave_fault_dir dir,
+                             const struct rte_pmd_cleave_fault* fault) {
+  if (cleave::pmd::cleave_port(port) == nullptr) return -ENODEV;
+  if (fault == nullptr || (dir != RTE_PMD_CLEAVE_FAULT_RX && dir != RTE_PMD_CLEAVE_FAULT_TX)) {
+    return -EINVAL;
+  }
+  const dp::FaultParams p{fault->loss, fault->reorder, fault->duplicate, fault->seed};
+  for (double v : {p.loss, p.reorder, p.duplicate}) {
+    if (dp::fault_probability_error(v)) return -EINVAL;
+  }
+  return command(port, [&](Device& d) {
+    d.fault[size_t(dir)].configure(p, dp::FaultDir(dir));
+    return 0;
+  });
 }
 
 int rte_pmd_cleave_service_id(uint16_t port, uint32_t* service_id) {

@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "fault.h"
 #include "model_mbuf.h"
 #include "nic_model.h"
 #include "rte_pmd_cleave.h"
@@ -97,6 +98,11 @@ struct Device {
   std::array<uint64_t, size_t(PmdCtr::kCount)> ctr{};
   std::array<uint64_t, size_t(PmdCtr::kCount)> ctr_base{};  // stats_reset/xstats_reset
   std::array<uint64_t, nic::kCounterCount> model_base{};    // xstats_reset of model counters
+  // Seeded wire faults (rte_pmd_cleave_fault_set): RX between the wire and the model, TX where
+  // merged frames enter `pending`. Off unless set.
+  std::array<dp::FaultStage, dp::kFaultDirs> fault;
+  std::array<dp::FaultCounters, dp::kFaultDirs> fault_base{};  // xstats_reset
+  std::array<rte_mbuf*, 2 * kBurst + dp::FaultStage::kMaxHeld> fault_out{};
 
   // ---- control path only (rte_flow calls, close) ----
   std::vector<rte_flow*> rules;  // rte_flow handles to free at flush or close

@@ -2,6 +2,7 @@
 //
 // Nothing here allocates, logs, throws or blocks. The only lock is Device::lock, and the data
 // path only ever trylocks it: a round is skipped while a control command holds it.
+#include <rte_branch_prediction.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -23,15 +24,30 @@ using nic::TxStatus;
 
 // ---- RX: wire -> model -> rx_ring --------------------------------------------------------
 
+// With RX faults on, frames pass the fault stage between the wire and the model: a frame lost
+// there is one the NIC never saw, as on a lossy link.
 void rx_wire(Device& d) {
-  const unsigned room = rte_ring_free_count(d.rx_ring);
-  const uint16_t want = uint16_t(std::min<unsigned>(kBurst, room));
-  if (want == 0) return;
+  const auto room =
+      uint16_t(std::min<unsigned>(rte_ring_free_count(d.rx_ring), unsigned(d.fault_out.size())));
   rte_mbuf* bufs[kBurst];
-  const uint16_t n = rte_eth_rx_burst(d.wire_port, 0, bufs, want);
+  rte_mbuf** frames = bufs;
+  uint16_t n = 0;
+  dp::FaultStage& fault = d.fault[size_t(dp::FaultDir::kRx)];
+  if (likely(!fault.active())) {
+    const uint16_t want = std::min<uint16_t>(kBurst, room);
+    if (want == 0) return;
+    n = rte_eth_rx_burst(d.wire_port, 0, bufs, want);
+  } else {
+    const uint16_t released = fault.poll(d.fault_out.data(), room);
+    const uint16_t want = std::min<uint16_t>(kBurst, uint16_t(room - released));
+    const uint16_t got = want != 0 ? rte_eth_rx_burst(d.wire_port, 0, bufs, want) : 0;
+    n = uint16_t(released +
+                 fault.apply(bufs, got, d.fault_out.data() + released, uint16_t(room - released)));
+    frames = d.fault_out.data();
+  }
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; i++) {
-    rte_mbuf* m = bufs[i];
+    rte_mbuf* m = frames[i];
     bytes += m->pkt_len;
     if (model_mbuf::rx_frame(*d.model, m, d.rx_flat, d.rx_entry, g_placement_offset)) {
       d.bump(PmdCtr::kRxLinearized);
@@ -39,7 +55,7 @@ void rx_wire(Device& d) {
     m->port = d.port_id;
   }
   // Room was reserved above and this is the ring's only producer: everything fits.
-  rte_ring_sp_enqueue_burst(d.rx_ring, reinterpret_cast<void**>(bufs), n, nullptr);
+  rte_ring_sp_enqueue_burst(d.rx_ring, reinterpret_cast<void**>(frames), n, nullptr);
   d.bump(PmdCtr::kRxPackets, n);
   d.bump(PmdCtr::kRxBytes, bytes);
 }
@@ -55,6 +71,37 @@ void push_pending(Device& d, rte_mbuf* m) {
   d.pending[at] = m;
   d.pending_len[at] = m->pkt_len;
   d.pending_count++;
+}
+
+// Frames leaving the NIC for the wire; with TX faults on they pass the fault stage first. The
+// caller made room for n frames; duplicates and released frames use what is left.
+void to_wire(Device& d, rte_mbuf* const* frames, uint32_t n) {
+  dp::FaultStage& fault = d.fault[size_t(dp::FaultDir::kTx)];
+  if (likely(!fault.active())) {
+    for (uint32_t i = 0; i < n; i++)
+      push_pending(d, frames[i]);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i += kBurst) {
+    const auto k = uint16_t(std::min<uint32_t>(kBurst, n - i));
+    // Room the frames of later chunks keep: extras only take what is beyond all of them.
+    const uint32_t later = n - i - k;
+    const auto cap =
+        uint16_t(std::min<uint32_t>(pending_room(d) - later, uint32_t(d.fault_out.size())));
+    const uint16_t o = fault.apply(frames + i, k, d.fault_out.data(), cap);
+    for (uint16_t j = 0; j < o; j++)
+      push_pending(d, d.fault_out[j]);
+  }
+}
+
+// TX frames held back for reordering leave once the line is idle.
+void poll_tx_fault(Device& d) {
+  dp::FaultStage& fault = d.fault[size_t(dp::FaultDir::kTx)];
+  if (likely(!fault.active())) return;
+  const auto cap = uint16_t(std::min<uint32_t>(pending_room(d), uint32_t(d.fault_out.size())));
+  const uint16_t o = fault.poll(d.fault_out.data(), cap);
+  for (uint16_t j = 0; j < o; j++)
+    push_pending(d, d.fault_out[j]);
 }
 
 void flush_pending(Device& d) {
@@ -88,7 +135,7 @@ bool tx_one(Device& d, rte_mbuf* m) {
   const uint8_t flags = model_mbuf::tx_flags(m->ol_flags, g_icrc_mask);
   if (m->nb_segs == 1 && flags == 0) {
     if (pending_room(d) == 0) return false;
-    push_pending(d, m);
+    to_wire(d, &m, 1);
     d.bump(PmdCtr::kTxPassThrough);
     return true;
   }
@@ -125,8 +172,7 @@ bool tx_one(Device& d, rte_mbuf* m) {
   TxStatus s = TxStatus::kOk;
   uint16_t got = 0;
   if (!model_mbuf::merge(*d.model, req, d.tx_pool, d.tx_room, d.frames, &s, &got)) return false;
-  for (uint32_t i = 0; i < got; i++)
-    push_pending(d, d.frames.bufs[i]);
+  to_wire(d, d.frames.bufs.data(), got);
   // The payload has been read: freeing the descriptor is the app memory's send completion.
   if (s != TxStatus::kOk) {
     drop_tx(d, m);
@@ -159,6 +205,7 @@ bool run_inline(const Device& d) {
 
 void poll_locked(Device& d) {
   d.bump(PmdCtr::kServiceRuns);
+  poll_tx_fault(d);
   flush_pending(d);
   if (d.pending_count == 0) {
     tx_merge(d);
@@ -181,6 +228,8 @@ void drain_locked(Device& d) {
     rte_pktmbuf_free(d.pending[(d.pending_head + i) % kPendingFrames]);
   d.pending_count = 0;
   d.pending_head = 0;
+  for (dp::FaultStage& f : d.fault)
+    f.clear();
 }
 
 int32_t service_run(void* arg) {

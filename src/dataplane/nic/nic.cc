@@ -4,6 +4,7 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 
+#include <cerrno>
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,15 @@ Nic::Nic(NicBackend b, uint16_t port_id)
                              ": cannot register the mbuf dynamic field " +
                              RTE_PMD_CLEAVE_PLACEMENT_DYNFIELD + ": " + rte_strerror(rte_errno));
   }
+}
+
+int Nic::set_faults(FaultDir dir, const FaultParams& p) {
+  for (double v : {p.loss, p.reorder, p.duplicate}) {
+    if (fault_probability_error(v)) return -EINVAL;
+  }
+  const int r = apply_faults(dir, p);
+  if (r == 0) faults_[size_t(dir)] = p;
+  return r;
 }
 
 std::unique_ptr<Nic> open_nic(uint16_t port_id, rte_mempool* pool, const GenericNicParams& params) {

@@ -22,11 +22,13 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string_view>
 
+#include "fault_params.h"
 #include "nic_model.h"
 #include "rte_pmd_cleave.h"
 
@@ -72,6 +74,14 @@ class Nic {
   virtual int ms_retire_msg(uint32_t flow, uint32_t msg) = 0;
   virtual int roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) = 0;
 
+  // ---- seeded wire faults (fault.h): test equipment on the wire side of the NIC ----
+  // Sets one direction's loss, reordering and duplication (all zero: off). RX faults act on
+  // frames from the port before the NIC model sees them, TX faults on frames as they leave for
+  // the port. 0, or -EINVAL for a probability outside [0, 1). Counted as fault_<dir>_dropped,
+  // _reordered and _duplicated in for_each_counter.
+  int set_faults(FaultDir dir, const FaultParams& p);
+  const FaultParams& faults(FaultDir dir) const { return faults_[size_t(dir)]; }
+
   // ---- introspection (not on the packet path; may allocate) ----
   // Every counter by a stable name, as net_cleave's xstats name them: the model's counters as
   // nic_<name> (decisions, defer reasons, command errors) and its table memory as
@@ -84,11 +94,13 @@ class Nic {
 
  protected:
   Nic(NicBackend b, uint16_t port_id);
+  virtual int apply_faults(FaultDir dir, const FaultParams& p) = 0;
 
  private:
   NicBackend backend_;
   uint16_t port_id_;
   int placement_offset_;
+  std::array<FaultParams, kFaultDirs> faults_{};
 };
 
 // The backend for a configured and started port: cleave for a net_cleave port, generic for any

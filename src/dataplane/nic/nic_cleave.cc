@@ -51,6 +51,11 @@ class CleaveNic final : public Nic {
     return rte_pmd_cleave_roce_resync(port_id(), flow, psn, next_msg);
   }
 
+  int apply_faults(FaultDir dir, const FaultParams& p) override {
+    const rte_pmd_cleave_fault f{p.loss, p.reorder, p.duplicate, p.seed};
+    return rte_pmd_cleave_fault_set(port_id(), rte_pmd_cleave_fault_dir(dir), &f);
+  }
+
   void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const override {
     const int n = rte_eth_xstats_get_names(port_id(), nullptr, 0);
     if (n <= 0) return;

@@ -13,7 +13,10 @@
 //     bounded pending ring that is flushed to the port before new work. The descriptor is freed
 //     once its payload was read: the extbuf free callback is the app's send completion.
 // A descriptor is taken only when there is room for all of it; it otherwise stays the caller's.
+// Seeded wire faults (fault.h), when set: RX frames pass the RX stage before the model; with TX
+// faults on, every frame goes through the pending ring and the TX stage on its way in.
 // Nothing on the data path allocates, logs, locks or throws; every frame is counted.
+#include <rte_branch_prediction.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "fault.h"
 #include "model_mbuf.h"
 #include "nic_backends.h"
 
@@ -33,7 +37,8 @@ namespace {
 
 namespace mm = cleave::model_mbuf;
 
-constexpr uint16_t kRun = 32;  // frames sent straight to the port per rte_eth_tx_burst
+constexpr uint16_t kRun = 32;         // frames sent straight to the port per rte_eth_tx_burst
+constexpr uint16_t kFaultBurst = 32;  // frames through a fault stage per apply
 
 // The generic backend's own counters; the rx/tx packet and byte counts use the names of ethdev's
 // basic xstats, the rest net_cleave's where the meaning is the same.
@@ -105,7 +110,19 @@ class GenericNic final : public Nic {
 
   void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const override;
 
+ protected:
+  int apply_faults(FaultDir dir, const FaultParams& p) override {
+    fault_[size_t(dir)].configure(p, dir);
+    return 0;
+  }
+
  private:
+  FaultStage& rx_fault() { return fault_[size_t(FaultDir::kRx)]; }
+  FaultStage& tx_fault() { return fault_[size_t(FaultDir::kTx)]; }
+  uint16_t rx_faulty(rte_mbuf** pkts, uint16_t n);
+  uint16_t tx_faulty(rte_mbuf** pkts, uint16_t n);
+  void to_wire(rte_mbuf* const* frames, uint32_t n);
+  void poll_tx_fault();
   void bump(Ctr c, uint64_t n = 1) { ctr_[size_t(c)] += n; }
   bool direct(rte_mbuf* m, bool* offload) const;
   uint16_t send_run(rte_mbuf** pkts, uint16_t n, uint32_t offloaded);
@@ -138,6 +155,11 @@ class GenericNic final : public Nic {
   uint32_t pending_head_ = 0;
   uint32_t pending_count_ = 0;
   std::array<uint64_t, size_t(Ctr::kCount)> ctr_{};
+  // Seeded wire faults (fault.h), off unless set: RX between the port and the model, TX where
+  // frames enter the pending ring (with TX faults on, every frame goes through it).
+  std::array<FaultStage, kFaultDirs> fault_;
+  std::array<rte_mbuf*, kFaultBurst> fault_in_{};
+  std::array<rte_mbuf*, 2 * kFaultBurst + FaultStage::kMaxHeld> fault_out_{};
 };
 
 GenericNic::GenericNic(uint16_t port, rte_mempool* pool, const GenericNicParams& params,
@@ -198,6 +220,8 @@ GenericNic::GenericNic(uint16_t port, rte_mempool* pool, const GenericNicParams&
 }
 
 GenericNic::~GenericNic() {
+  for (FaultStage& f : fault_)
+    f.clear();
   for (uint32_t i = 0; i < pending_count_; i++)
     rte_pktmbuf_free(pending_[(pending_head_ + i) % pending_.size()]);
 }
@@ -206,8 +230,10 @@ GenericNic::~GenericNic() {
 
 uint16_t GenericNic::rx_burst(rte_mbuf** pkts, uint16_t n) {
   // Merged frames waiting for the port go out first, as net_cleave's inline service does.
+  if (unlikely(tx_fault().active())) poll_tx_fault();
   if (pending_count_ > 0) flush_pending();
-  const uint16_t got = rte_eth_rx_burst(port_id(), 0, pkts, n);
+  const uint16_t got =
+      likely(!rx_fault().active()) ? rte_eth_rx_burst(port_id(), 0, pkts, n) : rx_faulty(pkts, n);
   uint64_t bytes = 0;
   uint64_t linearized = 0;
   for (uint16_t i = 0; i < got; i++) {
@@ -221,7 +247,47 @@ uint16_t GenericNic::rx_burst(rte_mbuf** pkts, uint16_t n) {
   return got;
 }
 
+// Frames from the port through the RX fault stage: held frames released when the line is idle,
+// then at most half the room read, so duplicates find room too.
+uint16_t GenericNic::rx_faulty(rte_mbuf** pkts, uint16_t n) {
+  FaultStage& fault = rx_fault();
+  const uint16_t released = fault.poll(pkts, n);
+  const auto room = uint16_t(n - released);
+  const auto want = uint16_t(std::min<unsigned>(kFaultBurst, (room + 1) / 2));
+  const uint16_t got = want != 0 ? rte_eth_rx_burst(port_id(), 0, fault_in_.data(), want) : 0;
+  return uint16_t(released + fault.apply(fault_in_.data(), got, pkts + released, room));
+}
+
 // ---- TX -----------------------------------------------------------------------------------------
+
+// Frames for the port into the pending ring, through the TX fault stage when it is on. The caller
+// made room for n; duplicates and released frames take what is left.
+void GenericNic::to_wire(rte_mbuf* const* frames, uint32_t n) {
+  FaultStage& fault = tx_fault();
+  if (likely(!fault.active())) {
+    for (uint32_t i = 0; i < n; i++)
+      push_pending(frames[i]);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i += kFaultBurst) {
+    const auto k = uint16_t(std::min<uint32_t>(kFaultBurst, n - i));
+    // Room the frames of later chunks keep: extras only take what is beyond all of them.
+    const uint32_t later = n - i - k;
+    const auto cap =
+        uint16_t(std::min<uint32_t>(pending_room() - later, uint32_t(fault_out_.size())));
+    const uint16_t o = fault.apply(frames + i, k, fault_out_.data(), cap);
+    for (uint16_t j = 0; j < o; j++)
+      push_pending(fault_out_[j]);
+  }
+}
+
+// TX frames held back for reordering leave once the line is idle.
+void GenericNic::poll_tx_fault() {
+  const auto cap = uint16_t(std::min<uint32_t>(pending_room(), uint32_t(fault_out_.size())));
+  const uint16_t o = tx_fault().poll(fault_out_.data(), cap);
+  for (uint16_t j = 0; j < o; j++)
+    push_pending(fault_out_[j]);
+}
 
 void GenericNic::push_pending(rte_mbuf* m) {
   const uint32_t at = (pending_head_ + pending_count_) % uint32_t(pending_.size());
@@ -336,8 +402,7 @@ bool GenericNic::take_sw(rte_mbuf* m) {
     bump(Ctr::kTxPoolEmpty);
     return false;
   }
-  for (uint16_t i = 0; i < got; i++)
-    push_pending(frames_.bufs[i]);
+  to_wire(frames_.bufs.data(), got);
   // The payload has been read: freeing the descriptor is the app memory's send completion.
   if (s != nic::TxStatus::kOk) {
     refuse(m);
@@ -351,6 +416,7 @@ bool GenericNic::take_sw(rte_mbuf* m) {
 uint16_t GenericNic::tx_burst(rte_mbuf** pkts, uint16_t n) {
   flush_pending();
   if (pending_count_ > 0) return 0;  // the port is still full: nothing new
+  if (unlikely(tx_fault().active())) return tx_faulty(pkts, n);
   // A call with nothing to send still reaches the port: PMDs that do deferred work in their
   // tx_burst (completions, a NIC service run inline, as net_cleave's) get to do it.
   if (n == 0) return rte_eth_tx_burst(port_id(), 0, pkts, 0);
@@ -399,6 +465,28 @@ uint16_t GenericNic::tx_burst(rte_mbuf** pkts, uint16_t n) {
   return i;
 }
 
+// With TX faults on, every frame goes through the pending ring (and so the fault stage): plain
+// frames as they are, the rest merged by the model; nothing is sent straight to the port.
+uint16_t GenericNic::tx_faulty(rte_mbuf** pkts, uint16_t n) {
+  uint16_t i = 0;
+  for (; i < n; i++) {
+    rte_mbuf* m = pkts[i];
+    if (m->nb_segs == 1 && mm::tx_flags(m->ol_flags, icrc_mask_) == 0) {
+      if (pending_room() == 0) flush_pending();
+      if (pending_room() == 0) break;
+      to_wire(&m, 1);
+      bump(Ctr::kTxPassThrough);
+    } else if (!take_sw(m)) {
+      flush_pending();
+      if (!take_sw(m)) break;
+    }
+  }
+  flush_pending();
+  mm::poll_completions(*model_, frames_);
+  if (n == 0) rte_eth_tx_burst(port_id(), 0, pkts, 0);  // deferred work of the port, as above
+  return i;
+}
+
 // ---- commands: rte_pmd_cleave_*'s arguments and errors ----------------------------------------
 
 int GenericNic::mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) {
@@ -436,6 +524,11 @@ int GenericNic::ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t le
 void GenericNic::for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const {
   for (size_t c = 0; c < size_t(Ctr::kCount); c++)
     f(kCtrNames[c], ctr_[c]);
+  for (size_t dir = 0; dir < kFaultDirs; dir++) {
+    const auto v = fault_counter_values(fault_[dir].counters());
+    for (size_t c = 0; c < kFaultCounterCount; c++)
+      f(kFaultCounterNames[dir][c], v[c]);
+  }
   // The names net_cleave's xstats give the same model counters and memory.
   std::string name;
   model_->for_each_counter([&](std::string_view n, uint64_t v) {

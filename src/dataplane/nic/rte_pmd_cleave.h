@@ -218,6 +218,30 @@ int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint3
 /** The rte_service id of the port's NIC service (the model), for mapping a service lcore. */
 int rte_pmd_cleave_service_id(uint16_t port, uint32_t* service_id);
 
+/** A direction of the wire, for seeded fault injection. */
+enum rte_pmd_cleave_fault_dir {
+  RTE_PMD_CLEAVE_FAULT_RX = 0, /**< frames from the wire, before the NIC sees them */
+  RTE_PMD_CLEAVE_FAULT_TX = 1, /**< frames the NIC puts on the wire */
+};
+
+/** Seeded wire faults of one direction: each a probability per frame in [0, 1). */
+struct rte_pmd_cleave_fault {
+  double loss;      /**< the frame is lost */
+  double reorder;   /**< the frame is held back and sent after 3 later ones (or when idle) */
+  double duplicate; /**< the frame is sent twice */
+  uint64_t seed;    /**< the same seed and frames give the same faults */
+};
+
+/**
+ * Test equipment, not NIC function: loss, reordering and duplication on the wire side of the NIC
+ * (RX before the NIC parses a frame, TX as merged frames leave it), seeded so a run replays.
+ * All zero turns them off (held frames still leave). No corruption: the NIC checksums behind it.
+ * Counted in xstats fault_{rx,tx}_{dropped,reordered,duplicated}. -EINVAL for a probability
+ * outside [0, 1); a hardware PMD answers -ENOTSUP.
+ */
+int rte_pmd_cleave_fault_set(uint16_t port, enum rte_pmd_cleave_fault_dir dir,
+                             const struct rte_pmd_cleave_fault* fault);
+
 #ifdef __cplusplus
 }
 #endif
