@@ -2027,22 +2027,58 @@ TEST_F(RingTest, ResetIsReportedAfterTheBytesBeforeIt) {
   ring_ = nullptr;
 }
 
-TEST_F(RingTest, RingSmallerThanOneChunkIsOneChunk) {
-  ASSERT_EQ(create(1000, 0), 0);  // the default chunk is larger
-  ASSERT_TRUE(wait_posted(1));
-  EXPECT_EQ(posted()[0].second, 1000u);
-  d_->peer(flow_, FakeDaemon::Peer::kData, 2500);  // 1000 fit
-  ASSERT_TRUE(wait_readable(1000));
+TEST_F(RingTest, AShortChunkAtAResetIsNoEndOfStream) {
+  ASSERT_EQ(create(8192, 4096), 0);
+  ASSERT_TRUE(wait_posted(2));
+  d_->peer(flow_, FakeDaemon::Peer::kData, 6000);  // chunk 1 holds 1904 bytes
+  ASSERT_TRUE(wait_readable(6000));
+  d_->peer(flow_, FakeDaemon::Peer::kReset);  // chunk 1 back short (status 0), then closed
+  // One completion at a time: between the short chunk and CL_EV_CLOSED the status must not
+  // claim a clean end.
+  std::vector<int> seen;
+  auto t0 = Clock::now();
+  while (cl_ring_status(ring_) == 0 && ms_since(t0) < 5000) {
+    cl_wc wc;
+    if (cl_poll_cq(cq_, &wc, 1) != 1) continue;
+    cl_ring_consume(ring_, &wc);
+    seen.push_back(cl_ring_status(ring_));
+  }
+  ASSERT_GE(seen.size(), 2u);  // the short chunk, then the close
+  EXPECT_EQ(seen[0], 0);
+  EXPECT_EQ(seen.back(), CL_ECONNRESET);
+  size_t len = 0;
+  cl_ring_recv(ring_, &len);
+  EXPECT_EQ(len, 6000u);
+}
+
+TEST_F(RingTest, RingSmallerThanTwoChunksIsCutInHalves) {
+  ASSERT_EQ(create(1001, 0), 0);  // the default chunk is larger
+  ASSERT_TRUE(wait_posted(2));
+  using P = std::pair<uint64_t, uint32_t>;
+  auto p = posted();
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].second, 501u);
+  EXPECT_EQ(p[1], (P{p[0].first + 501, 500}));
+  d_->peer(flow_, FakeDaemon::Peer::kData, 2500);  // 1001 fit
+  ASSERT_TRUE(wait_readable(1001));
   size_t len = 0;
   auto* base = static_cast<uint8_t*>(cl_ring_recv(ring_, &len));
-  EXPECT_EQ(len, 1000u);
-  ASSERT_EQ(cl_ring_recv_done(ring_, 999), 0);
-  EXPECT_EQ(posted().size(), 1u);
-  ASSERT_EQ(cl_ring_recv_done(ring_, 1), 0);
-  ASSERT_TRUE(wait_posted(2));
-  d_->peer(flow_, FakeDaemon::Peer::kData, 1000);
-  take(1000, base, 1000);
+  EXPECT_EQ(len, 1001u);
+  ASSERT_EQ(cl_ring_recv_done(ring_, 500), 0);
+  EXPECT_FALSE(pump_until([&] { return posted().size() > 2; }, 50));
+  ASSERT_EQ(cl_ring_recv_done(ring_, 1), 0);  // the first half wholly released
+  ASSERT_TRUE(wait_posted(3));
+  d_->peer(flow_, FakeDaemon::Peer::kData, 1000);  // 501 fit
+  take(500, base + 501, 501);
+  take(501, base, 1001);
   EXPECT_EQ(cl_ring_status(ring_), 0);
+  // A one-byte ring is one chunk: it cannot be cut.
+  cl_ring* one = nullptr;
+  cl_ring_attr a{.sq = sq_, .flow = flow_ + 1, .size = 1};
+  ASSERT_EQ(cl_ring_create(ctx_, &a, &one), 0);
+  ASSERT_TRUE(wait_posted(6));
+  EXPECT_EQ(posted().back().second, 1u);
+  EXPECT_EQ(cl_ring_destroy(one), CL_EBUSY);  // still posted: cl_close frees it
 }
 
 TEST_F(RingTest, AFullSubmitQueueIsRetriedLater) {

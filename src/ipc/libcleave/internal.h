@@ -161,7 +161,7 @@ struct cl_ring {
   uint64_t next_start = 0;
   uint32_t posted = 0;       // chunks the daemon holds
   bool peer_closed = false;  // CL_EV_PEER_CLOSED
-  bool short_done = false;   // a chunk came back short with status 0: the stream ended
+  bool short_done = false;   // a chunk came back short: nothing more arrives (FIN or reset)
   bool closed = false;       // CL_EV_CLOSED: no more events are the ring's
   int err = 0;               // sticky: the flow's failure or a posting's
 };

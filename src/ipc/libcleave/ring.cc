@@ -113,8 +113,11 @@ int cl_ring_create(cl_ctx* ctx, const cl_ring_attr* attr, cl_ring** out) {
     return CL_EINVAL;
   if (int e = ctx->check()) return e;
   if (ctx->version < lib::kFlowVersion) return CL_EOPNOTSUPP;
-  const uint64_t chunk =
-      std::min<uint64_t>(attr->chunk != 0 ? attr->chunk : kDefaultChunk, attr->size);
+  // At least two chunks: a lone chunk's unfilled tail can be smaller than the window's scale
+  // unit, so the peer would see a zero window that only another chunk reopens, and the chunk
+  // would never complete to be posted again.
+  const uint64_t chunk = std::min<uint64_t>(attr->chunk != 0 ? attr->chunk : kDefaultChunk,
+                                            std::max<uint64_t>(1, (attr->size + 1) / 2));
   if (chunk > UINT32_MAX) return CL_EINVAL;
   const uint64_t nchunks = (attr->size + chunk - 1) / chunk;
   if (nchunks > kMaxChunks) return CL_EINVAL;
@@ -247,8 +250,9 @@ int cl_ring_recv_done(cl_ring* r, size_t n) {
 int cl_ring_status(const cl_ring* r) {
   if (r == nullptr) return CL_EINVAL;
   if (r->err != 0) return r->err;
-  // After CL_PEER_CLOSED the chunks still posted come back (the last one short): only then is
-  // the stream's length known. A short chunk or the flow's clean end says so at once.
-  if (r->short_done || r->closed || (r->peer_closed && r->posted == 0)) return 1;
+  // After CL_EV_PEER_CLOSED the chunks still posted come back (the last one short): only then
+  // is the stream's length known. A short chunk alone is no end: at a reset the partly filled
+  // chunk comes back short too, before CL_EV_CLOSED says why.
+  if (r->closed || (r->peer_closed && r->posted == 0)) return 1;
   return 0;
 }

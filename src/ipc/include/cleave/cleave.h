@@ -246,8 +246,9 @@ CL_API int cl_connect(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr, co
  *
  * cl_ring_create: `addr` NULL makes the library cl_alloc `size` bytes from the heap (mr must be
  *   NULL), freed by cl_ring_destroy; else [addr, addr + size) must lie in mr (NULL: the heap)
- *   with CL_ACCESS_WRITE. chunk 0 means 256 KiB; a chunk larger than the ring is the whole ring
- *   (one chunk: the window stays closed until every byte is released). At most 4096 chunks.
+ *   with CL_ACCESS_WRITE. chunk 0 means 256 KiB; a ring is cut into at least two chunks (a
+ *   smaller one into two halves: a lone chunk could stall with a tail below the window's scale
+ *   unit) and at most 4096.
  *   Posts the chunks before it returns (those the submit queue has room for; the rest follow on
  *   later calls). CL_EINVAL for bad arguments, CL_EFAULT/CL_EACCES for memory outside mr or
  *   without write access, CL_ENOMEM when the heap has no room.
