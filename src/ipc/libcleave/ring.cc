@@ -140,10 +140,11 @@ int cl_ring_create(cl_ctx* ctx, const cl_ring_attr* attr, cl_ring** out) {
   } else {
     auto a = reinterpret_cast<uintptr_t>(base), m = reinterpret_cast<uintptr_t>(attr->mr->addr);
     offset = a - m;
-    if (a < m || offset > attr->mr->length || attr->size > attr->mr->length - offset)
+    if (a < m || offset > attr->mr->length || attr->size > attr->mr->length - offset) {
       err = CL_EFAULT;
-    else if ((attr->mr->access & CL_ACCESS_WRITE) == 0)
+    } else if ((attr->mr->access & CL_ACCESS_WRITE) == 0) {
       err = CL_EACCES;
+    }
   }
   auto* r = err == 0 ? new (std::nothrow) cl_ring : nullptr;
   if (r != nullptr) {
