@@ -10,7 +10,8 @@ The app is cleave-tcp (tools/cleave-tcp), the kernel's end tcp_peer.py run in th
 both hash what they send and receive, and the pattern is cleave_pattern.py's. Cases: a kernel
 client to a cleave listener; a cleave client to a kernel server; both directions at once; an
 abort and a kernel reset; refusals both ways; curl against --http; the options of cleave's
-SYN-ACK (TCP_INFO, and a tshark capture when tshark is installed).
+SYN-ACK (TCP_INFO, and a tshark capture when tshark is installed); a kernel client into a
+receive ring (cl_ring_*, cleave-tcp --ring), also at its end and at a reset.
 
 CLEAVE_TCP_BYTES sets the bytes per direction (default 64 MiB; 1073741824 for the 1 GiB check).
 """
@@ -139,8 +140,8 @@ class Tcp:
 
     # ---- 1. kernel client -> cleave server
 
-    def kernel_client_to_cleave(self, port, n):
-        t = self.tool("--listen", port, "--recv")
+    def kernel_client_to_cleave(self, port, n, *rx):
+        t = self.tool("--listen", port, *(rx or ("--recv",)))
         k = self.peer_result(self.peer("client", OURS, port, "--send", n, "--retry", 10))
         code, r, err = self.tool_result(t)
         self.assert_clean(code, r, err)
@@ -289,6 +290,43 @@ class Tcp:
         self.assertLessEqual(int(mss), 1460)
         self.assertGreater(int(mss), 0)
         self.assertLessEqual(int(wscale), 14)
+
+    # ---- 8. a receive ring (cl_ring_*): the stream read in place
+
+    def counters(self):
+        return self.d.ctl("nic", "show", "p0")[1][0]["counters"], self.d.stats()["flows"]
+
+    def test_kernel_client_sends_into_a_receive_ring(self):
+        nic0, flows0 = self.counters()
+        # A ring of 16 MiB in chunks of 1 MiB (cleave-tcp's --recv geometry): 64 MiB wraps
+        # around it 4 times. (With windows of 1 MiB the daemon defers a segment now and then,
+        # ring or posted buffers alike: nic_defer_no_ms, copied.)
+        self.kernel_client_to_cleave(5009, N, "--ring", "16m", "--chunk", "1m")
+        nic1, flows1 = self.counters()
+        placed = nic1["nic_rx_placed_bytes"] - nic0["nic_rx_placed_bytes"]
+        copied = flows1["rx_copied_bytes"] - flows0["rx_copied_bytes"]
+        if self.backend == "cleave":
+            # The NIC placed every byte into the ring; nobody copied one.
+            self.assertGreaterEqual(placed, N)
+            self.assertEqual(copied, 0)
+            self.assertEqual(nic1["rx_linearized"] - nic0["rx_linearized"], 0)
+        else:
+            self.assertGreaterEqual(placed + copied, N)
+
+    def test_a_small_ring_and_a_stream_that_ends_mid_chunk(self):
+        # 10000 bytes, cut in two chunks (the chunk asked for is larger): 1 MiB + 1 wraps it 104
+        # times and ends mid-chunk.
+        self.kernel_client_to_cleave(5010, (1 << 20) + 1, "--ring", "10000", "--chunk", "64k")
+
+    def test_kernel_reset_reaches_a_ring(self):
+        t = self.tool("--listen", 5011, "--ring", "1m")
+        k = self.peer_result(self.peer("client", OURS, 5011, "--send", 1 << 20, "--reset",
+                                       "--retry", 10))
+        code, r, err = self.tool_result(t)
+        self.assertIsNone(k["error"], k)
+        self.assertEqual(code, 1, self.why(err, r))
+        self.assertEqual(r["close_status"], CL_ECONNRESET, self.why(err, r))
+        self.assertIn("reset", err)
 
 
 class CleaveBackend(Tcp, ct.TestCase):

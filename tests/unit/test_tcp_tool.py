@@ -140,6 +140,30 @@ class CleaveTcp(unittest.TestCase):
         self.assertEqual(k["received_sha256"], r["sent_sha256"])
         self.assertEqual(r["received_sha256"], cleave_pattern.sha256(5, n_in))
 
+    def test_both_ways_into_a_receive_ring_that_wraps(self):
+        port = free_port()
+        n_out, n_in = N + 12345, 3 * N + 7
+        s = self.peer("server", "127.0.0.1", port, "--recv", "--send", n_in, "--seed", 5,
+                      background=True)
+        t = self.tool("--connect", f"127.0.0.1:{port}", "--send", n_out, "--ring", "40000",
+                      "--chunk", "4099", "--seed", 9)
+        r = t.result()
+        k = self.finish(s)
+        self.clean(t, r)
+        self.assertIsNone(k["error"])
+        self.assertEqual((r["sent"], r["received"]), (n_out, n_in))
+        self.assertEqual(k["received_sha256"], r["sent_sha256"])
+        self.assertEqual(r["received_sha256"], cleave_pattern.sha256(5, n_in))
+
+    def test_kernel_reset_is_reported_through_a_ring(self):
+        port = free_port()
+        t = self.tool("--listen", port, "--ring", "64k")
+        self.peer("client", "127.0.0.1", port, "--send", 100000, "--reset", "--retry", 10)
+        r = t.result()
+        self.assertEqual(t.code, 1)
+        self.assertEqual(r["close_status"], -104)
+        self.assertIn("reset", t.stderr)
+
     def test_http_request_answered_with_the_pattern(self):
         port = free_port()
         n = 3 * 1000 * 1000 + 1
@@ -222,7 +246,8 @@ class CleaveTcp(unittest.TestCase):
                            (["--listen", "80", "--close", "--abort"], "exclude each other"),
                            (["--connect", "1.2.3.4:5", "--http", "10"], "needs --listen"),
                            (["--listen", "80", "--http", "1", "--send", "1"], "no --send"),
-                           (["--listen", "80", "--timeout", "0"], "bad value '0' for --timeout")]:
+                           (["--listen", "80", "--timeout", "0"], "bad value '0' for --timeout"),
+                           (["--listen", "80", "--ring", "0"], "bad value '0' for --ring")]:
             p = subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=10)
             self.assertEqual(p.returncode, 2, args)
             self.assertIn(want, p.stderr, args)

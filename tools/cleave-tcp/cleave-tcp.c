@@ -6,7 +6,8 @@
  * flow's completions and events, one submit queue its requests. Send buffers come from the
  * region's heap (cl_alloc) and stay untouched until their send completes (acknowledged by the
  * peer). Received bytes are hashed in stream order, in place: as CL_EV_DATA reports them in
- * buffers that are not complete yet, and as receive buffers complete. The integration tests
+ * buffers that are not complete yet, and as receive buffers complete; or, with --ring, where
+ * cl_ring_recv points in the flow's receive ring (cl_ring_*). The integration tests
  * (tests/integration/test_tcp.py) and the demo drive it against the Linux kernel. */
 #include <arpa/inet.h>
 #include <cleave/cleave.h>
@@ -40,6 +41,9 @@ static const char usage[] =
     "                         flow is closed only after the peer closed it. Without --recv a\n"
     "                         few small buffers take what the peer sends (and let its FIN in:\n"
     "                         with none posted the window is zero, which no FIN may enter)\n"
+    "      --ring BYTES       receive through a receive ring of BYTES from the heap (cl_ring_*:\n"
+    "                         read in place, released as hashed; --chunk is its chunk size);\n"
+    "                         implies --recv\n"
     "      --http BYTES       (with --listen) read one HTTP request, answer it with\n"
     "                         '200 OK', Content-Length BYTES and BYTES of the pattern, close\n"
     "      --seed N           the pattern's seed (default 1)\n"
@@ -136,7 +140,7 @@ struct opts {
   bool listen, connect, send, recv, http, abort, json, verbose;
   uint16_t port;
   struct sockaddr_in peer;
-  uint64_t send_bytes, http_bytes, seed, chunk, window;
+  uint64_t send_bytes, http_bytes, seed, chunk, window, ring;
   double timeout;
   char peer_text[32];
 };
@@ -222,6 +226,7 @@ struct tcp {
   bool rx_eos;          /* a short completion: the stream ended */
   bool peer_closed;
   EVP_MD_CTX* rx_sha;
+  cl_ring* ring; /* --ring: the flow's receive ring, once the flow is open */
 
   /* HTTP: the request is gathered until its blank line. */
   char req[HTTP_REQ_MAX];
@@ -355,6 +360,10 @@ static void rx_advance(struct tcp* t) {
 /* The stream has ended (the peer's FIN: an event, a short buffer, or a clean close) and every
  * posted buffer is back. */
 static bool rx_finished(const struct tcp* t) {
+  if (t->o->ring != 0) {
+    size_t len = 0;
+    return t->ring != NULL && cl_ring_status(t->ring) == 1 && cl_ring_recv(t->ring, &len) == NULL;
+  }
   bool ended = t->peer_closed || t->rx_eos || (t->closed && t->close_status == 0);
   return ended && t->rx_count == 0;
 }
@@ -374,7 +383,7 @@ static void pump(struct tcp* t) {
   }
   /* Receive buffers until the stream ends; after our FIN too (the peer may still send), not
    * after our abort. */
-  bool stop_rx = t->peer_closed || t->rx_eos || (t->o->abort && t->close_posted);
+  bool stop_rx = t->o->ring != 0 || t->peer_closed || t->rx_eos || (t->o->abort && t->close_posted);
   while (!stop_rx && t->rx_nfree > 0) {
     uint32_t slot = t->rx_free[t->rx_nfree - 1];
     int r = post(t, CL_OP_FLOW_RECV, K_RX, slot, cl_heap_offset(t->ctx, rx_buf(t, slot)),
@@ -430,6 +439,39 @@ static void mark_done(struct tcp* t) {
   if (t->t_rx_done == 0 && rx_finished(t)) t->t_rx_done = now;
 }
 
+/* --ring: the flow's receive ring, from the heap, once the flow is open. */
+static void ring_open(struct tcp* t) {
+  uint64_t chunk = t->o->chunk < t->o->ring ? t->o->chunk : t->o->ring;
+  if (t->o->ring / chunk > 1024) chunk = (t->o->ring + 1023) / 1024; /* the CQ's room */
+  struct cl_ring_attr a = {
+      .sq = t->sq, .flow = t->flow, .size = t->o->ring, .chunk = (uint32_t)chunk};
+  int r = cl_ring_create(t->ctx, &a, &t->ring);
+  if (r != 0)
+    fail(t, r, "cannot create a receive ring of %" PRIu64 " bytes: %s", t->o->ring, errtext(r));
+}
+
+/* --ring: hashes what is readable in the ring, in place, and releases it. */
+static void ring_drain(struct tcp* t) {
+  if (t->ring == NULL) return;
+  size_t len;
+  const uint8_t* p;
+  while (t->err == 0 && (p = cl_ring_recv(t->ring, &len)) != NULL) {
+    if (EVP_DigestUpdate(t->rx_sha, p, len) != 1) {
+      fail(t, CL_ENOMEM, "SHA-256 failed");
+      return;
+    }
+    if (t->o->http) http_take(t, p, len);
+    t->rx_hashed += len;
+    int r = cl_ring_recv_done(t->ring, len);
+    if (r != 0) fail(t, r, "cannot release ring bytes: %s", errtext(r));
+  }
+  int st = cl_ring_status(t->ring);
+  /* The flow's own end (a reset) is judged from CL_EV_CLOSED; anything else fails here. */
+  bool ours = t->o->abort && t->close_posted; /* our own abort fails the last chunks */
+  if (st < 0 && !ours && !(t->closed && st == t->close_status))
+    fail(t, st, "the receive ring failed after %" PRIu64 " bytes: %s", t->rx_hashed, errtext(st));
+}
+
 static void on_event(struct tcp* t, const struct cl_wc* wc) {
   bool ours = t->have_flow && wc->flow == t->flow;
   switch (wc->opcode) {
@@ -441,6 +483,7 @@ static void on_event(struct tcp* t, const struct cl_wc* wc) {
         t->listening = false;
         int r = cl_unlisten(t->ctx, t->listener);
         if (r != 0) fail(t, r, "cannot stop listening on port %u: %s", t->o->port, errtext(r));
+        if (t->o->ring != 0) ring_open(t);
       } else {
         /* One flow per run: any other is reset (and its completions ignored). */
         post(t, CL_OP_FLOW_ABORT, K_STRAY, 0, 0, 0, wc->flow);
@@ -450,6 +493,7 @@ static void on_event(struct tcp* t, const struct cl_wc* wc) {
       if (ours && !t->open) {
         t->open = true;
         t->t_open = now_s();
+        if (t->o->ring != 0) ring_open(t);
       }
       return;
     case CL_EV_REFUSED:
@@ -579,7 +623,10 @@ static void waiting_for(const struct tcp* t, char* buf, size_t n) {
   else if (t->sending && !tx_finished(t))
     snprintf(buf, n, "send completions (%" PRIu64 " of %" PRIu64 " bytes acknowledged)",
              t->tx_acked, t->tx_total);
-  else if (!t->peer_closed && !t->rx_eos)
+  else if (t->ring != NULL && cl_ring_status(t->ring) == 0)
+    snprintf(buf, n, "data or the peer's close (%" PRIu64 " bytes received through the ring)",
+             t->rx_hashed);
+  else if (t->ring == NULL && !t->peer_closed && !t->rx_eos)
     snprintf(buf, n, "data or the peer's close (%" PRIu64 " bytes received)", t->rx_hashed);
   else if (t->rx_count != 0)
     snprintf(buf, n, "the last %u receive buffers to complete", t->rx_count);
@@ -601,11 +648,13 @@ static void run(struct tcp* t) {
     }
     for (int i = 0; i < n; i++) {
       if (t->o->verbose) trace(t, &wc[i]);
+      if (t->ring != NULL && cl_ring_consume(t->ring, &wc[i]) == 1) continue;
       if (wc[i].flags & CL_WC_EVENT)
         on_event(t, &wc[i]);
       else
         on_completion(t, &wc[i]);
     }
+    ring_drain(t);
     mark_done(t);
     double now = now_s();
     if (n > 0) {
@@ -631,8 +680,10 @@ static void run(struct tcp* t) {
   double until = now_s() + 1.0;
   for (;;) {
     int n = cl_poll_cq(t->cq, wc, POLL_BATCH);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+      if (t->ring != NULL && cl_ring_consume(t->ring, &wc[i]) == 1) continue;
       if (!(wc[i].flags & CL_WC_EVENT)) on_completion(t, &wc[i]);
+    }
     if (n < 0 || t->stop || (t->rx_count == 0 && t->tx_outstanding == 0) || now_s() > until) break;
     if (n == 0) cl_cq_wait(t->cq, WAIT_SLICE_MS);
   }
@@ -658,8 +709,8 @@ static void verdict(struct tcp* t) {
          t->tx_acked, t->tx_total);
   else if (!rx_finished(t))
     fail(t, CL_EPROTO,
-         "the flow closed before the stream ended (%" PRIu64 " bytes received, %u buffers out)",
-         t->rx_hashed, t->rx_count);
+         "the flow closed before the stream ended (%" PRIu64 " bytes received, %u buffers out%s)",
+         t->rx_hashed, t->rx_count, t->ring != NULL ? ", through the ring" : "");
 }
 
 /* ---- Output ---- */
@@ -789,11 +840,13 @@ static int set_up(struct tcp* t) {
   uint64_t rx_chunk = rx_main || o->chunk < RX_SMALL ? o->chunk : RX_SMALL;
   uint64_t rx_window = rx_main || o->window < 4 * RX_SMALL ? o->window : 4 * RX_SMALL;
   t->rx_chunk = (uint32_t)rx_chunk;
-  t->rx_pool = alloc_pool(t->ctx, rx_window, &t->rx_chunk, &t->rx_slots);
-  if (t->rx_pool == NULL)
-    return fail(t, CL_ENOMEM, "no room in the region's heap for receive buffers");
-  for (uint32_t i = 0; i < t->rx_slots; i++)
-    t->rx_free[t->rx_nfree++] = t->rx_slots - 1 - i;
+  if (o->ring == 0) { /* with --ring the ring is made once the flow is open */
+    t->rx_pool = alloc_pool(t->ctx, rx_window, &t->rx_chunk, &t->rx_slots);
+    if (t->rx_pool == NULL)
+      return fail(t, CL_ENOMEM, "no room in the region's heap for receive buffers");
+    for (uint32_t i = 0; i < t->rx_slots; i++)
+      t->rx_free[t->rx_nfree++] = t->rx_slots - 1 - i;
+  }
 
   if (o->listen) {
     struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = htons(o->port)};
@@ -824,7 +877,8 @@ int main(int argc, char** argv) {
     O_ABORT,
     O_TIMEOUT,
     O_JSON,
-    O_PATTERN
+    O_PATTERN,
+    O_RING
   };
   static const struct option longopts[] = {{"socket", required_argument, NULL, 's'},
                                            {"listen", required_argument, NULL, 'l'},
@@ -841,6 +895,7 @@ int main(int argc, char** argv) {
                                            {"json", no_argument, NULL, O_JSON},
                                            {"verbose", no_argument, NULL, 'v'},
                                            {"pattern", required_argument, NULL, O_PATTERN},
+                                           {"ring", required_argument, NULL, O_RING},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   for (int c; (c = getopt_long(argc, argv, "s:l:c:vh", longopts, NULL)) != -1;) {
@@ -903,6 +958,10 @@ int main(int argc, char** argv) {
       case O_PATTERN:
         ok = parse_bytes(optarg, &pattern_bytes);
         pattern = true;
+        break;
+      case O_RING:
+        ok = parse_bytes(optarg, &o.ring) && o.ring >= 1 && o.ring <= (1ull << 40);
+        o.recv = true;
         break;
       case 'h':
         fputs(usage, stdout);
@@ -968,7 +1027,7 @@ int main(int argc, char** argv) {
   int code = t->err == 0 ? 0 : 1;
   EVP_MD_CTX_free(t->tx_sha);
   EVP_MD_CTX_free(t->rx_sha);
-  cl_close(t->ctx); /* the daemon reclaims the flow, the queues and the heap */
+  cl_close(t->ctx); /* the daemon reclaims the flow, the queues, the ring and the heap */
   free(t);
   return code;
 }

@@ -75,6 +75,8 @@ struct cl_ctx {
   std::vector<cl_cq*> cqs;
   std::vector<cl_sq*> sqs;
   std::vector<cl_rq*> rqs;
+  std::vector<cl_ring*> rings;
+  uint16_t next_ring_id = 0;  // tags the rings' wr_ids
 
   int fail(int code);  // makes `code` sticky (first one wins) and returns the sticky code
   int check() const { return err.load(std::memory_order_relaxed); }
@@ -124,4 +126,42 @@ struct cl_rq {
   uint32_t entries;
   cleave::ipc::PipeProducer<cleave::abi::RecvEntry> prod;
   cleave::lib::RqRing* ring;  // owned by cq->rings
+};
+
+// A receive ring (ring.cc): `size` bytes at (mr, offset) cut into `nchunks` consecutive chunks,
+// posted to `flow` in ring order. Stream offsets count from the flow's first byte; the ring holds
+// stream bytes [consumed, consumed + size) at ring offset (stream offset mod size). Owned by
+// the context; used by one thread at a time, the one posting on `sq`.
+struct cl_ring {
+  struct Chunk {
+    uint64_t start;  // stream offset of its current (or last) posting
+    uint64_t off;    // ring offset
+    uint32_t len;
+    bool posted;  // the daemon holds it: posted and its completion not back yet
+  };
+  cl_ctx* ctx;
+  cl_sq* sq;
+  cl_flow flow;
+  const cl_mr* mr;
+  uint8_t* base;       // the ring's first byte
+  uint64_t mr_offset;  // the ring's offset in mr (or the heap)
+  uint64_t size;
+  bool owns_memory;  // cl_alloc'd by cl_ring_create
+  uint16_t id;
+  uint32_t nchunks;
+  std::unique_ptr<Chunk[]> chunks;
+
+  // Receiving: bytes [consumed, known) are readable; known = max(data_sum, done_end).
+  uint64_t consumed = 0;
+  uint64_t consumed_off = 0;  // consumed mod size
+  uint64_t data_sum = 0;      // CL_EV_DATA lengths, summed
+  uint64_t done_end = 0;      // furthest stream offset a chunk completion reached
+  // Posting: the next chunk in ring order, and the stream offset it would take.
+  uint32_t next_chunk = 0;
+  uint64_t next_start = 0;
+  uint32_t posted = 0;       // chunks the daemon holds
+  bool peer_closed = false;  // CL_EV_PEER_CLOSED
+  bool short_done = false;   // a chunk came back short: nothing more arrives (FIN or reset)
+  bool closed = false;       // CL_EV_CLOSED: no more events are the ring's
+  int err = 0;               // sticky: the flow's failure or a posting's
 };

@@ -211,6 +211,8 @@ bool region_ok(const abi::HelloReply& r, const abi::RegionHeader& rh) {
 }
 
 void destroy_ctx(cl_ctx* ctx) {
+  for (cl_ring* r : ctx->rings)
+    delete r;  // its memory goes with the region or its MR below
   for (cl_sq* q : ctx->sqs)
     delete q;
   for (cl_rq* q : ctx->rqs)

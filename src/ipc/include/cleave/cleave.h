@@ -30,6 +30,7 @@
  *   cl_listen, cl_unlisten,
  *   cl_connect                   - any thread (serialised on the context's socket)
  *   cl_post_send, cl_post_recv   - one thread at a time per queue
+ *   cl_ring_*                    - one thread at a time per ring, the one posting on its sq
  *   cl_poll_cq, cl_cq_wait       - one thread at a time per completion queue
  *   cl_strerror, accessors       - any thread
  */
@@ -226,6 +227,61 @@ CL_API int cl_listen(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr, con
 CL_API int cl_unlisten(cl_ctx* ctx, uint32_t listener);
 CL_API int cl_connect(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr, const char* transport,
                       cl_flow* flow);
+
+/* ---- Receive rings (PipeDevice-style stream receive) ----
+ * A ring of `size` bytes of the app's memory that the library keeps posted to one flow as
+ * consecutive CL_OP_FLOW_RECV chunks, in ring order, so the stream lands in the ring contiguously
+ * and without a copy. cl_ring_recv returns a pointer to the bytes readable now and
+ * cl_ring_recv_done releases them; a chunk whose bytes are all released (and whose completion
+ * came back) is posted again, which reopens the flow's receive window.
+ *
+ * The app keeps polling its CQ and hands every completion (of the flow's CQ, and of the submit
+ * queue's CQ if that is another) to cl_ring_consume first: 1 means the ring took it (its chunks'
+ * completions, CL_EV_DATA and CL_EV_PEER_CLOSED of its flow) and the app should ignore it; 0
+ * means it is the app's. CL_EV_CLOSED of the flow is noted and returns 0, so the app sees the
+ * flow end too; after it the ring takes no more events (the flow id may be reused).
+ *
+ * Rules: create the ring once the flow is open (after CL_EV_CONNECTED or CL_EV_ACCEPTED) and
+ * before anything is received on it: the ring must be the flow's only receiver, since it counts
+ * CL_EV_DATA bytes from the stream's start. The flow's CQ needs room for one completion per
+ * chunk. One thread at a time per ring, and it posts on `sq`: no other thread may post on that
+ * submit queue meanwhile. cl_ring_recv, cl_ring_recv_done and cl_ring_consume take no locks,
+ * allocate nothing and make no syscalls.
+ *
+ * cl_ring_create: `addr` NULL makes the library cl_alloc `size` bytes from the heap (mr must be
+ *   NULL), freed by cl_ring_destroy; else [addr, addr + size) must lie in mr (NULL: the heap)
+ *   with CL_ACCESS_WRITE. chunk 0 means 256 KiB; a ring is cut into at least two chunks (a
+ *   smaller one into two halves: a lone chunk could stall with a tail below the window's scale
+ *   unit) and at most 4096.
+ *   Posts the chunks before it returns (those the submit queue has room for; the rest follow on
+ *   later calls). CL_EINVAL for bad arguments, CL_EFAULT/CL_EACCES for memory outside mr or
+ *   without write access, CL_ENOMEM when the heap has no room.
+ * cl_ring_recv: the readable bytes from the oldest unreleased one, contiguous up to the ring's
+ *   end (the next call returns the wrapped part); NULL and *len = 0 when none is readable now.
+ *   Also retries postings a full submit queue held back.
+ * cl_ring_recv_done: releases the oldest n bytes (n at most what is readable: CL_EINVAL, and
+ *   nothing released, otherwise); returns 0, or the error a posting met (also kept as status).
+ * cl_ring_status: 0 while more may arrive; 1 once the stream ended (the peer closed; what
+ *   cl_ring_recv still returns is the last of it); a negative CL_E* code once the flow failed
+ *   (CL_ECONNRESET, CL_ETIMEDOUT, ...) or a posting did: bytes that arrived before stay readable.
+ * cl_ring_destroy: CL_EBUSY, keeping the ring, while chunks are posted to a flow that is still
+ *   open (abort or close it and hand the completions to the ring until CL_EV_CLOSED): the NIC
+ *   may still write into them. Once the daemon is gone it always frees the ring. */
+typedef struct cl_ring cl_ring;
+struct cl_ring_attr {
+  cl_sq* sq;       /* the ring posts its chunks here */
+  cl_flow flow;    /* an open flow with nothing received yet */
+  const cl_mr* mr; /* NULL: the heap */
+  void* addr;      /* the ring's first byte, in mr; NULL: allocated from the heap */
+  uint64_t size;   /* ring bytes, > 0 */
+  uint32_t chunk;  /* bytes per posted chunk; 0: 256 KiB */
+};
+CL_API int cl_ring_create(cl_ctx* ctx, const struct cl_ring_attr* attr, cl_ring** out);
+CL_API int cl_ring_destroy(cl_ring* ring);
+CL_API int cl_ring_consume(cl_ring* ring, const struct cl_wc* wc);
+CL_API void* cl_ring_recv(cl_ring* ring, size_t* len);
+CL_API int cl_ring_recv_done(cl_ring* ring, size_t n);
+CL_API int cl_ring_status(const cl_ring* ring);
 
 #ifdef __cplusplus
 }
