@@ -222,7 +222,11 @@ TEST_F(DataplaneTest, StartAnnouncesAndResolvesGateway) {
   build("    gateway: 10.0.0.254\n");
   dp->start();
   auto out = poll_wire(2);
-  ASSERT_EQ(out.size(), 2u);
+  // A loaded machine may let the 20 ms retry in before the wire is read: more requests for the
+  // gateway, nothing else.
+  ASSERT_GE(out.size(), 2u);
+  for (size_t i = 2; i < out.size(); i++)
+    EXPECT_EQ(test::get32(out[i], 38), kGwIp);
   // Gratuitous ARP: request, sender = target = our address, broadcast.
   EXPECT_EQ(test::get_mac(out[0], 0), test::kBroadcast);
   EXPECT_EQ(test::get16(out[0], 20), 1);
