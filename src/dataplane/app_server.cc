@@ -320,7 +320,7 @@ void AppServer::on_message(Session& s) {
 
 int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, uint32_t& id) {
   const char* end = static_cast<const char*>(std::memchr(m.transport, 0, sizeof m.transport));
-  if (end == nullptr || m.reserved != 0 || m.reserved2 != 0) return CL_EINVAL;
+  if (end == nullptr || (m.flags & ~abi::kFlowMessage) != 0 || m.reserved2 != 0) return CL_EINVAL;
   auto pipe = s.pipes.find(m.cq);
   if (pipe == s.pipes.end() || pipe->second.kind != abi::PipeKind::kCompletion) return CL_ENOENT;
   auto req = std::make_unique<CtlRequest>();
@@ -331,6 +331,7 @@ int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, ui
   req->flow_ip = m.ip;
   req->flow_port = m.port;
   req->flow_transport.assign(m.transport, end);
+  req->flow_message = (m.flags & abi::kFlowMessage) != 0;
   std::unique_ptr<CtlRequest> answer;
   int32_t st = ctl_flow(std::move(req), &answer);
   if (st == 0) id = answer->flow_id;

@@ -114,6 +114,7 @@ struct CtlRequest {
   uint32_t flow_ip = 0;
   uint16_t flow_port = 0;
   std::string flow_transport;
+  bool flow_message = false;  // kListen, kConnect: message mode (the transport's "message on")
   uint32_t flow_id = 0;
   int32_t flow_status = 0;
   std::vector<FlowRow> flow_rows;

@@ -114,15 +114,15 @@ void Dataplane::answer_flow(CtlRequest* r, uint64_t now) {
   }
   switch (r->flow_op) {
     case FlowOp::kListen:
-      r->flow_status =
-          flows_->listen(*a, r->flow_cq, r->flow_ip, r->flow_port, r->flow_transport, &r->flow_id);
+      r->flow_status = flows_->listen(*a, r->flow_cq, r->flow_ip, r->flow_port, r->flow_transport,
+                                      r->flow_message, &r->flow_id);
       break;
     case FlowOp::kUnlisten:
       r->flow_status = flows_->unlisten(r->app_id, r->flow_id);
       break;
     case FlowOp::kConnect:
       r->flow_status = flows_->connect(*a, r->flow_cq, r->flow_ip, r->flow_port, r->flow_transport,
-                                       &r->flow_id, now);
+                                       r->flow_message, &r->flow_id, now);
       break;
     case FlowOp::kList:
       r->flow_rows.clear();

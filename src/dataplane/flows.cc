@@ -87,6 +87,7 @@ struct FlowPath::Flow {
   bool app_done = false;  // closed or refused delivered: later requests fail with EPIPE
   bool gone = false;      // the transport released it; freed after this burst's events
   bool data_listed = false;
+  bool message = false;  // the app asked for message mode (applied at connect)
   uint8_t port = 0;
   uint8_t tp = 0;
   uint16_t cq = 0;
@@ -589,8 +590,11 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
     }
     abi::Completion c{};
     c.flow = e.flow;
-    c.status = e.status;  // negative errno values: the CL_E* codes are the same numbers
+    // Negative errno values: the CL_E* codes are the same numbers, but for a message longer
+    // than its receive buffer (-EMSGSIZE: CL_ETRUNC, and imm carries the message's length).
+    c.status = e.status == -EMSGSIZE && e.kind == EventKind::kRecvDone ? CL_ETRUNC : e.status;
     c.length = e.len;
+    c.imm = e.kind == EventKind::kRecvDone ? e.aux : 0;
     c.wr_id = e.wr_id;
     switch (e.kind) {
       case EventKind::kSendDone:
@@ -830,7 +834,7 @@ unsigned FlowPath::poll(uint64_t now) {
 // -----------------------------------------------------------------------------------------
 
 int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view name,
-                     uint32_t* listener) {
+                     bool message, uint32_t* listener) {
   if (port == 0) return CL_EINVAL;
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
   if (ip != 0 &&
@@ -847,7 +851,8 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
   std::string error;
   Tp* tp = transport_for(name, port, error);
   if (tp == nullptr) return CL_ENOENT;
-  std::vector<transport::Param> params = params_for(port, *tp);
+  std::vector<transport::Param> params = params_for(port, *tp, message);
+  if (message && !tp->t->check_params(params).empty()) return CL_EOPNOTSUPP;
   transport::Endpoint local{transport::IpAddr::v4(ip), port};
   int rc = tp->t->listen(free, local, params);
   if (rc != 0) return rc == -EEXIST ? CL_EADDRINUSE : CL_EINVAL;
@@ -867,7 +872,7 @@ int FlowPath::unlisten(uint32_t app_id, uint32_t listener) {
 }
 
 int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view name,
-                      uint32_t* flow, uint64_t now) {
+                      bool message, uint32_t* flow, uint64_t now) {
   if (port == 0 || ip == 0) return CL_EINVAL;
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
   auto hop = routes_.lookup(Ipv4{ip});
@@ -875,6 +880,7 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   std::string error;
   Tp* tp = transport_for(name, port, error);
   if (tp == nullptr) return CL_ENOENT;
+  if (message && !tp->t->check_params(params_for(port, *tp, true)).empty()) return CL_EOPNOTSUPP;
   if (!reserve(a, cq, kFlowEvents)) return CL_EBUSY;
   uint32_t id = alloc_flow();
   if (id == kNoFlow) {
@@ -888,6 +894,7 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   f.port = hop->port;
   f.tp = tp->index;
   f.events_left = kFlowEvents;
+  f.message = message;
   f.next_hop = hop->addr.host;
   f.tuple.proto = 6;
   f.tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
@@ -926,7 +933,7 @@ void FlowPath::start_connect(uint32_t id) {
   Flow& f = flows_[id];
   f.state = Flow::State::kOpen;
   Tp& tp = *transports_[f.tp];
-  std::vector<transport::Param> params = params_for(f.tuple.remote.port, tp);
+  std::vector<transport::Param> params = params_for(f.tuple.remote.port, tp, f.message);
   tp.ctx->at(rte_rdtsc());
   int rc = tp.t->connect(id, f.tuple, params, *tp.ctx);
   tp.ctx->flush();
@@ -1041,9 +1048,13 @@ const FlowBinding* FlowPath::binding(uint16_t port) const {
   return nullptr;
 }
 
-std::vector<transport::Param> FlowPath::params_for(uint16_t port, const Tp& tp) const {
+std::vector<transport::Param> FlowPath::params_for(uint16_t port, const Tp& tp,
+                                                   bool message) const {
   const FlowBinding* b = binding(port);
-  return b != nullptr && b->transport == tp.name ? as_params(*b) : std::vector<transport::Param>{};
+  std::vector<transport::Param> p =
+      b != nullptr && b->transport == tp.name ? as_params(*b) : std::vector<transport::Param>{};
+  if (message) p.push_back({"message", "on"});  // after the operator's: the app's choice wins
+  return p;
 }
 
 int FlowPath::attach(FlowBinding& b, std::string& error) {

@@ -86,11 +86,13 @@ class FlowPath final : public FlowHandler {
 
   // ---- control (dataplane lcore, from control requests) ----
   // Each returns 0 or a negative CL_E* code.
+  // message: message mode, the transport parameter "message on" (CL_EOPNOTSUPP when the
+  // transport has none).
   int listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
-             uint32_t* listener);
+             bool message, uint32_t* listener);
   int unlisten(uint32_t app_id, uint32_t listener);
   int connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
-              uint32_t* flow, uint64_t now);
+              bool message, uint32_t* flow, uint64_t now);
   // The app is leaving: its flows are aborted (RST), its listeners closed, its memory dropped
   // from the NIC. Events for its flows are dropped from now on.
   void app_detached(DpApp& a);
@@ -131,7 +133,8 @@ class FlowPath final : public FlowHandler {
   void post_data(Flow& f);
   unsigned app_flush(Tp& tp, uint64_t now);
   const FlowBinding* binding(uint16_t port) const;
-  std::vector<transport::Param> params_for(uint16_t port, const Tp& tp) const;
+  // The operator's parameters for the port, and "message on" when the app asked for it.
+  std::vector<transport::Param> params_for(uint16_t port, const Tp& tp, bool message = false) const;
   void reap();
 
   // Context hooks.

@@ -325,11 +325,15 @@ inline constexpr size_t kTransportNameMax = 32;  // including the terminating NU
 //            once; kEvConnected or kEvRefused follows on `cq`, where all its completions go.
 // The transport is the one the operator attached to the port (cleavectl flow attach), else
 // `transport`, else "tcp".
+// flags: kFlowMessage asks for message mode (TCP: one message per send and per receive, see
+// src/transport/README.md); a daemon that does not know a flag answers CL_EINVAL (before
+// message mode it was a reserved field, always checked to be 0).
+inline constexpr uint16_t kFlowMessage = 1;
 struct FlowOpen {
   MsgHeader h;
   uint32_t ip;  // host order
   uint16_t port;
-  uint16_t reserved;
+  uint16_t flags;  // kFlow*
   uint32_t cq;
   uint32_t reserved2;
   char transport[kTransportNameMax];  // NUL-terminated; "" for the default

@@ -141,7 +141,9 @@ struct AppRequest {
 
 enum class EventKind : uint8_t {
   kSendDone,    // wr_id, len; status < 0 when the flow failed first
-  kRecvDone,    // wr_id, len (bytes written); status < 0 when the flow failed first
+  kRecvDone,    // wr_id, len (bytes written); status < 0 when the flow failed first. Message
+                // transports: aux is the message's length, status -EMSGSIZE when the buffer
+                // was shorter (it holds the message's first len bytes)
   kRecvData,    // in-order data grew by len bytes (into posted buffers, not yet all full): for
                 // apps that read a receive ring before its buffers complete; one per burst
   kConnected,   // an active open completed

@@ -395,6 +395,8 @@ const char* cl_strerror(int err) {
       return "the flow is closed for sending";
     case CL_EPROTO:
       return "malformed message or descriptor";
+    case CL_EPROTONOSUPPORT:
+      return "the peer does not speak message mode";
     case CL_EOPNOTSUPP:
       return "operation not supported (unknown opcode or flag, or cleaved too old)";
     case CL_EADDRINUSE:
@@ -699,15 +701,18 @@ namespace {
 // cl_listen and cl_connect: the same message (FlowOpen) and reply, the id out on success. The
 // library's checks come first; the context is left alone when they fail.
 int open_flow(cl_ctx* ctx, const cl_cq* cq, const sockaddr_in* addr, const char* transport,
-              bool connect, uint32_t* id) {
+              unsigned flags, bool connect, uint32_t* id) {
   if (ctx == nullptr || id == nullptr) return CL_EINVAL;
   if (int e = ctx->check()) return e;
   if (cq == nullptr || cq->ctx != ctx || addr == nullptr || addr->sin_family != AF_INET)
     return CL_EINVAL;
   size_t tlen = transport != nullptr ? strnlen(transport, abi::kTransportNameMax) : 0;
   if (tlen >= abi::kTransportNameMax) return CL_EINVAL;
+  if ((flags & ~unsigned(CL_FLOW_MESSAGE)) != 0) return CL_EOPNOTSUPP;
   if (ctx->version < kFlowVersion) return CL_EOPNOTSUPP;
   abi::FlowOpen req{};
+  static_assert(CL_FLOW_MESSAGE == abi::kFlowMessage);
+  req.flags = static_cast<uint16_t>(flags);
   req.h.type = static_cast<uint16_t>(connect ? abi::MsgType::kConnect : abi::MsgType::kListen);
   req.ip = ntohl(addr->sin_addr.s_addr);
   req.port = ntohs(addr->sin_port);
@@ -728,7 +733,12 @@ int open_flow(cl_ctx* ctx, const cl_cq* cq, const sockaddr_in* addr, const char*
 
 int cl_listen(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
               uint32_t* listener) {
-  return open_flow(ctx, cq, addr, transport, /*connect=*/false, listener);
+  return open_flow(ctx, cq, addr, transport, 0, /*connect=*/false, listener);
+}
+
+int cl_listen_ex(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
+                 unsigned flags, uint32_t* listener) {
+  return open_flow(ctx, cq, addr, transport, flags, /*connect=*/false, listener);
 }
 
 int cl_unlisten(cl_ctx* ctx, uint32_t listener) {
@@ -746,5 +756,10 @@ int cl_unlisten(cl_ctx* ctx, uint32_t listener) {
 
 int cl_connect(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
                cl_flow* flow) {
-  return open_flow(ctx, cq, addr, transport, /*connect=*/true, flow);
+  return open_flow(ctx, cq, addr, transport, 0, /*connect=*/true, flow);
+}
+
+int cl_connect_ex(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
+                  unsigned flags, cl_flow* flow) {
+  return open_flow(ctx, cq, addr, transport, flags, /*connect=*/true, flow);
 }

@@ -110,6 +110,8 @@ std::string parse_settings(Params params, Settings& out) {
       if (!parse_bool(p.value, out.sack)) return bad + " (on|off)";
     } else if (p.key == "timestamps") {
       if (!parse_bool(p.value, out.timestamps)) return bad + " (on|off)";
+    } else if (p.key == "message") {
+      if (!parse_bool(p.value, out.message)) return bad + " (on|off)";
     } else if (p.key == "ecn") {
       bool b = false;
       if (!parse_bool(p.value, b)) return bad + " (on|off)";
@@ -130,7 +132,8 @@ std::string parse_settings(Params params, Settings& out) {
       }
       if (!found) {
         return "tcp: unknown parameter '" + std::string(p.key) +
-               "' (have cc, mss, wscale, sack, timestamps, ecn, isn, delack_ms, rto_min_ms, "
+               "' (have cc, mss, wscale, sack, timestamps, ecn, message, isn, delack_ms, "
+               "rto_min_ms, "
                "rto_initial_ms, rto_max_ms, time_wait_ms, fin_wait2_ms, syn_retries, retries)";
       }
     }
@@ -355,7 +358,7 @@ void TcpTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
           ctx.event({r.flow, EventKind::kSendDone, -ENOBUFS, 0, 0, r.wr_id});
           break;
         }
-        c->sendq.push_back({c->snd_end, r.len, r.offset, r.wr_id, r.mr});
+        c->sendq.push_back({c->snd_end, r.len, r.offset, r.wr_id, r.mr, c->snd_msg_no++});
         c->snd_end += r.len;
         touch(*c);
         break;
@@ -423,7 +426,8 @@ void TcpTransport::notify_end(Conn& c, EventKind kind, int32_t status, Context& 
   }
   for (; !c.recvq.empty(); c.recvq.pop_front()) {
     const RecvBuf& b = c.recvq.front();
-    const uint64_t have = c.rcv_stream > b.start ? c.rcv_stream - b.start : 0;
+    // A message-mode buffer holds no whole message (those completed already): it returns empty.
+    const uint64_t have = !c.st.message && c.rcv_stream > b.start ? c.rcv_stream - b.start : 0;
     ctx.event({id, EventKind::kRecvDone, have == 0 ? status : 0,
                uint32_t(std::min<uint64_t>(have, b.len)), 0, b.wr_id});
   }
@@ -462,6 +466,7 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.text("sack", c->sack_ok ? "on" : "off");
   out.text("timestamps", c->ts_ok ? "on" : "off");
   out.text("ecn", c->ecn_ok ? "on" : "off");
+  out.text("message", c->msg_ok ? "on" : "off");
   out.number("sack_scoreboard", c->sacked.n);
   out.number("ooo_ranges", c->ooo.n);
   out.number("retransmits", c->retransmits);
@@ -476,6 +481,9 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("dup_bytes", c->dup_bytes);
   out.number("send_queue", c->sendq.size());
   out.number("recv_buffers", c->recvq.size());
+  out.number("msgs_sent", c->snd_msg_no);
+  out.number("msgs_received", c->rcv_msg_no);
+  out.number("msgs_truncated", c->msg_truncated);
   return true;
 }
 

@@ -65,6 +65,11 @@ struct Settings {
   uint32_t retries = 15;   // RTOs in a row before the flow fails (Linux tcp_retries2)
   bool fixed_isn = false;  // tests: start the send sequence at `isn`
   uint32_t isn = 0;
+  // Message mode ("message on"): each send is one message and each posted receive takes one
+  // message, boundaries carried in the message option (tcp_wire.h). Both ends must ask for it:
+  // a connect whose peer does not accept it is refused (-EPROTONOSUPPORT, after a RST), and a
+  // message-mode listener answers a SYN without it with a RST.
+  bool message = false;
 
   bool dctcp() const { return std::string_view(cc) == "dctcp"; }
   // Whether our SYN asks for ECN (RFC 3168 6.1.1).
@@ -99,6 +104,11 @@ struct Counters {
   uint64_t zero_window_probes = 0;
   uint64_t conn_opened = 0;
   uint64_t conn_closed = 0;
+  // Message mode.
+  uint64_t msg_refused = 0;    // handshakes refused: one side asked for message mode, one not
+  uint64_t msg_bad = 0;        // data segments whose message option was missing or inconsistent
+  uint64_t msg_no_buffer = 0;  // data segments of a message with no posted receive (dropped)
+  uint64_t msg_truncated = 0;  // messages longer than their receive buffer
 };
 
 struct Conn;
@@ -139,6 +149,9 @@ class TcpTransport final : public Transport {
   void process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
   void receive_data(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
   void receive_fin(Conn& c, Context& ctx);
+  // Message mode: the receive buffer index of a data segment's message, or -1 (dropped).
+  long msg_buffer(Conn& c, const Segment& s, uint32_t plen);
+  void complete_messages(Conn& c, Context& ctx);
   void after_burst(Conn& c, Context& ctx);
   void output(Conn& c, Context& ctx);
   void send_ack(Conn& c, Context& ctx);

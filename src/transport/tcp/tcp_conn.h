@@ -5,6 +5,7 @@
 // byte counts that must not wrap (the receive stream offset, CC's bookkeeping) are 64-bit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,7 @@ class Fifo {
   T& operator[](size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
   const T& operator[](size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
   T& front() { return (*this)[0]; }
+  const T& front() const { return (*this)[0]; }
   T& back() { return (*this)[size() - 1]; }
   void push_back(const T& v) {
     if (size() == buf_.size()) grow();
@@ -53,6 +55,7 @@ struct SendChunk {
   uint64_t offset = 0;
   uint64_t wr_id = 0;
   uint16_t mr = 0;
+  uint32_t msg_no = 0;  // message mode: the message this send is
 };
 
 // An app receive buffer: stream bytes [start, start + len) land at (mr, offset).
@@ -63,6 +66,10 @@ struct RecvBuf {
   uint64_t wr_id = 0;
   uint16_t mr = 0;
   bool on_nic = false;  // posted as an MS
+  // Message mode: the message this buffer takes, once a segment of it has said where it is.
+  bool msg_known = false;
+  uint32_t msg_start = 0;  // sequence number of its first byte
+  uint32_t msg_len = 0;
 };
 
 // Sorted, disjoint sequence ranges: the sender's SACK scoreboard, the receiver's out-of-order
@@ -99,6 +106,7 @@ struct Conn {
   bool sack_ok = false;
   bool ts_ok = false;
   bool ecn_ok = false;
+  bool msg_ok = false;      // message mode negotiated
   bool dctcp_echo = false;  // receiver echoes CE per segment (DCTCP), else sticky ECE (RFC 3168)
   uint8_t snd_wscale = 0;   // applied to windows the peer advertises
   uint8_t rcv_wscale = 0;   // applied to windows we advertise
@@ -118,8 +126,10 @@ struct Conn {
   Fifo<SendChunk> sendq;    // unacknowledged and unsent app sends, in sequence order
   bool fin_queued = false;  // the app closed: FIN goes after snd_end
   bool fin_sent = false;
-  size_t tx_hint = 0;      // sendq index of the chunk holding snd_nxt (a search hint)
-  uint64_t snd_una64 = 0;  // bytes acknowledged since the SYN, for CC (never wraps)
+  size_t tx_hint = 0;           // sendq index of the chunk holding snd_nxt (a search hint)
+  uint64_t snd_una64 = 0;       // bytes acknowledged since the SYN, for CC (never wraps)
+  uint32_t snd_msg_no = 0;      // message mode: the number the next send gets
+  uint32_t peer_msg_limit = 0;  // message mode: the peer takes messages numbered below this
 
   // Loss recovery.
   RangeSet sacked;         // SACKed above snd_una
@@ -175,6 +185,12 @@ struct Conn {
   bool last_ce = false;       // DCTCP: CE of the last data segment
   uint32_t rcv_progress = 0;  // new in-order bytes this burst (one kRecvData event)
   bool fenced = false;        // after the peer's FIN: the NIC places nothing more
+  // Message mode: recvq's front takes message rcv_msg_no, which starts at rcv_msg_seq; the
+  // credit we gave the peer is rcv_msg_no + recvq.size() (last advertised: msg_limit_adv).
+  uint32_t rcv_msg_no = 0;
+  uint32_t rcv_msg_seq = 0;
+  uint32_t msg_limit_adv = 0;
+  uint64_t msg_truncated = 0;
 
   // ---- timers ----
   Timer rto_timer;
@@ -196,7 +212,23 @@ struct Conn {
   bool dirty = false;  // on the transport's list for after_burst
 
   uint64_t inflight() const;  // RFC 6675 pipe
-  uint32_t rcv_space() const { return uint32_t(posted_end - rcv_stream); }
+  // Room in the posted buffers. In message mode posted_end counts the known length of each
+  // buffer's message in place of the buffer's (see msg_buffer), so a message longer than its
+  // buffer still opens the window it needs.
+  uint32_t rcv_space() const {
+    return posted_end > rcv_stream ? uint32_t(std::min<uint64_t>(posted_end - rcv_stream, 1u << 31))
+                                   : 0;
+  }
+  uint32_t msg_limit() const { return rcv_msg_no + uint32_t(recvq.size()); }
+  // One past the last byte the peer's message credit lets us send (snd_end when all of it).
+  uint32_t msg_send_right() const {
+    if (!msg_ok || sendq.empty()) return snd_end;
+    const uint32_t allowed = peer_msg_limit - sendq.front().msg_no;  // messages from the front
+    if (int32_t(allowed) <= 0) return sendq.front().seq;
+    return allowed < sendq.size() ? sendq[allowed].seq : snd_end;
+  }
+  // New data waits for the peer: a zero window, or no message credit.
+  bool send_blocked() const { return snd_wnd == 0 || seq_geq(snd_nxt, msg_send_right()); }
 };
 
 }  // namespace cleave::transport::tcp

@@ -48,7 +48,9 @@ void negotiate(Conn& c, const Segment& s, uint64_t now_ns) {
   } else {
     c.snd_wscale = c.rcv_wscale = 0;
   }
-  c.eff_mss = uint16_t(std::min(c.peer_mss, c.st.mss) - data_options_len(c.ts_ok));
+  c.msg_ok = c.st.message && s.has_msg;
+  if (c.msg_ok) c.peer_msg_limit = s.msg_limit;
+  c.eff_mss = uint16_t(std::min(c.peer_mss, c.st.mss) - data_options_len(c.ts_ok, c.msg_ok));
   c.ccs.mss = c.eff_mss;
   c.cc->init(c.ccs, now_ns);
 }
@@ -105,9 +107,16 @@ void TcpTransport::input_listen(const RxHeader& h, const Segment& s, Context& ct
   c.listener = h.listener;
   c.state = State::kSynReceived;
   c.irs = s.seq;
-  c.rcv_nxt = c.rcv_adv = c.nic_cursor = s.seq + 1;
+  c.rcv_nxt = c.rcv_adv = c.nic_cursor = c.rcv_msg_seq = s.seq + 1;
   c.synced = true;
   negotiate(c, s, now_ns_);
+  if (c.st.message && !c.msg_ok) {
+    // A message-mode listener takes message-mode peers only: refuse the others clearly.
+    ctr_.msg_refused++;
+    send_rst(c, ctx);
+    finish(c, EventKind::kClosed, -EPROTONOSUPPORT, ctx);
+    return;
+  }
   negotiate_ecn(c, c.st.ecn != 0, s.flags, kEce | kCwr);
   c.snd_wnd = s.window;  // never scaled in a SYN (RFC 7323 2.2)
   c.max_snd_wnd = c.snd_wnd;
@@ -129,8 +138,16 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
     }
     if ((s.flags & kSyn) == 0) return;
     c.irs = s.seq;
-    c.rcv_nxt = c.rcv_adv = c.nic_cursor = s.seq + 1;
+    c.rcv_nxt = c.rcv_adv = c.nic_cursor = c.rcv_msg_seq = s.seq + 1;
     negotiate(c, s, now_ns_);
+    if (c.st.message && !c.msg_ok) {
+      // The peer does not speak the message option (Linux ignores it): refuse, and reset the
+      // peer's half-open connection.
+      ctr_.msg_refused++;
+      send_rst(c, ctx);
+      finish(c, EventKind::kRefused, -EPROTONOSUPPORT, ctx);
+      return;
+    }
     c.snd_wnd = s.window;
     c.max_snd_wnd = c.snd_wnd;
     c.snd_wl1 = s.seq;
@@ -293,6 +310,10 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
 
 void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
   const uint32_t ack = s.ack;
+  // The peer's message credit only grows; a reordered older one says nothing new.
+  if (c.msg_ok && s.has_msg && int32_t(s.msg_limit - c.peer_msg_limit) > 0) {
+    c.peer_msg_limit = s.msg_limit;
+  }
   // SACK blocks (RFC 2018), DSACK (RFC 2883): the first block reports a duplicate when it lies
   // below the cumulative ACK or inside the second block.
   uint32_t newly_sacked = 0;
@@ -380,11 +401,11 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     c.max_snd_wnd = std::max(c.max_snd_wnd, c.snd_wnd);
     c.snd_wl1 = s.seq;
     c.snd_wl2 = ack;
-    if (c.snd_wnd != 0 && c.persist) {
-      c.persist = false;
-      c.backoff = 0;
-      wheel_.cancel(&c.misc_timer);
-    }
+  }
+  if (c.persist && !c.send_blocked()) {
+    c.persist = false;
+    c.backoff = 0;
+    wheel_.cancel(&c.misc_timer);
   }
 
   // Congestion control.
@@ -448,7 +469,8 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
     if (seq_leq(end, c.rcv_nxt)) return;
     seq = c.rcv_nxt;
   }
-  const uint32_t right = c.rcv_nxt + std::min(c.rcv_space(), 1u << 30);
+  // In message mode the posted buffer of the segment's message is the limit (msg_buffer).
+  const uint32_t right = c.rcv_nxt + (c.msg_ok ? 1u << 30 : std::min(c.rcv_space(), 1u << 30));
   if (seq_geq(seq, right)) {
     ctr_.out_of_window++;
     c.ack_now = true;
@@ -466,6 +488,12 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
     return;
   }
 
+  long msg = -1;
+  if (c.msg_ok) {
+    msg = msg_buffer(c, s, h.payload_len);
+    if (msg < 0) return;
+  }
+
   const uint32_t len = end - seq;
   switch (h.placed) {
     case Placed::kPlaced:
@@ -473,6 +501,18 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
       break;
     case Placed::kDeferred: {
       if (h.payload == nullptr) return;
+      if (msg >= 0) {
+        // Message mode: at its offset in its message's buffer; what runs past the buffer is
+        // dropped here and reported when the message completes (-EMSGSIZE).
+        const RecvBuf& b = c.recvq[size_t(msg)];
+        const uint32_t at = seq - b.msg_start;
+        if (at < b.len && !ctx.copy_in(h.payload + (seq - s.seq), std::min(len, b.len - at), b.mr,
+                                       b.offset + at)) {
+          ctr_.copy_faults++;
+          return;
+        }
+        break;
+      }
       // Copy into the posted buffers the stream offsets name, across buffer edges.
       const uint8_t* src = h.payload + (seq - s.seq);
       uint64_t off = c.rcv_stream + (seq - c.rcv_nxt);
@@ -532,6 +572,79 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
   }
 }
 
+// Message mode: checks a data segment's message option against what the flow knows and returns
+// the index in recvq of the buffer its message goes to, or -1 when the segment must be dropped.
+// The option is untrusted: the payload must lie inside the message it names, and a message must
+// fit between its neighbours (each starts where the one before ends), so no byte belongs to two
+// messages and none is skipped. The first segment of a message records it in its buffer.
+long TcpTransport::msg_buffer(Conn& c, const Segment& s, uint32_t plen) {
+  auto bad = [&] {
+    ctr_.msg_bad++;
+    return -1L;
+  };
+  if (!s.msg_data || s.msg_len == 0 || s.msg_len > kMaxSendQueue) return bad();
+  const uint32_t msg_end = s.msg_start + s.msg_len;
+  if (seq_lt(s.seq, s.msg_start) || seq_gt(s.seq + plen, msg_end)) return bad();
+  if (seq_lt(s.msg_start, c.rcv_msg_seq) || seq_gt(msg_end, c.rcv_nxt + (1u << 30))) return bad();
+  const uint32_t idx = s.msg_no - c.rcv_msg_no;
+  if (int32_t(idx) < 0) return bad();
+  if (idx >= c.recvq.size()) {
+    // No receive posted for it: beyond the credit we gave. Drop; the ACK tells the peer.
+    ctr_.msg_no_buffer++;
+    c.ack_now = true;
+    return -1;
+  }
+  RecvBuf& b = c.recvq[idx];
+  if (b.msg_known) {
+    if (b.msg_start != s.msg_start || b.msg_len != s.msg_len) return bad();
+    return long(idx);
+  }
+  if (idx == 0) {
+    if (s.msg_start != c.rcv_msg_seq) return bad();
+  } else if (const RecvBuf& p = c.recvq[idx - 1]; p.msg_known) {
+    if (s.msg_start != p.msg_start + p.msg_len) return bad();
+  } else if (!seq_gt(s.msg_start, c.rcv_nxt) || seq_lt(s.msg_start, c.rcv_msg_seq + idx)) {
+    // An unknown message before it still has bytes to come (which will name it), and each
+    // message has at least one byte.
+    return bad();
+  }
+  if (idx + 1 < c.recvq.size()) {
+    const RecvBuf& n = c.recvq[idx + 1];
+    if (n.msg_known && n.msg_start != msg_end) return bad();
+  }
+  b.msg_known = true;
+  b.msg_start = s.msg_start;
+  b.msg_len = s.msg_len;
+  // The window counts this message's length in place of its buffer's (see Conn::rcv_space).
+  c.posted_end = c.posted_end - b.len + s.msg_len;
+  return long(idx);
+}
+
+// Message mode: each buffer completes when its whole message is in order, with the message's
+// length in aux and -EMSGSIZE when the buffer was shorter (it holds the message's first bytes).
+// After the peer's FIN the buffers left get nothing (EOF).
+void TcpTransport::complete_messages(Conn& c, Context& ctx) {
+  while (!c.recvq.empty()) {
+    const RecvBuf& b = c.recvq.front();
+    if (b.msg_known && seq_geq(c.rcv_nxt, b.msg_start + b.msg_len)) {
+      const bool trunc = b.msg_len > b.len;
+      if (trunc) {
+        ctr_.msg_truncated++;
+        c.msg_truncated++;
+      }
+      ctx.event({c.flow, EventKind::kRecvDone, trunc ? -EMSGSIZE : 0, std::min(b.msg_len, b.len),
+                 b.msg_len, b.wr_id});
+      c.rcv_msg_no++;
+      c.rcv_msg_seq = b.msg_start + b.msg_len;
+    } else if (c.fin_received) {
+      ctx.event({c.flow, EventKind::kRecvDone, 0, 0, 0, b.wr_id});
+    } else {
+      break;
+    }
+    c.recvq.pop_front();
+  }
+}
+
 void TcpTransport::receive_fin(Conn& c, Context& ctx) {
   c.fin_received = true;
   c.rcv_nxt++;
@@ -574,7 +687,12 @@ void TcpTransport::after_burst(Conn& c, Context& ctx) {
     c.fenced = true;
   }
   uint32_t retire = 0;
-  while (!c.recvq.empty()) {
+  if (c.st.message) {
+    // Messages are copied (the NIC places by stream, not by message, yet): no MS, no data event.
+    complete_messages(c, ctx);
+    c.rcv_progress = 0;
+  }
+  while (!c.st.message && !c.recvq.empty()) {
     const RecvBuf& b = c.recvq.front();
     const bool full = b.start + b.len <= c.rcv_stream;
     if (!full && !c.fin_received) break;
@@ -592,7 +710,7 @@ void TcpTransport::after_burst(Conn& c, Context& ctx) {
   // Buffers the NIC does not have yet go to it in stream order, once it knows the flow. On an
   // empty list the NIC starts at its cursor, so a buffer the copy path partly filled is posted
   // from there on.
-  if (c.synced && !c.fenced) {
+  if (c.synced && !c.fenced && !c.st.message) {
     for (size_t i = 0; i < c.recvq.size(); i++) {
       RecvBuf& b = c.recvq[i];
       if (b.on_nic) continue;
@@ -617,6 +735,11 @@ void TcpTransport::after_burst(Conn& c, Context& ctx) {
     const uint32_t known = c.rcv_adv - c.rcv_nxt;
     if (space > known && space - known >= std::min<uint32_t>(c.eff_mss, space / 2) &&
         known < space / 2) {
+      c.ack_now = true;
+    }
+    // Message credit: tell the peer when it knows of at most half of our posted receives.
+    if (c.msg_ok && c.msg_limit() != c.msg_limit_adv &&
+        int32_t(c.msg_limit_adv - c.rcv_msg_no) <= int32_t(c.recvq.size() / 2)) {
       c.ack_now = true;
     }
   }

@@ -56,6 +56,12 @@ static void put_header(TcpTransport& t, Conn& c, TxDesc& d, BuildSpec& b) {
     b.ts_val = t.ts_now();
     b.ts_ecr = c.ts_recent;
   }
+  if ((c.msg_ok || b.msg) && (b.flags & kRst) == 0) {
+    // Message mode: every segment carries our credit (the SYN offers the option with it).
+    b.msg = true;
+    b.msg_limit = c.msg_limit();
+    c.msg_limit_adv = b.msg_limit;
+  }
   d.flow = c.flow;
   d.l4_len = uint8_t(build(b, d.l4.data()));
   t.ctr_.segs_out++;
@@ -99,6 +105,7 @@ void TcpTransport::send_syn(Conn& c, Context& ctx) {
     b.sack_permitted = c.st.sack;
     b.ts = c.st.timestamps;
     b.ts_val = ts_now();
+    b.msg = c.st.message;
   } else {
     // The answer: only what the peer offered.
     b.flags = kSyn | kAck | (c.ecn_ok ? kEce : 0);
@@ -149,6 +156,13 @@ static uint32_t send_data(TcpTransport& t, Conn& c, Context& ctx, uint32_t seq, 
     c.cwr_pending = false;
   }
   b.window = advertise(c, false);
+  if (c.msg_ok) {
+    // The chunk is one message, and this descriptor lies inside it.
+    b.msg_data = true;
+    b.msg_no = k.msg_no;
+    b.msg_start = k.seq;
+    b.msg_len = k.len;
+  }
   put_header(t, c, d, b);
   d.mr = k.mr;
   d.offset = k.offset + at;
@@ -219,7 +233,7 @@ void TcpTransport::output(Conn& c, Context& ctx) {
   }
 
   // 2. New data, and after an RTO the old data again from snd_nxt (skipping SACKed ranges).
-  const uint32_t wnd_right = c.snd_una + c.snd_wnd;
+  const uint32_t wnd_right = seq_min(c.snd_una + c.snd_wnd, c.msg_send_right());
   while (true) {
     if (c.rto_recovery) {
       if (const SackBlock* r = c.sacked.find(c.snd_nxt)) c.snd_nxt = r->right;
@@ -267,7 +281,7 @@ void TcpTransport::output(Conn& c, Context& ctx) {
 
   // 4. Timers: the RTO while anything is outstanding; persist while the peer's window is zero
   // and data waits with nothing in flight to bring a window update.
-  if (c.snd_wnd == 0 && seq_lt(c.snd_nxt, c.snd_end) && c.snd_max == c.snd_una) {
+  if (c.send_blocked() && seq_lt(c.snd_nxt, c.snd_end) && c.snd_max == c.snd_una) {
     if (!c.persist) {
       c.persist = true;
       wheel_.arm(&c.misc_timer, c.rto);

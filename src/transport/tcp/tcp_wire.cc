@@ -79,6 +79,21 @@ bool parse(const uint8_t* p, size_t len, Segment& out) {
         out.nsack = uint8_t(n);
         break;
       }
+      case kOptExperimental:
+        // RFC 6994: only our ExID is ours; a known ExID with a length we do not know is
+        // ignored like any unknown option.
+        if (olen >= 4 && rd16(o + 2) == kMsgExId &&
+            (olen == kMsgOptLen || olen == kMsgDataOptLen)) {
+          out.has_msg = true;
+          out.msg_limit = rd32(o + 4);
+          if (olen == kMsgDataOptLen) {
+            out.msg_data = true;
+            out.msg_no = rd32(o + 8);
+            out.msg_start = rd32(o + 12);
+            out.msg_len = rd32(o + 16);
+          }
+        }
+        break;
       default:
         break;  // unknown options are skipped by their length
     }
@@ -124,6 +139,18 @@ size_t build(const BuildSpec& s, uint8_t* out) {
     o[2] = 3;
     o[3] = s.wscale;
     o += 4;
+  }
+  if (s.msg) {
+    o[0] = kOptExperimental;
+    o[1] = s.msg_data ? kMsgDataOptLen : kMsgOptLen;
+    wr16(o + 2, kMsgExId);
+    wr32(o + 4, s.msg_limit);
+    if (s.msg_data) {
+      wr32(o + 8, s.msg_no);
+      wr32(o + 12, s.msg_start);
+      wr32(o + 16, s.msg_len);
+    }
+    o += o[1];
   }
   if (s.nsack != 0) {
     const size_t room = (kMaxHeaderLen - size_t(o - out) - 4) / 8;

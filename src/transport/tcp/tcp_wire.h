@@ -54,6 +54,24 @@ enum Opt : uint8_t {
   kOptExperimental = 253,
 };
 
+// ---- the message option (RFC 6994 experimental option, kind 253, ExID kMsgExId) ----
+// A message-mode flow (Settings::message) offers it in its SYN and the peer accepts it in the
+// SYN-ACK; after that every segment of the flow carries it. Big-endian on the wire:
+//   SYN, SYN-ACK and segments without payload (8 bytes):
+//     kind 253 | len 8 | ExID (16) | limit (32)
+//   data segments (20 bytes):
+//     kind 253 | len 20 | ExID (16) | limit (32) | number (32) | start (32) | length (32)
+// limit:  the sender's receive credit: the peer may send messages numbered below it (one posted
+//         receive each; never decreases).
+// number: the message this payload belongs to (0 is the first message of the direction).
+// start:  the sequence number of the message's first byte; length: its bytes (>= 1).
+// A segment never spans two messages, so the offset of its payload in its message is
+// seq - start, on every segment a TSO burst is cut into too: a NIC places it at that offset of
+// the number-th posted buffer without reassembly.
+inline constexpr uint16_t kMsgExId = 0xC1EA;  // "cleave"; RFC 6994 4: an unregistered ExID
+inline constexpr uint8_t kMsgOptLen = 8;
+inline constexpr uint8_t kMsgDataOptLen = 20;
+
 inline constexpr size_t kHeaderLen = 20;
 inline constexpr size_t kMaxHeaderLen = 60;
 inline constexpr uint8_t kMaxWscale = 14;  // RFC 7323 2.3
@@ -84,6 +102,14 @@ struct Segment {
   uint32_t ts_ecr = 0;
   uint8_t nsack = 0;
   std::array<SackBlock, kMaxSackBlocks> sack{};
+  // The message option (kMsgExId): has_msg on any segment with it, msg_data when it names the
+  // message of the payload (the 20-byte form).
+  bool has_msg = false;
+  bool msg_data = false;
+  uint32_t msg_limit = 0;
+  uint32_t msg_no = 0;
+  uint32_t msg_start = 0;
+  uint32_t msg_len = 0;
 };
 
 // Parses the TCP header at p (len readable bytes). False when the header is malformed: shorter
@@ -109,6 +135,13 @@ struct BuildSpec {
   uint32_t ts_ecr = 0;
   uint8_t nsack = 0;
   const SackBlock* sack = nullptr;
+  // The message option, after timestamps (before SACK): msg_data adds the message fields.
+  bool msg = false;
+  bool msg_data = false;
+  uint32_t msg_limit = 0;
+  uint32_t msg_no = 0;
+  uint32_t msg_start = 0;
+  uint32_t msg_len = 0;
 };
 
 // Writes the header (checksum 0: the NIC or the dataplane fills it) into out, which holds at
@@ -117,8 +150,8 @@ struct BuildSpec {
 size_t build(const BuildSpec& spec, uint8_t* out);
 
 // Bytes of options on a data segment: what the MSS must leave room for.
-inline size_t data_options_len(bool ts) {
-  return ts ? 12 : 0;
+inline size_t data_options_len(bool ts, bool msg = false) {
+  return (ts ? 12 : 0) + (msg ? kMsgDataOptLen : 0);
 }
 
 }  // namespace cleave::transport::tcp

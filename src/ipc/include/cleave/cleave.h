@@ -53,32 +53,33 @@ extern "C" {
 /* Error codes: Linux errno values where one fits, negated. */
 enum {
   CL_OK = 0,
-  CL_EPERM = -1,          /* not allowed to connect (uid/gid not in the daemon's config) */
-  CL_ENOENT = -2,         /* no such pipe or MR, or no daemon socket */
-  CL_EAGAIN = -11,        /* nothing now; try again (queue full, nothing to poll) */
-  CL_ENOMEM = -12,        /* out of memory (heap, or the daemon's) */
-  CL_EACCES = -13,        /* MR access rights do not allow the operation */
-  CL_EFAULT = -14,        /* offset/length outside the MR */
-  CL_EBUSY = -16,         /* in use (e.g. a completion queue with queues attached) */
-  CL_EINVAL = -22,        /* invalid argument */
-  CL_ENOSPC = -28,        /* a table is full (daemon-wide) */
-  CL_EPIPE = -32,         /* the flow was closed for sending */
-  CL_EPROTO = -71,        /* malformed message or descriptor */
-  CL_EOPNOTSUPP = -95,    /* unknown opcode or flag */
-  CL_EADDRINUSE = -98,    /* someone already listens on that port */
-  CL_ENETUNREACH = -101,  /* no route to the destination */
-  CL_ECONNABORTED = -103, /* this app aborted the flow (CL_OP_FLOW_ABORT) */
-  CL_ECONNRESET = -104,   /* the peer reset the flow */
-  CL_ENOBUFS = -105,      /* the flow's send queue is full */
-  CL_ETIMEDOUT = -110,    /* cl_cq_wait timed out; a flow gave up retransmitting */
-  CL_ECONNREFUSED = -111, /* the peer refused the connection */
-  CL_EHOSTUNREACH = -113, /* the next hop did not answer ARP */
-  CL_EDQUOT = -122,       /* over this app's quota */
-  CL_EDAEMON = -1001,     /* cleaved is gone (exited, crashed or closed the connection) */
-  CL_EVERSION = -1002,    /* no protocol version in common with cleaved */
-  CL_EEVICTED = -1003,    /* cleaved disconnected this app for exceeding its error budget */
-  CL_ENORECV = -1004,     /* a send found no posted receive buffer (completion status) */
-  CL_ETRUNC = -1005       /* the receive buffer was shorter than the data (completion status) */
+  CL_EPERM = -1,            /* not allowed to connect (uid/gid not in the daemon's config) */
+  CL_ENOENT = -2,           /* no such pipe or MR, or no daemon socket */
+  CL_EAGAIN = -11,          /* nothing now; try again (queue full, nothing to poll) */
+  CL_ENOMEM = -12,          /* out of memory (heap, or the daemon's) */
+  CL_EACCES = -13,          /* MR access rights do not allow the operation */
+  CL_EFAULT = -14,          /* offset/length outside the MR */
+  CL_EBUSY = -16,           /* in use (e.g. a completion queue with queues attached) */
+  CL_EINVAL = -22,          /* invalid argument */
+  CL_ENOSPC = -28,          /* a table is full (daemon-wide) */
+  CL_EPIPE = -32,           /* the flow was closed for sending */
+  CL_EPROTO = -71,          /* malformed message or descriptor */
+  CL_EPROTONOSUPPORT = -93, /* the peer does not speak message mode (CL_FLOW_MESSAGE) */
+  CL_EOPNOTSUPP = -95,      /* unknown opcode or flag */
+  CL_EADDRINUSE = -98,      /* someone already listens on that port */
+  CL_ENETUNREACH = -101,    /* no route to the destination */
+  CL_ECONNABORTED = -103,   /* this app aborted the flow (CL_OP_FLOW_ABORT) */
+  CL_ECONNRESET = -104,     /* the peer reset the flow */
+  CL_ENOBUFS = -105,        /* the flow's send queue is full */
+  CL_ETIMEDOUT = -110,      /* cl_cq_wait timed out; a flow gave up retransmitting */
+  CL_ECONNREFUSED = -111,   /* the peer refused the connection */
+  CL_EHOSTUNREACH = -113,   /* the next hop did not answer ARP */
+  CL_EDQUOT = -122,         /* over this app's quota */
+  CL_EDAEMON = -1001,       /* cleaved is gone (exited, crashed or closed the connection) */
+  CL_EVERSION = -1002,      /* no protocol version in common with cleaved */
+  CL_EEVICTED = -1003,      /* cleaved disconnected this app for exceeding its error budget */
+  CL_ENORECV = -1004,       /* a send found no posted receive buffer (completion status) */
+  CL_ETRUNC = -1005         /* the receive buffer was shorter than the data (completion status) */
 };
 
 /* MR access: what cleaved and the NIC may do with the memory. */
@@ -282,6 +283,25 @@ CL_API int cl_ring_consume(cl_ring* ring, const struct cl_wc* wc);
 CL_API void* cl_ring_recv(cl_ring* ring, size_t* len);
 CL_API int cl_ring_recv_done(cl_ring* ring, size_t n);
 CL_API int cl_ring_status(const cl_ring* ring);
+/* ---- Messages on a flow ----
+ * cl_listen_ex and cl_connect_ex are cl_listen and cl_connect with flags. CL_FLOW_MESSAGE opens
+ * the flow in message mode (TCP): each CL_OP_FLOW_SEND is one message (1 byte to 1 GB) and each
+ * CL_OP_FLOW_RECV takes exactly one message, in order: its completion has the message's length
+ * in `length` and again in `imm`. A buffer shorter than its message gets the message's first
+ * bytes, status CL_ETRUNC, `length` the bytes written and `imm` the message's length; the rest
+ * of that message is dropped, never delivered into the next buffer. No CL_EV_DATA events.
+ * The boundaries travel in a TCP option (src/transport/README.md), so both ends must be Cleave
+ * in message mode: a connect to a peer without it (Linux) ends in CL_EV_REFUSED with status
+ * CL_EPROTONOSUPPORT (after a RST to the peer), and a message-mode listener answers stream
+ * connects with a RST (ECONNREFUSED at a Linux peer); stream flows are unchanged. A peer sends a
+ * message only while the receiver has a receive posted for it: post receives ahead. Transports
+ * without message mode answer CL_EOPNOTSUPP; a cleaved older than message mode answers CL_EINVAL.
+ * Flags the library does not know: CL_EOPNOTSUPP. */
+enum { CL_FLOW_MESSAGE = 1 << 0 };
+CL_API int cl_listen_ex(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr,
+                        const char* transport, unsigned flags, uint32_t* listener);
+CL_API int cl_connect_ex(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr,
+                         const char* transport, unsigned flags, cl_flow* flow);
 
 #ifdef __cplusplus
 }
