@@ -120,8 +120,9 @@ struct CtlRequest {
   std::vector<FlowRow> flow_rows;
   FlowBinding binding;
   std::string flow_error;
-  std::vector<std::string> transports;  // kList: the transports instantiated
-  std::vector<FlowBinding> bindings;    // kList: the operator's bindings
+  std::vector<std::string> transports;          // kList: the transports instantiated
+  std::vector<TransportStats> transport_stats;  // kList: their counters, in the same order
+  std::vector<FlowBinding> bindings;            // kList: the operator's bindings
 
   std::atomic<bool> done{false};
 };

@@ -128,6 +128,7 @@ void Dataplane::answer_flow(CtlRequest* r, uint64_t now) {
       r->flow_rows.clear();
       flows_->rows(r->flow_rows, r->flow_id);
       r->transports = flows_->transport_names();
+      r->transport_stats = flows_->transport_stats();
       r->bindings = flows_->bindings();
       r->flow_status = 0;
       break;

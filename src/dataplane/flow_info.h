@@ -28,4 +28,10 @@ struct FlowRow {
   std::vector<std::pair<std::string, uint64_t>> numbers;
 };
 
+// A running transport's counters over all its flows (Transport::stats).
+struct TransportStats {
+  std::string name;
+  std::vector<std::pair<std::string, uint64_t>> numbers;
+};
+
 }  // namespace cleave::dp

@@ -1093,6 +1093,28 @@ class RowSink final : public transport::InfoSink {
 };
 }  // namespace
 
+std::vector<TransportStats> FlowPath::transport_stats() const {
+  class Sink final : public transport::InfoSink {
+   public:
+    explicit Sink(TransportStats& s) : s_(s) {}
+    void text(std::string_view, std::string_view) override {}
+    void number(std::string_view key, uint64_t value) override {
+      s_.numbers.emplace_back(std::string(key), value);
+    }
+
+   private:
+    TransportStats& s_;
+  };
+  std::vector<TransportStats> v;
+  for (const auto& tp : transports_) {
+    TransportStats s{tp->name, {}};
+    Sink sink(s);
+    tp->t->stats(sink);
+    v.push_back(std::move(s));
+  }
+  return v;
+}
+
 void FlowPath::rows(std::vector<FlowRow>& out, uint32_t only) const {
   for (uint32_t i = 0; i < listeners_.size(); i++) {
     const Listener& l = listeners_[i];

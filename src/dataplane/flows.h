@@ -110,6 +110,8 @@ class FlowPath final : public FlowHandler {
   // Management.
   void rows(std::vector<FlowRow>& out, uint32_t only_flow) const;
   std::vector<std::string> transport_names() const;
+  // Management: each instantiated transport's counters (allocates).
+  std::vector<TransportStats> transport_stats() const;
 
  private:
   struct Flow;

@@ -604,12 +604,20 @@ json Management::transports() {
   for (const transport::Registry::Entry& e : transport::Registry::global().entries()) {
     bool running =
         std::find(r->transports.begin(), r->transports.end(), e.name) != r->transports.end();
+    // Counters over every flow the transport has had; empty until it runs.
+    json stats = json::object();
+    for (const TransportStats& s : r->transport_stats) {
+      if (s.name != e.name) continue;
+      for (const auto& [k, v] : s.numbers)
+        stats[k] = v;
+    }
     out.push_back({{"name", e.name},
                    {"description", e.description},
                    {"origin", e.origin},
                    {"instantiated", running},
                    {"flows", counts[e.name].first},
-                   {"listeners", counts[e.name].second}});
+                   {"listeners", counts[e.name].second},
+                   {"stats", stats}});
   }
   return {{"transports", out}};
 }

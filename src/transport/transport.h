@@ -298,6 +298,9 @@ class Transport {
   // Management: a flow's state; false when the flow is unknown.
   virtual bool flow_info(FlowId flow, InfoSink& out) const = 0;
   virtual size_t flow_count() const = 0;
+  // Management: counters over every flow since the transport was made (numbers only); none by
+  // default.
+  virtual void stats(InfoSink& /*out*/) const {}
 
  protected:
   Transport() = default;

@@ -80,7 +80,8 @@ dataplane:
 
 
 class Net:
-    """Two namespaces, a (cleaved's side) and b (the kernel peer), joined by a veth pair."""
+    """Two namespaces, a (cleaved's side) and b (the kernel peer), joined by a veth pair.
+    peer_addr=None leaves the kernel in b without an address, for a second cleaved on vb."""
 
     def __init__(self, tag, peer_addr="10.99.0.2/24"):
         base = f"cl{os.getpid() % 100000}{tag}"
@@ -94,7 +95,8 @@ class Net:
             self.vb, "netns", self.b])
         sh(["ip", "link", "set", self.va, "up"], ns=self.a)
         sh(["ip", "link", "set", self.vb, "up"], ns=self.b)
-        sh(["ip", "addr", "add", peer_addr, "dev", self.vb], ns=self.b)
+        if peer_addr:
+            sh(["ip", "addr", "add", peer_addr, "dev", self.vb], ns=self.b)
         # af_packet hands over what the kernel gives it: no offloads that make frames larger
         # than the MTU or leave checksums for later (reference/DPDK.md).
         sh(["ethtool", "-K", self.va, "tso", "off", "gso", "off", "gro", "off"], ns=self.a)

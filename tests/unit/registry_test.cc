@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "transport.h"
+#include "transport_abi.h"
 
 namespace cleave::transport {
 namespace {
@@ -262,7 +263,8 @@ TEST(RegistryLoad, RefusesBrokenPlugins) {
              ": not a Cleave transport: no entry point cleave_transport_plugin_v1 (undefined "
              "symbol: cleave_transport_plugin_v1)");
   EXPECT_HAS(load("CLEAVE_TEST_BAD_PLUGIN_WRONG_ABI"),
-             "built for transport ABI version 999, this build of Cleave has version 1");
+             "built for transport ABI version 999, this build of Cleave has version " +
+                 std::to_string(CLEAVE_TRANSPORT_ABI_VERSION));
   EXPECT_HAS(load("CLEAVE_TEST_BAD_PLUGIN_SHORT"),
              "its struct cleave_transport_plugin is 8 bytes, at least 32 expected");
   EXPECT_HAS(load("CLEAVE_TEST_BAD_PLUGIN_BAD_NAME"),

@@ -598,6 +598,15 @@ void show_transports(const json& r) {
                     str(t["listeners"]), str(t["description"])});
   }
   print_table({"NAME", "ORIGIN", "RUNNING", "FLOWS", "LISTENERS", "DESCRIPTION"}, rows);
+  // A running transport's counters over all its flows, non-zero ones (-j shows every one).
+  for (const json& t : r["transports"]) {
+    if (!t.contains("stats") || t["stats"].empty()) continue;
+    std::string line;
+    for (const auto& [k, v] : t["stats"].items()) {
+      if (v != 0) line += " " + k + " " + str(v);
+    }
+    std::printf("%s:%s\n", str(t["name"]).c_str(), line.empty() ? " (all zero)" : line.c_str());
+  }
 }
 
 // An unsigned number in [lo, hi], or nothing.
@@ -649,7 +658,9 @@ Objects and verbs (the verb defaults to show; for app, flow and transport to lis
                           without transport the port keeps its own (tcp when it has none)
                           e.g. flow attach port 5001 transport tcp cc cubic
   transport list          transports cleaved knows (built-in and plugins), which run, and
-                          their flows and listeners
+                          their flows and listeners; then each running transport's counters
+                          over all its flows (tcp: segments, retransmits, placed_bytes and
+                          copied_bytes of received payload, ...)
   log level [LEVEL]       show, or set, the daemon's log level
                           (trace, debug, info, warn, error, critical, off)
   help                    this text

@@ -487,6 +487,34 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   return true;
 }
 
+void TcpTransport::stats(InfoSink& out) const {
+  const Counters& c = ctr_;
+  for (const auto& [key, value] : {std::pair<std::string_view, uint64_t>{"segs_in", c.segs_in},
+                                   {"segs_out", c.segs_out},
+                                   {"data_segs_out", c.data_segs_out},
+                                   {"retransmits", c.retransmits},
+                                   {"bad_header", c.bad_header},
+                                   {"bad_csum", c.bad_csum},
+                                   {"no_flow", c.no_flow},
+                                   {"paws_drops", c.paws_drops},
+                                   {"challenge_acks", c.challenge_acks},
+                                   {"rst_in", c.rst_in},
+                                   {"rst_out", c.rst_out},
+                                   {"out_of_window", c.out_of_window},
+                                   {"dup_bytes", c.dup_bytes},
+                                   {"placed_bytes", c.placed_bytes},
+                                   {"copied_bytes", c.copied_bytes},
+                                   {"copy_faults", c.copy_faults},
+                                   {"dsacks_in", c.dsacks_in},
+                                   {"fast_recoveries", c.fast_recoveries},
+                                   {"rtos", c.rtos},
+                                   {"ecn_reductions", c.ecn_reductions},
+                                   {"zero_window_probes", c.zero_window_probes},
+                                   {"conn_opened", c.conn_opened},
+                                   {"conn_closed", c.conn_closed}})
+    out.number(key, value);
+}
+
 std::unique_ptr<Transport> make_transport() {
   return std::make_unique<TcpTransport>();
 }

@@ -129,6 +129,7 @@ class TcpTransport final : public Transport {
   void tick(Context& ctx) override;
   bool flow_info(FlowId flow, InfoSink& out) const override;
   size_t flow_count() const override { return nconns_; }
+  void stats(InfoSink& out) const override;
 
   const Counters& counters() const { return ctr_; }
   // Tests: the connection's state, kClosed when unknown.
