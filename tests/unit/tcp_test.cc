@@ -568,6 +568,39 @@ TEST(TcpSend, SegmentsAreTsoDescriptorsOverAppMemory) {
   EXPECT_EQ(ev[0].len, 100000u);
 }
 
+// After an RTO the window restarts at one segment and grows by slow start with each ACK of
+// the resent data (RFC 5681 3.1), long before the ACKs reach what was outstanding at the RTO.
+TEST(TcpSend, SlowStartAfterRtoGrowsBeforeTheOldFlightIsAcked) {
+  Active a;
+  a.establish(65535, 7);
+  a.app(ReqKind::kSend, 1 << 20, 0, 51);
+  uint64_t sent = 0;
+  for (const Out& o : a.ctx.take_out())
+    sent += o.desc.len;
+  ASSERT_EQ(sent, 10u * 1448);
+  // Nothing comes back: the RTO (the 1 s initial one: no RTT sample yet) resends one segment.
+  a.ctx.at_ms(2100);
+  a.tp.tick(a.ctx);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(out[0].desc.len, 1448u);
+  EXPECT_EQ(info(a.tp, kFlow).n["cwnd"], 1448u);
+  // Each ACK of resent data opens the window by a segment: 2, then 4 segments go out, then 5:
+  // ssthresh is half the 10 segments that were in flight at the RTO.
+  uint32_t acked = 1448;
+  for (uint32_t expect : {2u, 4u, 5u}) {
+    out = a.peer(a.ack_spec(0, acked));
+    uint64_t bytes = 0;
+    for (const Out& o : out)
+      bytes += o.desc.len;
+    EXPECT_EQ(bytes, expect * 1448ull) << "after " << acked << " bytes acknowledged";
+    acked += uint32_t(bytes);
+  }
+  EXPECT_EQ(info(a.tp, kFlow).n["ssthresh"], 5u * 1448);
+  EXPECT_EQ(info(a.tp, kFlow).n["cwnd"], 5u * 1448);
+}
+
 TEST(TcpSend, ZeroWindowProbesCarryOneByte) {
   Active a;
   a.establish(0, 7);  // the peer's window is zero

@@ -418,7 +418,9 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     a.rtt_us = uint32_t(rtt_ns / 1000);
     a.snd_una = c.snd_una64;
     a.snd_nxt = c.snd_una64 + (c.snd_max - c.snd_una);
-    a.in_recovery = c.in_recovery || c.rto_recovery;
+    // After an RTO the window grows again by slow start from one segment (RFC 5681 3.1);
+    // rto_recovery only keeps a fast recovery from starting for data sent before it.
+    a.in_recovery = c.in_recovery;
     c.cc->on_ack(c.ccs, a);
   }
   if (c.ecn_ok && (s.flags & kEce) != 0 && !c.ecn_reacting && !c.in_recovery) {
