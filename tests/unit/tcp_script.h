@@ -9,6 +9,8 @@
 
 #include <array>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "tcp.h"
@@ -149,6 +151,25 @@ inline std::vector<uint8_t> bytes(size_t n, uint8_t seed = 1) {
   for (size_t i = 0; i < n; i++)
     v[i] = uint8_t(seed + i * 7);
   return v;
+}
+
+// The flow of the scripted tests, and the peer's initial sequence number.
+inline constexpr FlowId kFlow = 1;
+inline constexpr uint32_t kPeerIss = 900000;
+
+// A flow's info (TcpTransport::flow_info) as maps.
+class Info final : public InfoSink {
+ public:
+  void text(std::string_view k, std::string_view v) override { t[std::string(k)] = v; }
+  void number(std::string_view k, uint64_t v) override { n[std::string(k)] = v; }
+  std::map<std::string, std::string> t;
+  std::map<std::string, uint64_t> n;
+};
+
+inline Info info(const TcpTransport& tp, FlowId f) {
+  Info i;
+  EXPECT_TRUE(tp.flow_info(f, i));
+  return i;
 }
 
 }  // namespace cleave::transport::tcp::test

@@ -4,30 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
-#include <map>
 #include <string>
 
 #include "tcp_script.h"
 
 namespace cleave::transport::tcp::test {
 namespace {
-
-constexpr FlowId kFlow = 1;
-constexpr uint32_t kPeerIss = 900000;
-
-class Info final : public InfoSink {
- public:
-  void text(std::string_view k, std::string_view v) override { t[std::string(k)] = v; }
-  void number(std::string_view k, uint64_t v) override { n[std::string(k)] = v; }
-  std::map<std::string, std::string> t;
-  std::map<std::string, uint64_t> n;
-};
-
-Info info(const TcpTransport& tp, FlowId f) {
-  Info i;
-  EXPECT_TRUE(tp.flow_info(f, i));
-  return i;
-}
 
 bool has_event(const std::vector<Event>& ev, EventKind k, int32_t status = 0) {
   for (const Event& e : ev) {
