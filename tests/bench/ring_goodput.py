@@ -29,19 +29,7 @@ TOOL = os.environ.get("CLEAVE_TCP", "build/tools/cleave-tcp")
 PEER = os.path.join(HERE, "..", "integration", "tcp_peer.py")
 OURS, KERNEL = "198.18.0.1", "198.18.0.2"
 OUR_MAC, KERNEL_MAC = "02:c1:ea:0e:00:01", "02:c1:ea:0e:00:02"
-CONFIG = ct.CONFIG_HEAD + """apps:
-  quota:
-    memory_mb: 128
-    region_mb: 64
-    pipe_entries: 4096
-  allow:
-    - uid: 0
-ports:
-  - name: p0
-    device: %(device)s
-    mac: """ + OUR_MAC + """
-    ipv4: """ + OURS + """/24
-"""
+CONFIG = ct.CONFIG_HEAD + ct.TCP_APPS + ct.port_yaml("%(device)s", OUR_MAC, OURS)
 
 
 def setup(backend):

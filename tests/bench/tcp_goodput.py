@@ -55,19 +55,8 @@ eal:
   main_lcore: %(main)d
 dataplane:
   lcore: %(lcore)d
-%(sleep)sapps:
-  quota:
-    memory_mb: 128
-    region_mb: 64
-    pipe_entries: 4096
-  allow:
-    - uid: 0
-ports:
-  - name: p0
-    device: net_cleave0,wire=net_af_packet0,wire_args=iface=%(iface)s
-    mac: %(mac)s
-    ipv4: %(ip)s/24
-"""
+%(sleep)s""" + ct.TCP_APPS + ct.port_yaml(
+    "net_cleave0,wire=net_af_packet0,wire_args=iface=%(iface)s", "%(mac)s", "%(ip)s")
 
 # The kernel's end of a cleave case: a sink that reads and drops, a source that writes one
 # buffer over and over. No hashing, like iperf3.

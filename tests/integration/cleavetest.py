@@ -78,6 +78,27 @@ dataplane:
   idle_sleep_us: 20
 """
 
+# Apps as the TCP tests run them: cleave-tcp's region holds both its 16 MiB windows, and its CQ
+# of 4096 entries fits the quota.
+TCP_APPS = """apps:
+  quota:
+    memory_mb: 128
+    region_mb: 64
+    pipe_entries: 4096
+  allow:
+    - uid: 0
+"""
+
+
+def port_yaml(device, mac, ip):
+    """The configuration's ports: one, p0, on `device` with its MAC and address (a /24)."""
+    return f"""ports:
+  - name: p0
+    device: {device}
+    mac: {mac}
+    ipv4: {ip}/24
+"""
+
 
 class Net:
     """Two namespaces, a (cleaved's side) and b (the kernel peer), joined by a veth pair.

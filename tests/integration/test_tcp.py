@@ -39,20 +39,7 @@ OUR_MAC, KERNEL_MAC = "02:c1:ea:0e:00:01", "02:c1:ea:0e:00:02"
 RUN_TIMEOUT = 60 + N / 1e6
 CL_ECONNRESET, CL_ECONNREFUSED = -104, -111
 
-# The region holds both 16 MiB windows of cleave-tcp; the CQ of 4096 entries fits the quota.
-CONFIG = ct.CONFIG_HEAD + """apps:
-  quota:
-    memory_mb: 128
-    region_mb: 64
-    pipe_entries: 4096
-  allow:
-    - uid: 0
-ports:
-  - name: p0
-    device: %(device)s
-    mac: """ + OUR_MAC + """
-    ipv4: """ + OURS + """/24
-"""
+CONFIG = ct.CONFIG_HEAD + ct.TCP_APPS + ct.port_yaml("%(device)s", OUR_MAC, OURS)
 
 
 def start(backend, ns, tap, config=None):

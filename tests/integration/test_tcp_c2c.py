@@ -35,20 +35,7 @@ CL_ECONNRESET = -104
 IP = {"a": "10.99.0.1", "b": "10.99.0.2"}
 MAC = {"a": "02:c1:ea:0e:0a:01", "b": "02:c1:ea:0e:0b:01"}
 
-# The region holds both 16 MiB windows of cleave-tcp; the CQ of 4096 entries fits the quota.
-CONFIG = ct.CONFIG_HEAD + """apps:
-  quota:
-    memory_mb: 128
-    region_mb: 64
-    pipe_entries: 4096
-  allow:
-    - uid: 0
-ports:
-  - name: p0
-    device: %(device)s
-    mac: %(mac)s
-    ipv4: %(ip)s/24
-"""
+CONFIG = ct.CONFIG_HEAD + ct.TCP_APPS + ct.port_yaml("%(device)s", "%(mac)s", "%(ip)s")
 
 
 def device(backend, iface):
