@@ -39,6 +39,35 @@ trap cleanup EXIT
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 say() { printf '    %s\n' "$*"; }
 ns() { ip netns exec "$NS" "$@"; }
+# wait_daemon SOCKET PID LOG: until the cleaved behind SOCKET answers (its log if it died).
+wait_daemon() {
+  for _ in $(seq 100); do
+    build/tools/cleavectl -s "$1" status >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$3"
+  echo "demo.sh: cleaved ($1) did not start" >&2
+  exit 1
+}
+# wait_listener SOCKET PORT: until the cleaved behind SOCKET lists a listener on PORT.
+wait_listener() {
+  for _ in $(seq 250); do
+    build/tools/cleavectl -s "$1" -j flow list 2>/dev/null | grep -q ":$2\"" && return 0
+    sleep 0.02
+  done
+  echo "demo.sh: nothing listens on port $2 of cleaved ($1)" >&2
+  exit 1
+}
+# wait_kernel_listener PORT: until a kernel socket listens on PORT in the namespace.
+wait_kernel_listener() {
+  for _ in $(seq 250); do
+    ns ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
+    sleep 0.02
+  done
+  echo "demo.sh: nothing listens on the kernel's port $1" >&2
+  exit 1
+}
 
 if ip netns list | grep -qw "$NS"; then
   echo "demo.sh: namespace $NS exists (an earlier demo was interrupted?); removing it" >&2
@@ -55,11 +84,7 @@ step "Starting cleaved on it, in namespace $NS"
 # Not through ns(): $! must be cleaved itself (ip netns exec execs it), not a subshell.
 ip netns exec "$NS" build/src/dataplane/cleaved >"$LOG" 2>&1 &
 pid=$!
-for _ in $(seq 100); do
-  "${CTL[@]}" status >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { cat "$LOG"; echo "demo.sh: cleaved did not start" >&2; exit 1; }
-  sleep 0.1
-done
+wait_daemon "$RUN/cleaved.sock" "$pid" "$LOG"
 grep -v "dpdk: " "$LOG" | sed 's/^/    log: /'
 say "(DPDK's net_tap may log that it cannot create a multiq qdisc: harmless, it only disables"
 say " rte_flow on the tap)"
@@ -134,11 +159,7 @@ TCP=build/tools/cleave-tcp
 HTTP_BYTES=$((4 << 20))
 "$TCP" -s "$RUN/app.sock" --listen 8080 --http "$HTTP_BYTES" --timeout 20 >/dev/null &
 tcp_pid=$!
-for _ in $(seq 100); do
-  "${CTL[@]}" -j app list 2>/dev/null | grep -q '"name":"cleave-tcp"' && break
-  sleep 0.02
-done
-sleep 0.1
+wait_listener "$RUN/cleaved.sock" 8080
 curl_sum=$(ns curl -sS --max-time 20 "http://198.18.0.1:8080/" | sha256sum | cut -c1-64)
 wait "$tcp_pid" || { echo "demo.sh: cleave-tcp --http failed" >&2; exit 1; }
 want_sum=$("$TCP" --pattern "$HTTP_BYTES" | sha256sum | cut -c1-64)
@@ -153,11 +174,7 @@ say "cleave-tcp --ring 8m reads the stream in place from an 8 MiB receive ring (
 TCP_OUT=$(mktemp /tmp/cleave-demo-tcp.XXXXXX)
 "$TCP" -s "$RUN/app.sock" --listen 5001 --ring 8m --json --timeout 30 >"$TCP_OUT" &
 tcp_pid=$!
-for _ in $(seq 100); do
-  "${CTL[@]}" -j app list 2>/dev/null | grep -q '"name":"cleave-tcp"' && break
-  sleep 0.02
-done
-sleep 0.1
+wait_listener "$RUN/cleaved.sock" 5001
 "$TCP" --pattern "$TCP_BYTES" | ns socat -u - TCP:198.18.0.1:5001 &
 send_pid=$!
 flow=""
@@ -193,10 +210,7 @@ step "TCP: a cleave app sends $((TCP_BYTES >> 20)) MiB to a Linux socket"
 SINK=$(mktemp /tmp/cleave-demo-sink.XXXXXX)
 ns socat -u TCP-LISTEN:5002,reuseaddr - | sha256sum | cut -c1-64 >"$SINK" &
 sink_pid=$!
-for _ in $(seq 100); do
-  ns ss -ltn 2>/dev/null | grep -q ':5002 ' && break
-  sleep 0.02
-done
+wait_kernel_listener 5002
 "$TCP" -s "$RUN/app.sock" --connect 198.18.0.2:5002 --send "$TCP_BYTES" --json --timeout 30 \
   >"$TCP_OUT" || { cat "$TCP_OUT"; echo "demo.sh: cleave-tcp --send failed" >&2; exit 1; }
 wait "$sink_pid"
@@ -232,11 +246,7 @@ EOF
 grep -E "device|ipv4|lcore" "$CONF2" | sed 's/^/      /'
 ip netns exec "$NS" build/src/dataplane/cleaved -c "$CONF2" >"$LOG2" 2>&1 &
 pid2=$!
-for _ in $(seq 100); do
-  "${CTL2[@]}" status >/dev/null 2>&1 && break
-  kill -0 "$pid2" 2>/dev/null || { cat "$LOG2"; echo "demo.sh: the second cleaved did not start" >&2; exit 1; }
-  sleep 0.1
-done
+wait_daemon "$RUN2/cleaved.sock" "$pid2" "$LOG2"
 ns ip link add br0 type bridge
 ns ip link set br0 address 02:c1:ea:0e:00:02
 ns ip addr flush dev cleave0
@@ -254,11 +264,7 @@ say "cleave-tcp on the second daemon listens on 5003; one on the first connects 
 say "$((TCP_BYTES >> 20)) MiB: both ends are cleave apps, both TCPs run on headers only."
 "$TCP" -s "$RUN2/app.sock" --listen 5003 --recv --json --timeout 30 >"$TCP_OUT" &
 tcp_pid=$!
-for _ in $(seq 100); do
-  "${CTL2[@]}" -j app list 2>/dev/null | grep -q '"name":"cleave-tcp"' && break
-  sleep 0.02
-done
-sleep 0.1
+wait_listener "$RUN2/cleaved.sock" 5003
 SEND_OUT=$(mktemp /tmp/cleave-demo-send.XXXXXX)
 "$TCP" -s "$RUN/app.sock" --connect 198.18.0.3:5003 --send "$TCP_BYTES" --json --timeout 30 \
   >"$SEND_OUT" || { cat "$SEND_OUT"; echo "demo.sh: cleave-tcp --send failed" >&2; exit 1; }
@@ -288,10 +294,7 @@ say "(test equipment: these machines have no netem). The first cleaved sends 64 
 before=$("${CTL[@]}" -j transport list)
 ns socat -u TCP-LISTEN:5004,reuseaddr - | sha256sum | cut -c1-64 >"$SINK" &
 sink_pid=$!
-for _ in $(seq 100); do
-  ns ss -ltn 2>/dev/null | grep -q ':5004 ' && break
-  sleep 0.02
-done
+wait_kernel_listener 5004
 LOSS_BYTES=$((64 << 20))
 "$TCP" -s "$RUN/app.sock" --connect 198.18.0.2:5004 --send "$LOSS_BYTES" --json --timeout 60 \
   >"$SEND_OUT" || { cat "$SEND_OUT"; echo "demo.sh: cleave-tcp --send failed" >&2; exit 1; }
