@@ -8,9 +8,10 @@ the sender sends messages of sizes from a seeded generator (msg_sizes below, def
 cleave-tcp --help) over the pattern bytes; the receiver posts buffers ahead and checks every
 completion is one message. Both report a SHA-256 over the bytes and one over the message lengths,
 which are checked against each other and against this file's own computation. Cases:
-  - messages of 1 B .. 1 MiB mixed, one way and the other;
+  - messages of 1 B .. 1 MiB mixed, one way, the other, and both ways on one flow;
   - a receiver whose buffers are shorter than some messages: CL_ETRUNC for exactly those, with
-    their first bytes, and the message after each lands whole in the next buffer;
+    their first bytes, and the message after each lands whole in the next buffer; messages as
+    long as the buffer are not truncated;
   - a message-mode connect to a Linux listener is refused with CL_EPROTONOSUPPORT, and a stream
     connect to a message-mode listener is refused (CL_ECONNREFUSED).
 CLEAVE_MSG_COUNT sets the messages per direction of the mixed cases (default 2000).
@@ -110,6 +111,23 @@ class Msg(c2c.C2C):
         self.assertEqual((r["received"], r["truncated"]), (s["sent"], 0), r)
         self.assertEqual(r["received_sha256"], s["sent_sha256"])
 
+    def test_both_ways_on_one_flow(self):
+        n_ab, n_ba = COUNT // 4, COUNT // 4 + 7
+        rx = self.listen("b", 5106, "--messages", n_ba, "--recv", "--seed", 32)
+        tx = self.tool("a", "--connect", f"{c2c.IP['b']}:5106", "--messages", n_ab, "--recv",
+                       "--seed", 31)
+        ra, rb = self.result(tx), self.result(rx)
+        self.assert_clean(ra)
+        self.assert_clean(rb)
+        a, b = ra[1], rb[1]
+        for s, r, seed, n in ((a, b, 31, n_ab), (b, a, 32, n_ba)):
+            sizes = msg_sizes(seed, n, 1, MIB)
+            self.assertEqual((s["messages_sent"], r["messages_received"], r["truncated"]),
+                             (n, n, 0), (s, r))
+            self.assertEqual(r["received_sha256"], cleave_pattern.sha256(seed, sum(sizes)))
+            self.assertEqual(r["received_sha256"], s["sent_sha256"])
+            self.assertEqual(r["received_lengths_sha256"], lengths_sha256(sizes))
+
 
 class CleaveToCleave(Msg, ct.TestCase):
     backend_a = "cleave"
@@ -125,6 +143,12 @@ class CleaveToCleave(Msg, ct.TestCase):
         # started whole in the next buffer.
         self.assertEqual(r["received"], sum(min(n, buf) for n in sizes), r)
         self.assertEqual(r["received_sha256"], truncated_sha256(seed, sizes, buf))
+
+    def test_messages_as_long_as_the_buffer_are_not_truncated(self):
+        s, r, sizes = self.messages("a", "b", 5107, 24, 50, 4096, 4096, buf=4096)
+        self.assertEqual(set(sizes), {4096})
+        self.assertEqual((r["truncated"], r["received"]), (0, 50 * 4096), r)
+        self.assertEqual(r["received_sha256"], s["sent_sha256"])
 
     def test_message_connect_to_linux_is_refused(self):
         ct.sh(["ip", "addr", "add", KERNEL_IP + "/24", "dev", self.net.vb], ns=self.net.b)
