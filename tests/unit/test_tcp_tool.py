@@ -247,13 +247,24 @@ class CleaveTcp(unittest.TestCase):
                            (["--connect", "1.2.3.4:5", "--http", "10"], "needs --listen"),
                            (["--listen", "80", "--http", "1", "--send", "1"], "no --send"),
                            (["--listen", "80", "--timeout", "0"], "bad value '0' for --timeout"),
-                           (["--listen", "80", "--ring", "0"], "bad value '0' for --ring")]:
+                           (["--listen", "80", "--ring", "0"], "bad value '0' for --ring"),
+                           (["--listen", "80", "--messages", "-1"], "bad value '-1' for --messages"),
+                           (["--listen", "80", "--messages", "1", "--msg-max", "0"],
+                            "bad value '0' for --msg-max"),
+                           (["--listen", "80", "--messages", "1", "--msg-max", "2g"],
+                            "bad value '2g' for --msg-max"),
+                           (["--listen", "80", "--messages", "1", "--send", "1"], "no --send"),
+                           (["--listen", "80", "--messages", "1", "--ring", "1m"], "no --send"),
+                           (["--listen", "80", "--msg-max", "4k"], "need --messages"),
+                           (["--listen", "80", "--messages", "1", "--msg-min", "2k",
+                             "--msg-max", "1k"], "--msg-min is larger")]:
             p = subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=10)
             self.assertEqual(p.returncode, 2, args)
             self.assertIn(want, p.stderr, args)
         p = subprocess.run([TOOL, "--help"], capture_output=True, text=True, timeout=10)
         self.assertEqual(p.returncode, 0)
         self.assertIn("0x2545F4914F6CDD1D", p.stdout)
+        self.assertIn("0xD1B54A32D192ED03", p.stdout)  # the message sizes' generator
         p = subprocess.run([TOOL, "-s", os.path.join(self.dir, "none.sock"), "--listen", "80"],
                            capture_output=True, text=True, timeout=10)
         self.assertEqual(p.returncode, 2)

@@ -7,8 +7,10 @@
  * region's heap (cl_alloc) and stay untouched until their send completes (acknowledged by the
  * peer). Received bytes are hashed in stream order, in place: as CL_EV_DATA reports them in
  * buffers that are not complete yet, and as receive buffers complete; or, with --ring, where
- * cl_ring_recv points in the flow's receive ring (cl_ring_*). The integration tests
- * (tests/integration/test_tcp.py) and the demo drive it against the Linux kernel. */
+ * cl_ring_recv points in the flow's receive ring (cl_ring_*). With --messages the flow is in
+ * message mode (CL_FLOW_MESSAGE): each send is one message, each receive completion must be
+ * exactly one. The integration tests (tests/integration/test_tcp.py) and the demo drive it
+ * against the Linux kernel; tests/integration/test_tcp_msg.py between two daemons. */
 #include <arpa/inet.h>
 #include <cleave/cleave.h>
 #include <errno.h>
@@ -44,6 +46,15 @@ static const char usage[] =
     "      --ring BYTES       receive through a receive ring of BYTES from the heap (cl_ring_*:\n"
     "                         read in place, released as hashed; --chunk is its chunk size);\n"
     "                         implies --recv\n"
+    "      --messages N       message mode (CL_FLOW_MESSAGE): send N messages (0: none, to\n"
+    "                         only receive), each one CL_OP_FLOW_SEND of the next bytes of\n"
+    "                         the pattern, sizes from --msg-min to --msg-max (below); every\n"
+    "                         receive must complete with exactly one message\n"
+    "      --msg-min BYTES    the smallest message (default 1)\n"
+    "      --msg-max BYTES    the largest message, and the size of each receive buffer in\n"
+    "                         message mode (default 1M; at most 1G)\n"
+    "      --msg-buf BYTES    receive buffers of BYTES instead of --msg-max: longer messages\n"
+    "                         complete with CL_ETRUNC and are counted as truncated\n"
     "      --http BYTES       (with --listen) read one HTTP request, answer it with\n"
     "                         '200 OK', Content-Length BYTES and BYTES of the pattern, close\n"
     "      --seed N           the pattern's seed (default 1)\n"
@@ -58,7 +69,9 @@ static const char usage[] =
     "  -v, --verbose          every completion and event on stderr, as it is taken\n"
     "      --pattern BYTES    write BYTES of the pattern to stdout and exit (no cleaved)\n"
     "  -h, --help             this text\n"
-    "\n"
+    "\n";
+/* The rest of --help (C99 string literals stop at 4095 characters). */
+static const char usage_more[] =
     "BYTES: a number, optionally followed by k, m or g (KiB, MiB, GiB).\n"
     "\n"
     "The pattern is the byte stream of xorshift64*, with 64-bit unsigned arithmetic:\n"
@@ -68,12 +81,22 @@ static const char usage[] =
     "BYTES of the pattern are the first BYTES bytes of that stream (the Python version is\n"
     "tests/integration/cleave_pattern.py).\n"
     "\n"
+    "Message sizes come from a second xorshift64* stream, seeded with seed ^ 0xD1B54A32D192ED03\n"
+    "(0x9E3779B97F4A7C15 if that is 0): for each message one word w (the multiplied output);\n"
+    "lo, hi = floor(log2(--msg-min)), floor(log2(--msg-max)); k = lo + (w mod 2^32) mod\n"
+    "(hi - lo + 1); size = 2^k + (w >> 32) mod 2^k, clamped to [--msg-min, --msg-max]. So\n"
+    "sizes spread evenly over the powers of two. The messages' bytes are the pattern stream\n"
+    "cut into those sizes.\n"
+    "\n"
     "Output: a summary line, or with --json one object: {\"flow\", \"sent\", \"sent_sha256\",\n"
     "\"received\", \"received_sha256\", \"seconds\", \"send_gbps\", \"recv_gbps\", "
     "\"close_status\",\n"
-    "\"error\", \"message\"}. sent counts pattern bytes (not an HTTP header); close_status is the\n"
-    "flow's CL_EV_CLOSED status; error is 0, or the CL_E* code of the first failure, which\n"
-    "message and stderr describe.\n"
+    "\"error\", \"message\"}; in message mode also \"messages_sent\", \"messages_received\",\n"
+    "\"truncated\" (receives that completed with CL_ETRUNC), \"sent_lengths_sha256\" and\n"
+    "\"received_lengths_sha256\" (SHA-256 over each message's length as 8 bytes little-endian,\n"
+    "in order; a truncated message counts with its full length). sent counts pattern bytes\n"
+    "(not an HTTP header); close_status is the flow's CL_EV_CLOSED status; error is 0, or the\n"
+    "CL_E* code of the first failure, which message and stderr describe.\n"
     "\n"
     "Exit status: 0 everything completed cleanly (every send acknowledged, the stream received\n"
     "to its end, the flow closed with status 0, or reset as --abort asked); 1 the flow was\n"
@@ -87,6 +110,11 @@ enum kind { K_TX = 1, K_RX, K_HDR, K_CLOSE, K_ABORT, K_TEARDOWN, K_STRAY };
 #define HTTP_REQ_MAX 16384u
 #define POLL_BATCH 64
 #define WAIT_SLICE_MS 100
+
+static void print_usage(FILE* f) {
+  fputs(usage, f);
+  fputs(usage_more, f);
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -133,11 +161,30 @@ static void pattern_fill(struct pattern* p, uint8_t* d, size_t n) {
   }
 }
 
+/* Message sizes (--messages): spread evenly over the powers of two in [min, max]; --help has
+ * the definition, tests/integration/test_tcp_msg.py the Python one. */
+static uint32_t msg_size(struct pattern* g, uint64_t min, uint64_t max) {
+  unsigned lo = 63u - (unsigned)__builtin_clzll(min), hi = 63u - (unsigned)__builtin_clzll(max);
+  uint64_t w = pattern_word(g);
+  unsigned k = lo + (unsigned)((w & 0xffffffffu) % (hi - lo + 1));
+  uint64_t base = 1ull << k;
+  uint64_t n = base + (w >> 32) % base;
+  if (n < min) n = min;
+  if (n > max) n = max;
+  return (uint32_t)n;
+}
+
+static void msg_sizes_init(struct pattern* g, uint64_t seed) {
+  pattern_init(g, seed ^ 0xD1B54A32D192ED03ull);
+}
+
 /* ---- Options ---- */
 
 struct opts {
   const char* socket;
   bool listen, connect, send, recv, http, abort, json, verbose;
+  bool message; /* --messages: CL_FLOW_MESSAGE */
+  uint64_t messages, msg_min, msg_max, msg_buf;
   uint16_t port;
   struct sockaddr_in peer;
   uint64_t send_bytes, http_bytes, seed, chunk, window, ring;
@@ -211,6 +258,12 @@ struct tcp {
   uint32_t tx_outstanding;
   struct pattern gen;
   EVP_MD_CTX* tx_sha;
+  /* Message mode: the sizes' generator, messages filled and acknowledged, and the hashes of
+   * the message lengths each way. */
+  struct pattern sizes;
+  uint64_t msgs_filled, msgs_acked, rx_msgs, rx_trunc;
+  EVP_MD_CTX* tx_len_sha;
+  EVP_MD_CTX* rx_len_sha;
 
   /* Receiving, always (whatever arrives is hashed): `rx_slots` buffers of `rx_chunk` bytes; the
    * posted ones in a FIFO, oldest first, all full-size, so the oldest incomplete one starts at
@@ -372,6 +425,13 @@ static bool tx_finished(const struct tcp* t) {
   return t->tx_acked == t->tx_total && t->tx_outstanding == 0;
 }
 
+/* Message mode: a message's length, as 8 bytes little-endian, into a lengths hash. */
+static bool hash_len(EVP_MD_CTX* md, uint64_t len) {
+  uint8_t b[8];
+  put_le64(b, len);
+  return EVP_DigestUpdate(md, b, sizeof b) == 1;
+}
+
 /* Whatever can be posted now: receive buffers, the HTTP header, sends, then the close. */
 static void pump(struct tcp* t) {
   if (!t->open || t->closed || t->stop) return;
@@ -404,11 +464,14 @@ static void pump(struct tcp* t) {
       uint32_t slot = t->tx_free[--t->tx_nfree];
       uint64_t left = t->tx_total - t->tx_filled;
       uint32_t n = left < t->tx_chunk ? (uint32_t)left : t->tx_chunk;
+      if (t->o->message) n = msg_size(&t->sizes, t->o->msg_min, t->o->msg_max);
       pattern_fill(&t->gen, tx_buf(t, slot), n);
-      if (EVP_DigestUpdate(t->tx_sha, tx_buf(t, slot), n) != 1) {
+      if (EVP_DigestUpdate(t->tx_sha, tx_buf(t, slot), n) != 1 ||
+          (t->o->message && !hash_len(t->tx_len_sha, n))) {
         fail(t, CL_ENOMEM, "SHA-256 failed");
         return;
       }
+      t->msgs_filled++;
       t->tx_len[slot] = n;
       t->tx_filled += n;
       t->tx_pending = (int)slot;
@@ -423,7 +486,7 @@ static void pump(struct tcp* t) {
   if (t->close_posted) return;
   /* Close once our side is done: after the sends (or at once with nothing to send); when only
    * receiving, after the peer closed, so a peer that waits for our FIN is not needed. */
-  bool has_tx = t->o->send || t->o->http;
+  bool has_tx = t->o->send || t->o->http || t->o->messages > 0;
   bool go = has_tx ? tx_finished(t) : (!t->o->recv || t->o->abort || rx_finished(t));
   if (!go) return;
   int r = t->o->abort ? post(t, CL_OP_FLOW_ABORT, K_ABORT, 0, 0, 0, t->flow)
@@ -506,7 +569,9 @@ static void on_event(struct tcp* t, const struct cl_wc* wc) {
       }
       return;
     case CL_EV_DATA:
-      if (ours) {
+      if (ours && t->o->message) {
+        fail(t, CL_EPROTO, "a data event on a message-mode flow");
+      } else if (ours) {
         t->rx_events += wc->length;
         rx_advance(t);
       }
@@ -550,6 +615,48 @@ static void on_recv(struct tcp* t, uint32_t slot, const struct cl_wc* wc) {
   t->rx_free[t->rx_nfree++] = slot;
 }
 
+/* Message mode: each receive completes with exactly one message (or its first bytes and
+ * CL_ETRUNC); an empty one after the peer's close. */
+static void on_msg_recv(struct tcp* t, uint32_t slot, const struct cl_wc* wc) {
+  if (t->rx_count == 0 || t->rx_fifo[t->rx_head] != slot || wc->length > t->rx_chunk) {
+    fail(t, CL_EPROTO, "a receive buffer completed out of order or overfull");
+    return;
+  }
+  t->rx_head = (t->rx_head + 1) % t->rx_slots;
+  t->rx_count--;
+  t->rx_free[t->rx_nfree++] = slot;
+  bool end = t->peer_closed || t->rx_eos || t->closed || (t->o->abort && t->close_posted);
+  if (wc->length == 0 && (wc->status == 0 || end)) {
+    if (wc->status == 0) t->rx_eos = true;
+    return;
+  }
+  uint64_t msg = t->rx_msgs + 1;
+  if (wc->status == CL_ETRUNC) {
+    if (wc->length != t->rx_chunk || wc->imm <= t->rx_chunk) {
+      fail(t, CL_EPROTO, "message %" PRIu64 ": CL_ETRUNC with %u bytes of %u in a %u-byte buffer",
+           msg, wc->length, wc->imm, t->rx_chunk);
+      return;
+    }
+    t->rx_trunc++;
+  } else if (wc->status != 0) {
+    fail(t, wc->status, "a receive failed after %" PRIu64 " messages: %s", t->rx_msgs,
+         errtext(wc->status));
+    return;
+  } else if (wc->imm != wc->length) {
+    fail(t, CL_EPROTO, "message %" PRIu64 ": a receive of %u bytes says the message has %u", msg,
+         wc->length, wc->imm);
+    return;
+  }
+  if (EVP_DigestUpdate(t->rx_sha, rx_buf(t, slot), wc->length) != 1 ||
+      !hash_len(t->rx_len_sha, wc->imm)) {
+    fail(t, CL_ENOMEM, "SHA-256 failed");
+    return;
+  }
+  t->rx_msgs++;
+  t->rx_hashed += wc->length;
+  t->rx_done_end += wc->length;
+}
+
 static void on_completion(struct tcp* t, const struct cl_wc* wc) {
   unsigned k = (unsigned)(wc->wr_id >> KIND_SHIFT);
   uint32_t slot = (uint32_t)wc->wr_id;
@@ -564,6 +671,7 @@ static void on_completion(struct tcp* t, const struct cl_wc* wc) {
         fail(t, CL_EPROTO, "a send of %u bytes completed with %u", t->tx_len[slot], wc->length);
       } else {
         t->tx_acked += wc->length;
+        t->msgs_acked++;
       }
       t->tx_free[t->tx_nfree++] = slot;
       return;
@@ -574,7 +682,10 @@ static void on_completion(struct tcp* t, const struct cl_wc* wc) {
       return;
     case K_RX:
       if (slot >= t->rx_slots) break;
-      on_recv(t, slot, wc);
+      if (t->o->message)
+        on_msg_recv(t, slot, wc);
+      else
+        on_recv(t, slot, wc);
       return;
     case K_CLOSE:
       if (wc->status != 0) fail(t, wc->status, "close: %s", errtext(wc->status));
@@ -742,6 +853,9 @@ static void report(struct tcp* t) {
   char tx_hex[2 * EVP_MAX_MD_SIZE + 1], rx_hex[2 * EVP_MAX_MD_SIZE + 1];
   hex_digest(t->tx_sha, tx_hex);
   hex_digest(t->rx_sha, rx_hex);
+  char txl_hex[2 * EVP_MAX_MD_SIZE + 1], rxl_hex[2 * EVP_MAX_MD_SIZE + 1];
+  hex_digest(t->tx_len_sha, txl_hex);
+  hex_digest(t->rx_len_sha, rxl_hex);
   double end = t->t_closed != 0 ? t->t_closed : now_s();
   double secs = t->open ? end - t->t_open : 0;
   double tx_s = (t->t_tx_done != 0 ? t->t_tx_done : end) - t->t_open;
@@ -755,12 +869,21 @@ static void report(struct tcp* t) {
            t->flow, t->tx_acked, tx_hex, t->rx_hashed, rx_hex, secs, tx_gbps, rx_gbps,
            t->close_status, t->err);
     json_string(t->msg);
+    if (t->o->message)
+      printf(",\"messages_sent\":%" PRIu64 ",\"messages_received\":%" PRIu64
+             ",\"truncated\":%" PRIu64
+             ",\"sent_lengths_sha256\":\"%s\",\"received_lengths_sha256\":\"%s\"",
+             t->msgs_acked, t->rx_msgs, t->rx_trunc, txl_hex, rxl_hex);
     printf("}\n");
   } else if (t->have_flow) {
     printf("cleave-tcp: flow %" PRIu32 ": sent %" PRIu64 " bytes (sha256 %s), received %" PRIu64
            " bytes (sha256 %s) in %.3f s: send %.3f Gbit/s, recv %.3f Gbit/s; closed: %s\n",
            t->flow, t->tx_acked, tx_hex, t->rx_hashed, rx_hex, secs, tx_gbps, rx_gbps,
            t->closed ? errtext(t->close_status) : "no");
+    if (t->o->message)
+      printf("cleave-tcp: messages: sent %" PRIu64 " (lengths sha256 %s), received %" PRIu64
+             " (lengths sha256 %s), %" PRIu64 " truncated\n",
+             t->msgs_acked, txl_hex, t->rx_msgs, rxl_hex, t->rx_trunc);
   }
   fflush(stdout);
   if (t->err != 0) fprintf(stderr, "cleave-tcp: %s\n", t->msg);
@@ -807,13 +930,25 @@ static int set_up(struct tcp* t) {
   t->tx_pending = -1;
   t->tx_sha = EVP_MD_CTX_new();
   t->rx_sha = EVP_MD_CTX_new();
-  if (t->tx_sha == NULL || t->rx_sha == NULL ||
+  t->tx_len_sha = EVP_MD_CTX_new();
+  t->rx_len_sha = EVP_MD_CTX_new();
+  if (t->tx_sha == NULL || t->rx_sha == NULL || t->tx_len_sha == NULL || t->rx_len_sha == NULL ||
       EVP_DigestInit_ex(t->tx_sha, EVP_sha256(), NULL) != 1 ||
-      EVP_DigestInit_ex(t->rx_sha, EVP_sha256(), NULL) != 1)
+      EVP_DigestInit_ex(t->rx_sha, EVP_sha256(), NULL) != 1 ||
+      EVP_DigestInit_ex(t->tx_len_sha, EVP_sha256(), NULL) != 1 ||
+      EVP_DigestInit_ex(t->rx_len_sha, EVP_sha256(), NULL) != 1)
     return fail(t, CL_ENOMEM, "cannot set up SHA-256");
   pattern_init(&t->gen, o->seed);
-  t->sending = o->send;
+  t->sending = o->send || o->messages > 0;
   t->tx_total = o->http ? o->http_bytes : o->send_bytes;
+  if (o->message) { /* the sizes are known up front: tx_total is their sum */
+    struct pattern g;
+    msg_sizes_init(&g, o->seed);
+    t->tx_total = 0;
+    for (uint64_t i = 0; i < o->messages; i++)
+      t->tx_total += msg_size(&g, o->msg_min, o->msg_max);
+    msg_sizes_init(&t->sizes, o->seed);
+  }
   int r = make_queues(t);
   if (r != 0) return fail(t, r, "cannot create queues: %s", errtext(r));
 
@@ -828,21 +963,23 @@ static int set_up(struct tcp* t) {
     memcpy(t->hdr_buf, hdr, (size_t)n);
     t->hdr_len = (uint32_t)n;
   }
-  if ((o->send || o->http) && t->tx_total > 0) {
-    t->tx_chunk = (uint32_t)o->chunk;
+  if ((t->sending || o->http) && t->tx_total > 0) {
+    t->tx_chunk = (uint32_t)(o->message ? o->msg_max : o->chunk);
     t->tx_pool = alloc_pool(t->ctx, o->window, &t->tx_chunk, &t->tx_slots);
-    if (t->tx_pool == NULL) return fail(t, CL_ENOMEM, "no room in the region's heap for sends");
+    if (t->tx_pool == NULL || (o->message && t->tx_chunk != o->msg_max))
+      return fail(t, CL_ENOMEM, "no room in the region's heap for sends");
     for (uint32_t i = 0; i < t->tx_slots; i++)
       t->tx_free[t->tx_nfree++] = t->tx_slots - 1 - i;
   }
   /* Receiving is the point with --recv and --http; otherwise a few small buffers. */
-  bool rx_main = o->recv || o->http;
+  bool rx_main = o->recv || o->http || o->message;
   uint64_t rx_chunk = rx_main || o->chunk < RX_SMALL ? o->chunk : RX_SMALL;
+  if (o->message) rx_chunk = o->msg_buf; /* one message per buffer */
   uint64_t rx_window = rx_main || o->window < 4 * RX_SMALL ? o->window : 4 * RX_SMALL;
   t->rx_chunk = (uint32_t)rx_chunk;
   if (o->ring == 0) { /* with --ring the ring is made once the flow is open */
     t->rx_pool = alloc_pool(t->ctx, rx_window, &t->rx_chunk, &t->rx_slots);
-    if (t->rx_pool == NULL)
+    if (t->rx_pool == NULL || t->rx_chunk != rx_chunk)
       return fail(t, CL_ENOMEM, "no room in the region's heap for receive buffers");
     for (uint32_t i = 0; i < t->rx_slots; i++)
       t->rx_free[t->rx_nfree++] = t->rx_slots - 1 - i;
@@ -851,11 +988,11 @@ static int set_up(struct tcp* t) {
   if (o->listen) {
     struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = htons(o->port)};
     any.sin_addr.s_addr = htonl(INADDR_ANY);
-    r = cl_listen(t->ctx, t->cq, &any, NULL, &t->listener);
+    r = cl_listen_ex(t->ctx, t->cq, &any, NULL, o->message ? CL_FLOW_MESSAGE : 0, &t->listener);
     if (r != 0) return fail(t, r, "cannot listen on port %u: %s", o->port, errtext(r));
     t->listening = true;
   } else {
-    r = cl_connect(t->ctx, t->cq, &o->peer, NULL, &t->flow);
+    r = cl_connect_ex(t->ctx, t->cq, &o->peer, NULL, o->message ? CL_FLOW_MESSAGE : 0, &t->flow);
     if (r != 0) return fail(t, r, "cannot connect to %s: %s", o->peer_text, errtext(r));
     t->have_flow = true;
   }
@@ -863,7 +1000,12 @@ static int set_up(struct tcp* t) {
 }
 
 int main(int argc, char** argv) {
-  struct opts o = {.seed = 1, .chunk = 1u << 20, .window = 16u << 20, .timeout = 30};
+  struct opts o = {.seed = 1,
+                   .chunk = 1u << 20,
+                   .window = 16u << 20,
+                   .timeout = 30,
+                   .msg_min = 1,
+                   .msg_max = 1u << 20};
   uint64_t pattern_bytes = 0;
   bool pattern = false, close_opt = false;
   enum {
@@ -878,7 +1020,11 @@ int main(int argc, char** argv) {
     O_TIMEOUT,
     O_JSON,
     O_PATTERN,
-    O_RING
+    O_RING,
+    O_MESSAGES,
+    O_MSG_MIN,
+    O_MSG_MAX,
+    O_MSG_BUF
   };
   static const struct option longopts[] = {{"socket", required_argument, NULL, 's'},
                                            {"listen", required_argument, NULL, 'l'},
@@ -896,6 +1042,10 @@ int main(int argc, char** argv) {
                                            {"verbose", no_argument, NULL, 'v'},
                                            {"pattern", required_argument, NULL, O_PATTERN},
                                            {"ring", required_argument, NULL, O_RING},
+                                           {"messages", required_argument, NULL, O_MESSAGES},
+                                           {"msg-min", required_argument, NULL, O_MSG_MIN},
+                                           {"msg-max", required_argument, NULL, O_MSG_MAX},
+                                           {"msg-buf", required_argument, NULL, O_MSG_BUF},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   for (int c; (c = getopt_long(argc, argv, "s:l:c:vh", longopts, NULL)) != -1;) {
@@ -963,11 +1113,29 @@ int main(int argc, char** argv) {
         ok = parse_bytes(optarg, &o.ring) && o.ring >= 1 && o.ring <= (1ull << 40);
         o.recv = true;
         break;
+      case O_MESSAGES: {
+        char* end = NULL;
+        errno = 0;
+        o.messages = strtoull(optarg, &end, 10);
+        ok = errno == 0 && end != optarg && *end == '\0' && optarg[0] != '-' &&
+             o.messages <= 1000000000ull;
+        o.message = true;
+        break;
+      }
+      case O_MSG_MIN:
+        ok = parse_bytes(optarg, &o.msg_min) && o.msg_min >= 1 && o.msg_min <= (1u << 30);
+        break;
+      case O_MSG_MAX:
+        ok = parse_bytes(optarg, &o.msg_max) && o.msg_max >= 1 && o.msg_max <= (1u << 30);
+        break;
+      case O_MSG_BUF:
+        ok = parse_bytes(optarg, &o.msg_buf) && o.msg_buf >= 1 && o.msg_buf <= (1u << 30);
+        break;
       case 'h':
-        fputs(usage, stdout);
+        print_usage(stdout);
         return 0;
       default:
-        fputs(usage, stderr);
+        print_usage(stderr);
         return 2;
     }
     if (!ok) {
@@ -980,7 +1148,8 @@ int main(int argc, char** argv) {
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "cleave-tcp: unexpected argument '%s'\n%s", argv[optind], usage);
+    fprintf(stderr, "cleave-tcp: unexpected argument '%s'\n", argv[optind]);
+    print_usage(stderr);
     return 2;
   }
   if (pattern) {
@@ -999,11 +1168,21 @@ int main(int argc, char** argv) {
     problem = "--http serves a request: it needs --listen";
   else if (o.http && o.send)
     problem = "--http sends its own response: no --send with it";
+  else if (o.message && (o.send || o.http || o.ring != 0))
+    problem = "--messages sends and receives messages: no --send, --http or --ring with it";
+  else if (!o.message && (o.msg_buf != 0 || o.msg_min != 1 || o.msg_max != (1u << 20)))
+    problem = "--msg-min, --msg-max and --msg-buf need --messages";
+  else if (o.msg_min > o.msg_max)
+    problem = "--msg-min is larger than --msg-max";
   if (problem != NULL) {
-    fprintf(stderr, "cleave-tcp: %s\n%s", problem, usage);
+    fprintf(stderr, "cleave-tcp: %s\n", problem);
+    print_usage(stderr);
     return 2;
   }
   if (o.chunk > o.window) o.chunk = o.window;
+  if (o.msg_buf == 0) o.msg_buf = o.msg_max;
+  if (o.message && o.window < o.msg_max) o.window = o.msg_max;
+  if (o.message && o.window < o.msg_buf) o.window = o.msg_buf;
 
   struct tcp* t = calloc(1, sizeof *t);
   if (t == NULL) {
@@ -1027,6 +1206,8 @@ int main(int argc, char** argv) {
   int code = t->err == 0 ? 0 : 1;
   EVP_MD_CTX_free(t->tx_sha);
   EVP_MD_CTX_free(t->rx_sha);
+  EVP_MD_CTX_free(t->tx_len_sha);
+  EVP_MD_CTX_free(t->rx_len_sha);
   cl_close(t->ctx); /* the daemon reclaims the flow, the queues, the ring and the heap */
   free(t);
   return code;
