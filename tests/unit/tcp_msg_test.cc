@@ -316,7 +316,8 @@ TEST(TcpMsgRecv, EachBufferTakesOneMessageInAnyArrivalOrder) {
   EXPECT_TRUE(a.ctx.posts.empty());  // messages are copied: no MS goes to the NIC
   auto out = a.ctx.take_out();
   ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out.back().seg.msg_limit, 3u);  // the credit went out
+  // The credit went out: the peer learns of new receives while it knows at most half of them.
+  EXPECT_GE(out.back().seg.msg_limit, 2u);
   auto m0 = bytes(2000, 3), m1 = bytes(300, 5), m2 = bytes(1, 9);
   // Message 1 first, then message 2, then message 0 in two pieces, the second first.
   a.data(1, 2000, 300, 2000, m1);

@@ -495,6 +495,33 @@ TEST(TcpReceive, WindowFollowsPostedBuffersAndUpdatesWhenTheyArrive) {
   EXPECT_EQ(out[0].seg.window, (1u << 20) >> 7);
 }
 
+// Posted space that is not a multiple of the window scale unit is advertised rounded up (as
+// Linux's ALIGN in __tcp_select_window): rounded down, the last bytes of a buffer could never
+// be announced and a buffer that completes only when full would wait for them forever.
+TEST(TcpReceive, WindowRoundsUpToTheScaleUnitSoABufferCanFill) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kRecv, 1000, 0, 61);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_GE(uint32_t(out[0].seg.window) << 7, 1000u);
+  // 896 bytes (7 units) in: 104 are left, less than one unit, and still announced.
+  a.peer(a.ack_spec(0, 0), bytes(896));
+  a.ctx.at_ms(1300);  // the delayed ACK
+  a.tp.tick(a.ctx);
+  out = a.ctx.take_out();
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back().seg.ack, kPeerIss + 1 + 896);
+  EXPECT_GE(uint32_t(out.back().seg.window) << 7, 104u);
+  // The last 104 bytes (and 24 more the rounding let through, which are not taken) fill it.
+  a.peer(a.ack_spec(896, 0), bytes(128));
+  bool done = false;
+  for (const Event& e : a.ctx.take_events())
+    done |= e.kind == EventKind::kRecvDone && e.wr_id == 61 && e.len == 1000;
+  EXPECT_TRUE(done);
+  EXPECT_EQ(info(a.tp, kFlow).n["bytes_received"], 1000u);
+}
+
 // Linux probes a zero window with an empty segment one byte behind what we expect (seq =
 // SND.UNA - 1): it must be answered, or the peer's FIN never gets through.
 TEST(TcpReceive, LinuxZeroWindowProbeIsAnswered) {

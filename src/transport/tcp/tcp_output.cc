@@ -19,7 +19,11 @@ uint16_t advertise(Conn& c, bool syn) {
     c.rcv_adv = c.rcv_nxt + w;
     return uint16_t(w);
   }
-  uint32_t w = std::min(space, uint32_t(0xFFFF) << c.rcv_wscale) >> c.rcv_wscale;
+  // Rounded up to the scale unit (as Linux's __tcp_select_window): rounded down, the last bytes
+  // of the posted buffers could never be announced, and a buffer that completes only when full
+  // would wait for them. What arrives beyond the posted buffers is trimmed on input.
+  const uint32_t unit = (1u << c.rcv_wscale) - 1;
+  uint32_t w = uint32_t(std::min<uint64_t>((uint64_t(space) + unit) >> c.rcv_wscale, 0xFFFF));
   uint32_t right = c.rcv_nxt + (w << c.rcv_wscale);
   if (seq_lt(right, c.rcv_adv)) {
     // Round up so the edge stays where it was (RFC 9293 3.8.6.2.1: do not shrink).
