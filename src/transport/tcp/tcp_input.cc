@@ -310,6 +310,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
       b.left = seq_max(b.left, seq_max(ack, c.snd_una));
       if (seq_gt(b.right, c.snd_max) || !seq_lt(b.left, b.right)) continue;
       c.sacked.add(b.left, b.right);
+      c.lost.remove(b.left, b.right);  // it arrived after all
     }
     c.sacked.drop_below(seq_max(ack, c.snd_una));
     const uint64_t after = c.sacked.bytes();
@@ -325,6 +326,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     c.snd_una = ack;
     if (seq_lt(c.snd_nxt, ack)) c.snd_nxt = ack;
     c.sacked.drop_below(ack);
+    c.lost.drop_below(ack);
     if (fin_acked) acked--;
     c.bytes_acked += acked;
     c.snd_una64 += acked;
@@ -349,8 +351,10 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
         c.lost.clear();  // RACK looks again below
         if (c.reo_wnd_persist != 0 && --c.reo_wnd_persist == 0) c.reo_wnd_mult = 1;
         c.cc->on_recovery_end(c.ccs, now_ns_);
-      } else if (c.sacked.n == 0) {
-        c.need_rxt = true;  // RFC 6582 partial ACK: resend the next hole
+      } else if (c.sacked.n == 0 && !c.sack_ok) {
+        // RFC 6582 partial ACK: resend the next hole. With SACK, RACK finds it (it went out
+        // before the retransmission just delivered).
+        c.need_rxt = true;
       }
     }
     if (c.rto_recovery && seq_geq(ack, c.recover)) c.rto_recovery = false;
@@ -419,7 +423,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   if (!c.in_recovery && !c.rto_recovery && c.snd_max != c.snd_una &&
       (c.dupacks >= 3 || (c.sack_ok && c.sacked.bytes() >= 3ull * c.eff_mss)) &&
       seq_geq(c.snd_una, c.recover)) {
-    enter_recovery(c);
+    enter_recovery(c, true);
   }
 
   if (c.snd_una == c.snd_max) {

@@ -59,11 +59,13 @@ void TcpTransport::rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt) {
   c.xmits.push({seq, end, now_ns_, rxt, false, false});
 }
 
-void TcpTransport::enter_recovery(Conn& c) {
+void TcpTransport::enter_recovery(Conn& c, bool resend_una) {
   c.in_recovery = true;
   c.recover = c.snd_max;
   c.high_rxt = c.snd_una;
-  c.need_rxt = true;  // the first segment presumed lost goes at once (RFC 6675 4.3)
+  // DupThresh: the first segment presumed lost goes at once (RFC 6675 4.3). RACK names what
+  // it found lost itself.
+  c.need_rxt = resend_una;
   c.rtt_timing = false;
   c.tlp_out = false;
   wheel_.cancel(&c.tlp_timer);
@@ -165,7 +167,7 @@ void TcpTransport::rack_detect(Conn& c) {
   }
   if (found.n != 0) {
     const bool entered = !c.in_recovery;
-    if (entered) enter_recovery(c);
+    if (entered) enter_recovery(c, false);
     // Only what NextSeg does not reach: below HighRxt (resent and lost again) and above the
     // highest SACK (the tail).
     const uint32_t hs = c.sacked.n != 0 ? c.high_sack : c.snd_una;
