@@ -1,6 +1,6 @@
 // tcp_test.cc - TCP against a scripted peer: handshakes and their options, RST and SYN rules
 // (RFC 5961), PAWS, SACK/DSACK generation, zero window and persist, window scaling, the
-// receive path's NIC commands, sequence wrap.
+// receive path's NIC commands, RACK-TLP loss detection and probes, sequence wrap.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -587,27 +587,33 @@ TEST(TcpSend, SlowStartAfterRtoGrowsBeforeTheOldFlightIsAcked) {
   for (const Out& o : a.ctx.take_out())
     sent += o.desc.len;
   ASSERT_EQ(sent, 10u * 1448);
-  // Nothing comes back: the RTO (the 1 s initial one: no RTT sample yet) resends one segment.
-  a.ctx.at_ms(2100);
-  a.tp.tick(a.ctx);
-  auto out = a.ctx.take_out();
+  // Nothing comes back: a tail loss probe first, then the RTO (the 1 s initial one: no RTT
+  // sample yet) resends the first segment with the window collapsed to one.
+  std::vector<Out> out;
+  for (uint64_t t = 1100; t < 5000 && info(a.tp, kFlow).n["rtos"] == 0; t += 10) {
+    a.ctx.at_ms(t);
+    a.tp.tick(a.ctx);
+    out = a.ctx.take_out();
+  }
+  ASSERT_EQ(info(a.tp, kFlow).n["rtos"], 1u);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].seg.seq, a.iss + 1);
   EXPECT_EQ(out[0].desc.len, 1448u);
   EXPECT_EQ(info(a.tp, kFlow).n["cwnd"], 1448u);
-  // Each ACK of resent data opens the window by a segment: 2, then 4 segments go out, then 5:
-  // ssthresh is half the 10 segments that were in flight at the RTO.
+  // Each ACK of resent data opens the window by a segment: 2, then 4 segments go out, then up
+  // to ssthresh: half of the 11 segments in flight at the RTO (the 10, and the probe's new one).
+  const uint64_t ssthresh = 11ull * 1448 / 2;
   uint32_t acked = 1448;
-  for (uint32_t expect : {2u, 4u, 5u}) {
+  for (uint64_t expect : {uint64_t{2 * 1448}, uint64_t{4 * 1448}, ssthresh}) {
     out = a.peer(a.ack_spec(0, acked));
     uint64_t bytes = 0;
     for (const Out& o : out)
       bytes += o.desc.len;
-    EXPECT_EQ(bytes, expect * 1448ull) << "after " << acked << " bytes acknowledged";
+    EXPECT_EQ(bytes, expect) << "after " << acked << " bytes acknowledged";
     acked += uint32_t(bytes);
   }
-  EXPECT_EQ(info(a.tp, kFlow).n["ssthresh"], 5u * 1448);
-  EXPECT_EQ(info(a.tp, kFlow).n["cwnd"], 5u * 1448);
+  EXPECT_EQ(info(a.tp, kFlow).n["ssthresh"], ssthresh);
+  EXPECT_EQ(info(a.tp, kFlow).n["cwnd"], ssthresh);
 }
 
 TEST(TcpSend, ZeroWindowProbesCarryOneByte) {
@@ -657,6 +663,192 @@ TEST(TcpSend, ZeroWindowProbesCarryOneByte) {
     sent += o.desc.len;
   EXPECT_EQ(sent, 4999u);
   EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+}
+
+// ---- RACK-TLP (RFC 8985) ----
+
+// The peer's ACK of [0, ack) with SACK blocks, offsets from our first data byte.
+BuildSpec sack_spec(Active& a, uint32_t ack, std::vector<SackBlock>& blocks) {
+  BuildSpec b = a.ack_spec(0, ack);
+  for (SackBlock& k : blocks) {
+    k.left += a.iss + 1;
+    k.right += a.iss + 1;
+  }
+  b.nsack = uint8_t(blocks.size());
+  b.sack = blocks.data();
+  return b;
+}
+
+// Established with a 10 ms RTT sample (srtt = min_rtt = 10 ms, the RTO at its 200 ms floor).
+void establish_10ms(Active& a) {
+  a.ctx.at_ms(1010);
+  a.establish(65535, 7);
+}
+
+std::vector<Out> tick_at(Active& a, uint64_t ms) {
+  a.ctx.at_ms(ms);
+  a.tp.tick(a.ctx);
+  return a.ctx.take_out();
+}
+
+constexpr uint32_t kSeg = 1448;
+
+TEST(TcpRack, LostTailIsRecoveredByAProbeNotAnRto) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+  a.ctx.take_out();
+  // Eight segments arrive; the last two are lost.
+  a.ctx.at_ms(1020);
+  a.peer(a.ack_spec(0, 8 * kSeg));
+  // PTO = 2 srtt = 20 ms after that ACK: nothing before, then the last segment again.
+  EXPECT_TRUE(tick_at(a, 1035).empty());
+  auto out = tick_at(a, 1042);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1 + 9 * kSeg);
+  EXPECT_EQ(out[0].desc.len, kSeg);
+  EXPECT_EQ(info(a.tp, kFlow).n["tlp_probes"], 1u);
+  // The probe is SACKed: RACK sees segment 8, sent before it, lost, and resends it at once.
+  a.ctx.at_ms(1052);
+  std::vector<SackBlock> sb{{9 * kSeg, 10 * kSeg}};
+  out = a.peer(sack_spec(a, 8 * kSeg, sb));
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1 + 8 * kSeg);
+  EXPECT_EQ(out[0].desc.len, kSeg);
+  a.ctx.at_ms(1062);
+  a.peer(a.ack_spec(0, 10 * kSeg));
+  EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kSendDone));
+  auto i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["rtos"], 0u);
+  EXPECT_EQ(i.n["retransmits"], 2u);
+  EXPECT_EQ(a.tp.counters().tlp_probes, 1u);
+}
+
+TEST(TcpRack, LostRetransmissionIsResentWithoutAnRto) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 20 * kSeg, 0, 1);
+  a.ctx.take_out();  // the initial window: segments 0-9
+  // Segment 0 is lost: three SACKed segments start recovery, which resends it.
+  a.ctx.at_ms(1020);
+  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+  auto out = a.peer(sack_spec(a, 0, sb));
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
+  // The rest of the window arrives, and the room it leaves goes to new data.
+  a.ctx.at_ms(1021);
+  sb = {{kSeg, 10 * kSeg}};
+  out = a.peer(sack_spec(a, 0, sb));
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1 + 10 * kSeg);
+  uint32_t sent = 0;
+  for (const Out& o : out)
+    sent += o.desc.len;
+  // That new data is SACKed, but the retransmission of segment 0 (sent 1 ms before it) is
+  // lost too. RACK waits the reordering window (min_rtt / 4) past its RTT, then resends it.
+  a.ctx.at_ms(1031);
+  sb = {{kSeg, 10 * kSeg + sent}};
+  out = a.peer(sack_spec(a, 0, sb));
+  for (const Out& o : out)
+    EXPECT_NE(o.seg.seq, a.iss + 1);
+  out = tick_at(a, 1036);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(out[0].desc.len, kSeg);
+  auto i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["rtos"], 0u);
+  EXPECT_EQ(i.n["fast_recoveries"], 1u);
+  EXPECT_GE(i.n["rack_losses"], 1u);
+  a.ctx.at_ms(1046);
+  a.peer(a.ack_spec(0, 10 * kSeg + sent));
+  EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
+}
+
+TEST(TcpRack, ReorderingWithinTheWindowIsNotALoss) {
+  Active a;
+  establish_10ms(a);
+  // Two segments, sent 1 ms apart.
+  a.app(ReqKind::kSend, kSeg, 0, 1);
+  a.ctx.at_ms(1011);
+  a.app(ReqKind::kSend, kSeg, kSeg, 2);
+  EXPECT_EQ(a.ctx.take_out().size(), 2u);
+  // The second arrives first (its ACK 10 ms after it left); the first 1 ms later, inside
+  // RACK's window (10 ms + min_rtt / 4 = 12.5 ms after it left).
+  a.ctx.at_ms(1021);
+  std::vector<SackBlock> sb{{kSeg, 2 * kSeg}};
+  EXPECT_TRUE(a.peer(sack_spec(a, 0, sb)).empty());
+  a.ctx.at_ms(1022);
+  EXPECT_TRUE(a.peer(a.ack_spec(0, 2 * kSeg)).empty());
+  EXPECT_TRUE(tick_at(a, 1100).empty());
+  auto i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["retransmits"], 0u);
+  EXPECT_EQ(i.n["rack_losses"], 0u);
+  EXPECT_EQ(i.n["fast_recoveries"], 0u);
+}
+
+TEST(TcpRack, ReorderingBeyondTheWindowIsALoss) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, kSeg, 0, 1);
+  a.ctx.at_ms(1011);
+  a.app(ReqKind::kSend, kSeg, kSeg, 2);
+  a.ctx.take_out();
+  a.ctx.at_ms(1021);
+  std::vector<SackBlock> sb{{kSeg, 2 * kSeg}};
+  EXPECT_TRUE(a.peer(sack_spec(a, 0, sb)).empty());
+  // The reordering timer: the first segment goes again 12.5 ms after it left.
+  auto out = tick_at(a, 1024);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(info(a.tp, kFlow).n["rack_losses"], 1u);
+  EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
+}
+
+TEST(TcpRack, OneSegmentInFlightWaitsForTheDelayedAck) {
+  Active a(std::vector<Param>{{"rto_min_ms", "1000"}});
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 1000, 0, 1);
+  a.ctx.take_out();
+  // Not at 2 srtt (20 ms): the peer may be holding its ACK. At 2 srtt + 200 ms, a probe.
+  EXPECT_TRUE(tick_at(a, 1040).empty());
+  EXPECT_TRUE(tick_at(a, 1225).empty());
+  auto out = tick_at(a, 1232);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(out[0].desc.len, 1000u);
+  EXPECT_EQ(info(a.tp, kFlow).n["tlp_probes"], 1u);
+  EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
+}
+
+TEST(TcpRack, TwoSegmentsInFlightProbeAtTwiceSrtt) {
+  Active a(std::vector<Param>{{"rto_min_ms", "1000"}});
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 2 * kSeg, 0, 1);
+  a.ctx.take_out();
+  EXPECT_TRUE(tick_at(a, 1028).empty());
+  auto out = tick_at(a, 1032);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1 + kSeg);
+}
+
+TEST(TcpRack, WithoutSackTheRtoRecovers) {
+  Active a;
+  a.ctx.at_ms(1010);
+  BuildSpec b;
+  b.window = 65535;
+  b.mss = 1460;
+  b.ts = true;
+  b.ts_val = 100;
+  b.wscale_opt = true;
+  b.wscale = 7;
+  a.synack(b);
+  a.app(ReqKind::kSend, 2 * kSeg, 0, 1);
+  a.ctx.take_out();
+  EXPECT_TRUE(tick_at(a, 1100).empty());  // no probe without SACK
+  EXPECT_FALSE(tick_at(a, 1215).empty());
+  EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 1u);
+  EXPECT_EQ(info(a.tp, kFlow).n["tlp_probes"], 0u);
 }
 
 // ---- close ----

@@ -200,6 +200,34 @@ bool RangeSet::covers(uint32_t left, uint32_t right) const {
   return false;
 }
 
+bool RangeSet::remove(uint32_t left, uint32_t right) {
+  for (size_t i = 0; i < n; i++) {
+    SackBlock& b = r[i];
+    if (!seq_lt(left, b.right) || !seq_lt(b.left, right)) continue;
+    if (seq_gt(left, b.left) && seq_lt(right, b.right)) {
+      // Inside: split in two.
+      if (n == kMax) return false;
+      for (size_t k = n; k > i + 1; k--)
+        r[k] = r[k - 1];
+      r[i + 1] = {right, b.right};
+      r[i].right = left;
+      n++;
+      return true;
+    }
+    if (seq_gt(left, b.left)) {
+      b.right = left;
+    } else if (seq_lt(right, b.right)) {
+      b.left = right;
+    } else {
+      for (size_t k = i; k + 1 < n; k++)
+        r[k] = r[k + 1];
+      n--;
+      i--;
+    }
+  }
+  return true;
+}
+
 uint64_t RangeSet::bytes() const {
   uint64_t b = 0;
   for (size_t i = 0; i < n; i++)
@@ -219,21 +247,26 @@ uint64_t Conn::inflight() const {
     return out;
   }
   uint64_t out = snd_max - snd_una;
-  if (sacked.n == 0) return out;
+  if (sacked.n == 0) {
+    const uint64_t l = in_recovery ? lost.bytes() : 0;
+    return out > l ? out - l : 0;
+  }
   uint64_t sacked_bytes = sacked.bytes();
-  uint64_t lost = 0;
+  uint64_t holes = 0;
   uint64_t resent = 0;
   if (in_recovery) {
     uint32_t at = snd_una;
     const uint32_t rxt = seq_min(high_rxt, high_sack);
     for (size_t i = 0; i < sacked.n; i++) {
       const uint32_t l = sacked.r[i].left;
-      lost += l - at;
+      holes += l - at;
       if (seq_gt(rxt, at)) resent += seq_min(rxt, l) - at;
       at = sacked.r[i].right;
     }
   }
-  const uint64_t gone = sacked_bytes + lost;
+  // What RACK marked lost is either resent (below HighRxt) or above the highest SACK: out of
+  // the network either way until it goes again.
+  const uint64_t gone = sacked_bytes + holes + (in_recovery ? lost.bytes() : 0);
   return (out > gone ? out - gone : 0) + resent;
 }
 
@@ -303,6 +336,9 @@ Conn& TcpTransport::new_conn(FlowId id, const FlowTuple& tuple, const Settings& 
   c.ccs.mss = st.mss;
   c.cc->init(c.ccs, now_ns_);
   c.rto_timer.arg = c.delack_timer.arg = c.misc_timer.arg = &c;
+  c.reo_timer.arg = c.tlp_timer.arg = &c;
+  c.reo_timer.fn = on_reo_timer;
+  c.tlp_timer.fn = on_tlp_timer;
   c.rto_timer.fn = on_rto_timer;
   c.delack_timer.fn = on_delack_timer;
   c.misc_timer.fn = on_misc_timer;
@@ -407,6 +443,8 @@ void TcpTransport::finish(Conn& c, EventKind kind, int32_t status, Context& ctx)
   wheel_.cancel(&c.rto_timer);
   wheel_.cancel(&c.delack_timer);
   wheel_.cancel(&c.misc_timer);
+  wheel_.cancel(&c.reo_timer);
+  wheel_.cancel(&c.tlp_timer);
   c.state = State::kClosed;
   ctx.flow_closed(id);
   // A connection on this burst's list is freed by after_burst, which skips closed ones.
@@ -472,6 +510,8 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("retransmits", c->retransmits);
   out.number("rtos", c->rtos);
   out.number("fast_recoveries", c->fast_recoveries);
+  out.number("tlp_probes", c->tlp_probes);
+  out.number("rack_losses", c->rack_losses);
   out.number("ecn_reductions", c->ecn_reductions);
   out.number("bytes_sent", c->bytes_sent);
   out.number("bytes_acked", c->bytes_acked);

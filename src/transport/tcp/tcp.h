@@ -7,6 +7,7 @@
 //   tcp_output.cc  the send path: data within cwnd and the peer's window (TSO over app memory),
 //                  SACK-based retransmission (RFC 6675), ACKs with SACK/DSACK, SYN, FIN, RST
 //   tcp_timer.cc   RTO (RFC 6298), delayed ACK, zero-window persist, TIME_WAIT
+//   tcp_rack.cc    RACK-TLP (RFC 8985): loss detection by transmit time, the tail loss probe
 //
 // Payload is never touched: received data has been placed by the NIC (or is copied by the
 // dataplane through Context::copy_in into the buffer the transport names), sent data is named by
@@ -54,9 +55,10 @@ struct Settings {
   uint8_t wscale = 7;   // our window scale (Linux's usual)
   bool sack = true;
   bool timestamps = true;
-  int8_t ecn = -1;            // -1: request when cc is dctcp; 0 never; 1 always request
-  uint32_t delack_ms = 40;    // Linux's minimum delayed-ACK time
-  uint32_t rto_min_ms = 200;  // Linux's RTO floor
+  int8_t ecn = -1;                // -1: request when cc is dctcp; 0 never; 1 always request
+  uint32_t delack_ms = 40;        // Linux's minimum delayed-ACK time
+  uint32_t peer_delack_ms = 200;  // the peer's worst-case delayed ACK (RFC 8985 WCDelAckT)
+  uint32_t rto_min_ms = 200;      // Linux's RTO floor
   uint32_t rto_initial_ms = 1000;
   uint32_t rto_max_ms = 120000;
   uint32_t time_wait_ms = 60000;
@@ -100,6 +102,8 @@ struct Counters {
   uint64_t dsacks_in = 0;
   uint64_t fast_recoveries = 0;
   uint64_t rtos = 0;
+  uint64_t tlp_probes = 0;
+  uint64_t rack_losses = 0;
   uint64_t ecn_reductions = 0;
   uint64_t zero_window_probes = 0;
   uint64_t conn_opened = 0;
@@ -160,6 +164,13 @@ class TcpTransport final : public Transport {
   void send_rst(Conn& c, Context& ctx);
   void send_probe(Conn& c, Context& ctx);
   void arm_rto(Conn& c);
+  // RACK-TLP (tcp_rack.cc).
+  void rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt);
+  void rack_ack(Conn& c, uint32_t dsacks);
+  void rack_detect(Conn& c);
+  void arm_tlp(Conn& c);
+  bool send_tlp(Conn& c, Context& ctx);
+  void enter_recovery(Conn& c, bool resend_una);
   void rtt_sample(Conn& c, uint64_t rtt_ns);
   void enter_time_wait(Conn& c, Context& ctx);
   // The flow ends: pending requests complete with `status` (0 for a graceful end), the app
@@ -176,6 +187,8 @@ class TcpTransport final : public Transport {
   static void on_rto_timer(Timer* t, void* arg);
   static void on_delack_timer(Timer* t, void* arg);
   static void on_misc_timer(Timer* t, void* arg);
+  static void on_reo_timer(Timer* t, void* arg);
+  static void on_tlp_timer(Timer* t, void* arg);
 
   Counters ctr_;
   TimerWheel wheel_;

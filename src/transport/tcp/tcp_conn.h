@@ -86,8 +86,43 @@ struct RangeSet {
   // The range containing seq, or nullptr.
   const SackBlock* find(uint32_t seq) const;
   bool covers(uint32_t left, uint32_t right) const;
+  // Removes [left, right) (splitting a range that holds it). Returns false when a split did not
+  // fit (nothing is removed then).
+  bool remove(uint32_t left, uint32_t right);
   uint64_t bytes() const;
   void clear() { n = 0; }
+};
+
+// One transmission: bytes [start, end) left in one descriptor (a TSO burst, a retransmission or a
+// probe) at ts. RACK (RFC 8985) reads them in transmit order.
+struct Xmit {
+  uint32_t start = 0;
+  uint32_t end = 0;
+  uint64_t ts = 0;
+  bool rxt = false;         // a retransmission
+  bool superseded = false;  // a later retransmission resent part of it
+  bool delivered = false;   // wholly acknowledged or SACKed
+};
+
+// The flow's transmissions in time order: a fixed ring. When full the oldest is forgotten (its
+// bytes are then left to SACK recovery and the RTO).
+struct XmitLog {
+  static constexpr size_t kMax = 256;
+  Xmit e[kMax];
+  size_t head = 0;
+  size_t n = 0;
+
+  Xmit& operator[](size_t i) { return e[(head + i) % kMax]; }
+  const Xmit& operator[](size_t i) const { return e[(head + i) % kMax]; }
+  void push(const Xmit& x) {
+    if (n == kMax) pop();
+    e[(head + n++) % kMax] = x;
+  }
+  void pop() {
+    head = (head + 1) % kMax;
+    n--;
+  }
+  void clear() { head = n = 0; }
 };
 
 struct Conn {
@@ -141,6 +176,22 @@ struct Conn {
   bool rto_recovery = false;  // after an RTO: resend from snd_una, skipping SACKed ranges
   bool need_rxt = false;      // NewReno (no SACK): retransmit the segment at snd_una
 
+  // RACK-TLP (RFC 8985), with SACK only. `lost` holds what RACK deems lost that SACK recovery
+  // would not resend: lost retransmissions (below high_rxt) and the tail above high_sack.
+  XmitLog xmits;
+  RangeSet lost;
+  uint64_t rack_xmit_ts = 0;  // the latest transmission known delivered...
+  uint32_t rack_end_seq = 0;  // ...and its end
+  uint64_t rack_rtt = 0;      // its RTT
+  uint32_t reo_wnd_mult = 1;  // reordering window in min_rtt/4 (grows with DSACKs)
+  uint32_t reo_wnd_persist = 0;
+  uint32_t dsack_round = 0;  // no new growth until snd_una passes this
+  bool dsack_round_on = false;
+  bool tlp_out = false;  // a probe is outstanding
+  bool tlp_rxt = false;  // ...and it resent old data
+  bool tlp_dsack = false;
+  uint32_t tlp_end_seq = 0;
+
   // Congestion control.
   cc::State ccs;
   cc::Storage cc_mem;
@@ -156,6 +207,7 @@ struct Conn {
   uint64_t srtt = 0;
   uint64_t rttvar = 0;
   uint64_t rto = 0;
+  uint64_t rto_at = 0;   // when the armed RTO fires
   uint32_t backoff = 0;  // RTOs (or probes) in a row
   bool persist = false;  // the peer's window is zero and data waits
 
@@ -196,6 +248,8 @@ struct Conn {
   Timer rto_timer;
   Timer delack_timer;
   Timer misc_timer;  // persist, TIME_WAIT, FIN_WAIT_2
+  Timer reo_timer;   // RACK reordering window
+  Timer tlp_timer;   // probe timeout (PTO)
 
   // ---- per-flow statistics ----
   uint64_t retransmits = 0;
@@ -208,6 +262,8 @@ struct Conn {
   uint64_t rtos = 0;
   uint64_t fast_recoveries = 0;
   uint64_t ecn_reductions = 0;
+  uint64_t tlp_probes = 0;
+  uint64_t rack_losses = 0;  // ranges RACK marked lost
 
   bool dirty = false;  // on the transport's list for after_burst
 

@@ -317,6 +317,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   // SACK blocks (RFC 2018), DSACK (RFC 2883): the first block reports a duplicate when it lies
   // below the cumulative ACK or inside the second block.
   uint32_t newly_sacked = 0;
+  const uint64_t dsacks_before = ctr_.dsacks_in;
   if (c.sack_ok && s.nsack != 0) {
     const uint64_t before = c.sacked.bytes();
     for (size_t i = 0; i < s.nsack; i++) {
@@ -330,6 +331,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
       b.left = seq_max(b.left, seq_max(ack, c.snd_una));
       if (seq_gt(b.right, c.snd_max) || !seq_lt(b.left, b.right)) continue;
       c.sacked.add(b.left, b.right);
+      c.lost.remove(b.left, b.right);  // it arrived after all
     }
     c.sacked.drop_below(seq_max(ack, c.snd_una));
     const uint64_t after = c.sacked.bytes();
@@ -345,6 +347,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     c.snd_una = ack;
     if (seq_lt(c.snd_nxt, ack)) c.snd_nxt = ack;
     c.sacked.drop_below(ack);
+    c.lost.drop_below(ack);
     if (fin_acked) acked--;
     c.bytes_acked += acked;
     c.snd_una64 += acked;
@@ -366,9 +369,13 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     if (c.in_recovery) {
       if (seq_geq(ack, c.recover)) {
         c.in_recovery = false;
+        c.lost.clear();  // RACK looks again below
+        if (c.reo_wnd_persist != 0 && --c.reo_wnd_persist == 0) c.reo_wnd_mult = 1;
         c.cc->on_recovery_end(c.ccs, now_ns_);
-      } else if (c.sacked.n == 0) {
-        c.need_rxt = true;  // RFC 6582 partial ACK: resend the next hole
+      } else if (c.sacked.n == 0 && !c.sack_ok) {
+        // RFC 6582 partial ACK: resend the next hole. With SACK, RACK finds it (it went out
+        // before the retransmission just delivered).
+        c.need_rxt = true;
       }
     }
     if (c.rto_recovery && seq_geq(ack, c.recover)) c.rto_recovery = false;
@@ -432,20 +439,14 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     ctr_.ecn_reductions++;
   }
 
-  // Loss detection: DupThresh duplicate ACKs, or DupThresh segments' worth SACKed above the
-  // cumulative ACK (RFC 6675 IsLost), outside an episode we are already in.
+  // Loss detection: RACK by transmit time (tcp_rack.cc), then DupThresh duplicate ACKs, or
+  // DupThresh segments' worth SACKed above the cumulative ACK (RFC 6675 IsLost), outside an
+  // episode we are already in.
+  rack_ack(c, uint32_t(ctr_.dsacks_in - dsacks_before));
   if (!c.in_recovery && !c.rto_recovery && c.snd_max != c.snd_una &&
       (c.dupacks >= 3 || (c.sack_ok && c.sacked.bytes() >= 3ull * c.eff_mss)) &&
       seq_geq(c.snd_una, c.recover)) {
-    c.in_recovery = true;
-    c.recover = c.snd_max;
-    c.high_rxt = c.snd_una;
-    c.need_rxt = true;  // the first segment presumed lost goes at once (RFC 6675 4.3)
-    c.rtt_timing = false;
-    c.ccs.inflight = c.inflight();
-    c.cc->on_loss(c.ccs, now_ns_);
-    c.fast_recoveries++;
-    ctr_.fast_recoveries++;
+    enter_recovery(c, true);
   }
 
   if (c.snd_una == c.snd_max) {

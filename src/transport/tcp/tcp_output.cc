@@ -175,6 +175,7 @@ static uint32_t send_data(TcpTransport& t, Conn& c, Context& ctx, uint32_t seq, 
   d.ecn = c.ecn_ok && !retransmit ? 2 : 0;  // ECT(0); never on retransmissions (RFC 3168 6.1.5)
   t.ctr_.data_segs_out++;
   c.bytes_sent += len;
+  t.rack_sent(c, seq, len, retransmit);
   if (retransmit) {
     t.ctr_.retransmits++;
     c.retransmits++;
@@ -185,6 +186,26 @@ static uint32_t send_data(TcpTransport& t, Conn& c, Context& ctx, uint32_t seq, 
     c.rtt_start = t.now_ns_;
   }
   return len;
+}
+
+// RACK's lost ranges (tcp_rack.cc) within cwnd: those below HighRxt (lost retransmissions), or
+// with `tail` all of them, after NextSeg has filled the holes below the highest SACK.
+static uint64_t resend_lost(TcpTransport& t, Conn& c, Context& ctx, uint64_t pipe, bool tail) {
+  const uint64_t cwnd = c.ccs.cwnd;
+  while (c.lost.n != 0 && pipe < cwnd) {
+    const SackBlock r = c.lost.r[0];
+    if (!tail && !seq_lt(r.left, c.high_rxt)) break;
+    const uint32_t want = uint32_t(std::min<uint64_t>({r.right - r.left, cwnd - pipe, kMaxTso}));
+    const uint32_t n = send_data(t, c, ctx, r.left, std::max<uint32_t>(want, 1), true);
+    if (n == 0) {
+      c.lost.remove(r.left, r.right);  // no longer queued
+      continue;
+    }
+    c.lost.remove(r.left, r.left + n);
+    if (tail) c.high_rxt = seq_max(c.high_rxt, r.left + n);
+    pipe += n;
+  }
+  return pipe;
 }
 
 void TcpTransport::output(Conn& c, Context& ctx) {
@@ -212,6 +233,7 @@ void TcpTransport::output(Conn& c, Context& ctx) {
       pipe += n;
     }
   }
+  if (c.in_recovery) pipe = resend_lost(*this, c, ctx, pipe, false);
   if (c.in_recovery && c.sacked.n != 0) {
     while (pipe < cwnd) {
       uint32_t at = seq_max(c.high_rxt, c.snd_una);
@@ -235,6 +257,7 @@ void TcpTransport::output(Conn& c, Context& ctx) {
       pipe += n;
     }
   }
+  if (c.in_recovery) pipe = resend_lost(*this, c, ctx, pipe, true);
 
   // 2. New data, and after an RTO the old data again from snd_nxt (skipping SACKed ranges).
   const uint32_t wnd_right = seq_min(c.snd_una + c.snd_wnd, c.msg_send_right());
@@ -293,6 +316,32 @@ void TcpTransport::output(Conn& c, Context& ctx) {
   } else if (!c.persist && c.snd_max != c.snd_una && !c.rto_timer.armed()) {
     arm_rto(c);
   }
+  arm_tlp(c);
+}
+
+// The tail loss probe (RFC 8985 7.3): one segment of new data when the windows allow it, else
+// the last segment sent again. Returns whether it went.
+bool TcpTransport::send_tlp(Conn& c, Context& ctx) {
+  const uint32_t limit = seq_min(c.snd_end, c.snd_una + c.snd_wnd);
+  uint32_t n = 0;
+  if (c.snd_nxt == c.snd_max && seq_lt(c.snd_nxt, limit)) {
+    n = send_data(*this, c, ctx, c.snd_nxt, std::min<uint32_t>(limit - c.snd_nxt, c.eff_mss),
+                  false);
+    c.snd_nxt += n;
+    c.snd_max = seq_max(c.snd_max, c.snd_nxt);
+    c.tlp_rxt = false;
+  } else {
+    const uint32_t top = c.fin_sent ? c.snd_end : c.snd_max;
+    if (!seq_lt(c.snd_una, top)) return false;  // only the FIN is out: the RTO resends it
+    const uint32_t from = top - c.snd_una > c.eff_mss ? top - c.eff_mss : c.snd_una;
+    n = send_data(*this, c, ctx, from, top - from, true);
+    c.tlp_rxt = true;
+  }
+  if (n == 0) return false;
+  c.tlp_out = true;
+  c.tlp_dsack = false;
+  c.tlp_end_seq = c.snd_max;
+  return true;
 }
 
 // A zero-window probe carries one byte of new data (RFC 9293 3.8.6.1), so that a peer which

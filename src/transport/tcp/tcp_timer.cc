@@ -50,11 +50,14 @@ void TcpTransport::arm_rto(Conn& c) {
   const uint64_t max = uint64_t(c.st.rto_max_ms) * 1'000'000;
   const uint64_t t = c.backoff >= 20 ? max : std::min(max, c.rto << c.backoff);
   wheel_.arm(&c.rto_timer, t);
+  c.rto_at = now_ns_ + t;
 }
 
 void TcpTransport::enter_time_wait(Conn& c, Context& ctx) {
   c.state = State::kTimeWait;
   wheel_.cancel(&c.rto_timer);
+  wheel_.cancel(&c.reo_timer);
+  wheel_.cancel(&c.tlp_timer);
   // The app is done with the flow now; the quiet time is the transport's alone.
   notify_end(c, EventKind::kClosed, 0, ctx);
   wheel_.arm(&c.misc_timer, std::max<uint64_t>(uint64_t(c.st.time_wait_ms) * 1'000'000, 1));
@@ -95,6 +98,10 @@ void TcpTransport::on_rto_timer(Timer* /*t*/, void* arg) {
   c.dupacks = 0;
   c.rtt_timing = false;
   c.tx_hint = 0;
+  c.lost.clear();
+  c.tlp_out = false;
+  tp.wheel_.cancel(&c.reo_timer);
+  tp.wheel_.cancel(&c.tlp_timer);
   tp.arm_rto(c);
   tp.touch(c);
 }

@@ -1,0 +1,233 @@
+// tcp_rack.cc - RACK-TLP (RFC 8985): loss detection by transmit time, with the reordering timer,
+// and the tail loss probe. It works beside SACK recovery (RFC 6675): RACK enters recovery and
+// marks in `lost` what NextSeg would not resend (lost retransmissions, the tail above the highest
+// SACK). Only with SACK; peers without it keep NewReno and the RTO.
+#include <algorithm>
+
+#include "tcp.h"
+#include "tcp_conn.h"
+
+namespace cleave::transport::tcp {
+namespace {
+
+// Whether (t1, s1) went out after (t2, s2) (RFC 8985 RACK_sent_after).
+bool sent_after(uint64_t t1, uint32_t s1, uint64_t t2, uint32_t s2) {
+  return t1 > t2 || (t1 == t2 && seq_gt(s1, s2));
+}
+
+uint64_t min_rtt(const Conn& c) {
+  return uint64_t(c.ccs.min_rtt_us) * 1000;
+}
+
+// RFC 8985 6.2 step 4: min_rtt / 4, in steps that DSACKs add, at most srtt.
+uint64_t reo_wnd(const Conn& c) {
+  return std::min<uint64_t>(c.reo_wnd_mult * min_rtt(c) / 4, c.srtt);
+}
+
+// Adds to `found` what of [lo, hi) (part of log entry i) no later retransmission resent.
+void unsent_since(const Conn& c, size_t i, uint32_t lo, uint32_t hi, RangeSet& found) {
+  for (size_t j = i + 1; j < c.xmits.n; j++) {
+    const Xmit& x = c.xmits[j];
+    if (!x.rxt || !seq_lt(x.start, hi) || !seq_lt(lo, x.end)) continue;
+    if (seq_lt(lo, x.start)) unsent_since(c, j, lo, x.start, found);
+    if (seq_lt(x.end, hi)) unsent_since(c, j, x.end, hi, found);
+    return;
+  }
+  found.add(lo, hi);
+}
+
+// Adds [lo, hi) to c.lost; returns the bytes that were not there.
+uint64_t add_lost(Conn& c, uint32_t lo, uint32_t hi) {
+  if (!seq_lt(lo, hi)) return 0;
+  const uint64_t before = c.lost.bytes();
+  c.lost.add(lo, hi);
+  return c.lost.bytes() - before;
+}
+
+}  // namespace
+
+void TcpTransport::rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt) {
+  if (!c.sack_ok || len == 0) return;
+  const uint32_t end = seq + len;
+  if (rxt) {
+    c.lost.remove(seq, end);
+    for (size_t i = 0; i < c.xmits.n; i++) {
+      Xmit& x = c.xmits[i];
+      if (seq_lt(x.start, end) && seq_lt(seq, x.end)) x.superseded = true;
+    }
+  }
+  c.xmits.push({seq, end, now_ns_, rxt, false, false});
+}
+
+void TcpTransport::enter_recovery(Conn& c, bool resend_una) {
+  c.in_recovery = true;
+  c.recover = c.snd_max;
+  c.high_rxt = c.snd_una;
+  // DupThresh: the first segment presumed lost goes at once (RFC 6675 4.3). RACK names what
+  // it found lost itself.
+  c.need_rxt = resend_una;
+  c.rtt_timing = false;
+  c.tlp_out = false;
+  wheel_.cancel(&c.tlp_timer);
+  c.ccs.inflight = c.inflight();
+  c.cc->on_loss(c.ccs, now_ns_);
+  c.fast_recoveries++;
+  ctr_.fast_recoveries++;
+}
+
+// After an ACK's SACK blocks and cumulative ACK are applied (RFC 8985 6.2 and 7.4).
+void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
+  if (!c.sack_ok) return;
+  // Step 4: a DSACK says we were fooled by reordering; widen the window once per round trip,
+  // and keep it wide for 16 recoveries.
+  if (dsacks != 0) {
+    if (c.tlp_out) c.tlp_dsack = true;
+    if (!c.dsack_round_on || seq_geq(c.snd_una, c.dsack_round)) {
+      c.reo_wnd_mult = std::min<uint32_t>(c.reo_wnd_mult + 1, 64);
+      c.dsack_round = c.snd_max;
+      c.dsack_round_on = true;
+    }
+    c.reo_wnd_persist = 16;
+  }
+  // Step 2: the latest transmission delivered. Partly delivered entries count up to their
+  // highest delivered byte.
+  for (size_t i = 0; i < c.xmits.n; i++) {
+    Xmit& x = c.xmits[i];
+    if (x.delivered) continue;
+    const uint32_t lo = seq_max(x.start, c.snd_una);
+    uint32_t hi = x.start;
+    bool any = seq_gt(c.snd_una, x.start);
+    if (any) hi = seq_min(c.snd_una, x.end);
+    for (size_t k = 0; k < c.sacked.n; k++) {
+      const SackBlock& r = c.sacked.r[k];
+      if (seq_lt(r.left, x.end) && seq_lt(x.start, r.right)) {
+        any = true;
+        hi = seq_max(hi, seq_min(r.right, x.end));
+      }
+    }
+    if (!any) continue;
+    if (!seq_lt(lo, x.end) || c.sacked.covers(lo, x.end)) x.delivered = true;
+    if (x.superseded) continue;  // which transmission arrived is unknown
+    const uint64_t rtt = now_ns_ - x.ts;
+    if (x.rxt && rtt < min_rtt(c)) continue;  // most likely the original arrived
+    if (sent_after(x.ts, hi, c.rack_xmit_ts, c.rack_end_seq)) {
+      c.rack_xmit_ts = x.ts;
+      c.rack_end_seq = hi;
+      c.rack_rtt = rtt;
+    }
+  }
+  while (c.xmits.n != 0 && (c.xmits[0].delivered || seq_leq(c.xmits[0].end, c.snd_una)))
+    c.xmits.pop();
+
+  // TLP (7.4): a probe that resent old data and drew no DSACK repaired a loss: react once.
+  if (c.tlp_out && seq_geq(c.snd_una, c.tlp_end_seq)) {
+    c.tlp_out = false;
+    if (c.tlp_rxt && !c.tlp_dsack && !c.in_recovery) {
+      c.ccs.inflight = c.inflight();
+      c.cc->on_loss(c.ccs, now_ns_);
+      c.cc->on_recovery_end(c.ccs, now_ns_);
+    }
+  }
+  rack_detect(c);
+}
+
+// RACK_detect_loss (6.2 step 5): a transmission older than the latest delivered one is lost
+// once a reordering window past its RTT has gone by; the earliest one still waiting arms the
+// reordering timer.
+void TcpTransport::rack_detect(Conn& c) {
+  if (!c.sack_ok || c.rto_recovery || c.rack_xmit_ts == 0 || c.snd_una == c.snd_max) {
+    wheel_.cancel(&c.reo_timer);
+    return;
+  }
+  const uint64_t wnd = reo_wnd(c);
+  uint64_t wait = UINT64_MAX;
+  RangeSet found;
+  for (size_t i = 0; i < c.xmits.n; i++) {
+    const Xmit& x = c.xmits[i];
+    if (x.delivered) continue;
+    if (!sent_after(c.rack_xmit_ts, c.rack_end_seq, x.ts, x.end)) {
+      if (x.ts > c.rack_xmit_ts) break;
+      continue;
+    }
+    const uint64_t due = x.ts + c.rack_rtt + wnd;
+    if (due > now_ns_) {
+      wait = std::min(wait, due - now_ns_);
+      continue;
+    }
+    // Lost: what of it is neither acknowledged, SACKed, nor resent since.
+    uint32_t at = seq_max(x.start, c.snd_una);
+    for (size_t k = 0; k < c.sacked.n && seq_lt(at, x.end); k++) {
+      const SackBlock& r = c.sacked.r[k];
+      if (seq_leq(r.right, at)) continue;
+      if (seq_geq(r.left, x.end)) break;
+      if (seq_lt(at, r.left)) unsent_since(c, i, at, r.left, found);
+      at = r.right;
+    }
+    if (seq_lt(at, x.end)) unsent_since(c, i, at, x.end, found);
+  }
+  if (found.n != 0) {
+    const bool entered = !c.in_recovery;
+    if (entered) enter_recovery(c, false);
+    // Only what NextSeg does not reach: below HighRxt (resent and lost again) and above the
+    // highest SACK (the tail).
+    const uint32_t hs = c.sacked.n != 0 ? c.high_sack : c.snd_una;
+    const uint32_t a_end = seq_min(c.high_rxt, hs);
+    uint64_t added = 0;
+    for (size_t k = 0; k < found.n; k++) {
+      const SackBlock& r = found.r[k];
+      added += add_lost(c, r.left, seq_min(r.right, a_end));
+      added += add_lost(c, seq_max(r.left, hs), r.right);
+    }
+    if (added != 0 || entered) {
+      c.rack_losses++;
+      ctr_.rack_losses++;
+    }
+    touch(c);
+  }
+  if (wait != UINT64_MAX) {
+    wheel_.arm(&c.reo_timer, wait);
+  } else {
+    wheel_.cancel(&c.reo_timer);
+  }
+}
+
+void TcpTransport::on_reo_timer(Timer* /*t*/, void* arg) {
+  Conn& c = *static_cast<Conn*>(arg);
+  c.tp->rack_detect(c);
+}
+
+// The probe timeout (7.2): 2 srtt, plus the peer's delayed ACK when one segment is in flight,
+// at most until the RTO. Only outside recovery with no probe outstanding.
+void TcpTransport::arm_tlp(Conn& c) {
+  if (!c.sack_ok || c.in_recovery || c.rto_recovery || c.tlp_out || c.persist || c.srtt == 0 ||
+      c.snd_una == c.snd_max || !c.rto_timer.armed()) {
+    wheel_.cancel(&c.tlp_timer);
+    return;
+  }
+  uint64_t pto = 2 * c.srtt;
+  if (c.snd_max - c.snd_una <= c.eff_mss) pto += uint64_t(c.st.peer_delack_ms) * 1'000'000;
+  // Not after the RTO: then the probe goes in its place, a tick ahead of it.
+  const uint64_t rto_left = c.rto_at > now_ns_ + tick_ns_ ? c.rto_at - now_ns_ - tick_ns_ : 0;
+  if (rto_left == 0) {
+    wheel_.cancel(&c.tlp_timer);
+    return;
+  }
+  pto = std::min(pto, rto_left);
+  wheel_.arm(&c.tlp_timer, pto);
+}
+
+void TcpTransport::on_tlp_timer(Timer* /*t*/, void* arg) {
+  Conn& c = *static_cast<Conn*>(arg);
+  TcpTransport& tp = *c.tp;
+  if (!c.sack_ok || c.in_recovery || c.rto_recovery || c.tlp_out || c.persist ||
+      c.snd_una == c.snd_max) {
+    return;
+  }
+  if (tp.send_tlp(c, *tp.ctx_)) {
+    c.tlp_probes++;
+    tp.ctr_.tlp_probes++;
+    tp.arm_rto(c);  // 7.3: after the probe, the RTO
+  }
+}
+
+}  // namespace cleave::transport::tcp
