@@ -25,30 +25,18 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import cleave_pattern  # noqa: E402
 import cleavetest as ct  # noqa: E402
 
-TOOL = os.environ.get("CLEAVE_TCP", "build/tools/cleave-tcp")
-PEER = os.path.join(HERE, "..", "integration", "tcp_peer.py")
-OURS, KERNEL = "198.18.0.1", "198.18.0.2"
-OUR_MAC, KERNEL_MAC = "02:c1:ea:0e:00:01", "02:c1:ea:0e:00:02"
-CONFIG = ct.CONFIG_HEAD + ct.TCP_APPS + ct.port_yaml("%(device)s", OUR_MAC, OURS)
+import test_tcp  # noqa: E402  (its wire, addresses and cleaved set-up)
+
+TOOL = test_tcp.TOOL
+PEER = test_tcp.PEER
+OURS = test_tcp.OURS
 
 
 def setup(backend):
+    """cleaved on a tap in a scratch namespace, as the TCP integration test sets it up."""
     tag = os.getpid() % 100000
     ns, tap = f"cl{tag}rg", f"clr{tag}"
-    ct.sh(["ip", "netns", "add", ns])
-    ct._cleanups.append(lambda: ct.sh(["ip", "netns", "del", ns], check=False))
-    ct.sh(["ip", "link", "set", "lo", "up"], ns=ns)
-    device = (f"net_cleave0,wire=net_tap0,wire_args=iface={tap}" if backend == "cleave"
-              else f"net_tap0,iface={tap}")
-    d = ct.Daemon(CONFIG % {"device": device}, ns=ns)
-    ct.wait_until(lambda: ct.sh(["ip", "link", "show", tap], ns=ns, check=False).returncode == 0,
-                  what="the tap")
-    ct.sh(["ip", "link", "set", tap, "address", KERNEL_MAC], ns=ns)
-    ct.sh(["ip", "addr", "add", KERNEL + "/24", "dev", tap], ns=ns)
-    ct.sh(["ip", "link", "set", tap, "up"], ns=ns)
-    ct.sh(["ethtool", "-K", tap, "tso", "off", "gso", "off", "gro", "off", "tx", "off"], ns=ns,
-          check=False)
-    return ns, d
+    return ns, test_tcp.start(backend, ns, tap)
 
 
 def one_run(ns, sock, port, mode, args):
