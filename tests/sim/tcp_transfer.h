@@ -1,0 +1,254 @@
+// tcp_transfer.h - one TCP transfer A -> B over the simulated network, the way the sim tests
+// and the sim benchmark run it: A sends `total` bytes of a checkable pattern in 1 MB sends (4 in
+// flight) and closes; B posts 1 MB receives (8 at a time), checks every byte and closes when A's
+// FIN arrives. Whatever goes wrong is collected in `errors`; the caller judges.
+//
+// CLEAVE_TCP_SIM_MB sets the default transfer size (100).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim_net.h"
+#include "tcp.h"
+
+namespace cleave::transport::tcp::test {
+
+using sim::Dir;
+using sim::Faults;
+using sim::HostConfig;
+using sim::LinkConfig;
+using sim::SimNet;
+
+inline constexpr uint32_t kChunk = 1u << 20;  // one app send, one receive buffer
+inline constexpr uint32_t kRing = 8;          // chunks in each side's memory region
+inline constexpr uint32_t kSendsInFlight = 4;
+inline constexpr uint16_t kPort = 80;
+
+inline uint64_t transfer_bytes() {
+  const char* v = std::getenv("CLEAVE_TCP_SIM_MB");
+  return uint64_t(v != nullptr ? std::strtoull(v, nullptr, 10) : 100) << 20;
+}
+
+// The byte stream's content: a function of the stream offset, in 8-byte words, so that a byte
+// misplaced anywhere is caught.
+inline uint64_t word_at(uint64_t offset) {
+  uint64_t z = (offset >> 3) + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+inline void fill(uint8_t* p, uint64_t stream_off, uint32_t len) {
+  for (uint32_t i = 0; i < len; i += 8) {
+    const uint64_t w = word_at(stream_off + i);
+    std::memcpy(p + i, &w, 8);
+  }
+}
+// Offset of the first differing byte, or -1.
+inline int64_t check(const uint8_t* p, uint64_t stream_off, uint32_t len) {
+  for (uint32_t i = 0; i < len; i += 8) {
+    const uint64_t w = word_at(stream_off + i);
+    if (std::memcmp(p + i, &w, std::min<uint32_t>(8, len - i)) != 0) return int64_t(i);
+  }
+  return -1;
+}
+
+struct Case {
+  std::string name;
+  Faults ab;  // data direction
+  Faults ba;  // ACK direction
+  std::vector<Param> params;
+  LinkConfig link{};
+  bool zero_copy = true;
+  uint64_t bytes = 0;            // 0: transfer_bytes()
+  uint64_t reader_delay_ns = 0;  // the receiving app holds each buffer this long
+};
+
+// One transfer A -> B, then a graceful close from both sides; asserts everything about it.
+struct Transfer {
+  explicit Transfer(const Case& c, uint64_t seed) : cs(c) {
+    HostConfig a, b;
+    a.transport = std::make_unique<TcpTransport>();
+    b.transport = std::make_unique<TcpTransport>();
+    a.zero_copy = b.zero_copy = c.zero_copy;
+    net = std::make_unique<SimNet>(seed, c.link, c.ab, c.ba, std::move(a), std::move(b));
+    total = c.bytes != 0 ? c.bytes : transfer_bytes();
+    mr_a = net->a().add_mr(size_t(kChunk) * kRing);
+    mr_b = net->b().add_mr(size_t(kChunk) * kRing);
+    net->a().set_event_handler([this](const Event& e) { on_a(e); });
+    net->b().set_event_handler([this](const Event& e) { on_b(e); });
+    if (net->b().listen(1, kPort, c.params) != 0) errors.push_back("listen failed");
+    int err = 0;
+    fa = net->a().connect(5000, net->b().endpoint(kPort), 6, c.params, &err);
+    if (err != 0) errors.push_back("connect failed: " + std::to_string(err));
+  }
+
+  void on_a(const Event& e) {
+    switch (e.kind) {
+      case EventKind::kConnected:
+        connected = true;
+        connected_ns = net->now_ns();
+        for (uint32_t i = 0; i < kSendsInFlight; i++)
+          send_next();
+        break;
+      case EventKind::kSendDone:
+        if (e.status != 0) {
+          errors.push_back("send failed " + std::to_string(e.status));
+          break;
+        }
+        if (e.wr_id != send_done) errors.push_back("send completions out of order");
+        send_done++;
+        send_next();
+        break;
+      case EventKind::kClosed:
+        a_closed = true;
+        if (e.status != 0) errors.push_back("A closed with " + std::to_string(e.status));
+        break;
+      case EventKind::kPeerClosed:
+        break;
+      default:
+        errors.push_back("A: unexpected event " + std::to_string(int(e.kind)));
+    }
+  }
+  void send_next() {
+    if (sent >= total || fin_sent) return;
+    const uint32_t len = uint32_t(std::min<uint64_t>(kChunk, total - sent));
+    const uint64_t off = (sent / kChunk % kRing) * kChunk;
+    fill(net->a().mr(mr_a).data() + off, sent, len);
+    net->a().submit({fa, ReqKind::kSend, mr_a, len, off, sent / kChunk, 0});
+    sent += len;
+    if (sent == total) {
+      net->a().submit({fa, ReqKind::kClose, 0, 0, 0, 0, 0});
+      fin_sent = true;
+    }
+  }
+
+  void on_b(const Event& e) {
+    switch (e.kind) {
+      case EventKind::kAccepted:
+        fb = e.flow;
+        for (uint32_t i = 0; i < kRing; i++)
+          post_recv();
+        break;
+      case EventKind::kRecvDone: {
+        if (e.status != 0) {
+          errors.push_back("recv failed " + std::to_string(e.status));
+          break;
+        }
+        const uint64_t idx = e.wr_id;
+        if (idx != recv_done) {
+          errors.push_back("receive completions out of order or duplicated: " +
+                           std::to_string(idx) + " after " + std::to_string(recv_done));
+          break;
+        }
+        const uint64_t off = (idx % kRing) * kChunk;
+        const uint64_t stream = idx * kChunk;
+        if (e.len != std::min<uint64_t>(kChunk, total - std::min(total, stream))) {
+          errors.push_back("buffer " + std::to_string(idx) + " holds " + std::to_string(e.len));
+        }
+        const int64_t bad = check(net->b().mr(mr_b).data() + off, stream, e.len);
+        if (bad >= 0) {
+          errors.push_back("byte " + std::to_string(stream + uint64_t(bad)) + " differs");
+        }
+        received += e.len;
+        if (received == total) done_ns = net->now_ns();
+        recv_done++;
+        if (cs.reader_delay_ns == 0) {
+          post_recv();
+        } else {
+          held.push_back(net->now_ns() + cs.reader_delay_ns);
+        }
+        break;
+      }
+      case EventKind::kRecvData:
+        break;
+      case EventKind::kPeerClosed:
+        peer_closed = true;
+        net->b().submit({fb, ReqKind::kClose, 0, 0, 0, 0, 0});
+        break;
+      case EventKind::kClosed:
+        b_closed = true;
+        if (e.status != 0) errors.push_back("B closed with " + std::to_string(e.status));
+        break;
+      default:
+        errors.push_back("B: unexpected event " + std::to_string(int(e.kind)));
+    }
+  }
+  void post_recv() {
+    if (posted * kChunk >= total) return;
+    const uint64_t off = (posted % kRing) * kChunk;
+    net->b().submit({fb, ReqKind::kRecv, mr_b, kChunk, off, posted, 0});
+    posted++;
+  }
+  void release_held() {
+    while (!held.empty() && held.front() <= net->now_ns()) {
+      held.pop_front();
+      post_recv();
+    }
+  }
+
+  // Runs to the end; false on a stall (no progress for `stall_ns` of simulated time).
+  bool run(uint64_t stall_ns = 120'000'000'000ull) {
+    uint64_t last = 0, last_t = 0;
+    while (!(a_closed && b_closed)) {
+      const bool moved = net->run_until(
+          [&] {
+            release_held();
+            return (a_closed && b_closed) || received != last;
+          },
+          stall_ns);
+      if (!moved) return false;
+      if (received != last) {
+        last = received;
+        longest_wait_ns = std::max(longest_wait_ns, net->now_ns() - last_t);
+        last_t = net->now_ns();
+      } else if (net->now_ns() - last_t > stall_ns) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::string where() const {
+    return cs.name + " " + net->describe() + " received " + std::to_string(received) + " of " +
+           std::to_string(total) + "\n  A: " + info(net->a(), fa) + "\n  B: " + info(net->b(), fb);
+  }
+  static std::string info(sim::Host& h, FlowId f) {
+    struct Sink final : InfoSink {
+      std::string s;
+      void text(std::string_view k, std::string_view v) override {
+        s += std::string(k) + "=" + std::string(v) + " ";
+      }
+      void number(std::string_view k, uint64_t v) override {
+        s += std::string(k) + "=" + std::to_string(v) + " ";
+      }
+    } sink;
+    if (f == kNoFlow || !h.transport().flow_info(f, sink)) return "(no flow)";
+    return sink.s;
+  }
+
+  Case cs;
+  std::unique_ptr<SimNet> net;
+  uint64_t total = 0;
+  uint16_t mr_a = 0, mr_b = 0;
+  FlowId fa = kNoFlow, fb = kNoFlow;
+  bool connected = false, fin_sent = false, peer_closed = false;
+  uint64_t connected_ns = 0, done_ns = 0;  // simulated times: A connected, B had every byte
+  uint64_t longest_wait_ns = 0;            // the longest time B's received bytes stood still
+  bool a_closed = false, b_closed = false;
+  uint64_t sent = 0, send_done = 0, posted = 0, recv_done = 0, received = 0;
+  std::deque<uint64_t> held;
+  std::vector<std::string> errors;
+};
+
+inline TcpTransport& tcp_of(sim::Host& h) {
+  return static_cast<TcpTransport&>(h.transport());
+}
+
+}  // namespace cleave::transport::tcp::test
