@@ -522,6 +522,50 @@ TEST(TcpReceive, WindowRoundsUpToTheScaleUnitSoABufferCanFill) {
   EXPECT_EQ(info(a.tp, kFlow).n["bytes_received"], 1000u);
 }
 
+// A window update that reopens a closed window is the only thing a blocked sender waits for:
+// lost, the sender would sit until its persist timer (200 ms and more). It goes again after
+// max(2 srtt, 1 ms) and once more after twice that, unless the peer's data comes first.
+TEST(TcpReceive, ReopenedWindowUpdateIsSentAgainUntilDataArrives) {
+  Active a;
+  a.establish();
+  a.peer(a.ack_spec(0, 0), bytes(100));  // no buffer: a zero window
+  a.ctx.at_ns(1'000'000'000);
+  a.app(ReqKind::kRecv, 1 << 20);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  const uint16_t open = out[0].seg.window;
+  EXPECT_EQ(open, (1u << 20) >> 7);
+  auto at = [&](uint64_t us) {
+    a.ctx.at_ns(1'000'000'000 + us * 1000);
+    a.tp.tick(a.ctx);
+    return a.ctx.take_out();
+  };
+  EXPECT_TRUE(at(900).empty());
+  out = at(1100);
+  ASSERT_EQ(out.size(), 1u);  // the peer never heard: again
+  EXPECT_EQ(out[0].seg.window, open);
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 1);
+  EXPECT_TRUE(at(2900).empty());
+  EXPECT_EQ(at(3200).size(), 1u);  // once more, 2 ms later
+  EXPECT_TRUE(at(20000).empty());  // and that was the last
+  EXPECT_EQ(a.tp.counters().window_update_repeats, 2u);
+
+  // The next time the window closes and opens, the peer's data answers the update first.
+  Active b;
+  b.establish();
+  b.peer(b.ack_spec(0, 0), bytes(100));
+  b.ctx.at_ns(1'000'000'000);
+  b.app(ReqKind::kRecv, 4096);
+  ASSERT_EQ(b.ctx.take_out().size(), 1u);
+  b.ctx.at_ns(1'000'500'000);
+  b.peer(b.ack_spec(0, 0), bytes(1000));
+  b.ctx.at_ns(1'005'000'000);
+  b.tp.tick(b.ctx);
+  for (const Out& o : b.ctx.take_out())
+    EXPECT_EQ(o.seg.ack, kPeerIss + 1 + 1000) << "only ACKs of the data, no repeated update";
+  EXPECT_EQ(b.tp.counters().window_update_repeats, 0u);
+}
+
 // Linux probes a zero window with an empty segment one byte behind what we expect (seq =
 // SND.UNA - 1): it must be answered, or the peer's FIN never gets through.
 TEST(TcpReceive, LinuxZeroWindowProbeIsAnswered) {
@@ -762,6 +806,139 @@ TEST(TcpRack, LostRetransmissionIsResentWithoutAnRto) {
   EXPECT_GE(i.n["rack_losses"], 1u);
   a.ctx.at_ms(1046);
   a.peer(a.ack_spec(0, 10 * kSeg + sent));
+  EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
+}
+
+// A hole at or above a recovery's end point that NextSeg resent during that recovery is still
+// in flight when the recovery ends and the SACKs above it start the next one: it is not sent a
+// second time. Sent twice, an ACK of the first copy would be taken for the second's, and RACK
+// would call lost everything sent between the two.
+TEST(TcpRack, ANewRecoveryDoesNotResendWhatTheLastOneResent) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 30 * kSeg, 0, 1);
+  a.ctx.take_out();  // segments 0-9
+  // Segment 0 is lost: recovery (its end: segment 10) resends it.
+  a.ctx.at_ms(1020);
+  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+  auto out = a.peer(sack_spec(a, 0, sb));
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  // The rest of the window arrives; new data goes out from segment 10, which is lost. What
+  // follows it is SACKed as the window lets it out, until NextSeg or RACK resends 10 (once).
+  uint32_t sent = 10 * kSeg;  // our highest offset sent
+  int resent10 = 0;
+  for (uint64_t t = 1021; t < 1030 && sent < 14 * kSeg; t++) {
+    a.ctx.at_ms(t);
+    sb = {{kSeg, 10 * kSeg}};
+    if (sent > 11 * kSeg) sb.push_back({11 * kSeg, sent});
+    for (const Out& o : a.peer(sack_spec(a, 0, sb))) {
+      resent10 += o.seg.seq == a.iss + 1 + 10 * kSeg && sent > 10 * kSeg;
+      if (o.seg.seq == a.iss + 1 + sent) sent += o.desc.len;
+    }
+  }
+  ASSERT_GE(sent, 14 * kSeg);
+  a.ctx.at_ms(1030);
+  sb = {{kSeg, 10 * kSeg}, {11 * kSeg, sent}};
+  for (const Out& o : a.peer(sack_spec(a, 0, sb)))
+    resent10 += o.seg.seq == a.iss + 1 + 10 * kSeg;
+  for (const Out& o : tick_at(a, 1033))
+    resent10 += o.seg.seq == a.iss + 1 + 10 * kSeg;
+  ASSERT_EQ(resent10, 1);
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
+  const uint64_t rxt = info(a.tp, kFlow).n["retransmits"];
+  // Segment 0's retransmission arrives: the ACK reaches 10, the recovery ends, and the three
+  // SACKed segments above start the next one, without sending 10 a third time.
+  a.ctx.at_ms(1031);
+  sb = {{11 * kSeg, sent}};
+  for (const Out& o : a.peer(sack_spec(a, 10 * kSeg, sb))) {
+    EXPECT_NE(o.seg.seq, a.iss + 1 + 10 * kSeg) << "segment 10 resent again";
+    if (o.seg.seq == a.iss + 1 + sent) sent += o.desc.len;
+  }
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 2u);
+  EXPECT_EQ(info(a.tp, kFlow).n["retransmits"], rxt);
+  // It is resent only when RACK finds that copy lost too: data sent after it is SACKed, and
+  // the reordering window past its RTT goes by.
+  ASSERT_GT(sent, 14 * kSeg) << "new data went out after the retransmission";
+  a.ctx.at_ms(1040);
+  sb = {{11 * kSeg, sent}};
+  bool again = false;
+  for (const Out& o : a.peer(sack_spec(a, 10 * kSeg, sb)))
+    again |= o.seg.seq == a.iss + 1 + 10 * kSeg;
+  for (const Out& o : tick_at(a, 1050))
+    again |= o.seg.seq == a.iss + 1 + 10 * kSeg;
+  EXPECT_TRUE(again);
+}
+
+// In recovery the ACK clock can stop: the retransmission is lost and nothing sent after it
+// can be SACKed to show it. The probe timeout still runs there, so a probe (here the last
+// segment again: there is no new data) draws an ACK, RACK sees the retransmission sent before
+// the probe lost, and resends it: no RTO.
+TEST(TcpRack, ProbeInRecoveryFindsALostRetransmission) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+  a.ctx.take_out();
+  a.ctx.at_ms(1020);
+  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+  auto out = a.peer(sack_spec(a, 0, sb));
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);  // segment 0 again, and that copy is lost too
+  a.ctx.at_ms(1021);
+  sb = {{kSeg, 10 * kSeg}};
+  a.peer(sack_spec(a, 0, sb));
+  // Nothing more comes back. About 2 srtt later, long before the RTO, the probe goes.
+  std::vector<Out> probe;
+  uint64_t t = 1022;
+  for (; t < 1200 && probe.empty(); t++)
+    probe = tick_at(a, t);
+  ASSERT_FALSE(probe.empty());
+  EXPECT_LT(t, 1050u);
+  EXPECT_EQ(info(a.tp, kFlow).n["tlp_probes"], 1u);
+  // Its ACK (a duplicate: the DSACK) makes RACK resend segment 0 once the reordering window
+  // past its RTT has gone by.
+  a.ctx.at_ms(t + 10);
+  sb = {{9 * kSeg, 10 * kSeg}, {kSeg, 10 * kSeg}};
+  out = a.peer(sack_spec(a, 0, sb));
+  for (uint64_t u = t + 11; u < t + 20; u++) {
+    for (const Out& o : tick_at(a, u))
+      out.push_back(o);
+  }
+  bool resent = false;
+  for (const Out& o : out)
+    resent |= o.seg.seq == a.iss + 1 && o.desc.len == kSeg;
+  EXPECT_TRUE(resent);
+  EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
+}
+
+// In recovery a second hole with less than DupThreshold segments SACKed above it may only be
+// reordering (RFC 6675 IsLost): NextSeg leaves it though the window has room, and RACK resends
+// it once the reordering window past its RTT has gone by without it.
+TEST(TcpRack, AHoleWithFewSackedAboveWaitsForRack) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 60 * kSeg, 0, 1);
+  a.ctx.take_out();  // segments 0-9
+  a.ctx.at_ms(1020);
+  a.peer(a.ack_spec(0, 10 * kSeg));  // slow start: 20 more go, 10-29
+  // Segment 10 is lost: recovery resends it.
+  a.ctx.at_ms(1030);
+  std::vector<SackBlock> sb{{11 * kSeg, 14 * kSeg}};
+  ASSERT_FALSE(a.peer(sack_spec(a, 10 * kSeg, sb)).empty());
+  // All but 27 and 29 arrive: 27 has one segment above it, and the window has room.
+  a.ctx.at_ms(1031);
+  sb = {{11 * kSeg, 27 * kSeg}, {28 * kSeg, 29 * kSeg}};
+  auto out = a.peer(sack_spec(a, 10 * kSeg, sb));
+  EXPECT_FALSE(out.empty()) << "the room goes to new data";
+  for (const Out& o : out)
+    EXPECT_NE(o.seg.seq, a.iss + 1 + 27 * kSeg) << "resent before it could be called lost";
+  // RACK: 27 left with 28 at 1020, which was delivered 11 ms later; window 2.5 ms.
+  bool resent = false;
+  for (uint64_t t = 1032; t < 1036; t++) {
+    for (const Out& o : tick_at(a, t))
+      resent |= o.seg.seq == a.iss + 1 + 27 * kSeg;
+  }
+  EXPECT_TRUE(resent);
   EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
 }
 

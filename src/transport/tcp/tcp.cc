@@ -336,7 +336,8 @@ Conn& TcpTransport::new_conn(FlowId id, const FlowTuple& tuple, const Settings& 
   c.ccs.mss = st.mss;
   c.cc->init(c.ccs, now_ns_);
   c.rto_timer.arg = c.delack_timer.arg = c.misc_timer.arg = &c;
-  c.reo_timer.arg = c.tlp_timer.arg = &c;
+  c.reo_timer.arg = c.tlp_timer.arg = c.wnd_timer.arg = &c;
+  c.wnd_timer.fn = on_wnd_timer;
   c.reo_timer.fn = on_reo_timer;
   c.tlp_timer.fn = on_tlp_timer;
   c.rto_timer.fn = on_rto_timer;
@@ -445,6 +446,7 @@ void TcpTransport::finish(Conn& c, EventKind kind, int32_t status, Context& ctx)
   wheel_.cancel(&c.misc_timer);
   wheel_.cancel(&c.reo_timer);
   wheel_.cancel(&c.tlp_timer);
+  wheel_.cancel(&c.wnd_timer);
   c.state = State::kClosed;
   ctx.flow_closed(id);
   // A connection on this burst's list is freed by after_burst, which skips closed ones.
@@ -549,7 +551,10 @@ void TcpTransport::stats(InfoSink& out) const {
                                    {"fast_recoveries", c.fast_recoveries},
                                    {"rtos", c.rtos},
                                    {"ecn_reductions", c.ecn_reductions},
+                                   {"tlp_probes", c.tlp_probes},
+                                   {"rack_losses", c.rack_losses},
                                    {"zero_window_probes", c.zero_window_probes},
+                                   {"window_update_repeats", c.window_update_repeats},
                                    {"conn_opened", c.conn_opened},
                                    {"conn_closed", c.conn_closed}})
     out.number(key, value);

@@ -106,6 +106,7 @@ struct Counters {
   uint64_t rack_losses = 0;
   uint64_t ecn_reductions = 0;
   uint64_t zero_window_probes = 0;
+  uint64_t window_update_repeats = 0;  // window updates sent again (wnd_timer)
   uint64_t conn_opened = 0;
   uint64_t conn_closed = 0;
   // Message mode.
@@ -187,6 +188,7 @@ class TcpTransport final : public Transport {
   static void on_rto_timer(Timer* t, void* arg);
   static void on_delack_timer(Timer* t, void* arg);
   static void on_misc_timer(Timer* t, void* arg);
+  static void on_wnd_timer(Timer* t, void* arg);
   static void on_reo_timer(Timer* t, void* arg);
   static void on_tlp_timer(Timer* t, void* arg);
 

@@ -247,9 +247,11 @@ struct Conn {
   // ---- timers ----
   Timer rto_timer;
   Timer delack_timer;
-  Timer misc_timer;  // persist, TIME_WAIT, FIN_WAIT_2
-  Timer reo_timer;   // RACK reordering window
-  Timer tlp_timer;   // probe timeout (PTO)
+  Timer misc_timer;         // persist, TIME_WAIT, FIN_WAIT_2
+  Timer reo_timer;          // RACK reordering window
+  Timer tlp_timer;          // probe timeout (PTO)
+  Timer wnd_timer;          // repeats a window update that reopened a closed window
+  uint8_t wnd_repeats = 0;  // repeats left; cancelled by the peer's next data
 
   // ---- per-flow statistics ----
   uint64_t retransmits = 0;
@@ -286,5 +288,10 @@ struct Conn {
   // New data waits for the peer: a zero window, or no message credit.
   bool send_blocked() const { return snd_wnd == 0 || seq_geq(snd_nxt, msg_send_right()); }
 };
+
+// How long a reopened window's update waits for the peer's data before it goes again.
+inline uint64_t wnd_repeat_ns(const Conn& c) {
+  return std::max<uint64_t>(2 * c.srtt, 1'000'000);
+}
 
 }  // namespace cleave::transport::tcp

@@ -346,6 +346,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     const bool fin_acked = c.fin_sent && seq_gt(ack, c.snd_end);
     c.snd_una = ack;
     if (seq_lt(c.snd_nxt, ack)) c.snd_nxt = ack;
+    if (seq_lt(c.high_rxt, ack)) c.high_rxt = ack;  // never behind: what is above it was resent
     c.sacked.drop_below(ack);
     c.lost.drop_below(ack);
     if (fin_acked) acked--;
@@ -458,6 +459,10 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
 
 // Received payload [seq, seq + len): already placed by the NIC, or to be copied (deferred).
 void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
+  if (c.wnd_repeats != 0) {
+    c.wnd_repeats = 0;  // the peer is sending: it has the window
+    wheel_.cancel(&c.wnd_timer);
+  }
   uint32_t seq = s.seq;
   uint32_t end = seq + h.payload_len;
   if (seq_lt(seq, c.rcv_nxt)) {
@@ -739,6 +744,13 @@ void TcpTransport::after_burst(Conn& c, Context& ctx) {
     if (space > known && space - known >= std::min<uint32_t>(c.eff_mss, space / 2) &&
         known < space / 2) {
       c.ack_now = true;
+      // The peer thought the window (nearly) closed and may be waiting only for this update,
+      // with nothing in flight to bring another: if it is lost, a sender would wait for its
+      // persist timer (200 ms and more). Send it again unless the peer's data arrives first.
+      if (known < c.eff_mss && space >= c.eff_mss) {
+        c.wnd_repeats = 2;
+        wheel_.arm(&c.wnd_timer, wnd_repeat_ns(c));
+      }
     }
     // Message credit: tell the peer when it knows of at most half of our posted receives.
     if (c.msg_ok && c.msg_limit() != c.msg_limit_adv &&

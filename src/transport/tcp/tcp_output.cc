@@ -235,20 +235,28 @@ void TcpTransport::output(Conn& c, Context& ctx) {
   }
   if (c.in_recovery) pipe = resend_lost(*this, c, ctx, pipe, false);
   if (c.in_recovery && c.sacked.n != 0) {
+    const uint64_t sacked = c.sacked.bytes();
     while (pipe < cwnd) {
       uint32_t at = seq_max(c.high_rxt, c.snd_una);
       uint32_t hole_end = at;
+      uint64_t below = 0;  // SACKed bytes below the hole
       for (size_t i = 0; i < c.sacked.n; i++) {
         const SackBlock& r = c.sacked.r[i];
-        if (seq_leq(r.right, at)) continue;
+        if (seq_leq(r.right, at)) {
+          below += r.right - r.left;
+          continue;
+        }
         if (seq_leq(r.left, at)) {
+          below += r.right - r.left;
           at = r.right;
           continue;
         }
         hole_end = r.left;
         break;
       }
-      if (!seq_lt(at, hole_end)) break;
+      // IsLost (RFC 6675 4): DupThresh segments' worth SACKed above it; a hole with less above
+      // may be reordering, and RACK's timer decides.
+      if (!seq_lt(at, hole_end) || sacked - below < 3ull * c.eff_mss) break;
       const uint64_t room = cwnd - pipe;
       const uint32_t want = uint32_t(std::min<uint64_t>({hole_end - at, room, kMaxTso}));
       const uint32_t n = send_data(*this, c, ctx, at, std::max<uint32_t>(want, 1), true);

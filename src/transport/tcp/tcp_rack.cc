@@ -36,6 +36,15 @@ void unsent_since(const Conn& c, size_t i, uint32_t lo, uint32_t hi, RangeSet& f
   found.add(lo, hi);
 }
 
+// Whether a retransmission after log entry i resent byte `seq`.
+bool resent_later(const Conn& c, size_t i, uint32_t seq) {
+  for (size_t j = i + 1; j < c.xmits.n; j++) {
+    const Xmit& x = c.xmits[j];
+    if (x.rxt && seq_leq(x.start, seq) && seq_lt(seq, x.end)) return true;
+  }
+  return false;
+}
+
 // Adds [lo, hi) to c.lost; returns the bytes that were not there.
 uint64_t add_lost(Conn& c, uint32_t lo, uint32_t hi) {
   if (!seq_lt(lo, hi)) return 0;
@@ -62,10 +71,14 @@ void TcpTransport::rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt) {
 void TcpTransport::enter_recovery(Conn& c, bool resend_una) {
   c.in_recovery = true;
   c.recover = c.snd_max;
-  c.high_rxt = c.snd_una;
   // DupThresh: the first segment presumed lost goes at once (RFC 6675 4.3). RACK names what
-  // it found lost itself.
-  c.need_rxt = resend_una;
+  // it found lost itself. What the last episode already resent above its recovery point (NextSeg
+  // reaches past it) stays resent: it is in flight, and RACK finds it if it is lost again.
+  // Sent twice, its delivery could not be told apart from the later copy's, which RACK would
+  // take for a delivery sent after everything still in flight before it.
+  const bool resent = seq_gt(c.high_rxt, c.snd_una);
+  if (!resent) c.high_rxt = c.snd_una;
+  c.need_rxt = resend_una && !resent;
   c.rtt_timing = false;
   c.tlp_out = false;
   wheel_.cancel(&c.tlp_timer);
@@ -107,7 +120,9 @@ void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
     }
     if (!any) continue;
     if (!seq_lt(lo, x.end) || c.sacked.covers(lo, x.end)) x.delivered = true;
-    if (x.superseded) continue;  // which transmission arrived is unknown
+    // Which transmission arrived is unknown when the byte was sent again (part of a TSO burst
+    // resent leaves the rest the original's).
+    if (x.superseded && resent_later(c, i, hi - 1)) continue;
     const uint64_t rtt = now_ns_ - x.ts;
     if (x.rxt && rtt < min_rtt(c)) continue;  // most likely the original arrived
     if (sent_after(x.ts, hi, c.rack_xmit_ts, c.rack_end_seq)) {
@@ -145,9 +160,13 @@ void TcpTransport::rack_detect(Conn& c) {
   for (size_t i = 0; i < c.xmits.n; i++) {
     const Xmit& x = c.xmits[i];
     if (x.delivered) continue;
+    // Only what went out before the latest delivered byte: in the same TSO burst (one time),
+    // the part below it.
+    uint32_t end = x.end;
     if (!sent_after(c.rack_xmit_ts, c.rack_end_seq, x.ts, x.end)) {
       if (x.ts > c.rack_xmit_ts) break;
-      continue;
+      if (x.ts != c.rack_xmit_ts || !seq_lt(x.start, c.rack_end_seq)) continue;
+      end = c.rack_end_seq;
     }
     const uint64_t due = x.ts + c.rack_rtt + wnd;
     if (due > now_ns_) {
@@ -156,28 +175,23 @@ void TcpTransport::rack_detect(Conn& c) {
     }
     // Lost: what of it is neither acknowledged, SACKed, nor resent since.
     uint32_t at = seq_max(x.start, c.snd_una);
-    for (size_t k = 0; k < c.sacked.n && seq_lt(at, x.end); k++) {
+    for (size_t k = 0; k < c.sacked.n && seq_lt(at, end); k++) {
       const SackBlock& r = c.sacked.r[k];
       if (seq_leq(r.right, at)) continue;
-      if (seq_geq(r.left, x.end)) break;
+      if (seq_geq(r.left, end)) break;
       if (seq_lt(at, r.left)) unsent_since(c, i, at, r.left, found);
       at = r.right;
     }
-    if (seq_lt(at, x.end)) unsent_since(c, i, at, x.end, found);
+    if (seq_lt(at, end)) unsent_since(c, i, at, end, found);
   }
   if (found.n != 0) {
     const bool entered = !c.in_recovery;
     if (entered) enter_recovery(c, false);
-    // Only what NextSeg does not reach: below HighRxt (resent and lost again) and above the
-    // highest SACK (the tail).
-    const uint32_t hs = c.sacked.n != 0 ? c.high_sack : c.snd_una;
-    const uint32_t a_end = seq_min(c.high_rxt, hs);
+    // All of it: NextSeg resends a hole only once DupThresh segments' worth above it are
+    // SACKed; RACK's time says more, and sooner. What NextSeg sends first leaves `lost`.
     uint64_t added = 0;
-    for (size_t k = 0; k < found.n; k++) {
-      const SackBlock& r = found.r[k];
-      added += add_lost(c, r.left, seq_min(r.right, a_end));
-      added += add_lost(c, seq_max(r.left, hs), r.right);
-    }
+    for (size_t k = 0; k < found.n; k++)
+      added += add_lost(c, found.r[k].left, found.r[k].right);
     if (added != 0 || entered) {
       c.rack_losses++;
       ctr_.rack_losses++;
@@ -199,7 +213,7 @@ void TcpTransport::on_reo_timer(Timer* /*t*/, void* arg) {
 // The probe timeout (7.2): 2 srtt, plus the peer's delayed ACK when one segment is in flight,
 // at most until the RTO. Only outside recovery with no probe outstanding.
 void TcpTransport::arm_tlp(Conn& c) {
-  if (!c.sack_ok || c.in_recovery || c.rto_recovery || c.tlp_out || c.persist || c.srtt == 0 ||
+  if (!c.sack_ok || c.rto_recovery || c.tlp_out || c.persist || c.srtt == 0 ||
       c.snd_una == c.snd_max || !c.rto_timer.armed()) {
     wheel_.cancel(&c.tlp_timer);
     return;
@@ -219,8 +233,7 @@ void TcpTransport::arm_tlp(Conn& c) {
 void TcpTransport::on_tlp_timer(Timer* /*t*/, void* arg) {
   Conn& c = *static_cast<Conn*>(arg);
   TcpTransport& tp = *c.tp;
-  if (!c.sack_ok || c.in_recovery || c.rto_recovery || c.tlp_out || c.persist ||
-      c.snd_una == c.snd_max) {
+  if (!c.sack_ok || c.rto_recovery || c.tlp_out || c.persist || c.snd_una == c.snd_max) {
     return;
   }
   if (tp.send_tlp(c, *tp.ctx_)) {

@@ -131,4 +131,17 @@ void TcpTransport::on_misc_timer(Timer* /*t*/, void* arg) {
   }
 }
 
+// A window update that reopened a closed window, sent again (twice at most, the second after
+// twice the wait) while no data came from the peer; only while the window is still open.
+void TcpTransport::on_wnd_timer(Timer* /*t*/, void* arg) {
+  Conn& c = *static_cast<Conn*>(arg);
+  TcpTransport& tp = *c.tp;
+  if (c.wnd_repeats == 0 || c.fin_received || c.state == State::kClosed) return;
+  if (c.rcv_adv - c.rcv_nxt < c.eff_mss) return;
+  c.wnd_repeats--;
+  tp.ctr_.window_update_repeats++;
+  tp.send_ack(c, *tp.ctx_);
+  if (c.wnd_repeats != 0) tp.wheel_.arm(&c.wnd_timer, 2 * wnd_repeat_ns(c));
+}
+
 }  // namespace cleave::transport::tcp
