@@ -87,7 +87,9 @@ struct FlowPath::Flow {
   bool app_done = false;  // closed or refused delivered: later requests fail with EPIPE
   bool gone = false;      // the transport released it; freed after this burst's events
   bool data_listed = false;
-  bool message = false;  // the app asked for message mode (applied at connect)
+  bool message = false;   // the app asked for message mode (applied at connect)
+  bool msg_flow = false;  // the transport said its segments name their messages
+  bool nic_msg = false;   // ...and the NIC flow places by them (net_cleave only)
   uint8_t port = 0;
   uint8_t tp = 0;
   uint16_t cq = 0;
@@ -121,9 +123,12 @@ class FlowPath::Ctx final : public transport::Context {
     set_now(tsc / hz * 1000000000u + tsc % hz * 1000000000u / hz);
   }
 
-  int ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len) override {
+  int ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) override {
     const Flow& f = fp_.flows_[flow];
-    return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_post(flow, mr, offset, len, 0));
+    // A message flow's MSs mean something only to a NIC flow that places by message; otherwise
+    // the transport keeps to the copy path (not an error).
+    if (f.msg_flow && !f.nic_msg) return -EOPNOTSUPP;
+    return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_post(flow, mr, offset, len, msg));
   }
   int cursor_update(FlowId flow, uint32_t cursor) override {
     const Flow& f = fp_.flows_[flow];
@@ -133,14 +138,20 @@ class FlowPath::Ctx final : public transport::Context {
     const Flow& f = fp_.flows_[flow];
     return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_retire(flow, count));
   }
+  int ms_retire_msg(FlowId flow, uint32_t msg) override {
+    const Flow& f = fp_.flows_[flow];
+    return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_retire_msg(flow, msg));
+  }
   bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) override {
     return fp_.copy_in(src, len, mr, offset);
   }
-  FlowId flow_open(transport::ListenerId l, const transport::FlowTuple& t,
-                   uint32_t initial_seq) override {
-    return fp_.open_flow(tp_, l, t, initial_seq);
+  FlowId flow_open(transport::ListenerId l, const transport::FlowTuple& t, uint32_t initial_seq,
+                   bool messages) override {
+    return fp_.open_flow(tp_, l, t, initial_seq, messages);
   }
-  void flow_synced(FlowId flow, uint32_t initial_seq) override { fp_.synced(flow, initial_seq); }
+  void flow_synced(FlowId flow, uint32_t initial_seq, bool messages) override {
+    fp_.synced(flow, initial_seq, messages);
+  }
   void flow_closed(FlowId flow) override { fp_.closed(flow); }
 
  protected:
@@ -663,7 +674,7 @@ void FlowPath::post_data(Flow& f) {
 // ---------------------------------------------------
 
 uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::FlowTuple& t,
-                             uint32_t initial_seq) {
+                             uint32_t initial_seq, bool messages) {
   if (l >= listeners_.size() || !listeners_[l].used || listeners_[l].tp != tp.index) {
     return kNoFlow;
   }
@@ -699,15 +710,20 @@ uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::F
   f.tuple = t;
   hash_insert(id);
   fill_l2(f, rte_rdtsc());
-  synced(id, initial_seq);
+  synced(id, initial_seq, messages);
   stats_.flows_opened++;
   return id;
 }
 
-void FlowPath::synced(uint32_t id, uint32_t initial_seq) {
+void FlowPath::synced(uint32_t id, uint32_t initial_seq, bool messages) {
   if (id >= flows_.size()) return;
   Flow& f = flows_[id];
   if (f.state != Flow::State::kOpen || f.on_nic) return;
+  Nic& nic = *ports_[f.port].nic;
+  // Message flows: net_cleave places by the message option; the generic backend keeps them on
+  // the copy path (a byte-stream NIC flow with no MS posted defers every segment).
+  f.msg_flow = messages;
+  f.nic_msg = messages && nic.backend() == NicBackend::kCleave;
   rte_pmd_cleave_flow spec{};
   spec.src_ip = f.tuple.remote.ip.v4_host();
   spec.dst_ip = f.tuple.local.ip.v4_host();
@@ -717,9 +733,11 @@ void FlowPath::synced(uint32_t id, uint32_t initial_seq) {
   spec.mode = RTE_PMD_CLEAVE_ZERO_COPY;
   spec.parser = RTE_PMD_CLEAVE_PARSER_TCP;
   spec.reliable = 1;
+  spec.messages = f.nic_msg ? 1 : 0;
   spec.initial_seq = initial_seq;
   // Without a NIC flow the segments still arrive (deferred, found by tuple): the copy path.
-  f.on_nic = nic_cmd(ports_[f.port].nic->flow_add(id, spec)) == 0;
+  f.on_nic = nic_cmd(nic.flow_add(id, spec)) == 0;
+  if (!f.on_nic) f.nic_msg = false;
 }
 
 void FlowPath::closed(uint32_t id) {

@@ -144,8 +144,8 @@ class FlowPath final : public FlowHandler {
   void deliver(std::span<const transport::Event> events);
   int nic_cmd(int rc);
   uint32_t open_flow(Tp& tp, transport::ListenerId l, const transport::FlowTuple& t,
-                     uint32_t initial_seq);
-  void synced(uint32_t id, uint32_t initial_seq);
+                     uint32_t initial_seq, bool messages);
+  void synced(uint32_t id, uint32_t initial_seq, bool messages);
   void closed(uint32_t id);
   bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset);
   void send_rst(uint8_t port, const rte_mbuf* m, const uint8_t* ip, const uint8_t* tcp,

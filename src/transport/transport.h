@@ -218,9 +218,16 @@ class Context {
   }
 
   // ---- the NIC's placement state of a flow (semantics and errors of the Nic commands) ----
-  virtual int ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len) = 0;
+  // `msg`: on a flow opened with `messages`, the number of the message the MS receives (the NIC
+  // places by the number and offset the segment names); 0 on byte streams. -EOPNOTSUPP when the
+  // flow's NIC flow does not place by message (the generic backend, or no NIC flow): the copy
+  // path then takes every segment of it. -ENOBUFS: the NIC's MS lists are full, try later.
+  virtual int ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) = 0;
   virtual int cursor_update(FlowId flow, uint32_t cursor) = 0;
   virtual int ms_retire(FlowId flow, uint32_t count) = 0;
+  // Message flows: retires the MS of message `msg` wherever it is in the list (a completed,
+  // truncated or abandoned message's buffer goes back to the app).
+  virtual int ms_retire_msg(FlowId flow, uint32_t msg) = 0;
 
   // Copy path: put `len` payload bytes from a deferred segment at (mr, offset) of app memory.
   // The owner checks the bounds; false when they fail (nothing is written).
@@ -228,10 +235,12 @@ class Context {
 
   // A listener accepted a new flow for `tuple`: the owner gives it an id, steers its segments to
   // this transport with placement from `initial_seq` on, and returns kNoFlow when it cannot.
-  virtual FlowId flow_open(ListenerId listener, const FlowTuple& tuple, uint32_t initial_seq) = 0;
+  // `messages`: each segment names its message (TCP message mode), and the NIC may place by it.
+  virtual FlowId flow_open(ListenerId listener, const FlowTuple& tuple, uint32_t initial_seq,
+                           bool messages) = 0;
   // The receive sequence of a flow the transport opened actively is now known (the peer's SYN):
-  // zero-copy placement can start at `initial_seq`.
-  virtual void flow_synced(FlowId flow, uint32_t initial_seq) = 0;
+  // zero-copy placement can start at `initial_seq`; `messages` as for flow_open.
+  virtual void flow_synced(FlowId flow, uint32_t initial_seq, bool messages) = 0;
   // The flow is gone: the owner forgets it and may reuse the id. No call names it again.
   virtual void flow_closed(FlowId flow) = 0;
 

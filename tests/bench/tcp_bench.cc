@@ -29,15 +29,16 @@ class BenchCtx final : public Context {
  public:
   BenchCtx() : Context(tx_, ev_) {}
   void at(uint64_t ns) { set_now(ns); }
-  int ms_post(FlowId, uint16_t, uint64_t, uint32_t) override { return 0; }
+  int ms_post(FlowId, uint16_t, uint64_t, uint32_t, uint32_t) override { return 0; }
   int cursor_update(FlowId, uint32_t) override {
     cursors++;
     return 0;
   }
   int ms_retire(FlowId, uint32_t) override { return 0; }
+  int ms_retire_msg(FlowId, uint32_t) override { return 0; }
   bool copy_in(const uint8_t*, uint32_t, uint16_t, uint64_t) override { return true; }
-  FlowId flow_open(ListenerId, const FlowTuple&, uint32_t) override { return kNoFlow; }
-  void flow_synced(FlowId, uint32_t) override {}
+  FlowId flow_open(ListenerId, const FlowTuple&, uint32_t, bool) override { return kNoFlow; }
+  void flow_synced(FlowId, uint32_t, bool) override {}
   void flow_closed(FlowId) override {}
 
   uint64_t descs = 0;

@@ -13,7 +13,14 @@ which are checked against each other and against this file's own computation. Ca
     their first bytes, and the message after each lands whole in the next buffer; messages as
     long as the buffer are not truncated;
   - a message-mode connect to a Linux listener is refused with CL_EPROTONOSUPPORT, and a stream
-    connect to a message-mode listener is refused (CL_ECONNREFUSED).
+    connect to a message-mode listener is refused (CL_ECONNREFUSED);
+  - placement: a receiver on the cleave backend gets every message byte placed by the NIC (its
+    TCP counters over all flows, `cleavectl transport list`: placed_bytes = the bytes sent,
+    copied_bytes 0; the flow path copied nothing, `stats show`; the NIC placed them by message,
+    `nic show`: nic_rx_message, nic_rx_placed_bytes). The one exception is truncation: a segment
+    reaching past a buffer shorter than its message is deferred whole (defer_ms_overflow), and
+    the copy path keeps what fits, so copied_bytes is at most, per truncated message, its length
+    past the buffer plus one segment. A receiver on the generic backend copies every byte.
 CLEAVE_MSG_COUNT sets the messages per direction of the mixed cases (default 2000).
 """
 
@@ -33,6 +40,7 @@ CL_EPROTONOSUPPORT = -93
 CL_ECONNREFUSED = -111
 CL_ETRUNC = -1005
 KERNEL_IP = "10.99.0.3"  # the kernel's own address in namespace b, for the Linux listener
+MSS = 1460  # no segment carries more payload (1428 with timestamps and the message option)
 M64 = (1 << 64) - 1
 
 
@@ -100,16 +108,57 @@ class Msg(c2c.C2C):
             self.assertEqual(self.flows(side), [], f"{side} keeps no flow")
         return s, r, sizes
 
+    def backend(self, side):
+        return self.backend_a if side == "a" else "cleave"
+
+    def assert_placement(self, side, sizes, buf=None):
+        """Daemon `side` received the messages `sizes` (into buffers of `buf` bytes): on the
+        cleave backend the NIC placed every byte a buffer holds, by message, except the
+        segments of truncated messages that reach past their buffer, which are deferred; on
+        the generic backend every byte took the copy path."""
+        t = self.tcp_stats(side)
+        total = sum(sizes)
+        self.assertEqual(t["placed_bytes"] + t["copied_bytes"], total, t)
+        # (msg_no_buffer may count: a sender without credit probes with a byte of the next
+        # message, which has no buffer yet and is dropped.)
+        self.assertEqual(t["msg_bad"], 0, t)
+        truncated = [n for n in sizes if buf is not None and n > buf]
+        self.assertEqual(t["msg_truncated"], len(truncated), t)
+        nic = self.nic(side)
+        c = nic["counters"]
+        if self.backend(side) == "generic":
+            self.assertEqual(nic["backend"], "generic", nic)
+            self.assertEqual((t["placed_bytes"], t["copied_bytes"]), (0, total), t)
+            self.assertEqual(c["nic_rx_message"], 0, c)
+            return
+        self.assertEqual(nic["backend"], "cleave", nic)
+        # What may be copied: the deferred tails of truncated messages, no more.
+        tails = sum(n - buf + MSS for n in truncated)
+        self.assertLessEqual(t["copied_bytes"], tails, t)
+        # The flow path's own count: bytes it wrote (a tail past its buffer is not written).
+        self.assertLessEqual(self.d[side].stats()["flows"]["rx_copied_bytes"], t["copied_bytes"])
+        if not truncated:
+            self.assertEqual((t["placed_bytes"], t["copied_bytes"]), (total, 0), t)
+            self.assertEqual(c["nic_defer_ms_overflow"], 0, c)
+        else:
+            self.assertGreater(c["nic_defer_ms_overflow"], 0, c)
+        # The NIC placed them itself, by message number and offset.
+        self.assertGreaterEqual(c["nic_rx_placed_bytes"], t["placed_bytes"], c)
+        self.assertGreaterEqual(c["nic_rx_message"], len(sizes), c)
+        self.assertEqual(c["nic_defer_bad_l4_header"], 0, c)
+
     def test_mixed_a_to_b(self):
         s, r, sizes = self.messages("a", "b", 5101, 21, COUNT, 1, MIB)
         self.assertEqual((min(sizes), max(sizes) > MIB // 2), (1, True))  # the range is covered
         self.assertEqual((r["received"], r["truncated"]), (s["sent"], 0), r)
         self.assertEqual(r["received_sha256"], s["sent_sha256"])
+        self.assert_placement("b", sizes)
 
     def test_mixed_b_to_a(self):
-        s, r, _ = self.messages("b", "a", 5102, 22, COUNT, 1, MIB)
+        s, r, sizes = self.messages("b", "a", 5102, 22, COUNT, 1, MIB)
         self.assertEqual((r["received"], r["truncated"]), (s["sent"], 0), r)
         self.assertEqual(r["received_sha256"], s["sent_sha256"])
+        self.assert_placement("a", sizes)
 
     def test_both_ways_on_one_flow(self):
         n_ab, n_ba = COUNT // 4, COUNT // 4 + 7
@@ -127,6 +176,8 @@ class Msg(c2c.C2C):
             self.assertEqual(r["received_sha256"], cleave_pattern.sha256(seed, sum(sizes)))
             self.assertEqual(r["received_sha256"], s["sent_sha256"])
             self.assertEqual(r["received_lengths_sha256"], lengths_sha256(sizes))
+        self.assert_placement("b", msg_sizes(31, n_ab, 1, MIB))
+        self.assert_placement("a", msg_sizes(32, n_ba, 1, MIB))
 
 
 class CleaveToCleave(Msg, ct.TestCase):
@@ -143,12 +194,14 @@ class CleaveToCleave(Msg, ct.TestCase):
         # started whole in the next buffer.
         self.assertEqual(r["received"], sum(min(n, buf) for n in sizes), r)
         self.assertEqual(r["received_sha256"], truncated_sha256(seed, sizes, buf))
+        self.assert_placement("b", sizes, buf)
 
     def test_messages_as_long_as_the_buffer_are_not_truncated(self):
         s, r, sizes = self.messages("a", "b", 5107, 24, 50, 4096, 4096, buf=4096)
         self.assertEqual(set(sizes), {4096})
         self.assertEqual((r["truncated"], r["received"]), (0, 50 * 4096), r)
         self.assertEqual(r["received_sha256"], s["sent_sha256"])
+        self.assert_placement("b", sizes, 4096)
 
     def test_message_connect_to_linux_is_refused(self):
         ct.sh(["ip", "addr", "add", KERNEL_IP + "/24", "dev", self.net.vb], ns=self.net.b)

@@ -155,7 +155,7 @@ class DatagramTransport final : public Transport {
     if (!ip_addrs(h, &t.remote.ip, &t.local.ip)) return nullptr;
     t.remote.port = get16(h.l4);
     t.local.port = get16(h.l4 + 2);
-    const FlowId id = ctx.flow_open(h.listener, t, 0);  // no sequence numbers to place by
+    const FlowId id = ctx.flow_open(h.listener, t, 0, false);  // no sequence numbers to place by
     if (id == kNoFlow) return nullptr;
     Flow& f = flows_.emplace(id, Flow{.tuple = t, .id = id}).first->second;
     ctx.event(Event{.flow = id, .kind = EventKind::kAccepted, .aux = h.listener});

@@ -394,6 +394,7 @@ Host::Host(HostConfig cfg, std::string name, const uint64_t* clock, FramePool* p
       ip_(cfg.ip),
       mac_(cfg.mac),
       zero_copy_(cfg.zero_copy),
+      nic_messages_(cfg.nic_messages),
       drop_bad_csum_(cfg.drop_bad_csum),
       nic_(cfg.nic),
       transport_(std::move(cfg.transport)),
@@ -471,7 +472,7 @@ FlowId Host::alloc_flow(const FlowTuple& tuple) {
   } else {
     return transport::kNoFlow;
   }
-  flows_[id] = Flow{tuple, 0, true, false};
+  flows_[id] = Flow{tuple, 0, true, false, false, false};
   by_tuple_.emplace(k, id);
   return id;
 }
@@ -507,8 +508,12 @@ int Host::nic_err(nic::Err e) {
   }
 }
 
-int Host::ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len) {
-  return nic_err(nic_.ms_post(flow, nic::MsDesc{mr, offset, len, 0}));
+int Host::ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) {
+  // A message flow's MSs only mean something to a NIC flow that places by message.
+  if (flow < flows_.size() && flows_[flow].messages && !flows_[flow].nic_messages) {
+    return -EOPNOTSUPP;
+  }
+  return nic_err(nic_.ms_post(flow, nic::MsDesc{mr, offset, len, msg}));
 }
 
 int Host::cursor_update(FlowId flow, uint32_t cursor) {
@@ -519,6 +524,10 @@ int Host::ms_retire(FlowId flow, uint32_t count) {
   return nic_err(nic_.ms_retire(flow, count));
 }
 
+int Host::ms_retire_msg(FlowId flow, uint32_t msg) {
+  return nic_err(nic_.ms_retire_msg(flow, msg));
+}
+
 bool Host::copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) {
   if (mr >= mrs_.size()) return false;
   std::vector<uint8_t>& m = mrs_[mr];
@@ -527,11 +536,12 @@ bool Host::copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offse
   return true;
 }
 
-FlowId Host::flow_open(ListenerId /*listener*/, const FlowTuple& tuple, uint32_t initial_seq) {
+FlowId Host::flow_open(ListenerId /*listener*/, const FlowTuple& tuple, uint32_t initial_seq,
+                       bool messages) {
   FlowId id = alloc_flow(tuple);
   if (id == transport::kNoFlow) return id;
   if (tuple.proto == 6) {
-    flow_synced(id, initial_seq);
+    flow_synced(id, initial_seq, messages);
     if (!flows_[id].on_nic) {
       free_flow(id);
       return transport::kNoFlow;
@@ -540,16 +550,19 @@ FlowId Host::flow_open(ListenerId /*listener*/, const FlowTuple& tuple, uint32_t
   return id;
 }
 
-void Host::flow_synced(FlowId flow, uint32_t initial_seq) {
+void Host::flow_synced(FlowId flow, uint32_t initial_seq, bool messages) {
   if (flow >= flows_.size() || !flows_[flow].used) return;
   Flow& f = flows_[flow];
   if (f.on_nic || f.tuple.proto != 6) return;  // UDP stays off the NIC
+  f.messages = messages;
+  f.nic_messages = messages && nic_messages_;
   nic::FlowSpec spec;
   spec.key = nic::FlowKey{f.tuple.remote.ip.v4_host(), f.tuple.local.ip.v4_host(),
                           f.tuple.remote.port, f.tuple.local.port, 6};
   spec.mode = zero_copy_ ? nic::FlowMode::kZeroCopy : nic::FlowMode::kCopy;
   spec.parser = nic::Parser::kTcp;
   spec.reliable = true;
+  spec.messages = f.nic_messages;
   spec.initial_seq = initial_seq;
   if (nic_.flow_add(flow, spec) == nic::Err::kOk) {
     f.on_nic = true;

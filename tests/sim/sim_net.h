@@ -147,7 +147,11 @@ struct HostConfig {
   // The NIC's tables. Smaller than the NIC's defaults so a SimNet builds in microseconds; the
   // behaviour is the same.
   nic::NicConfig nic = small_nic();
-  bool zero_copy = true;       // TCP flows on the NIC in kZeroCopy, else kCopy
+  bool zero_copy = true;  // TCP flows on the NIC in kZeroCopy, else kCopy
+  // Message flows (flow_open/flow_synced with `messages`) go on the NIC with message semantics,
+  // as on net_cleave; false: as on the generic backend, a byte-stream NIC flow that refuses
+  // message MSs (-EOPNOTSUPP), so every segment takes the copy path.
+  bool nic_messages = true;
   bool drop_bad_csum = false;  // drop frames with a bad L4 checksum instead of delivering
   std::unique_ptr<transport::Transport> transport;  // required; owned by the host
   // Every event the transport emits, in order. It may call Host::submit() (queued for the next
@@ -245,12 +249,14 @@ class Host final : private HostRings, public transport::Context {
   size_t flows_open() const { return by_tuple_.size(); }
 
   // ---- transport::Context ----
-  int ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len) override;
+  int ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) override;
   int cursor_update(FlowId flow, uint32_t cursor) override;
   int ms_retire(FlowId flow, uint32_t count) override;
+  int ms_retire_msg(FlowId flow, uint32_t msg) override;
   bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) override;
-  FlowId flow_open(ListenerId listener, const FlowTuple& tuple, uint32_t initial_seq) override;
-  void flow_synced(FlowId flow, uint32_t initial_seq) override;
+  FlowId flow_open(ListenerId listener, const FlowTuple& tuple, uint32_t initial_seq,
+                   bool messages) override;
+  void flow_synced(FlowId flow, uint32_t initial_seq, bool messages) override;
   void flow_closed(FlowId flow) override;
 
  private:
@@ -261,6 +267,8 @@ class Host final : private HostRings, public transport::Context {
     uint16_t ip_id = 0;
     bool used = false;
     bool on_nic = false;
+    bool messages = false;      // the transport's segments name their messages
+    bool nic_messages = false;  // ...and the NIC flow places by them
   };
   // The software flow table's key: the tuple as received (remote = source).
   struct Key {
@@ -303,6 +311,7 @@ class Host final : private HostRings, public transport::Context {
   std::array<uint8_t, 6> mac_{};
   std::array<uint8_t, 6> peer_mac_{};
   bool zero_copy_ = true;
+  bool nic_messages_ = true;
   bool drop_bad_csum_ = false;
   nic::NicModel nic_;
   std::unique_ptr<transport::Transport> transport_;

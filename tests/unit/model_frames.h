@@ -110,12 +110,16 @@ inline Bytes tcp_frame(uint32_t seq, const Bytes& payload, uint8_t flags = 0x18,
   return tcp_frame_opts(seq, payload, {}, flags, sport, dport);
 }
 
-// The message option (hw/fpga/docs/formats.md): kind 253, length 12, ExID 0xC1EA, message
-// number, byte offset of this segment's payload inside the message.
-inline Bytes msg_option(uint32_t msg, uint32_t offset) {
-  Bytes o = {253, 12, 0xC1, 0xEA, 0, 0, 0, 0, 0, 0, 0, 0};
-  put32(&o[4], msg);
-  put32(&o[8], offset);
+// The message option of a data segment (hw/fpga/docs/formats.md section 2): kind 253, length
+// 20, ExID 0xC1EA, then the credit limit, the message number, the sequence number where the
+// message starts and its length, all big-endian.
+inline Bytes msg_option(uint32_t msg, uint32_t start, uint32_t length, uint32_t limit = 0) {
+  Bytes o = {253, 20, 0xC1, 0xEA};
+  o.resize(20);
+  put32(&o[4], limit);
+  put32(&o[8], msg);
+  put32(&o[12], start);
+  put32(&o[16], length);
   return o;
 }
 

@@ -663,7 +663,7 @@ class ModelHostile : public ::testing::Test {
         test::roce_frame(0x04, 1, {}, test::pattern(301)),  // after the WRITE's PSN
         test::solar_frame(1, 2, 100, 1, test::pattern(300)),
         test::udp_frame(5, 9000, test::pattern(300)),
-        test::tcp_frame_opts(0, test::pattern(300), test::msg_option(2, 100), 0x18, 40001),
+        test::tcp_frame_opts(0, test::pattern(300), test::msg_option(2, 0, 300), 0x18, 40001),
     };
   }
 

@@ -382,48 +382,195 @@ TEST_F(ModelRx, SynTakesOneSequenceNumber) {
   expect_stream(0, pattern(10));
 }
 
-TEST_F(ModelRx, TcpMessageOptionSelectsTheMs) {
-  FlowSpec s;
-  s.key = tcp_key(40001);
-  s.messages = true;
-  s.initial_seq = 5000;
-  ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
-  ASSERT_EQ(nic->ms_post(1, {kMr, 0x10000, 1000, 5}), Err::kOk);
-  ASSERT_EQ(nic->ms_post(1, {kMr, 0x20000, 1000, 6}), Err::kOk);
-  auto seg = [&](uint32_t seq, const Bytes& payload, uint32_t msg, uint32_t off) {
-    return rx(test::tcp_frame_opts(seq, payload, test::msg_option(msg, off), 0x18, 40001));
-  };
-  // Message 5 is 300 bytes, message 6 follows in the byte stream; its second half first.
-  RxEntry e = seg(5400, pattern(100, 100), 6, 100);
+// TCP with message semantics: flow 1, messages numbered from 5, the option of every segment
+// names its message (number, first sequence number, length).
+class ModelTcpMsg : public ModelRx {
+ protected:
+  void SetUp() override {
+    ModelRx::SetUp();
+    FlowSpec s;
+    s.key = tcp_key(40001);
+    s.messages = true;
+    s.initial_seq = 5000;
+    ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
+  }
+  void post_msg(uint32_t msg, uint64_t off, uint32_t len) {
+    ASSERT_EQ(nic->ms_post(1, {kMr, off, len, msg}), Err::kOk);
+  }
+  RxEntry seg(uint32_t seq, const Bytes& payload, uint32_t msg, uint32_t start, uint32_t length) {
+    return rx(
+        test::tcp_frame_opts(seq, payload, test::msg_option(msg, start, length, 99), 0x18, 40001));
+  }
+  Bytes at(uint64_t off, size_t len) const {
+    return Bytes(mem.begin() + long(off), mem.begin() + long(off + len));
+  }
+};
+
+TEST_F(ModelTcpMsg, OptionSelectsTheMsAndTheOffset) {
+  post_msg(5, 0x10000, 1000);
+  post_msg(6, 0x20000, 1000);
+  // Message 5 is [5000, 5300), message 6 [5300, 5500). Message 6's second half first, then its
+  // first half, then message 5 in two segments the other way round.
+  RxEntry e = seg(5400, pattern(100, 100), 6, 5300, 200);
   EXPECT_EQ(e.decision, Decision::kPlaced);
   EXPECT_TRUE(e.out_of_order);
   EXPECT_EQ(e.msg_seq, 6u);
+  EXPECT_EQ(e.nfrags, 1);
   EXPECT_EQ(e.frags[0].offset, 0x20000u + 100);
-  EXPECT_EQ(e.header_len, 14 + 20 + 32);
-  e = seg(5000, pattern(300, 7), 5, 0);
+  EXPECT_EQ(e.header_len, 14 + 20 + 20 + 20);  // Ethernet, IPv4, TCP, the option
+  EXPECT_EQ(seg(5300, pattern(100, 0), 6, 5300, 200).decision, Decision::kPlaced);
+  EXPECT_EQ(seg(5150, pattern(150, 150), 5, 5000, 300).decision, Decision::kPlaced);
+  e = seg(5000, pattern(150, 0), 5, 5000, 300);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_FALSE(e.out_of_order);
   EXPECT_EQ(e.frags[0].offset, 0x10000u);
-  EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 300), pattern(300, 7));
+  EXPECT_EQ(at(0x10000, 300), pattern(300));
+  EXPECT_EQ(at(0x20000, 200), pattern(200));
   EXPECT_EQ(mem[0x10000 + 300], kUntouched);
-  // The short message's MS retires unfilled.
+  EXPECT_EQ(mem[0x20000 + 200], kUntouched);
+  EXPECT_EQ(nic->counter(Ctr::kRxMessage), 4u);
+  EXPECT_EQ(untouched(), mem.size() - 500);
+
+  // Message 5 complete: the cursor passes it and its MS retires by number.
   ASSERT_EQ(nic->cursor_update(1, 5300), Err::kOk);
   ASSERT_EQ(nic->ms_retire_msg(1, 5), Err::kOk);
   EXPECT_EQ(nic->ms_count(1), 1u);
-  // Before the cursor: dropped; partly: trimmed, placed at offset + trim.
-  EXPECT_EQ(seg(5000, pattern(300), 5, 0).decision, Decision::kDropped);
+  EXPECT_EQ(nic->ms_retire_msg(1, 5), Err::kNoSuchMessage);
+  // Before the cursor: dropped; across it: trimmed, placed at (seq - start) + trim.
+  EXPECT_EQ(seg(5000, pattern(300, 9), 5, 5000, 300).decision, Decision::kDropped);
   ASSERT_EQ(nic->cursor_update(1, 5350), Err::kOk);
-  e = seg(5300, pattern(100), 6, 0);
+  e = seg(5300, pattern(100, 7), 6, 5300, 200);
   EXPECT_EQ(e.decision, Decision::kTrimmed);
   EXPECT_EQ(e.trimmed, 50u);
+  EXPECT_EQ(e.placed, 50u);
   EXPECT_EQ(e.frags[0].offset, 0x20000u + 50);
-  // No option, or a message with no MS: the copy path.
-  EXPECT_EQ(rx(test::tcp_frame(5500, pattern(10), 0x18, 40001)).reason, DeferReason::kNoMessage);
-  EXPECT_EQ(seg(5500, pattern(10), 9, 0).reason, DeferReason::kNoMessage);
-  EXPECT_EQ(seg(5500, pattern(10), 6, 995).reason, DeferReason::kMsOverflow);
-  // Malformed options end the search without reading past the header.
-  EXPECT_EQ(rx(test::tcp_frame_opts(5500, pattern(10), {2, 0, 1, 1}, 0x18, 40001)).reason,
+  EXPECT_EQ(at(0x20000, 50), pattern(50, 0));  // before the cursor: untouched by the trim
+  EXPECT_EQ(at(0x20000 + 50, 50), pattern(50, 57));
+  // A message whose MS was retired is not placed again (a late copy of message 5 past the
+  // cursor would have nowhere to go).
+  EXPECT_EQ(seg(5400, pattern(10), 5, 5000, 600).reason, DeferReason::kNoMessage);
+}
+
+TEST_F(ModelTcpMsg, UntrustedOptionsAreDeferredAndWriteNothing) {
+  post_msg(5, 0x10000, 1000);
+  post_msg(6, 0x20000, 1000);
+  const size_t before = untouched();
+  // No option at all, or only the 8-byte form (credit, no message): the copy path.
+  EXPECT_EQ(rx(test::tcp_frame(5000, pattern(10), 0x18, 40001)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(
+      rx(test::tcp_frame_opts(5000, pattern(10), {253, 8, 0xC1, 0xEA, 0, 0, 0, 9}, 0x18, 40001))
+          .reason,
+      DeferReason::kNoMessage);
+  // Another ExID of the same kind is somebody else's option.
+  Bytes other = test::msg_option(5, 5000, 300);
+  other[3] = 0xEB;
+  EXPECT_EQ(rx(test::tcp_frame_opts(5000, pattern(10), other, 0x18, 40001)).reason,
             DeferReason::kNoMessage);
-  EXPECT_EQ(rx(test::tcp_frame_opts(5500, pattern(10), {253, 40, 0xC1, 0xEA}, 0x18, 40001)).reason,
-            DeferReason::kNoMessage);
+  // A malformed option list (a zero length, a length past the header) is a bad header.
+  EXPECT_EQ(rx(test::tcp_frame_opts(5000, pattern(10), {2, 0, 1, 1}, 0x18, 40001)).reason,
+            DeferReason::kBadL4Header);
+  EXPECT_EQ(rx(test::tcp_frame_opts(5000, pattern(10), {253, 40, 0xC1, 0xEA}, 0x18, 40001)).reason,
+            DeferReason::kBadL4Header);
+  // The option may follow others (MSS-like padding, timestamps): still found.
+  Bytes ts = {8, 10, 0, 0, 0, 1, 0, 0, 0, 2};
+  Bytes both = ts;
+  Bytes m = test::msg_option(5, 5000, 300);
+  both.insert(both.end(), m.begin(), m.end());
+  EXPECT_EQ(rx(test::tcp_frame_opts(5000, pattern(10), both, 0x18, 40001)).decision,
+            Decision::kPlaced);
+  const size_t after_good = untouched();
+  EXPECT_EQ(after_good, before - 10);
+  // Lies: the message starting after the segment, the payload past the message's end, a
+  // zero-length message, a start far behind (offset past 2^31).
+  EXPECT_EQ(seg(5010, pattern(10), 5, 5011, 300).reason, DeferReason::kBadL4Header);
+  EXPECT_EQ(seg(5290, pattern(20), 5, 5000, 300).reason, DeferReason::kBadL4Header);
+  EXPECT_EQ(seg(5010, pattern(10), 5, 5010, 0).reason, DeferReason::kBadL4Header);
+  EXPECT_EQ(seg(5010, pattern(10), 5, 5010 + 0x80000000u, 0xFFFFFFFFu).reason,
+            DeferReason::kBadL4Header);
+  // A message nobody posted a buffer for; one the payload overflows (the option says the
+  // message is longer than its buffer; only the MS bounds the write).
+  EXPECT_EQ(seg(5010, pattern(10), 7, 5000, 300).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(seg(5010, pattern(10), 4, 5000, 300).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(seg(5990, pattern(20), 5, 5000, 5000).reason, DeferReason::kMsOverflow);
+  EXPECT_EQ(untouched(), after_good);
+  EXPECT_EQ(nic->defer_count(DeferReason::kBadL4Header), 6u);
+  EXPECT_EQ(nic->defer_count(DeferReason::kNoMessage), 5u);
+  EXPECT_EQ(nic->defer_count(DeferReason::kMsOverflow), 1u);
+}
+
+// A buffer shorter than its message: what lies inside the MS is placed; a payload reaching past
+// its end is deferred whole, so the transport's copy path stores exactly the part that fits and
+// the NIC never writes beyond the MS.
+TEST_F(ModelTcpMsg, ShortBufferTruncatesThroughTheCopyPath) {
+  post_msg(5, 0x10000, 250);  // message 5 is 1000 bytes: [5000, 6000)
+  post_msg(6, 0x20000, 100);
+  EXPECT_EQ(seg(5000, pattern(200), 5, 5000, 1000).decision, Decision::kPlaced);
+  EXPECT_EQ(seg(5200, pattern(100, 200), 5, 5000, 1000).reason, DeferReason::kMsOverflow);
+  EXPECT_EQ(seg(5300, pattern(700, 300), 5, 5000, 1000).reason, DeferReason::kMsOverflow);
+  // Exactly to the end fits.
+  EXPECT_EQ(seg(5200, pattern(50, 200), 5, 5000, 1000).decision, Decision::kPlaced);
+  EXPECT_EQ(at(0x10000, 250), pattern(250));
+  EXPECT_EQ(mem[0x10000 + 250], kUntouched);
+  // The next message goes to its own MS at its own offset.
+  EXPECT_EQ(seg(6000, pattern(100), 6, 6000, 100).decision, Decision::kPlaced);
+  EXPECT_EQ(at(0x20000, 100), pattern(100));
+  EXPECT_EQ(mem[0x20000 + 100], kUntouched);
+  ASSERT_EQ(nic->cursor_update(1, 6100), Err::kOk);
+  ASSERT_EQ(nic->ms_retire_msg(1, 5), Err::kOk);
+  ASSERT_EQ(nic->ms_retire_msg(1, 6), Err::kOk);
+  EXPECT_EQ(nic->ms_count(1), 0u);
+}
+
+// Many MSs over several chunks (and the shared store): message m is found at m - head; out-of-
+// order retirement leaves tombstones that neither it nor its neighbours' lookups trip over.
+TEST_F(ModelTcpMsg, LookupByNumberAcrossChunksAndTombstones) {
+  constexpr uint32_t kN = 30;  // 8 committed + store, chunks of 4
+  for (uint32_t i = 0; i < kN; i++)
+    post_msg(100 + i, 0x1000 * (i + 1), 100);
+  ASSERT_EQ(nic->ms_count(1), kN);
+  // Every message of 100 bytes from 5000 on: place them last to first.
+  for (uint32_t i = kN; i-- > 0;) {
+    const uint32_t start = 5000 + 100 * i;
+    RxEntry e = seg(start, pattern(100, uint8_t(i)), 100 + i, start, 100);
+    ASSERT_EQ(e.decision, Decision::kPlaced) << i;
+    ASSERT_EQ(e.frags[0].offset, 0x1000u * (i + 1)) << i;
+  }
+  for (uint32_t i = 0; i < kN; i++)
+    ASSERT_EQ(at(0x1000 * (i + 1), 100), pattern(100, uint8_t(i))) << i;
+  // Retire some in the middle (tombstones), then the head: the rest are still found.
+  ASSERT_EQ(nic->ms_retire_msg(1, 117), Err::kOk);
+  ASSERT_EQ(nic->ms_retire_msg(1, 103), Err::kOk);
+  ASSERT_EQ(nic->ms_retire_msg(1, 100), Err::kOk);
+  ASSERT_EQ(nic->ms_retire_msg(1, 101), Err::kOk);
+  EXPECT_EQ(nic->ms_count(1), kN - 2);  // 102 heads the list, 103 and 117 are tombstones
+  EXPECT_EQ(seg(5000 + 1700, pattern(10), 117, 5000 + 1700, 100).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(seg(5000 + 300, pattern(10), 103, 5000 + 300, 100).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(seg(5000, pattern(10), 100, 5000, 100).reason, DeferReason::kNoMessage);
+  for (uint32_t i : {2u, 4u, 16u, 18u, 29u}) {
+    const uint32_t start = 5000 + 100 * i;
+    RxEntry e = seg(start + 50, pattern(10, 1), 100 + i, start, 100);
+    ASSERT_EQ(e.decision, Decision::kPlaced) << i;
+    EXPECT_EQ(e.frags[0].offset, 0x1000u * (i + 1) + 50) << i;
+  }
+  EXPECT_EQ(seg(5000 + 3000, pattern(10), 130, 5000 + 3000, 100).reason, DeferReason::kNoMessage);
+  // A number posted out of order still finds its MS (the list is searched then).
+  post_msg(500, 0x40000, 100);
+  post_msg(131, 0x41000, 100);
+  EXPECT_EQ(seg(9000, pattern(10), 500, 9000, 100).frags[0].offset, 0x40000u);
+  EXPECT_EQ(seg(9100, pattern(10), 131, 9100, 100).frags[0].offset, 0x41000u);
+  EXPECT_EQ(seg(9100, pattern(10), 129, 9100, 100).frags[0].offset, 0x1000u * 30);
+  ASSERT_EQ(nic->ms_retire_msg(1, 500), Err::kOk);
+  for (uint32_t i = 2; i < kN; i++) {
+    if (i != 3 && i != 17) {
+      ASSERT_EQ(nic->ms_retire_msg(1, 100 + i), Err::kOk) << i;
+    }
+  }
+  ASSERT_EQ(nic->ms_retire_msg(1, 131), Err::kOk);
+  EXPECT_EQ(nic->ms_count(1), 0u);
+  // An empty list starts a dense run again.
+  post_msg(7, 0x50000, 100);
+  post_msg(8, 0x51000, 100);
+  EXPECT_EQ(seg(20000, pattern(10), 8, 20000, 100).frags[0].offset, 0x51000u);
 }
 
 // ---- unreliable, Solar, RoCEv2 ------------------------------------------------------------------

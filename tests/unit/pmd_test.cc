@@ -354,6 +354,38 @@ Bytes roce_write_header(uint32_t psn, uint16_t rkey, uint64_t va, uint32_t len) 
   return f;
 }
 
+// A TCP flow with `messages`: the model parses the message option and places by its number.
+TEST_F(Pair, TcpMessageFlowPlacesByTheMessageOption) {
+  constexpr uint32_t kSeq = 7000;
+  rte_pmd_cleave_flow f = tcp_flow(kSeq);
+  f.messages = 1;
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, kFlow, &f), 0);
+  Bytes rx(8192, 0xEE);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 5, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 5, 0, 1000, 3), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 5, 4096, 1000, 4), 0);
+  Bytes m = pattern(900, 6);
+  // Message 3 is [7000, 7500), message 4 [7500, 7900): message 4's tail first.
+  inject_b(tcp_msg_frame(kSeq + 700, m.data() + 700, 200, 4, kSeq + 500, 400));
+  inject_b(tcp_msg_frame(kSeq, m.data(), 500, 3, kSeq, 500));
+  inject_b(tcp_frame(kSeq + 500, m.data() + 500, 200));  // no option: the copy path
+  std::vector<rte_mbuf*> got = receive_b(3);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(placement(got[0]).msg_seq, 4u);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&placement(got[0])), 4096u + 200);
+  EXPECT_EQ(placement(got[1]).decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(placement(got[1]).msg_seq, 3u);
+  EXPECT_EQ(placement(got[2]).decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(placement(got[2]).reason, RTE_PMD_CLEAVE_DEFER_NO_MESSAGE);
+  EXPECT_EQ(0, std::memcmp(rx.data(), m.data(), 500));
+  EXPECT_EQ(0, std::memcmp(rx.data() + 4096 + 200, m.data() + 700, 200));
+  EXPECT_EQ(rx[500], 0xEE);
+  EXPECT_EQ(rx[4096 + 199], 0xEE);
+  EXPECT_EQ(rte_pmd_cleave_ms_retire_msg(b_, kFlow, 3), 0);
+  EXPECT_EQ(rte_pmd_cleave_ms_retire_msg(b_, kFlow, 3), -ENOMSG);
+}
+
 TEST_F(Pair, RoceWriteWithIcrcFromTheDynamicFlag) {
   rte_pmd_cleave_flow f{};
   f.src_ip = kIpA;

@@ -85,21 +85,24 @@ class TestContext final : private Rings, public Context {
   std::vector<FlowId> closed;
   int nic_calls = 0;  // placement commands: a copy-path transport issues none
 
-  int ms_post(FlowId /*f*/, uint16_t /*mr*/, uint64_t /*off*/, uint32_t /*len*/) override {
+  int ms_post(FlowId /*f*/, uint16_t /*mr*/, uint64_t /*off*/, uint32_t /*len*/,
+              uint32_t /*msg*/) override {
     return nic_calls++, -ENOTSUP;
   }
   int cursor_update(FlowId /*f*/, uint32_t /*cursor*/) override { return nic_calls++, -ENOTSUP; }
   int ms_retire(FlowId /*f*/, uint32_t /*count*/) override { return nic_calls++, -ENOTSUP; }
+  int ms_retire_msg(FlowId /*f*/, uint32_t /*msg*/) override { return nic_calls++, -ENOTSUP; }
   bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) override {
     if (mr != 0 || offset > mem.size() || len > mem.size() - offset) return false;
     std::copy_n(src, len, mem.begin() + static_cast<std::ptrdiff_t>(offset));
     return true;
   }
-  FlowId flow_open(ListenerId /*l*/, const FlowTuple& tuple, uint32_t /*seq*/) override {
+  FlowId flow_open(ListenerId /*l*/, const FlowTuple& tuple, uint32_t /*seq*/,
+                   bool /*messages*/) override {
     opened.push_back(tuple);
     return FlowId(100 + opened.size() - 1);
   }
-  void flow_synced(FlowId /*f*/, uint32_t /*seq*/) override {}
+  void flow_synced(FlowId /*f*/, uint32_t /*seq*/, bool /*messages*/) override {}
   void flow_closed(FlowId flow) override { closed.push_back(flow); }
 
  private:

@@ -121,7 +121,7 @@ class RawTcp final : public Transport {
       if ((s.flags & kSyn) != 0 && !f.synced) {  // the SYN|ACK of our connect
         f.rcv_nxt = s.seq + 1;
         f.synced = true;
-        ctx.flow_synced(h.flow, f.rcv_nxt);
+        ctx.flow_synced(h.flow, f.rcv_nxt, false);
         ctx.event({h.flow, EventKind::kConnected, 0, 0, 0, 0});
         continue;
       }
@@ -151,7 +151,7 @@ class RawTcp final : public Transport {
           send(ctx, r.flow, f, r);
           break;
         case ReqKind::kRecv:
-          post_results.push_back(ctx.ms_post(r.flow, r.mr, r.offset, r.len));
+          post_results.push_back(ctx.ms_post(r.flow, r.mr, r.offset, r.len, 0));
           f.copy_set = true;
           f.copy_mr = r.mr;
           f.copy_off = r.offset;
@@ -183,7 +183,7 @@ class RawTcp final : public Transport {
     t.remote = {transport::IpAddr::v4(nic::load32(h.l3 + 12)), nic::load16(h.l4)};
     t.proto = h.l3[9];
     const uint32_t rcv = t.proto == 6 ? s.seq + 1 : 0;
-    FlowId id = ctx.flow_open(h.listener, t, rcv);
+    FlowId id = ctx.flow_open(h.listener, t, rcv, false);
     if (id == kNoFlow) return;
     Flow& f = flows[id];
     f.tuple = t;
@@ -436,11 +436,11 @@ TEST(Sim, CommandErrorsMapToNegativeErrno) {
   Pair p(SimNet::seed_from_env(5));
   p.connect();
   Host& b = p.b();
-  EXPECT_EQ(b.ms_post(77, p.mrb, 0, 100), -ENOENT);
-  EXPECT_EQ(b.ms_post(p.fb, p.mrb, (1 << 20) - 10, 100), -ERANGE);
-  EXPECT_EQ(b.ms_post(p.fb, p.mrb, 0, 0), -EINVAL);
+  EXPECT_EQ(b.ms_post(77, p.mrb, 0, 100, 0), -ENOENT);
+  EXPECT_EQ(b.ms_post(p.fb, p.mrb, (1 << 20) - 10, 100, 0), -ERANGE);
+  EXPECT_EQ(b.ms_post(p.fb, p.mrb, 0, 0, 0), -EINVAL);
   EXPECT_EQ(b.ms_retire(p.fb, 1), -EAGAIN);
-  EXPECT_EQ(b.ms_post(p.fb, p.mrb, 0, 100), 0);
+  EXPECT_EQ(b.ms_post(p.fb, p.mrb, 0, 100, 0), 0);
   EXPECT_EQ(b.cursor_update(p.fb, 0), -EINVAL);  // backwards
   EXPECT_FALSE(b.copy_in(nullptr, 10, p.mrb, (1 << 20) - 5));
   EXPECT_FALSE(b.copy_in(nullptr, 10, 9, 0));
@@ -450,7 +450,7 @@ TEST(Sim, CommandErrorsMapToNegativeErrno) {
   p.net->run_for(1);
   EXPECT_EQ(b.nic().flows_in_use(), 0u);
   EXPECT_EQ(b.flow_tuple(p.fb), nullptr);
-  EXPECT_EQ(b.ms_post(p.fb, p.mrb, 0, 100), -ENOENT);
+  EXPECT_EQ(b.ms_post(p.fb, p.mrb, 0, 100, 0), -ENOENT);
 }
 
 // ---- determinism --------------------------------------------------------------------------------

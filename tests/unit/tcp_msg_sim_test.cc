@@ -1,7 +1,9 @@
 // tcp_msg_sim_test.cc - TCP message mode between two endpoints over the simulated network:
 // messages of mixed sizes (1 B to 1 MB, and the MSS and TSO edges) through the fault matrix,
 // each receive completion exactly one message, in order, byte-exact; and buffers shorter than
-// their messages (truncation reported, nothing else lost).
+// their messages (truncation reported, nothing else lost). Three placements: the NIC places by
+// message (net_cleave), the NIC flow is in copy mode (MSs posted, every segment deferred), and
+// the NIC does not place messages at all (the generic backend: no MS, the copy path).
 //
 // CLEAVE_TCP_SIM_MB sets the bytes per case (a fifth of it; default 100), CLEAVE_SIM_SEED
 // replays a seed.
@@ -89,7 +91,8 @@ struct MsgCase {
   Faults ab;
   Faults ba;
   std::vector<Param> params;
-  bool zero_copy = true;
+  bool zero_copy = true;        // the NIC flow in zero-copy mode, else copy mode
+  bool nic_messages = true;     // the NIC flow places by message, else message MSs are refused
   uint32_t recv_len = kMaxMsg;  // below kMaxMsg: longer messages are truncated
 };
 
@@ -99,6 +102,7 @@ struct MsgTransfer {
     a.transport = std::make_unique<TcpTransport>();
     b.transport = std::make_unique<TcpTransport>();
     a.zero_copy = b.zero_copy = c.zero_copy;
+    a.nic_messages = b.nic_messages = c.nic_messages;
     net = std::make_unique<SimNet>(seed, sim::LinkConfig{}, c.ab, c.ba, std::move(a), std::move(b));
     msgs = sizes(seed, case_bytes());
     mr_a = net->a().add_mr(size_t(kMaxMsg) * kRing);
@@ -236,13 +240,38 @@ void run_case(const MsgCase& c) {
   EXPECT_EQ(t.send_done, t.msgs.size());
   EXPECT_TRUE(t.peer_closed);
   const Counters& rb = tcp_of(t.net->b()).counters();
-  EXPECT_EQ(rb.placed_bytes, 0u);  // messages are copied on both backends (for now)
-  EXPECT_EQ(rb.copied_bytes, t.received);
+  const nic::NicModel& nb = t.net->b().nic();
   EXPECT_EQ(rb.msg_bad, 0u);
   uint64_t longer = 0;
-  for (uint32_t s : t.msgs)
+  uint64_t tails = 0;  // bytes of truncated messages from one segment before the buffer's end
+  for (uint32_t s : t.msgs) {
     longer += s > c.recv_len ? 1 : 0;
+    tails += s > c.recv_len ? s - c.recv_len + 1460 : 0;
+  }
   EXPECT_EQ(rb.msg_truncated, longer);
+  if (c.zero_copy && c.nic_messages) {
+    // The NIC placed every message byte but those of segments reaching past a short buffer
+    // (deferred whole: ms_overflow), which the copy path stores as far as the buffer goes.
+    EXPECT_EQ(rb.placed_bytes + rb.copied_bytes, t.received);
+    EXPECT_LE(rb.copied_bytes, tails);
+    if (longer == 0) {
+      EXPECT_EQ(rb.copied_bytes, 0u);
+    } else {
+      EXPECT_GT(nb.defer_count(nic::DeferReason::kMsOverflow), 0u);
+    }
+    EXPECT_GT(nb.counter(nic::Ctr::kRxMessage), 0u);
+    if (c.ab.loss > 0 || c.ab.reorder > 0) {
+      EXPECT_GT(nb.counter(nic::Ctr::kRxPastHole), 0u);
+    }
+    EXPECT_EQ(nb.defer_count(nic::DeferReason::kBadL4Header), 0u);
+  } else {
+    EXPECT_EQ(rb.placed_bytes, 0u);
+    EXPECT_EQ(rb.copied_bytes, t.received);
+    EXPECT_EQ(nb.counter(nic::Ctr::kRxMessage), 0u);
+  }
+  // Every MS posted, retired and dropped without a failed command (retire by message number
+  // included), and none left behind on the NIC.
+  EXPECT_EQ(t.net->b().stats().cmd_errors, 0u);
   const sim::LinkStats& ab = t.net->stats(Dir::kAtoB);
   if (c.ab.loss > 0) {
     EXPECT_GT(ab.lost, 0u);
@@ -259,15 +288,17 @@ void run_case(const MsgCase& c) {
   EXPECT_EQ(t.net->b().transport().flow_count(), 0u);
 }
 
-class TcpMsgSim : public ::testing::TestWithParam<bool> {};  // param: zero-copy NIC
+enum class Placement { kNic, kCopyMode, kGeneric };
+class TcpMsgSim : public ::testing::TestWithParam<Placement> {};
 
-#define MSG_CASE(NAME, ...)   \
-  TEST_P(TcpMsgSim, NAME) {   \
-    MsgCase c;                \
-    c.name = #NAME;           \
-    c.zero_copy = GetParam(); \
-    __VA_ARGS__;              \
-    run_case(c);              \
+#define MSG_CASE(NAME, ...)                             \
+  TEST_P(TcpMsgSim, NAME) {                             \
+    MsgCase c;                                          \
+    c.name = #NAME;                                     \
+    c.zero_copy = GetParam() != Placement::kCopyMode;   \
+    c.nic_messages = GetParam() != Placement::kGeneric; \
+    __VA_ARGS__;                                        \
+    run_case(c);                                        \
   }
 
 MSG_CASE(Clean, {})
@@ -294,8 +325,19 @@ MSG_CASE(ShortBuffers, {
   c.ab.loss = 0.005;
 })
 
-INSTANTIATE_TEST_SUITE_P(Placement, TcpMsgSim, ::testing::Values(true, false),
-                         [](const auto& i) { return i.param ? "ZeroCopy" : "Copy"; });
+INSTANTIATE_TEST_SUITE_P(Placement, TcpMsgSim,
+                         ::testing::Values(Placement::kNic, Placement::kCopyMode,
+                                           Placement::kGeneric),
+                         [](const auto& i) {
+                           switch (i.param) {
+                             case Placement::kNic:
+                               return "NicByMessage";
+                             case Placement::kCopyMode:
+                               return "CopyMode";
+                             default:
+                               return "NoNicMessages";
+                           }
+                         });
 
 }  // namespace
 }  // namespace cleave::transport::tcp::test

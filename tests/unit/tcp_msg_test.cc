@@ -151,6 +151,23 @@ struct MsgActive {
     tp.rx_burst({&s.h, 1}, ctx);
     return ctx.take_out();
   }
+  // The same segment of `n` bytes at `at`, as the NIC reports it after placing it itself (the
+  // payload is in app memory, not in the frame): kPlaced, or kTrimmed by `trim` bytes.
+  std::vector<Out> placed(uint32_t no, uint32_t start, uint32_t len, uint32_t at, uint32_t n,
+                          uint32_t trim = 0) {
+    BuildSpec b = spec(at, 0, 0);
+    b.msg_data = true;
+    b.msg_no = no;
+    b.msg_start = kPeerIss + 1 + start;
+    b.msg_len = len;
+    PeerSeg s(b, {}, kFlow);
+    s.h.payload_len = n;
+    s.h.placed = trim != 0 ? Placed::kTrimmed : Placed::kPlaced;
+    s.h.trimmed = trim;
+    s.h.payload = nullptr;
+    tp.rx_burst({&s.h, 1}, ctx);
+    return ctx.take_out();
+  }
   void app(ReqKind k, uint32_t len = 0, uint64_t off = 0, uint64_t wr = 0) {
     AppRequest r;
     r.flow = kFlow;
@@ -310,10 +327,12 @@ TEST(TcpMsgRecv, EachBufferTakesOneMessageInAnyArrivalOrder) {
   MsgActive a;
   a.synack(true, 8);
   a.ctx.take_events();
+  // The NIC flow does not place by message (the generic backend): every segment is copied.
+  a.ctx.post_error = -EOPNOTSUPP;
   a.app(ReqKind::kRecv, 4096, 0, 11);
   a.app(ReqKind::kRecv, 100, 8192, 12);  // shorter than its message
   a.app(ReqKind::kRecv, 4096, 16384, 13);
-  EXPECT_TRUE(a.ctx.posts.empty());  // messages are copied: no MS goes to the NIC
+  EXPECT_TRUE(a.ctx.posts.empty());
   auto out = a.ctx.take_out();
   ASSERT_FALSE(out.empty());
   // The credit went out: the peer learns of new receives while it knows at most half of them.
@@ -347,6 +366,188 @@ TEST(TcpMsgRecv, EachBufferTakesOneMessageInAnyArrivalOrder) {
   EXPECT_EQ(i.n["msgs_received"], 3u);
   EXPECT_EQ(i.n["msgs_truncated"], 1u);
   EXPECT_EQ(i.n["bytes_received"], 2301u);
+  EXPECT_EQ(i.n["copied_bytes"], 2301u);
+  EXPECT_EQ(i.n["placed_bytes"], 0u);
+  // Refused once, the NIC is not asked again, and nothing was ever retired on it.
+  a.ctx.post_error = 0;
+  a.app(ReqKind::kRecv, 4096, 0, 14);
+  EXPECT_TRUE(a.ctx.posts.empty());
+  EXPECT_TRUE(a.ctx.retired_msgs.empty());
+}
+
+// ---- NIC placement by message ----
+
+TEST(TcpMsgNic, TheActiveOpenTellsTheDataplaneTheFlowHasMessages) {
+  for (bool msg : {false, true}) {
+    MsgActive a(msg ? kMessage : std::vector<Param>{});
+    a.synack(msg, 4);
+    EXPECT_EQ(a.ctx.synced_seq, kPeerIss + 1);
+    EXPECT_EQ(a.ctx.synced_messages, msg);
+  }
+}
+
+TEST(TcpMsgNic, ThePassiveOpenTellsTheDataplaneTheFlowHasMessages) {
+  TcpTransport tp;
+  ScriptCtx ctx;
+  ASSERT_EQ(tp.listen(3, kTuple.local, kMessage), 0);
+  BuildSpec b;
+  b.seq = kPeerIss;
+  b.flags = kSyn;
+  b.window = 64240;
+  b.msg = true;
+  PeerSeg syn(b);
+  syn.h.has_listener = true;
+  syn.h.listener = 3;
+  tp.rx_burst({&syn.h, 1}, ctx);
+  EXPECT_EQ(ctx.opened.size(), 1u);
+  EXPECT_TRUE(ctx.synced_messages);
+}
+
+TEST(TcpMsgNic, EachReceiveIsPostedAsTheMsOfItsMessageAndPlacedBytesCount) {
+  MsgActive a;
+  // Receives posted before the handshake wait for it (the NIC does not know the flow yet).
+  a.app(ReqKind::kRecv, 4096, 0, 11);
+  EXPECT_TRUE(a.ctx.posts.empty());
+  a.synack(true, 8);
+  a.ctx.take_events();
+  a.app(ReqKind::kRecv, 100, 8192, 12);  // shorter than its message
+  a.app(ReqKind::kRecv, 4096, 16384, 13);
+  ASSERT_EQ(a.ctx.posts.size(), 3u);
+  for (uint32_t i = 0; i < 3; i++) {
+    EXPECT_EQ(a.ctx.posts[i].msg, i);
+    EXPECT_EQ(a.ctx.posts[i].offset, uint64_t(i) * 8192);
+    EXPECT_EQ(a.ctx.posts[i].len, i == 1 ? 100u : 4096u);
+  }
+  // Message 0 (2000 bytes) placed by the NIC in two segments, the second first; message 1
+  // (300 bytes) into its 100-byte buffer: the part that fits placed, the NIC defers the rest
+  // (it would run past the MS), which the copy path stores nowhere; message 2 half placed,
+  // half deferred (say the NIC had a bad moment): one message, both paths.
+  a.placed(0, 0, 2000, 1000, 1000);
+  EXPECT_TRUE(a.ctx.take_events().empty());
+  a.placed(0, 0, 2000, 0, 1000);
+  auto ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].wr_id, 11u);
+  EXPECT_EQ(ev[0].status, 0);
+  EXPECT_EQ(ev[0].len, 2000u);
+  EXPECT_EQ(ev[0].aux, 2000u);
+  EXPECT_EQ(a.ctx.retired_msgs, std::vector<uint32_t>{0});
+  a.placed(1, 2000, 300, 2000, 100);
+  a.data(1, 2000, 300, 2100, bytes(200, 4));
+  ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].wr_id, 12u);
+  EXPECT_EQ(ev[0].status, -EMSGSIZE);
+  EXPECT_EQ(ev[0].len, 100u);
+  EXPECT_EQ(ev[0].aux, 300u);
+  EXPECT_EQ(a.ctx.mrs[0][8192 + 100], 0);  // the copy path wrote nothing past the buffer
+  auto m2 = bytes(50, 8);
+  a.data(2, 2300, 100, 2300, m2);
+  a.placed(2, 2300, 100, 2350, 50);
+  ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].wr_id, 13u);
+  EXPECT_EQ(ev[0].len, 100u);
+  EXPECT_TRUE(std::equal(m2.begin(), m2.end(), a.ctx.mrs[0].begin() + 16384));
+  EXPECT_EQ(a.ctx.retired_msgs, (std::vector<uint32_t>{0, 1, 2}));
+  Info i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["bytes_received"], 2400u);
+  EXPECT_EQ(i.n["placed_bytes"], 2000u + 100 + 50);
+  EXPECT_EQ(i.n["copied_bytes"], 200u + 50);
+  EXPECT_EQ(i.n["msgs_received"], 3u);
+  EXPECT_EQ(i.n["msgs_truncated"], 1u);
+  EXPECT_EQ(a.tp.counters().placed_bytes, 2150u);
+  // The next receive is the MS of message 3.
+  a.app(ReqKind::kRecv, 4096, 0, 14);
+  ASSERT_EQ(a.ctx.posts.size(), 4u);
+  EXPECT_EQ(a.ctx.posts[3].msg, 3u);
+}
+
+TEST(TcpMsgNic, PlacedSegmentsAreCheckedLikeCopiedOnes) {
+  MsgActive a;
+  a.synack(true, 8);
+  a.app(ReqKind::kRecv, 1000, 0, 1);
+  a.app(ReqKind::kRecv, 1000, 1000, 2);
+  a.ctx.take_out();
+  a.ctx.take_events();
+  // The NIC trusts the option within the message it names; the transport checks the rest:
+  // message 0 not at the stream's start, message 1 where message 0 has to be.
+  a.placed(0, 10, 100, 10, 100);
+  a.placed(1, 0, 100, 0, 100);
+  EXPECT_EQ(a.tp.counters().msg_bad, 2u);
+  // Message 2 has no receive posted (the NIC could not have placed it: no MS): not counted.
+  a.placed(2, 300, 100, 300, 100);
+  EXPECT_EQ(a.tp.counters().msg_no_buffer, 1u);
+  Info i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["bytes_received"], 0u);
+  EXPECT_EQ(i.n["placed_bytes"], 0u);
+  // A trimmed segment (its head was before the NIC's cursor) counts from the cursor on.
+  a.placed(0, 0, 100, 0, 60);
+  a.placed(0, 0, 100, 40, 60, 20);
+  auto ev = a.ctx.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].len, 100u);
+  i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["placed_bytes"], 100u);
+  EXPECT_EQ(i.n["dup_bytes"], 20u);
+}
+
+TEST(TcpMsgNic, FullMsListsAreRetriedAndRefusalsFallBackToCopying) {
+  MsgActive a;
+  a.synack(true, 8);
+  a.ctx.post_error = -ENOBUFS;
+  a.app(ReqKind::kRecv, 1000, 0, 1);
+  a.app(ReqKind::kRecv, 1000, 1000, 2);
+  EXPECT_TRUE(a.ctx.posts.empty());
+  // Room again: the next burst posts both, in order.
+  a.ctx.post_error = 0;
+  a.data(0, 0, 10, 0, bytes(10));     // copied: the NIC had no MS for it
+  ASSERT_EQ(a.ctx.posts.size(), 1u);  // message 0 completed first: only message 1 is left
+  EXPECT_EQ(a.ctx.posts[0].msg, 1u);
+  EXPECT_TRUE(a.ctx.retired_msgs.empty());  // message 0 never was on the NIC
+  a.placed(1, 10, 10, 10, 10);
+  EXPECT_EQ(a.ctx.retired_msgs, std::vector<uint32_t>{1});
+  Info i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["copied_bytes"], 10u);
+  EXPECT_EQ(i.n["placed_bytes"], 10u);
+}
+
+TEST(TcpMsgNic, FinResetAndAbortRetireEveryMs) {
+  // The peer's FIN: buffers left complete empty, and their MSs retire.
+  {
+    MsgActive a;
+    a.synack(true, 8);
+    for (uint32_t i = 0; i < 3; i++)
+      a.app(ReqKind::kRecv, 1000, i * 1000, i);
+    a.placed(0, 0, 10, 0, 10);
+    BuildSpec fin = a.spec(10, 0, 0);
+    fin.flags |= kFin;
+    PeerSeg f(fin, {}, kFlow);
+    a.tp.rx_burst({&f.h, 1}, a.ctx);
+    EXPECT_EQ(a.ctx.retired_msgs, (std::vector<uint32_t>{0, 1, 2}));
+    auto ev = a.ctx.take_events();
+    EXPECT_EQ(ev.size(), 1u + 3 + 1);  // connected, three receives, peer closed
+  }
+  // A reset from the peer, and the app's abort: every MS retires before the app hears.
+  for (bool abort : {false, true}) {
+    MsgActive a;
+    a.synack(true, 8);
+    for (uint32_t i = 0; i < 3; i++)
+      a.app(ReqKind::kRecv, 1000, i * 1000, i);
+    a.placed(1, 100, 10, 100, 5);  // message 1 partly there
+    ASSERT_EQ(a.ctx.posts.size(), 3u);
+    if (abort) {
+      a.app(ReqKind::kAbort);
+    } else {
+      BuildSpec rst = a.spec(0, 0, 0);
+      rst.flags = kRst;
+      PeerSeg r(rst, {}, kFlow);
+      a.tp.rx_burst({&r.h, 1}, a.ctx);
+    }
+    EXPECT_EQ(a.ctx.retired_msgs, (std::vector<uint32_t>{0, 1, 2}));
+    EXPECT_EQ(a.ctx.closed, std::vector<FlowId>{kFlow});
+    EXPECT_EQ(a.tp.flow_count(), 0u);
+  }
 }
 
 TEST(TcpMsgRecv, OptionsThatLieAreDroppedAndMessagesWithoutBufferWait) {

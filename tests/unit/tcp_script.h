@@ -49,8 +49,9 @@ class ScriptCtx final : public Context {
     return e;
   }
 
-  int ms_post(FlowId, uint16_t mr, uint64_t offset, uint32_t len) override {
-    posts.push_back({mr, offset, len});
+  int ms_post(FlowId, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) override {
+    if (post_error != 0) return post_error;
+    posts.push_back({mr, offset, len, msg});
     return 0;
   }
   int cursor_update(FlowId, uint32_t c) override {
@@ -62,6 +63,10 @@ class ScriptCtx final : public Context {
     retired += count;
     return 0;
   }
+  int ms_retire_msg(FlowId, uint32_t msg) override {
+    retired_msgs.push_back(msg);
+    return 0;
+  }
   bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) override {
     if (mr >= mrs.size() || offset > mrs[mr].size() || len > mrs[mr].size() - offset) {
       return false;
@@ -69,18 +74,23 @@ class ScriptCtx final : public Context {
     std::memcpy(mrs[mr].data() + offset, src, len);
     return true;
   }
-  FlowId flow_open(ListenerId, const FlowTuple& t, uint32_t initial_seq) override {
+  FlowId flow_open(ListenerId, const FlowTuple& t, uint32_t initial_seq, bool msgs) override {
     opened.push_back(t);
     synced_seq = initial_seq;
+    synced_messages = msgs;
     return next_flow++;
   }
-  void flow_synced(FlowId, uint32_t initial_seq) override { synced_seq = initial_seq; }
+  void flow_synced(FlowId, uint32_t initial_seq, bool msgs) override {
+    synced_seq = initial_seq;
+    synced_messages = msgs;
+  }
   void flow_closed(FlowId f) override { closed.push_back(f); }
 
   struct Post {
     uint16_t mr;
     uint64_t offset;
     uint32_t len;
+    uint32_t msg;
   };
   std::vector<Out> out;
   std::vector<Event> events;
@@ -92,6 +102,9 @@ class ScriptCtx final : public Context {
   uint32_t cursor_updates = 0;
   uint32_t retired = 0;
   uint32_t synced_seq = 0;
+  bool synced_messages = false;
+  std::vector<uint32_t> retired_msgs;  // ms_retire_msg() calls
+  int post_error = 0;                  // ms_post() fails with it when non-zero
   FlowId next_flow = 7;
 
  protected:

@@ -390,6 +390,14 @@ class NicModel {
     uint32_t hint_chunk = kNil;
     uint32_t hint_idx = 0;
     uint64_t hint_dist = 0;
+    // Message flows: while `msg_dense`, the list's entries (tombstones included) carry
+    // consecutive message numbers from the head's on, so message m is entry m - head's number:
+    // found by hopping chunks, from `msg_hint_chunk` (whose entry 0 is message msg_hint_first)
+    // when m lies at or beyond it. Cleared by a post out of order; set again by an empty list.
+    // On the NIC: a flag bit and the 7 spare bytes of the flow entry (chunk 3 B, number 4 B).
+    bool msg_dense = true;
+    uint32_t msg_hint_chunk = kNil;
+    uint32_t msg_hint_first = 0;
     // RoCE
     RoceCtx send_ctx;
     RoceCtx write_ctx;
@@ -411,6 +419,8 @@ class NicModel {
   MsEntry& entry(uint32_t chunk, uint32_t idx) { return ms_[size_t(chunk) * cfg_.ms_chunk + idx]; }
   void pop_head(Flow& f);
   void drop_tombstones(Flow& f);
+  // The live MS of message `msg`, or null (none posted, or retired).
+  MsEntry* find_message(Flow& f, uint32_t msg);
   bool is_committed(uint32_t chunk) const { return chunk < committed_chunks_; }
   Err count_cmd(Err e);
 

@@ -284,8 +284,11 @@ void NicModel::pop_head(Flow& f) {
     chunk_free(f, f.head_chunk);
     f.head_chunk = f.tail_chunk = kNil;
     f.head_idx = f.tail_idx = 0;
+    f.msg_dense = true;
+    f.msg_hint_chunk = kNil;
   } else if (f.head_idx == cfg_.ms_chunk) {
     uint32_t next = chunk_next_[f.head_chunk];
+    if (f.msg_hint_chunk == f.head_chunk) f.msg_hint_chunk = kNil;
     chunk_free(f, f.head_chunk);
     f.head_chunk = next;
     f.head_idx = 0;
@@ -304,6 +307,10 @@ Err NicModel::ms_post(uint32_t flow, const MsDesc& ms) {
   const Mr& m = mrs_[ms.mr];
   if (ms.len == 0) return count_cmd(Err::kBadArgument);
   if (ms.offset > m.len || ms.len > m.len - ms.offset) return count_cmd(Err::kOutOfBounds);
+  // The newest entry is (tail_chunk, tail_idx - 1) until a chunk is added below.
+  const bool dense =
+      f->ms_count == 0 ||
+      (f->msg_dense && ms.msg_seq == entry(f->tail_chunk, f->tail_idx - 1).msg_seq + 1);
   if (f->tail_chunk == kNil || f->tail_idx == cfg_.ms_chunk) {
     uint32_t c = chunk_alloc(*f);
     if (c == kNil) return count_cmd(Err::kMsFull);
@@ -319,6 +326,7 @@ Err NicModel::ms_post(uint32_t flow, const MsDesc& ms) {
     f->tail_chunk = c;
     f->tail_idx = 0;
   }
+  f->msg_dense = dense;
   MsEntry& e = entry(f->tail_chunk, f->tail_idx++);
   e.mr_offset = uint64_t(ms.mr) << 48 | ms.offset;
   e.len = ms.len;
@@ -372,22 +380,49 @@ Err NicModel::ms_retire_msg(uint32_t flow, uint32_t msg_seq) {
   Flow* f = flow_at(flow);
   if (f == nullptr) return count_cmd(Err::kUnknownFlow);
   if (!f->spec.messages && f->spec.parser != Parser::kRoce) return count_cmd(Err::kBadArgument);
-  uint32_t chunk = f->head_chunk, idx = f->head_idx;
-  for (uint32_t i = 0; i < f->ms_count; i++) {
-    MsEntry& e = entry(chunk, idx);
-    if (e.len != 0 && e.msg_seq == msg_seq) {
-      mrs_[e.mr()].refs--;
-      f->list_bytes -= e.len;
-      e.len = 0;  // a tombstone until it reaches the head
-      drop_tombstones(*f);
-      return count_cmd(Err::kOk);
+  MsEntry* e = find_message(*f, msg_seq);
+  if (e == nullptr) return count_cmd(Err::kNoSuchMessage);
+  mrs_[e->mr()].refs--;
+  f->list_bytes -= e->len;
+  e->len = 0;  // a tombstone until it reaches the head
+  drop_tombstones(*f);
+  return count_cmd(Err::kOk);
+}
+
+// Message numbers are posted in order, so with a dense list message m is the entry
+// m - (head's number) places on: one hop per chunk, from the hint when m lies at or past it.
+// Otherwise (numbers posted out of order, as Solar I/O ids may be) every entry is looked at.
+NicModel::MsEntry* NicModel::find_message(Flow& f, uint32_t msg) {
+  if (f.ms_count == 0) return nullptr;
+  if (f.msg_dense) {
+    const uint32_t k = msg - entry(f.head_chunk, f.head_idx).msg_seq;
+    if (k >= f.ms_count) return nullptr;
+    uint32_t chunk = f.head_chunk;
+    uint32_t pos = f.head_idx + k;  // entry index counted from the head chunk's entry 0
+    if (f.msg_hint_chunk != kNil) {
+      const uint32_t d = msg - f.msg_hint_first;
+      if (d < pos) {  // the hint's chunk holds m or lies before it (never behind the head)
+        chunk = f.msg_hint_chunk;
+        pos = d;
+      }
     }
+    for (; pos >= cfg_.ms_chunk; pos -= cfg_.ms_chunk)
+      chunk = chunk_next_[chunk];
+    f.msg_hint_chunk = chunk;
+    f.msg_hint_first = msg - pos;
+    MsEntry& e = entry(chunk, pos);
+    return e.len != 0 && e.msg_seq == msg ? &e : nullptr;
+  }
+  uint32_t chunk = f.head_chunk, idx = f.head_idx;
+  for (uint32_t i = 0; i < f.ms_count; i++) {
+    MsEntry& e = entry(chunk, idx);
+    if (e.len != 0 && e.msg_seq == msg) return &e;
     if (++idx == cfg_.ms_chunk) {
       chunk = chunk_next_[chunk];
       idx = 0;
     }
   }
-  return count_cmd(Err::kNoSuchMessage);
+  return nullptr;
 }
 
 Err NicModel::roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) {

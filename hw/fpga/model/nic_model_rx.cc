@@ -73,9 +73,18 @@ RoceOp roce_op(uint8_t opcode) {
   return o;
 }
 
-// The message option in a TCP header of `hlen` bytes: kind 253 (RFC 6994 experimental), length
-// 12, ExID 0xC1EA, then the message number and the payload's byte offset in the message.
-bool find_msg_option(const uint8_t* tcp, uint32_t hlen, uint32_t* msg, uint32_t* offset) {
+// The message option in a TCP header of `hlen` bytes (hw/fpga/docs/formats.md section 2):
+// kind 253 (RFC 6994 experimental), length 20, ExID 0xC1EA, then, big-endian, the sender's
+// credit limit, the message number, the sequence number where the message starts and its length.
+// The transport's 8-byte form (limit only) and other ExIDs are someone else's options.
+struct MsgOption {
+  uint32_t number = 0;
+  uint32_t start = 0;
+  uint32_t length = 0;
+};
+enum class OptScan : uint8_t { kFound, kAbsent, kMalformed };
+
+OptScan find_msg_option(const uint8_t* tcp, uint32_t hlen, MsgOption* o) {
   uint32_t i = 20;
   while (i < hlen) {
     uint8_t kind = tcp[i];
@@ -84,16 +93,18 @@ bool find_msg_option(const uint8_t* tcp, uint32_t hlen, uint32_t* msg, uint32_t*
       i++;
       continue;
     }
-    if (i + 1 >= hlen || tcp[i + 1] < 2 || tcp[i + 1] > hlen - i) break;
+    // Every other option has a length byte of at least 2 that stays inside the header.
+    if (i + 1 >= hlen || tcp[i + 1] < 2 || tcp[i + 1] > hlen - i) return OptScan::kMalformed;
     uint8_t len = tcp[i + 1];
-    if (kind == 253 && len == 12 && load16(tcp + i + 2) == 0xC1EA) {
-      *msg = load32(tcp + i + 4);
-      *offset = load32(tcp + i + 8);
-      return true;
+    if (kind == 253 && len == 20 && load16(tcp + i + 2) == 0xC1EA) {
+      o->number = load32(tcp + i + 8);
+      o->start = load32(tcp + i + 12);
+      o->length = load32(tcp + i + 16);
+      return OptScan::kFound;
     }
     i += len;
   }
-  return false;
+  return OptScan::kAbsent;
 }
 
 }  // namespace
@@ -315,27 +326,20 @@ Decision NicModel::place_stream(Flow& f, const ParsedFrame& p, uint64_t dist, ui
   return write_frags(p, out.trimmed, out);
 }
 
-// Message placement: the live MS posted for `msg`, `at` bytes into it.
+// Message placement: the live MS posted for `msg`, `at` bytes into it. A payload that would run
+// past the MS's end is deferred whole (`ms_overflow`): the NIC writes a payload entirely or not at
+// all, so a placed verdict always means every byte is where the transport expects it.
 Decision NicModel::place_message(Flow& f, const ParsedFrame& p, uint32_t msg, uint64_t at,
                                  uint32_t len, RxEntry& out) {
   out.msg_seq = msg;
-  uint32_t chunk = f.head_chunk, idx = f.head_idx;
-  for (uint32_t i = 0; i < f.ms_count; i++) {
-    const MsEntry& e = entry(chunk, idx);
-    if (e.len != 0 && e.msg_seq == msg) {
-      if (at > e.len || len > e.len - at) return defer(out, DeferReason::kMsOverflow);
-      out.frags[0] = {e.mr(), e.offset() + at, len};
-      out.nfrags = 1;
-      Decision d = write_frags(p, out.trimmed, out);
-      if (d != Decision::kDeferred) bump(Ctr::kRxMessage);
-      return d;
-    }
-    if (++idx == cfg_.ms_chunk) {
-      chunk = chunk_next_[chunk];
-      idx = 0;
-    }
-  }
-  return defer(out, DeferReason::kNoMessage);
+  const MsEntry* e = find_message(f, msg);
+  if (e == nullptr) return defer(out, DeferReason::kNoMessage);
+  if (at > e->len || len > e->len - at) return defer(out, DeferReason::kMsOverflow);
+  out.frags[0] = {e->mr(), e->offset() + at, len};
+  out.nfrags = 1;
+  Decision d = write_frags(p, out.trimmed, out);
+  if (d != Decision::kDeferred) bump(Ctr::kRxMessage);
+  return d;
 }
 
 // Unreliable flows: the whole payload into the oldest MS, which is then consumed.
@@ -369,9 +373,16 @@ Decision NicModel::rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out) {
   if (flags & 0x02) seq++;  // SYN takes the first sequence number
   if (!f.spec.reliable) return place_unreliable(f, p, out);
 
-  uint32_t msg = 0, msg_off = 0;
-  if (f.spec.messages && !find_msg_option(tcp, uint32_t(p.payload - tcp), &msg, &msg_off)) {
-    return defer(out, DeferReason::kNoMessage);
+  MsgOption o;
+  if (f.spec.messages) {
+    switch (find_msg_option(tcp, uint32_t(p.payload - tcp), &o)) {
+      case OptScan::kFound:
+        break;
+      case OptScan::kAbsent:
+        return defer(out, DeferReason::kNoMessage);
+      case OptScan::kMalformed:
+        return defer(out, DeferReason::kBadL4Header);
+    }
   }
   int32_t rel = int32_t(seq - f.cursor);
   int64_t end = int64_t(rel) + p.payload_len;
@@ -380,7 +391,15 @@ Decision NicModel::rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out) {
   out.trimmed = trim;
   out.out_of_order = rel > 0;  // (d)
   if (f.spec.messages) {
-    return place_message(f, p, msg, uint64_t(msg_off) + trim, p.payload_len - trim, out);
+    // The option is the peer's word: the whole payload must lie inside the message it names
+    // (start at or before seq, seq + payload at or before start + length). Whether messages
+    // abut and numbers match their order is the transport's check; the NIC only keeps each
+    // byte inside the MS of the number named, at seq - start.
+    uint32_t off = seq - o.start;
+    if (o.length == 0 || int32_t(off) < 0 || uint64_t(off) + p.payload_len > o.length) {
+      return defer(out, DeferReason::kBadL4Header);
+    }
+    return place_message(f, p, o.number, uint64_t(off) + trim, p.payload_len - trim, out);
   }
   uint32_t first = seq + trim;
   uint32_t dist = first - uint32_t(f.head_pos);

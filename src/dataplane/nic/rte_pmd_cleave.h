@@ -180,7 +180,8 @@ struct rte_pmd_cleave_flow {
   uint8_t mode;     /**< enum rte_pmd_cleave_flow_mode */
   uint8_t parser;   /**< enum rte_pmd_cleave_parser */
   uint8_t reliable; /**< 1: place by sequence/offset against the cursor; 0: next MS */
-  uint8_t messages; /**< 1: a message number selects the MS (Solar I/O id, RoCE SEND) */
+  uint8_t messages; /**< 1: a message number selects the MS (Solar I/O id, RoCE SEND, TCP
+                         message option: hw/fpga/docs/formats.md section 2) */
   uint8_t reserved[3];
   uint32_t initial_seq;    /**< TCP: first payload byte expected; RoCE: first PSN */
   uint32_t pmtu;           /**< RoCE: payload bytes per first/middle packet (0: 4096) */

@@ -407,6 +407,7 @@ void TcpTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
           break;
         }
         RecvBuf b{c->posted_end, r.len, r.offset, r.wr_id, r.mr, false};
+        b.msg_no = c->msg_limit();  // message mode: the next number without a receive
         c->posted_end += r.len;
         c->recvq.push_back(b);
         touch(*c);
@@ -466,6 +467,12 @@ void TcpTransport::notify_end(Conn& c, EventKind kind, int32_t status, Context& 
   }
   for (; !c.recvq.empty(); c.recvq.pop_front()) {
     const RecvBuf& b = c.recvq.front();
+    // The NIC must place nothing more in a buffer the app gets back. A byte stream's MSs go
+    // with the NIC flow (flow_closed); a message's MS retires by its number here.
+    if (b.on_nic && c.st.message) {
+      ctx.ms_retire_msg(id, b.msg_no);
+      c.nic_ms--;
+    }
     // A message-mode buffer holds no whole message (those completed already): it returns empty.
     const uint64_t have = !c.st.message && c.rcv_stream > b.start ? c.rcv_stream - b.start : 0;
     ctx.event({id, EventKind::kRecvDone, have == 0 ? status : 0,
@@ -556,7 +563,11 @@ void TcpTransport::stats(InfoSink& out) const {
                                    {"zero_window_probes", c.zero_window_probes},
                                    {"window_update_repeats", c.window_update_repeats},
                                    {"conn_opened", c.conn_opened},
-                                   {"conn_closed", c.conn_closed}})
+                                   {"conn_closed", c.conn_closed},
+                                   {"msg_refused", c.msg_refused},
+                                   {"msg_bad", c.msg_bad},
+                                   {"msg_no_buffer", c.msg_no_buffer},
+                                   {"msg_truncated", c.msg_truncated}})
     out.number(key, value);
 }
 

@@ -158,6 +158,7 @@ class TcpTransport final : public Transport {
   // Message mode: the receive buffer index of a data segment's message, or -1 (dropped).
   long msg_buffer(Conn& c, const Segment& s, uint32_t plen);
   void complete_messages(Conn& c, Context& ctx);
+  void post_messages(Conn& c, Context& ctx);
   void after_burst(Conn& c, Context& ctx);
   void output(Conn& c, Context& ctx);
   void send_ack(Conn& c, Context& ctx);

@@ -66,7 +66,10 @@ struct RecvBuf {
   uint64_t wr_id = 0;
   uint16_t mr = 0;
   bool on_nic = false;  // posted as an MS
-  // Message mode: the message this buffer takes, once a segment of it has said where it is.
+  // Message mode: the number of the message this buffer takes (the k-th outstanding receive
+  // takes the k-th message not yet received), the MS's number on the NIC...
+  uint32_t msg_no = 0;
+  // ...and where that message is, once a segment of it has said.
   bool msg_known = false;
   uint32_t msg_start = 0;  // sequence number of its first byte
   uint32_t msg_len = 0;
@@ -230,6 +233,7 @@ struct Conn {
   uint32_t last_ack_sent = 0;
   uint32_t nic_cursor = 0;    // last cursor given to the NIC
   uint32_t nic_ms = 0;        // receive buffers posted to the NIC and not yet retired
+  bool nic_msg_off = false;   // message mode: the NIC flow does not place by message (copy)
   bool synced = false;        // the NIC knows the receive sequence
   uint32_t unacked_segs = 0;  // received since our last ACK
   bool ack_now = false;

@@ -97,7 +97,8 @@ void TcpTransport::input_listen(const RxHeader& h, const Segment& s, Context& ct
   }
   const Listener& l = listeners_[h.listener];
   const FlowTuple tuple = tuple_of(h, s);
-  const FlowId id = ctx.flow_open(h.listener, tuple, s.seq + 1);
+  // Message mode is on when both ask (negotiate() below); a refused one is closed at once.
+  const FlowId id = ctx.flow_open(h.listener, tuple, s.seq + 1, l.settings.message && s.has_msg);
   if (id == kNoFlow || conn(id) != nullptr) {
     ctr_.no_flow++;
     return;
@@ -152,7 +153,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
     c.max_snd_wnd = c.snd_wnd;
     c.snd_wl1 = s.seq;
     c.snd_wl2 = s.ack;
-    ctx.flow_synced(c.flow, c.rcv_nxt);
+    ctx.flow_synced(c.flow, c.rcv_nxt, c.msg_ok);
     c.synced = true;
     if (ack_ok) {
       negotiate_ecn(c, c.st.requests_ecn(), s.flags, kEce);
@@ -506,6 +507,10 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
   switch (h.placed) {
     case Placed::kPlaced:
     case Placed::kTrimmed:
+      // Message mode: the NIC placed it in the MS of the number the option names, at
+      // seq - start; msg_buffer() has just checked both against this buffer. A buffer the
+      // NIC does not have cannot have received it: drop it (the peer resends).
+      if (msg >= 0 && !c.recvq[size_t(msg)].on_nic) return;
       break;
     case Placed::kDeferred: {
       if (h.payload == nullptr) return;
@@ -649,7 +654,31 @@ void TcpTransport::complete_messages(Conn& c, Context& ctx) {
     } else {
       break;
     }
+    // The cursor has passed the message (after_burst moved it first): nothing more of it is
+    // placed, and its MS, filled, short or never used, retires by number.
+    if (b.on_nic) {
+      ctx.ms_retire_msg(c.flow, b.msg_no);
+      c.nic_ms--;
+    }
     c.recvq.pop_front();
+  }
+}
+
+// Message mode: posts the receive buffers the NIC does not have yet, each as the MS of its
+// message. The ones posted are a prefix of recvq (nic_ms long): buffers complete in order.
+// -ENOBUFS (the NIC's lists are full) tries again after the next burst; any other refusal
+// (-EOPNOTSUPP: the NIC flow places by stream, as on the generic backend) leaves the flow to
+// the copy path for good.
+void TcpTransport::post_messages(Conn& c, Context& ctx) {
+  for (size_t i = c.nic_ms; i < c.recvq.size(); i++) {
+    RecvBuf& b = c.recvq[i];
+    const int rc = ctx.ms_post(c.flow, b.mr, b.offset, b.len, b.msg_no);
+    if (rc != 0) {
+      if (rc != -ENOBUFS) c.nic_msg_off = true;
+      return;
+    }
+    b.on_nic = true;
+    c.nic_ms++;
   }
 }
 
@@ -696,9 +725,12 @@ void TcpTransport::after_burst(Conn& c, Context& ctx) {
   }
   uint32_t retire = 0;
   if (c.st.message) {
-    // Messages are copied (the NIC places by stream, not by message, yet): no MS, no data event.
+    // Messages complete whole: no data event. Each buffer goes to the NIC as the MS of its
+    // message number, in order (the NIC finds message m at m - head), once the NIC flow is
+    // known to place by message; the copy path takes what it does not place.
     complete_messages(c, ctx);
     c.rcv_progress = 0;
+    if (c.msg_ok && c.synced && !c.fenced && !c.nic_msg_off) post_messages(c, ctx);
   }
   while (!c.st.message && !c.recvq.empty()) {
     const RecvBuf& b = c.recvq.front();
@@ -723,7 +755,7 @@ void TcpTransport::after_burst(Conn& c, Context& ctx) {
       RecvBuf& b = c.recvq[i];
       if (b.on_nic) continue;
       const uint64_t skip = c.nic_ms == 0 && c.rcv_stream > b.start ? c.rcv_stream - b.start : 0;
-      if (ctx.ms_post(c.flow, b.mr, b.offset + skip, uint32_t(b.len - skip)) != 0) break;
+      if (ctx.ms_post(c.flow, b.mr, b.offset + skip, uint32_t(b.len - skip), 0) != 0) break;
       b.on_nic = true;
       c.nic_ms++;
     }
