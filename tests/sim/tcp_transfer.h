@@ -68,6 +68,7 @@ struct Case {
   bool zero_copy = true;
   uint64_t bytes = 0;            // 0: transfer_bytes()
   uint64_t reader_delay_ns = 0;  // the receiving app holds each buffer this long
+  bool few_spurious = false;     // run_case checks that little arrives twice (spurious resends)
 };
 
 // One transfer A -> B, then a graceful close from both sides; asserts everything about it.

@@ -768,106 +768,98 @@ TEST(TcpRack, LostTailIsRecoveredByAProbeNotAnRto) {
   EXPECT_EQ(a.tp.counters().tlp_probes, 1u);
 }
 
+// The highest offset sent so far, after `out` went.
+void track(const std::vector<Out>& out, const Active& a, uint32_t& top) {
+  for (const Out& o : out) {
+    if (o.desc.len != 0) top = std::max(top, o.seg.seq - (a.iss + 1) + o.desc.len);
+  }
+}
+
+// Whether `out` carries data from offset `off`.
+bool sends(const std::vector<Out>& out, const Active& a, uint32_t off) {
+  for (const Out& o : out) {
+    if (o.seg.seq == a.iss + 1 + off && o.desc.len != 0) return true;
+  }
+  return false;
+}
+
+// Ticks at each ms in [from, to) and returns what went out.
+std::vector<Out> ticks(Active& a, uint64_t from, uint64_t to) {
+  std::vector<Out> all;
+  for (uint64_t t = from; t < to; t++) {
+    for (const Out& o : tick_at(a, t))
+      all.push_back(o);
+  }
+  return all;
+}
+
+// With SACK, duplicate ACKs or three SACKed segments do not start recovery (reordering looks
+// the same); RACK does, a reordering window (min_rtt / 4) past the RTT of what was delivered.
+TEST(TcpRack, ThreeSackedSegmentsWaitForRack) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+  a.ctx.take_out();
+  a.ctx.at_ms(1020);
+  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+  EXPECT_FALSE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 0u);
+  // Sent at 1010, delivered with RTT 10 ms: lost at 1022.5.
+  EXPECT_FALSE(sends(tick_at(a, 1022), a, 0));
+  EXPECT_TRUE(sends(tick_at(a, 1023), a, 0));
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
+
+  // Segment 0 only came late: it arrives inside the window, and nothing is resent.
+  Active b;
+  establish_10ms(b);
+  b.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+  b.ctx.take_out();
+  b.ctx.at_ms(1020);
+  sb = {{kSeg, 4 * kSeg}};
+  b.peer(sack_spec(b, 0, sb));
+  b.ctx.at_ms(1021);
+  EXPECT_FALSE(sends(b.peer(b.ack_spec(0, 4 * kSeg)), b, 0));
+  EXPECT_FALSE(sends(ticks(b, 1022, 1030), b, 0));
+  EXPECT_EQ(info(b.tp, kFlow).n["fast_recoveries"], 0u);
+  EXPECT_EQ(info(b.tp, kFlow).n["retransmits"], 0u);
+}
+
 TEST(TcpRack, LostRetransmissionIsResentWithoutAnRto) {
   Active a;
   establish_10ms(a);
-  a.app(ReqKind::kSend, 20 * kSeg, 0, 1);
-  a.ctx.take_out();  // the initial window: segments 0-9
-  // Segment 0 is lost: three SACKed segments start recovery, which resends it.
+  a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
+  uint32_t top = 0;
+  track(a.ctx.take_out(), a, top);  // the initial window: segments 0-9
+  // Segment 0 is lost: RACK calls it so at 1022.5 and recovery resends it.
   a.ctx.at_ms(1020);
   std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  auto out = a.peer(sack_spec(a, 0, sb));
-  ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  track(a.peer(sack_spec(a, 0, sb)), a, top);
+  auto out = ticks(a, 1021, 1024);
+  ASSERT_TRUE(sends(out, a, 0));
+  track(out, a, top);
   EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
-  // The rest of the window arrives, and the room it leaves goes to new data.
-  a.ctx.at_ms(1021);
-  sb = {{kSeg, 10 * kSeg}};
-  out = a.peer(sack_spec(a, 0, sb));
-  ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out[0].seg.seq, a.iss + 1 + 10 * kSeg);
-  uint32_t sent = 0;
-  for (const Out& o : out)
-    sent += o.desc.len;
-  // That new data is SACKed, but the retransmission of segment 0 (sent 1 ms before it) is
-  // lost too. RACK waits the reordering window (min_rtt / 4) past its RTT, then resends it.
-  a.ctx.at_ms(1031);
-  sb = {{kSeg, 10 * kSeg + sent}};
-  out = a.peer(sack_spec(a, 0, sb));
-  for (const Out& o : out)
-    EXPECT_NE(o.seg.seq, a.iss + 1);
-  out = tick_at(a, 1036);
-  ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
-  EXPECT_EQ(out[0].desc.len, kSeg);
+  // The rest of the window arrives, and the room it leaves goes to new data, sent after the
+  // retransmission.
+  a.ctx.at_ms(1025);
+  sb = {{kSeg, top}};
+  const uint32_t before = top;
+  track(a.peer(sack_spec(a, 0, sb)), a, top);
+  ASSERT_GT(top, before);
+  // That new data is SACKed, but the retransmission of segment 0 is lost too. RACK waits the
+  // reordering window past the new data's RTT, then resends it: long before the RTO.
+  a.ctx.at_ms(1035);
+  sb = {{kSeg, top}};
+  EXPECT_FALSE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+  out = ticks(a, 1036, 1045);
+  EXPECT_TRUE(sends(out, a, 0));
+  track(out, a, top);
   auto i = info(a.tp, kFlow);
   EXPECT_EQ(i.n["rtos"], 0u);
   EXPECT_EQ(i.n["fast_recoveries"], 1u);
   EXPECT_GE(i.n["rack_losses"], 1u);
-  a.ctx.at_ms(1046);
-  a.peer(a.ack_spec(0, 10 * kSeg + sent));
+  a.ctx.at_ms(1055);
+  a.peer(a.ack_spec(0, top));
   EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
-}
-
-// A hole at or above a recovery's end point that NextSeg resent during that recovery is still
-// in flight when the recovery ends and the SACKs above it start the next one: it is not sent a
-// second time. Sent twice, an ACK of the first copy would be taken for the second's, and RACK
-// would call lost everything sent between the two.
-TEST(TcpRack, ANewRecoveryDoesNotResendWhatTheLastOneResent) {
-  Active a;
-  establish_10ms(a);
-  a.app(ReqKind::kSend, 30 * kSeg, 0, 1);
-  a.ctx.take_out();  // segments 0-9
-  // Segment 0 is lost: recovery (its end: segment 10) resends it.
-  a.ctx.at_ms(1020);
-  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  auto out = a.peer(sack_spec(a, 0, sb));
-  ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
-  // The rest of the window arrives; new data goes out from segment 10, which is lost. What
-  // follows it is SACKed as the window lets it out, until NextSeg or RACK resends 10 (once).
-  uint32_t sent = 10 * kSeg;  // our highest offset sent
-  int resent10 = 0;
-  for (uint64_t t = 1021; t < 1030 && sent < 14 * kSeg; t++) {
-    a.ctx.at_ms(t);
-    sb = {{kSeg, 10 * kSeg}};
-    if (sent > 11 * kSeg) sb.push_back({11 * kSeg, sent});
-    for (const Out& o : a.peer(sack_spec(a, 0, sb))) {
-      resent10 += o.seg.seq == a.iss + 1 + 10 * kSeg && sent > 10 * kSeg;
-      if (o.seg.seq == a.iss + 1 + sent) sent += o.desc.len;
-    }
-  }
-  ASSERT_GE(sent, 14 * kSeg);
-  a.ctx.at_ms(1030);
-  sb = {{kSeg, 10 * kSeg}, {11 * kSeg, sent}};
-  for (const Out& o : a.peer(sack_spec(a, 0, sb)))
-    resent10 += o.seg.seq == a.iss + 1 + 10 * kSeg;
-  for (const Out& o : tick_at(a, 1033))
-    resent10 += o.seg.seq == a.iss + 1 + 10 * kSeg;
-  ASSERT_EQ(resent10, 1);
-  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
-  const uint64_t rxt = info(a.tp, kFlow).n["retransmits"];
-  // Segment 0's retransmission arrives: the ACK reaches 10, the recovery ends, and the three
-  // SACKed segments above start the next one, without sending 10 a third time.
-  a.ctx.at_ms(1031);
-  sb = {{11 * kSeg, sent}};
-  for (const Out& o : a.peer(sack_spec(a, 10 * kSeg, sb))) {
-    EXPECT_NE(o.seg.seq, a.iss + 1 + 10 * kSeg) << "segment 10 resent again";
-    if (o.seg.seq == a.iss + 1 + sent) sent += o.desc.len;
-  }
-  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 2u);
-  EXPECT_EQ(info(a.tp, kFlow).n["retransmits"], rxt);
-  // It is resent only when RACK finds that copy lost too: data sent after it is SACKed, and
-  // the reordering window past its RTT goes by.
-  ASSERT_GT(sent, 14 * kSeg) << "new data went out after the retransmission";
-  a.ctx.at_ms(1040);
-  sb = {{11 * kSeg, sent}};
-  bool again = false;
-  for (const Out& o : a.peer(sack_spec(a, 10 * kSeg, sb)))
-    again |= o.seg.seq == a.iss + 1 + 10 * kSeg;
-  for (const Out& o : tick_at(a, 1050))
-    again |= o.seg.seq == a.iss + 1 + 10 * kSeg;
-  EXPECT_TRUE(again);
 }
 
 // In recovery the ACK clock can stop: the retransmission is lost and nothing sent after it
@@ -881,33 +873,27 @@ TEST(TcpRack, ProbeInRecoveryFindsALostRetransmission) {
   a.ctx.take_out();
   a.ctx.at_ms(1020);
   std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  auto out = a.peer(sack_spec(a, 0, sb));
-  ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out[0].seg.seq, a.iss + 1);  // segment 0 again, and that copy is lost too
-  a.ctx.at_ms(1021);
+  a.peer(sack_spec(a, 0, sb));
+  ASSERT_TRUE(sends(ticks(a, 1021, 1024), a, 0));  // segment 0 again; that copy is lost too
+  a.ctx.at_ms(1024);
   sb = {{kSeg, 10 * kSeg}};
   a.peer(sack_spec(a, 0, sb));
   // Nothing more comes back. About 2 srtt later, long before the RTO, the probe goes.
   std::vector<Out> probe;
-  uint64_t t = 1022;
-  for (; t < 1200 && probe.empty(); t++)
+  uint64_t t = 1025;
+  for (; t < 1250 && probe.empty(); t++)
     probe = tick_at(a, t);
   ASSERT_FALSE(probe.empty());
-  EXPECT_LT(t, 1050u);
+  EXPECT_LT(t, 1060u);
   EXPECT_EQ(info(a.tp, kFlow).n["tlp_probes"], 1u);
   // Its ACK (a duplicate: the DSACK) makes RACK resend segment 0 once the reordering window
   // past its RTT has gone by.
   a.ctx.at_ms(t + 10);
   sb = {{9 * kSeg, 10 * kSeg}, {kSeg, 10 * kSeg}};
-  out = a.peer(sack_spec(a, 0, sb));
-  for (uint64_t u = t + 11; u < t + 20; u++) {
-    for (const Out& o : tick_at(a, u))
-      out.push_back(o);
-  }
-  bool resent = false;
-  for (const Out& o : out)
-    resent |= o.seg.seq == a.iss + 1 && o.desc.len == kSeg;
-  EXPECT_TRUE(resent);
+  auto out = a.peer(sack_spec(a, 0, sb));
+  for (const Out& o : ticks(a, t + 11, t + 20))
+    out.push_back(o);
+  EXPECT_TRUE(sends(out, a, 0));
   EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
 }
 
@@ -921,24 +907,20 @@ TEST(TcpRack, AHoleWithFewSackedAboveWaitsForRack) {
   a.ctx.take_out();  // segments 0-9
   a.ctx.at_ms(1020);
   a.peer(a.ack_spec(0, 10 * kSeg));  // slow start: 20 more go, 10-29
-  // Segment 10 is lost: recovery resends it.
+  // Segment 10 is lost: RACK's recovery resends it.
   a.ctx.at_ms(1030);
   std::vector<SackBlock> sb{{11 * kSeg, 14 * kSeg}};
-  ASSERT_FALSE(a.peer(sack_spec(a, 10 * kSeg, sb)).empty());
+  a.peer(sack_spec(a, 10 * kSeg, sb));
+  ASSERT_TRUE(sends(ticks(a, 1031, 1034), a, 10 * kSeg));
   // All but 27 and 29 arrive: 27 has one segment above it, and the window has room.
-  a.ctx.at_ms(1031);
+  a.ctx.at_ms(1034);
   sb = {{11 * kSeg, 27 * kSeg}, {28 * kSeg, 29 * kSeg}};
   auto out = a.peer(sack_spec(a, 10 * kSeg, sb));
   EXPECT_FALSE(out.empty()) << "the room goes to new data";
-  for (const Out& o : out)
-    EXPECT_NE(o.seg.seq, a.iss + 1 + 27 * kSeg) << "resent before it could be called lost";
-  // RACK: 27 left with 28 at 1020, which was delivered 11 ms later; window 2.5 ms.
-  bool resent = false;
-  for (uint64_t t = 1032; t < 1036; t++) {
-    for (const Out& o : tick_at(a, t))
-      resent |= o.seg.seq == a.iss + 1 + 27 * kSeg;
-  }
-  EXPECT_TRUE(resent);
+  EXPECT_FALSE(sends(out, a, 27 * kSeg)) << "resent before it could be called lost";
+  // RACK: 27 left with 28 at 1020, which was delivered 14 ms later; window 2.5 ms.
+  EXPECT_FALSE(sends(tick_at(a, 1036), a, 27 * kSeg));
+  EXPECT_TRUE(sends(ticks(a, 1037, 1040), a, 27 * kSeg));
   EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
 }
 

@@ -172,7 +172,7 @@ class TcpTransport final : public Transport {
   void rack_detect(Conn& c);
   void arm_tlp(Conn& c);
   bool send_tlp(Conn& c, Context& ctx);
-  void enter_recovery(Conn& c, bool resend_una);
+  void enter_recovery(Conn& c);
   void rtt_sample(Conn& c, uint64_t rtt_ns);
   void enter_time_wait(Conn& c, Context& ctx);
   // The flow ends: pending requests complete with `status` (0 for a graceful end), the app

@@ -347,7 +347,6 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     const bool fin_acked = c.fin_sent && seq_gt(ack, c.snd_end);
     c.snd_una = ack;
     if (seq_lt(c.snd_nxt, ack)) c.snd_nxt = ack;
-    if (seq_lt(c.high_rxt, ack)) c.high_rxt = ack;  // never behind: what is above it was resent
     c.sacked.drop_below(ack);
     c.lost.drop_below(ack);
     if (fin_acked) acked--;
@@ -441,14 +440,14 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     ctr_.ecn_reductions++;
   }
 
-  // Loss detection: RACK by transmit time (tcp_rack.cc), then DupThresh duplicate ACKs, or
-  // DupThresh segments' worth SACKed above the cumulative ACK (RFC 6675 IsLost), outside an
-  // episode we are already in.
+  // Loss detection: with SACK, RACK alone (tcp_rack.cc), by transmit time: three SACKed
+  // segments above a hole may be reordering, and RACK waits its window before calling it lost
+  // (as Linux does with RACK on). Without SACK, DupThresh duplicate ACKs (RFC 5681), outside
+  // an episode we are already in.
   rack_ack(c, uint32_t(ctr_.dsacks_in - dsacks_before));
-  if (!c.in_recovery && !c.rto_recovery && c.snd_max != c.snd_una &&
-      (c.dupacks >= 3 || (c.sack_ok && c.sacked.bytes() >= 3ull * c.eff_mss)) &&
+  if (!c.sack_ok && !c.in_recovery && !c.rto_recovery && c.snd_max != c.snd_una && c.dupacks >= 3 &&
       seq_geq(c.snd_una, c.recover)) {
-    enter_recovery(c, true);
+    enter_recovery(c);
   }
 
   if (c.snd_una == c.snd_max) {

@@ -222,14 +222,16 @@ void TcpTransport::output(Conn& c, Context& ctx) {
     pipe = pipe > gone ? pipe - gone : 0;
   }
 
-  // 1. Retransmissions in fast recovery: first the segment at snd_una (on entry, and on each
+  // 1. Retransmissions in fast recovery: first the first segment RACK found lost, or the one at
+  // snd_una (on entry, and on each
   // partial ACK without SACK information), then NextSeg (RFC 6675 4): the holes above HighRxt
   // below the highest SACK.
   if (c.need_rxt) {
     c.need_rxt = false;
-    const uint32_t n = send_data(*this, c, ctx, c.snd_una, c.eff_mss, true);
+    const uint32_t at = c.lost.n != 0 ? c.lost.r[0].left : c.snd_una;
+    const uint32_t n = send_data(*this, c, ctx, at, c.eff_mss, true);
     if (n != 0) {
-      c.high_rxt = seq_max(c.high_rxt, c.snd_una + n);
+      c.high_rxt = seq_max(c.high_rxt, at + n);
       pipe += n;
     }
   }

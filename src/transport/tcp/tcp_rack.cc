@@ -68,17 +68,13 @@ void TcpTransport::rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt) {
   c.xmits.push({seq, end, now_ns_, rxt, false, false});
 }
 
-void TcpTransport::enter_recovery(Conn& c, bool resend_una) {
+void TcpTransport::enter_recovery(Conn& c) {
   c.in_recovery = true;
   c.recover = c.snd_max;
-  // DupThresh: the first segment presumed lost goes at once (RFC 6675 4.3). RACK names what
-  // it found lost itself. What the last episode already resent above its recovery point (NextSeg
-  // reaches past it) stays resent: it is in flight, and RACK finds it if it is lost again.
-  // Sent twice, its delivery could not be told apart from the later copy's, which RACK would
-  // take for a delivery sent after everything still in flight before it.
-  const bool resent = seq_gt(c.high_rxt, c.snd_una);
-  if (!resent) c.high_rxt = c.snd_una;
-  c.need_rxt = resend_una && !resent;
+  c.high_rxt = c.snd_una;
+  // The first segment presumed lost goes at once, whatever the window (RFC 6675 4.3): the
+  // first RACK found lost, or without SACK the one at snd_una.
+  c.need_rxt = true;
   c.rtt_timing = false;
   c.tlp_out = false;
   wheel_.cancel(&c.tlp_timer);
@@ -185,13 +181,13 @@ void TcpTransport::rack_detect(Conn& c) {
     if (seq_lt(at, end)) unsent_since(c, i, at, end, found);
   }
   if (found.n != 0) {
-    const bool entered = !c.in_recovery;
-    if (entered) enter_recovery(c, false);
     // All of it: NextSeg resends a hole only once DupThresh segments' worth above it are
     // SACKed; RACK's time says more, and sooner. What NextSeg sends first leaves `lost`.
     uint64_t added = 0;
     for (size_t k = 0; k < found.n; k++)
       added += add_lost(c, found.r[k].left, found.r[k].right);
+    const bool entered = !c.in_recovery;
+    if (entered) enter_recovery(c);
     if (added != 0 || entered) {
       c.rack_losses++;
       ctr_.rack_losses++;
