@@ -11,7 +11,8 @@ cleaved runs as in test_tcp.py (a scratch namespace, the generic backend on a ta
     the tuple chose over the port binding's; after flow detach the next flow gets the port's,
     and the flow that exists keeps its own; an app's connect matching a tuple gets its cc;
   - uid: a port or tuple bound to uid 0 refuses an app of uid 65534 (CL_EACCES, counted as
-    binding_refused) and admits root's.
+    binding_refused) and admits root's; a kernel SYN matching a tuple of uid 0 opens no flow for
+    a listener of uid 65534.
 """
 
 import json
@@ -220,6 +221,43 @@ class Bindings(ct.TestCase):
         server.wait(timeout=10)
 
     # ---- uid
+
+    def test_a_tuple_for_a_uid_opens_no_flow_for_another_users_listener(self):
+        self.d.ctl("flow", "attach", "tuple", f"{OURS}:5004", "*:*", "uid", "0")
+        os.chmod(self.d.dir, 0o755)
+        status_r, status_w = os.pipe()
+        done_r, done_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # uid 65534 listens on 5004 (no port binding stops it) until told
+            os.close(status_r)
+            os.close(done_w)
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                app = ra.RawApp(self.app_sock, versions=(1, 2))
+                status = app.listen(5004, app.create_pipe(ra.COMPLETION, 64).id)[0]
+            except BaseException as e:  # noqa: B036 - the parent sees it as a failed status
+                status = repr(e)
+            os.write(status_w, str(status).encode())
+            os.read(done_r, 1)
+            os._exit(0)
+        os.close(status_w)
+        os.close(done_r)
+        try:
+            self.assertEqual(os.read(status_r, 4096), b"0")
+            # The kernel's SYNs reach the listener; the tuple is root's: no flow, counted.
+            p = ct.sh(["/usr/bin/python3", "-c",
+                       "import socket\ntry:\n"
+                       f"    socket.create_connection(('{OURS}', 5004), timeout=1); print('open')\n"
+                       "except OSError as e: print(type(e).__name__)"], ns=self.ns)
+            self.assertEqual(p.stdout.strip(), "TimeoutError")
+            self.assertGreaterEqual(self.d.stats()["flows"]["binding_refused"], 1)
+            self.assertEqual(self.d.ctl("flow", "list")[1]["flows"], [])
+        finally:
+            os.write(done_w, b"x")
+            os.waitpid(pid, 0)
+            os.close(done_w)
+            os.close(status_r)
 
     def test_a_binding_for_a_uid_refuses_other_apps(self):
         self.d.ctl("flow", "attach", "port", "5002", "uid", "0")
