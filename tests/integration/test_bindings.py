@@ -12,7 +12,9 @@ cleaved runs as in test_tcp.py (a scratch namespace, the generic backend on a ta
     and the flow that exists keeps its own; an app's connect matching a tuple gets its cc;
   - uid: a port or tuple bound to uid 0 refuses an app of uid 65534 (CL_EACCES, counted as
     binding_refused) and admits root's; a kernel SYN matching a tuple of uid 0 opens no flow for
-    a listener of uid 65534.
+    a listener of uid 65534;
+  - an accepted SYN whose tuple names another transport (the plugin) than its listener's (tcp)
+    opens no flow.
 """
 
 import json
@@ -219,6 +221,20 @@ class Bindings(ct.TestCase):
         app.close()
         server.stdin.close()
         server.wait(timeout=10)
+
+    def test_an_accepted_flow_whose_tuple_names_another_transport_is_not_opened(self):
+        self.d.ctl("transport", "attach", PLUGIN)
+        self.d.ctl("flow", "attach", "tuple", f"{OURS}:5005", "*:*", "transport", "datagram")
+        app, cq = self.app()
+        self.assertEqual(app.listen(5005, cq.id)[0], 0)  # tcp's listener
+        p = ct.sh(["/usr/bin/python3", "-c",
+                   "import socket\ntry:\n"
+                   f"    socket.create_connection(('{OURS}', 5005), timeout=1); print('open')\n"
+                   "except OSError as e: print(type(e).__name__)"], ns=self.ns)
+        self.assertEqual(p.stdout.strip(), "TimeoutError")
+        self.assertGreaterEqual(self.d.stats()["flows"]["binding_refused"], 1)
+        self.assertEqual(self.d.ctl("flow", "list")[1]["flows"], [])
+        app.close()
 
     # ---- uid
 
