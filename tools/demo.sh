@@ -168,6 +168,24 @@ say "the pattern cleave-tcp sent has sha256 ${want_sum:0:16}...: $( [ "$curl_sum
   && echo equal || echo DIFFERENT)"
 [ "$curl_sum" = "$want_sum" ] || exit 1
 
+step "Operations on the running daemon: a transport plugin and a tuple binding"
+PLUGIN_DIR=build/tests
+PLUGIN=libcleave_transport_datagram.so
+if [ -f "$PLUGIN_DIR/$PLUGIN" ]; then
+  say "cleavectl transport attach loads the example datagram plugin into cleaved (dlopen on its"
+  say "main thread); a relative path is cleavectl's own, here from $PLUGIN_DIR:"
+  (cd "$PLUGIN_DIR" && ../tools/cleavectl -s "$RUN/cleaved.sock" transport attach "$PLUGIN") |
+    sed 's/^/      /'
+  "${CTL[@]}" transport list | sed 's/^/      /'
+  say "the same object again is refused, and cleaved runs on:"
+  ("${CTL[@]}" transport attach "$PLUGIN_DIR/$PLUGIN" 2>&1 || true) | sed 's/^/      /'
+else
+  say "(the example plugin $PLUGIN_DIR/$PLUGIN is not built: no transport attach)"
+fi
+say "TCP flows between 198.18.0.1:5001 and any port of 198.18.0.2 get CUBIC (tcp's default is"
+say "NewReno), chosen when the flow is created; the next step's flow show says which it got:"
+"${CTL[@]}" flow attach tuple 198.18.0.1:5001 '198.18.0.2:*' cc cubic | sed 's/^/      /'
+
 TCP_BYTES=$((256 << 20))
 step "TCP: Linux sends $((TCP_BYTES >> 20)) MiB to a cleave app (zero copy on the header-split NIC)"
 say "cleave-tcp --ring 8m reads the stream in place from an 8 MiB receive ring (cl_ring_*)"

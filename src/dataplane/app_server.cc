@@ -416,6 +416,7 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
 
   auto dp = std::make_unique<DpApp>();
   dp->id = id;
+  dp->uid = s.cred.uid;
   dp->error_budget = q.error_budget;
   dp->mrs.resize(size_t{q.mrs} + 1);
   dp->mrs[abi::kHeapMr] = {s.region.base() + s.heap_offset, s.heap_size,

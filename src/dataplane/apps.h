@@ -73,6 +73,7 @@ struct DpPipe {
 
 struct DpApp {
   uint32_t id = 0;
+  uint32_t uid = 0;           // the app's SO_PEERCRED uid: what flow bindings restrict by
   uint32_t error_budget = 1;  // per second
   std::vector<DpMr> mrs;      // index: MR id (0: the heap); length 0 = unused
   std::vector<DpPipe> pipes;  // index: pipe id

@@ -19,7 +19,8 @@
 #include <tuple>
 #include <utility>
 
-#include "stats.h"  // kMaxPorts: the dataplane keeps counters for that many ports
+#include "flow_info.h"  // kMaxTupleBindings
+#include "stats.h"      // kMaxPorts: the dataplane keeps counters for that many ports
 
 namespace cleave::dp {
 
@@ -565,17 +566,57 @@ void check_transports(Checker& c, const YAML::Node& n, Config& cfg) {
   YAML::Node bindings = Checker::value(n, "bindings");
   if (!bindings.IsDefined()) return;
   if (!bindings.IsSequence()) {
-    c.error(bindings, "transports.bindings: expected a list of {port, transport, params}");
+    c.error(bindings,
+            "transports.bindings: expected a list of {port or tuple, uid, transport, params}");
     return;
   }
   for (size_t i = 0; i < bindings.size(); i++) {
     std::string path = "transports.bindings[" + std::to_string(i) + "]";
     YAML::Node b = bindings[i];
-    if (!c.mapping(b, path, {"port", "transport", "params"})) continue;
-    c.required(b, "port", path);
+    if (!c.mapping(b, path, {"port", "tuple", "uid", "transport", "params"})) continue;
     TransportBinding tb;
     tb.pos = tb.transport_pos = tb.params_pos = pos_of(b);
+    const YAML::Node tuple = Checker::value(b, "tuple");
+    if (tuple.IsDefined() == Checker::value(b, "port").IsDefined()) {
+      c.error(b, path + ": give one of port (a port binding) and tuple (a tuple binding)");
+      continue;
+    }
     c.number(b, "port", path, tb.port, 1, 65535);
+    if (tuple.IsDefined() && c.mapping(tuple, path + ".tuple", {"local", "remote"})) {
+      bool ok = true;
+      for (const char* key : {"local", "remote"}) {
+        const std::string what = path + ".tuple." + key;
+        YAML::Node v = Checker::value(tuple, key);
+        if (!v.IsDefined()) {
+          c.error(tuple, what + ": missing (\"ip:port\", * for any address or port)");
+          ok = false;
+          continue;
+        }
+        if (!c.scalar(v, what, "\"ip:port\"")) {
+          ok = false;
+          continue;
+        }
+        auto e = WildEndpoint::parse(v.Scalar());
+        if (!e) {
+          c.error(v, what +
+                         ": expected \"ip:port\" (an IPv4 address or *, a port from 1 to "
+                         "65535 or *; quote a value that starts with *), got '" +
+                         v.Scalar() + "'");
+          ok = false;
+          continue;
+        }
+        (std::string_view(key) == "local" ? tb.local : tb.remote) = *e;
+      }
+      tb.tuple = ok;
+      if (!ok) continue;
+    } else if (tuple.IsDefined()) {
+      continue;
+    }
+    if (Checker::value(b, "uid").IsDefined()) {
+      uint32_t uid = UINT32_MAX;
+      c.number(b, "uid", path, uid, 0, UINT32_MAX - 1);
+      if (uid != UINT32_MAX) tb.uid = uid;
+    }
     if (YAML::Node v = c.string(b, "transport", path, tb.transport); v.IsDefined()) {
       tb.transport_pos = pos_of(v);
     }
@@ -609,9 +650,24 @@ void check_transports(Checker& c, const YAML::Node& n, Config& cfg) {
         }
       }
     }
-    if (tb.port != 0) {
+    if (tb.tuple) {
+      size_t tuples = 0;
       for (size_t j = 0; j < t.bindings.size(); j++) {
-        if (t.bindings[j].port == tb.port) {
+        const TransportBinding& o = t.bindings[j];
+        tuples += o.tuple ? 1 : 0;
+        if (o.tuple && o.local == tb.local && o.remote == tb.remote) {
+          c.error(tuple, path + ".tuple: " + tb.local.str() + " " + tb.remote.str() +
+                             " is already bound by transports.bindings[" + std::to_string(j) + "]");
+        }
+      }
+      if (tuples == kMaxTupleBindings) {
+        c.error(tuple, path + ".tuple: more than " + std::to_string(kMaxTupleBindings) +
+                           " tuple bindings");
+      }
+      t.bindings.push_back(std::move(tb));
+    } else if (tb.port != 0) {
+      for (size_t j = 0; j < t.bindings.size(); j++) {
+        if (!t.bindings[j].tuple && t.bindings[j].port == tb.port) {
           c.error(Checker::value(b, "port"), path + ".port: " + std::to_string(tb.port) +
                                                  " is already bound by transports.bindings[" +
                                                  std::to_string(j) + "]");

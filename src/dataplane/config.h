@@ -75,9 +75,15 @@ struct TransportPlugin {
 };
 
 // An operator binding applied at start-up, as `cleavectl flow attach` does: listeners on `port`
-// and connects to `port` use `transport` with `params` (checked by the transport).
+// and connects to `port` (a port binding), or flows whose addresses match `local` and `remote`
+// (a tuple binding, `tuple` set), use `transport` with `params` (checked by the transport); with
+// `uid`, only apps of that uid may listen on the port or accept and connect on the tuple.
 struct TransportBinding {
-  uint16_t port = 0;
+  uint16_t port = 0;  // a port binding: 1 to 65535; a tuple binding: 0
+  bool tuple = false;
+  WildEndpoint local;
+  WildEndpoint remote;
+  std::optional<uint32_t> uid;
   std::string transport = "tcp";
   std::vector<std::pair<std::string, std::string>> params;
   ConfigPos pos;            // the binding

@@ -35,7 +35,7 @@ enum class CtlOp : uint8_t {
   kFlow,      // flows: an app's listen, unlisten or connect; management's list and attach
 };
 
-enum class FlowOp : uint8_t { kListen, kUnlisten, kConnect, kList, kAttach };
+enum class FlowOp : uint8_t { kListen, kUnlisten, kConnect, kList, kAttach, kDetach };
 
 // One NIC counter, its name copied (xstats names are at most 64 bytes with the NUL).
 struct NicCounterRow {
@@ -108,7 +108,7 @@ struct CtlRequest {
   // kFlow. kListen, kConnect: app_id, cq, ip (host order), port, transport ("" default) in;
   // flow_id (listener or flow) and flow_status (0 or CL_E*) out. kUnlisten: app_id, flow_id.
   // kList: flow_id (kNoFlow: all) in, flow_rows out (the dataplane allocates: management only).
-  // kAttach: binding in, flow_status and flow_error out.
+  // kAttach, kDetach: binding in (kAttach: as kept out), flow_status and flow_error out.
   FlowOp flow_op = FlowOp::kList;
   uint16_t flow_cq = 0;
   uint32_t flow_ip = 0;

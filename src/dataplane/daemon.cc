@@ -261,7 +261,16 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
       for (size_t i = 0; i < bindings.size(); i++) {
         const TransportBinding& tb = bindings[i];
         try {
-          mgmt.attach(FlowBinding{tb.port, tb.transport, tb.params});
+          FlowBinding b;
+          b.tuple = tb.tuple;
+          b.local_port = tb.tuple ? tb.local.port : tb.port;
+          b.local_ip = tb.local.ip;
+          b.remote_ip = tb.remote.ip;
+          b.remote_port = tb.remote.port;
+          b.uid = tb.uid;
+          b.transport = tb.transport;
+          b.params = tb.params;
+          mgmt.attach(std::move(b));
         } catch (const MgmtError& e) {
           throw StartupError(
               ConfigError{cfg.source, tb.pos.line, tb.pos.col,

@@ -135,6 +135,9 @@ void Dataplane::answer_flow(CtlRequest* r, uint64_t now) {
     case FlowOp::kAttach:
       r->flow_status = flows_->attach(r->binding, r->flow_error);
       break;
+    case FlowOp::kDetach:
+      r->flow_status = flows_->detach(r->binding, r->flow_error);
+      break;
   }
 }
 

@@ -153,6 +153,10 @@ class FlowPath::Ctx final : public transport::Context {
     fp_.synced(flow, initial_seq, messages);
   }
   void flow_closed(FlowId flow) override { fp_.closed(flow); }
+  transport::Params flow_params(FlowId flow) override {
+    if (flow != fp_.accept_params_flow_) return {};
+    return fp_.accept_params_;
+  }
 
  protected:
   void drain_tx(std::span<transport::TxDesc> descs) override { fp_.send(descs); }
@@ -200,6 +204,8 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
   resolving_.reserve(params.max_flows);
   reap_.reserve(params.max_flows);
   data_waiting_.reserve(params.max_flows);
+  tuple_bindings_.reserve(kMaxTupleBindings);
+  accept_params_.reserve(16);
   shinfo_.free_cb = [](void*, void*) {};
   rte_mbuf_ext_refcnt_set(&shinfo_, 1);  // never reaches zero: app memory is not DPDK's
   placement_offset_ = rte_pmd_cleave_placement_offset();
@@ -679,6 +685,14 @@ uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::F
     return kNoFlow;
   }
   Listener& L = listeners_[l];
+  accept_params_flow_ = kNoFlow;  // flow_params() answers for the flow opened here, if any
+  // A tuple binding may reserve the flow for another uid, or name another transport than the
+  // listener's: no flow then (the transport counts the segment as for no flow).
+  const FlowBinding* tb = tuple_binding(t);
+  if (tb != nullptr && ((tb->uid && *tb->uid != L.app->uid) || tb->transport != tp.name)) {
+    stats_.binding_refused++;
+    return kNoFlow;
+  }
   auto hop = routes_.lookup(Ipv4{t.remote.ip.v4_host()});
   uint8_t port = 0;
   bool found = false;
@@ -711,6 +725,12 @@ uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::F
   hash_insert(id);
   fill_l2(f, rte_rdtsc());
   synced(id, initial_seq, messages);
+  accept_params_.clear();
+  accept_params_flow_ = id;
+  if (tb != nullptr) {
+    for (const auto& [k, v] : tb->params)
+      accept_params_.push_back({k, v});
+  }
   stats_.flows_opened++;
   return id;
 }
@@ -859,6 +879,10 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
       std::none_of(ports_.begin(), ports_.end(), [&](const FlowPort& p) { return p.ip == ip; })) {
     return CL_EINVAL;
   }
+  if (const FlowBinding* b = binding(port); b != nullptr && b->uid && *b->uid != a.uid) {
+    stats_.binding_refused++;
+    return CL_EACCES;
+  }
   uint32_t free = kNoFlow;
   for (uint32_t i = 0; i < listeners_.size(); i++) {
     const Listener& l = listeners_[i];
@@ -869,7 +893,7 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
   std::string error;
   Tp* tp = transport_for(name, port, error);
   if (tp == nullptr) return CL_ENOENT;
-  std::vector<transport::Param> params = params_for(port, *tp, message);
+  std::vector<transport::Param> params = params_for(nullptr, port, *tp, message);
   if (message && !tp->t->check_params(params).empty()) return CL_EOPNOTSUPP;
   transport::Endpoint local{transport::IpAddr::v4(ip), port};
   int rc = tp->t->listen(free, local, params);
@@ -895,10 +919,34 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
   auto hop = routes_.lookup(Ipv4{ip});
   if (!hop || hop->port >= ports_.size()) return CL_ENETUNREACH;
+  transport::FlowTuple tuple;
+  tuple.proto = 6;
+  tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
+  tuple.remote = {transport::IpAddr::v4(ip), port};
+  // An ephemeral port no flow to this peer uses, and no listener.
+  const uint32_t span = 65536 - kEphemeralLo;
+  for (uint32_t tries = 0; tuple.local.port == 0; tries++) {
+    if (tries == span) return CL_EADDRINUSE;
+    const auto lport = uint16_t(kEphemeralLo + next_ephemeral_++ % span);
+    bool listened = std::any_of(listeners_.begin(), listeners_.end(),
+                                [&](const Listener& l) { return l.used && l.port == lport; });
+    if (!listened && hash_find(ip, port, ports_[hop->port].ip, lport) == kNoFlow) {
+      tuple.local.port = lport;
+    }
+  }
+  // The tuple's binding, then the port's: the app's own transport name wins over both.
+  const FlowBinding* tb = tuple_binding(tuple);
+  if (tb != nullptr && tb->uid && *tb->uid != a.uid) {
+    stats_.binding_refused++;
+    return CL_EACCES;
+  }
+  if (name.empty() && tb != nullptr) name = tb->transport;
   std::string error;
   Tp* tp = transport_for(name, port, error);
   if (tp == nullptr) return CL_ENOENT;
-  if (message && !tp->t->check_params(params_for(port, *tp, true)).empty()) return CL_EOPNOTSUPP;
+  if (message && !tp->t->check_params(params_for(&tuple, port, *tp, true)).empty()) {
+    return CL_EOPNOTSUPP;
+  }
   if (!reserve(a, cq, kFlowEvents)) return CL_EBUSY;
   uint32_t id = alloc_flow();
   if (id == kNoFlow) {
@@ -914,26 +962,7 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   f.events_left = kFlowEvents;
   f.message = message;
   f.next_hop = hop->addr.host;
-  f.tuple.proto = 6;
-  f.tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
-  f.tuple.remote = {transport::IpAddr::v4(ip), port};
-  // An ephemeral port no flow to this peer uses, and no listener.
-  const uint32_t span = 65536 - kEphemeralLo;
-  for (uint32_t tries = 0;; tries++) {
-    if (tries == span) {
-      f.app = nullptr;
-      a.pipes[cq].promised -= kFlowEvents;
-      free_flow(id);
-      return CL_EADDRINUSE;
-    }
-    const auto lport = uint16_t(kEphemeralLo + next_ephemeral_++ % span);
-    bool listened = std::any_of(listeners_.begin(), listeners_.end(),
-                                [&](const Listener& l) { return l.used && l.port == lport; });
-    if (!listened && hash_find(ip, port, ports_[hop->port].ip, lport) == kNoFlow) {
-      f.tuple.local.port = lport;
-      break;
-    }
-  }
+  f.tuple = tuple;
   hash_insert(id);
   stats_.flows_opened++;
   *flow = id;
@@ -951,7 +980,7 @@ void FlowPath::start_connect(uint32_t id) {
   Flow& f = flows_[id];
   f.state = Flow::State::kOpen;
   Tp& tp = *transports_[f.tp];
-  std::vector<transport::Param> params = params_for(f.tuple.remote.port, tp, f.message);
+  std::vector<transport::Param> params = params_for(&f.tuple, f.tuple.remote.port, tp, f.message);
   tp.ctx->at(rte_rdtsc());
   int rc = tp.t->connect(id, f.tuple, params, *tp.ctx);
   tp.ctx->flush();
@@ -1066,33 +1095,73 @@ const FlowBinding* FlowPath::binding(uint16_t port) const {
   return nullptr;
 }
 
-std::vector<transport::Param> FlowPath::params_for(uint16_t port, const Tp& tp,
-                                                   bool message) const {
+// A linear scan: at most kMaxTupleBindings, once per flow created.
+const FlowBinding* FlowPath::tuple_binding(const transport::FlowTuple& t) const {
+  const FlowBinding* best = nullptr;
+  for (const FlowBinding& b : tuple_bindings_) {
+    if (b.matches(t) && (best == nullptr || b.specificity() > best->specificity())) best = &b;
+  }
+  return best;
+}
+
+std::vector<transport::Param> FlowPath::params_for(const transport::FlowTuple* t, uint16_t port,
+                                                   const Tp& tp, bool message) const {
+  std::vector<transport::Param> p;
   const FlowBinding* b = binding(port);
-  std::vector<transport::Param> p =
-      b != nullptr && b->transport == tp.name ? as_params(*b) : std::vector<transport::Param>{};
+  if (b != nullptr && b->transport == tp.name) p = as_params(*b);
+  const FlowBinding* tb = t != nullptr ? tuple_binding(*t) : nullptr;
+  if (tb != nullptr && tb->transport == tp.name) {
+    for (const auto& [k, v] : tb->params)
+      p.push_back({k, v});  // after the port's: the tuple's win
+  }
   if (message) p.push_back({"message", "on"});  // after the operator's: the app's choice wins
   return p;
 }
 
 int FlowPath::attach(FlowBinding& b, std::string& error) {
-  if (b.local_port == 0) {
+  if (!b.tuple && b.local_port == 0) {
     error = "port must be 1 to 65535";
     return CL_EINVAL;
   }
+  std::vector<FlowBinding>& table = b.tuple ? tuple_bindings_ : bindings_;
+  auto it =
+      std::find_if(table.begin(), table.end(), [&](const FlowBinding& x) { return x.same_key(b); });
+  if (b.tuple && it == table.end() && table.size() >= kMaxTupleBindings) {
+    error = "the table of tuple bindings is full (" + std::to_string(kMaxTupleBindings) +
+            "): detach one first";
+    return CL_ENOSPC;
+  }
+  if (b.tuple && b.transport.empty()) b.transport = "tcp";
   Tp* tp = transport_for(b.transport, b.local_port, error);
   if (tp == nullptr) return CL_ENOENT;
   b.transport = tp->name;  // "" keeps the port's transport (tcp when it has none)
   error = tp->t->check_params(as_params(b));
   if (!error.empty()) return CL_EINVAL;
-  auto it = std::find_if(bindings_.begin(), bindings_.end(),
-                         [&](const FlowBinding& x) { return x.local_port == b.local_port; });
-  if (it != bindings_.end()) {
+  if (it != table.end()) {
     *it = b;
   } else {
-    bindings_.push_back(b);
+    table.push_back(b);
   }
   return 0;
+}
+
+int FlowPath::detach(FlowBinding& b, std::string& error) {
+  std::vector<FlowBinding>& table = b.tuple ? tuple_bindings_ : bindings_;
+  auto it =
+      std::find_if(table.begin(), table.end(), [&](const FlowBinding& x) { return x.same_key(b); });
+  if (it == table.end()) {
+    error = "no such binding";
+    return CL_ENOENT;
+  }
+  b = std::move(*it);
+  table.erase(it);
+  return 0;
+}
+
+std::vector<FlowBinding> FlowPath::bindings() const {
+  std::vector<FlowBinding> v = bindings_;
+  v.insert(v.end(), tuple_bindings_.begin(), tuple_bindings_.end());
+  return v;
 }
 
 namespace {

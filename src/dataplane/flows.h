@@ -102,10 +102,25 @@ class FlowPath final : public FlowHandler {
   // A completion pipe may be destroyed only when no flow or listener is bound to it.
   bool cq_in_use(const DpApp& a, uint16_t cq) const;
 
-  // Operator bindings (cleavectl flow attach): 0 or a negative CL_E* code, `error` says why.
-  // An empty b.transport keeps the port's transport (tcp when it has none); b says which.
+  // Operator bindings (cleavectl flow attach), for flows opened from then on: 0 or a negative
+  // CL_E* code, `error` says why. A binding with the key of an existing one replaces it. An
+  // empty b.transport keeps the port's transport (tcp when it has none) for a port binding, and
+  // is tcp for a tuple binding; b says which. At most kMaxTupleBindings tuple bindings
+  // (CL_ENOSPC). Lookups happen when a flow or listener is created, never per segment: a linear
+  // scan of the port bindings (listen, connect) and of the tuple bindings (accept, connect).
+  //  - a port binding's uid: only apps of that uid may listen on the port (CL_EACCES); listeners
+  //    that exist already stay.
+  //  - a tuple binding: a matching flow uses its transport and its params, applied over the
+  //    port binding's (connect) or the listener's (accept). Of several matching, the one with
+  //    the most addresses given wins, then the older. A connect by an app of another uid fails
+  //    with CL_EACCES; an accepted SYN for a listener of another uid, or of another transport,
+  //    opens no flow. Both count binding_refused.
   int attach(FlowBinding& b, std::string& error);
-  const std::vector<FlowBinding>& bindings() const { return bindings_; }
+  // Removes the binding with b's key (CL_ENOENT when there is none) and hands it back in b;
+  // flows keep what they have.
+  int detach(FlowBinding& b, std::string& error);
+  // Port bindings, then tuple bindings, each in the order attached (allocates: management).
+  std::vector<FlowBinding> bindings() const;
 
   // Management.
   void rows(std::vector<FlowRow>& out, uint32_t only_flow) const;
@@ -135,8 +150,11 @@ class FlowPath final : public FlowHandler {
   void post_data(Flow& f);
   unsigned app_flush(Tp& tp, uint64_t now);
   const FlowBinding* binding(uint16_t port) const;
-  // The operator's parameters for the port, and "message on" when the app asked for it.
-  std::vector<transport::Param> params_for(uint16_t port, const Tp& tp, bool message = false) const;
+  const FlowBinding* tuple_binding(const transport::FlowTuple& t) const;
+  // The operator's parameters for a flow of `tp`: the port's binding, then the tuple's (when t
+  // is given and matches one), each when it names tp; then "message on" when the app asked.
+  std::vector<transport::Param> params_for(const transport::FlowTuple* t, uint16_t port,
+                                           const Tp& tp, bool message = false) const;
   void reap();
 
   // Context hooks.
@@ -172,7 +190,12 @@ class FlowPath final : public FlowHandler {
   std::vector<uint32_t> resolving_;
   std::vector<uint32_t> data_waiting_;
   std::vector<uint32_t> reap_;
-  std::vector<FlowBinding> bindings_;
+  std::vector<FlowBinding> bindings_;        // port bindings
+  std::vector<FlowBinding> tuple_bindings_;  // at most kMaxTupleBindings (reserved)
+  // The tuple binding's params for the flow open_flow() just accepted (Context::flow_params):
+  // views into tuple_bindings_, reused so accepting allocates nothing here.
+  std::vector<transport::Param> accept_params_;
+  uint32_t accept_params_flow_ = transport::kNoFlow;
   rte_mbuf_ext_shared_info shinfo_{};  // app memory under TX extbufs: never freed by DPDK
   uint16_t next_ephemeral_ = 0;
   uint64_t next_resolve_check_ = 0;

@@ -99,11 +99,28 @@ json flow_json(const FlowRow& r) {
           {"info_keys", keys}};
 }
 
+// "port 5001" or "tuple 10.0.0.1:5001 *:*", for messages and logs.
+std::string binding_name(const FlowBinding& b) {
+  if (!b.tuple) return "port " + std::to_string(b.local_port);
+  return "tuple " + WildEndpoint{b.local_ip, b.local_port}.str() + " " +
+         WildEndpoint{b.remote_ip, b.remote_port}.str();
+}
+
 json binding_json(const FlowBinding& b) {
   json params = json::object();
   for (const auto& [k, v] : b.params)
     params[k] = v;
-  return {{"port", b.local_port}, {"transport", b.transport}, {"params", params}};
+  json out = json::object();
+  if (b.tuple) {
+    out["tuple"] = {{"local", WildEndpoint{b.local_ip, b.local_port}.str()},
+                    {"remote", WildEndpoint{b.remote_ip, b.remote_port}.str()}};
+  } else {
+    out["port"] = b.local_port;
+  }
+  out["uid"] = b.uid ? json(*b.uid) : json(nullptr);
+  out["transport"] = b.transport;
+  out["params"] = params;
+  return out;
 }
 
 // A non-negative integer argument (JSON from the wire has them unsigned; built in-process,
@@ -126,16 +143,59 @@ double probability_arg(const json& args, const char* key) {
   return v.get<double>();
 }
 
-// flow.attach's arguments: {port, transport?, params?: {key: value}}.
+// The binding a flow.attach or flow.detach names: {port} or {tuple: {local, remote}}.
+FlowBinding binding_key(const json& args, const std::string& command) {
+  auto bad = [&](const std::string& msg) { return MgmtError(mgmt::kErrBadRequest, command + msg); };
+  FlowBinding b;
+  if (args.contains("port") == args.contains("tuple")) {
+    throw bad(": give one of the arguments 'port' and 'tuple'");
+  }
+  if (args.contains("port")) {
+    std::optional<uint64_t> port = uint_arg(args["port"]);
+    if (!port || *port == 0 || *port > 65535) {
+      throw bad(": argument 'port' must be a port number from 1 to 65535");
+    }
+    b.local_port = uint16_t(*port);
+    return b;
+  }
+  const json& t = args["tuple"];
+  const std::string form =
+      ": argument 'tuple' must be {local, remote}, each \"ip:port\" with * for any address or "
+      "port";
+  if (!t.is_object() || !t.contains("local") || !t.contains("remote") || t.size() != 2 ||
+      !t["local"].is_string() || !t["remote"].is_string()) {
+    throw bad(form);
+  }
+  auto local = WildEndpoint::parse(t["local"].get<std::string>());
+  auto remote = WildEndpoint::parse(t["remote"].get<std::string>());
+  for (const auto& [e, key] : {std::pair{&local, "local"}, std::pair{&remote, "remote"}}) {
+    if (!*e) {
+      throw bad(std::string(": tuple ") + key + " '" + t[key].get<std::string>() +
+                "' is not \"ip:port\" (an IPv4 address or *, a port from 1 to 65535 or *)");
+    }
+  }
+  b.tuple = true;
+  b.local_ip = local->ip;
+  b.local_port = local->port;
+  b.remote_ip = remote->ip;
+  b.remote_port = remote->port;
+  return b;
+}
+
+// flow.attach's arguments: {port | tuple: {local, remote}, uid?, transport?, params?}.
 FlowBinding binding_args(const json& args) {
   auto bad = [](const std::string& msg) { return MgmtError(mgmt::kErrBadRequest, msg); };
-  FlowBinding b;
-  if (!args.contains("port")) throw bad("flow.attach: missing argument 'port'");
-  std::optional<uint64_t> port = uint_arg(args["port"]);
-  if (!port || *port == 0 || *port > 65535) {
-    throw bad("flow.attach: argument 'port' must be a port number from 1 to 65535");
+  if (!args.contains("port") && !args.contains("tuple")) {
+    throw bad("flow.attach: missing argument 'port' (or 'tuple')");
   }
-  b.local_port = uint16_t(*port);
+  FlowBinding b = binding_key(args, "flow.attach");
+  if (args.contains("uid")) {
+    std::optional<uint64_t> uid = uint_arg(args["uid"]);
+    if (!uid || *uid >= UINT32_MAX) {
+      throw bad("flow.attach: argument 'uid' must be a user id (0 to 4294967294)");
+    }
+    b.uid = uint32_t(*uid);
+  }
   if (args.contains("transport")) {
     if (!args["transport"].is_string() || args["transport"].get<std::string>().empty()) {
       throw bad("flow.attach: argument 'transport' must be a transport's name");
@@ -232,7 +292,9 @@ json Management::handle(std::string_view command, const json& args) {
     return flow_show(uint32_t(*id));
   }
   if (command == "flow.attach") return attach(binding_args(args));
+  if (command == "flow.detach") return detach(binding_key(args, "flow.detach"));
   if (command == "transport.list") return transports();
+  if (command == "transport.attach") return attach_transport(str_arg("path", true));
   if (command == "app.list" || command == "app.show") {
     if (apps_ == nullptr) throw MgmtError(mgmt::kErrUnavailable, "the app server is not running");
     if (command == "app.list") return apps_->list();
@@ -583,13 +645,28 @@ json Management::attach(FlowBinding b) {
                           ? "refused (error " + std::to_string(r->flow_status) + ")"
                           : r->flow_error;
     throw MgmtError(mgmt::kErrBadRequest,
-                    "cannot attach to port " + std::to_string(r->binding.local_port) + ": " + why);
+                    "cannot attach to " + binding_name(r->binding) + ": " + why);
   }
   std::string params;
   for (const auto& [k, v] : r->binding.params)
     params.append(" ").append(k).append(" ").append(v);
-  spdlog::info("port {} bound to transport {}{}", r->binding.local_port, r->binding.transport,
-               params);
+  std::string uid = r->binding.uid ? " for uid " + std::to_string(*r->binding.uid) : "";
+  spdlog::info("{} bound to transport {}{}{}", binding_name(r->binding), r->binding.transport,
+               params, uid);
+  return binding_json(r->binding);
+}
+
+json Management::detach(FlowBinding key) {
+  auto r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kFlow;
+  r->flow_op = FlowOp::kDetach;
+  r->binding = std::move(key);
+  r = ask(std::move(r));
+  if (r->flow_status != 0) {
+    throw MgmtError(mgmt::kErrNotFound, "no binding for " + binding_name(r->binding));
+  }
+  spdlog::info("{} unbound (flows that exist keep their transport and parameters)",
+               binding_name(r->binding));
   return binding_json(r->binding);
 }
 
@@ -620,6 +697,31 @@ json Management::transports() {
                    {"stats", stats}});
   }
   return {{"transports", out}};
+}
+
+json Management::attach_transport(const std::string& path) {
+  // cleaved's working directory means nothing to the operator: cleavectl sends absolute paths.
+  if (!path.starts_with('/')) {
+    throw MgmtError(mgmt::kErrBadRequest,
+                    "transport.attach: the path must be absolute, got '" + path +
+                        "' (cleavectl makes a relative path absolute against its own directory)");
+  }
+  // dlopen() here, on the main thread. The registry publishes the entry only once it is
+  // complete, and the dataplane looks it up by name when a binding or an app first names it.
+  transport::Registry& reg = transport::Registry::global();
+  std::string name;
+  try {
+    name = reg.load(path);
+  } catch (const std::exception& e) {
+    throw MgmtError(mgmt::kErrBadRequest, std::string("cannot attach transport: ") + e.what());
+  }
+  spdlog::info("transport {} loaded from {}", name, path);
+  for (const transport::Registry::Entry& e : reg.entries()) {
+    if (e.name == name) {
+      return {{"name", e.name}, {"description", e.description}, {"origin", e.origin}};
+    }
+  }
+  return {{"name", name}, {"description", ""}, {"origin", path}};
 }
 
 }  // namespace cleave::dp

@@ -71,8 +71,16 @@ class Management {
   // port's current one (tcp when it has none). Throws MgmtError (bad_request) with the
   // transport's reason when it refuses. Returns the binding as the dataplane keeps it.
   nlohmann::json attach(FlowBinding b);
+  // flow.detach: removes the port or tuple binding with `key`'s key (not_found when none).
+  // Answers the key; flows that exist keep what they have.
+  nlohmann::json detach(FlowBinding key);
   // The registry's transports, with which the dataplane runs and their flows and listeners.
   nlohmann::json transports();
+  // transport.attach: loads a transport plugin into the running daemon's registry (dlopen on
+  // this thread, which must be the main thread: the registry has one writer). `path` must be
+  // absolute. Throws MgmtError (bad_request) with the registry's reason when it refuses; answers
+  // {name, description, origin}.
+  nlohmann::json attach_transport(const std::string& path);
 
  private:
   std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);

@@ -86,4 +86,28 @@ std::string Mac::str() const {
   return buf;
 }
 
+std::optional<WildEndpoint> WildEndpoint::parse(std::string_view s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  WildEndpoint e;
+  const std::string_view ip = s.substr(0, colon);
+  const std::string_view port = s.substr(colon + 1);
+  if (ip != "*") {
+    auto a = Ipv4::parse(ip);
+    if (!a) return std::nullopt;
+    e.ip = a->host;
+  }
+  if (port != "*") {
+    auto p = parse_decimal(port, 65535);
+    if (!p || *p == 0) return std::nullopt;
+    e.port = uint16_t(*p);
+  }
+  return e;
+}
+
+std::string WildEndpoint::str() const {
+  return (ip == 0 ? std::string("*") : Ipv4{ip}.str()) + ":" +
+         (port == 0 ? std::string("*") : std::to_string(port));
+}
+
 }  // namespace cleave::dp

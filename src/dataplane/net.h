@@ -35,6 +35,17 @@ struct Ipv4Prefix {
   bool operator==(const Ipv4Prefix&) const = default;
 };
 
+// One side of a tuple binding (cleavectl flow attach tuple): "ip:port", where the address, the
+// port or both may be "*" (any), held as 0. "0.0.0.0" is any address too; port 0 is refused.
+struct WildEndpoint {
+  uint32_t ip = 0;    // host order; 0: any
+  uint16_t port = 0;  // 0: any
+
+  static std::optional<WildEndpoint> parse(std::string_view s);
+  std::string str() const;  // "*" for each wildcard
+  bool operator==(const WildEndpoint&) const = default;
+};
+
 struct Mac {
   std::array<uint8_t, 6> b{};
 

@@ -98,6 +98,9 @@ struct ProtoStats {
   X(flows_opened, "flows created (accepted or connecting)")                                 \
   X(flows_closed, "flows released by their transport")                                      \
   X(accept_refused, "new flows refused: flow table or the listener's completion pipe full") \
+  X(binding_refused,                                                                        \
+    "listens, connects, accepts refused by a binding: another uid's port or tuple, or (on " \
+    "accept) a tuple bound to another transport than the listener's")                       \
   X(events, "flow events and completions posted to apps")                                   \
   X(events_dropped, "events for flows whose app is gone")                                   \
   X(data_coalesced, "data events delayed because the completion pipe was full")             \

@@ -17,18 +17,29 @@
 //   flow.list       {"flows": [flow], "listeners": [{id, app, transport, local}],
 //                    "transports": [names the dataplane runs], "bindings": [binding]}
 //   flow.show {id}  one flow; not_found when there is none with that id
-//   flow.attach {port, transport?, params?: {key: value}}
-//                   binds a local port (its listeners, and connects to that remote port) to a
-//                   transport and its parameters for flows opened from now on; answers the
-//                   binding; bad_request with the transport's reason when it refuses. Without
-//                   transport the port keeps its current one (tcp when it has none).
+//   flow.attach {port | tuple: {local, remote}, uid?, transport?, params?: {key: value}}
+//                   binds a local port (its listeners, and connects to that remote port), or
+//                   TCP flows by address (tuple: "ip:port" each, "*" for any address or port),
+//                   to a transport and its parameters for flows opened from now on; uid: only
+//                   that user's apps may listen on the port / accept or connect on the tuple.
+//                   Answers the binding; bad_request with the transport's reason when it
+//                   refuses, or when 64 tuple bindings exist. Without transport a port keeps
+//                   its current one (tcp when it has none), a tuple gets tcp.
+//   flow.detach {port | tuple: {local, remote}}
+//                   removes that binding and answers it; not_found when there is none
 //   transport.list  {"transports": [{name, description, origin ("built-in" or the plugin's
 //                    path), instantiated, flows, listeners}]}
+//   transport.attach {path}
+//                   loads a transport plugin (an absolute path) into the running daemon;
+//                   answers {name, description, origin}; bad_request with the reason when the
+//                   registry refuses it (not loadable, no entry point, ABI version, name taken,
+//                   already loaded) or the path is relative
 //
 //   flow:    {id, app (null: none), transport, local "ip:port", remote "ip:port", info, info_keys}
 //            info: the transport's flow_info (text as strings, counters as numbers); info_keys:
 //            its keys in the order the dataplane reported them (JSON objects keep none).
-//   binding: {port, transport, params: {key: value}}
+//   binding: {port, uid (null: any), transport, params: {key: value}}, or for a tuple binding
+//            {tuple: {local, remote}, uid, transport, params}
 //
 // Additive changes keep the version; any change of meaning bumps it.
 #pragma once

@@ -2,10 +2,13 @@
 // through the versioned entry point of transport_abi.h.
 #include <dlfcn.h>
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tcp.h"
@@ -56,18 +59,27 @@ std::string dl_reason(const std::string& path, const char* fallback) {
 }  // namespace
 
 struct Registry::Impl {
+  // A fixed table: an entry, once published by `count` (release), is never moved or changed, so
+  // create() and entries() may read it from other threads while the one writer adds the next.
+  std::array<Entry, kMaxTransports> entries;
   // Parallel to entries: the plugin's create() for entries from shared objects, else nullptr
   // (Entry::factory is a plain function pointer and cannot carry it).
-  std::vector<Entry> entries;
-  std::vector<void* (*)()> plugin_create;
-  // dlopen() handles of the loaded objects, closed in reverse order by ~Impl.
-  std::vector<void*> handles;
+  std::array<void* (*)(), kMaxTransports> plugin_create{};
+  std::atomic<size_t> count{0};
+  // dlopen() handles of the loaded objects and their transports' names, closed in reverse
+  // order by ~Impl. Writer only.
+  std::vector<std::pair<void*, std::string>> handles;
+
+  std::span<const Entry> published() const {
+    return {entries.data(), count.load(std::memory_order_acquire)};
+  }
 
   const Entry* find(std::string_view name, size_t* index) const {
-    for (size_t i = 0; i < entries.size(); i++) {
-      if (entries[i].name == name) {
+    std::span<const Entry> es = published();
+    for (size_t i = 0; i < es.size(); i++) {
+      if (es[i].name == name) {
         *index = i;
-        return &entries[i];
+        return &es[i];
       }
     }
     return nullptr;
@@ -80,7 +92,18 @@ struct Registry::Impl {
     if (err.empty() && find(name, &i) != nullptr) {
       err = "transport name \"" + std::string(name) + "\" is taken (by " + entries[i].origin + ")";
     }
+    if (err.empty() && count.load(std::memory_order_relaxed) == kMaxTransports) {
+      err = "the registry is full (" + std::to_string(kMaxTransports) + " transports)";
+    }
     return err;
+  }
+
+  // Writer only: fills the next slot, then publishes it.
+  void publish(Entry e, void* (*create)()) {
+    const size_t n = count.load(std::memory_order_relaxed);
+    entries[n] = std::move(e);
+    plugin_create[n] = create;
+    count.store(n + 1, std::memory_order_release);
   }
 
   Impl() = default;
@@ -88,7 +111,7 @@ struct Registry::Impl {
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
     for (auto it = handles.rbegin(); it != handles.rend(); ++it)
-      dlclose(*it);
+      dlclose(it->first);
   }
 };
 
@@ -117,8 +140,7 @@ void Registry::add(std::string_view name, std::string_view description, Factory 
   if (factory == nullptr) {
     throw std::invalid_argument("transport \"" + std::string(name) + "\" has no factory");
   }
-  impl_->entries.push_back(Entry{std::string(name), std::string(description), "built-in", factory});
-  impl_->plugin_create.push_back(nullptr);
+  impl_->publish(Entry{std::string(name), std::string(description), "built-in", factory}, nullptr);
 }
 
 std::string Registry::load(const std::string& path) {
@@ -131,6 +153,11 @@ std::string Registry::load(const std::string& path) {
   // plugins may define the same symbols without one binding to the other's.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) throw fail(nullptr, "cannot load: " + dl_reason(path, "dlopen failed"));
+  // The same object again (by this path or another): dlopen() counted one more reference to
+  // the handle we hold, which fail() gives back.
+  for (const auto& [h, loaded] : impl_->handles) {
+    if (h == handle) throw fail(handle, "already loaded (transport \"" + loaded + "\")");
+  }
   dlerror();  // clear: a stale error would pass for dlsym's
   void* sym = dlsym(handle, CLEAVE_TRANSPORT_PLUGIN_SYMBOL);
   if (sym == nullptr) {
@@ -157,10 +184,9 @@ std::string Registry::load(const std::string& path) {
   std::string name(p->name);
   if (std::string err = impl_->add_error(name); !err.empty()) throw fail(handle, err);
 
-  impl_->entries.push_back(
-      Entry{name, p->description != nullptr ? p->description : "", path, nullptr});
-  impl_->plugin_create.push_back(p->create);
-  impl_->handles.push_back(handle);
+  impl_->handles.emplace_back(handle, name);
+  impl_->publish(Entry{name, p->description != nullptr ? p->description : "", path, nullptr},
+                 p->create);
   return name;
 }
 
@@ -174,7 +200,7 @@ std::unique_ptr<Transport> Registry::create(std::string_view name) const {
 }
 
 std::span<const Registry::Entry> Registry::entries() const {
-  return impl_->entries;
+  return impl_->published();
 }
 
 }  // namespace cleave::transport

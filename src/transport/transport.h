@@ -238,6 +238,10 @@ class Context {
   // `messages`: each segment names its message (TCP message mode), and the NIC may place by it.
   virtual FlowId flow_open(ListenerId listener, const FlowTuple& tuple, uint32_t initial_seq,
                            bool messages) = 0;
+  // The operator's parameters for a flow flow_open() just gave (a tuple binding, cleavectl flow
+  // attach tuple), to apply over the listener's; empty when there are none (the default). The
+  // transport checked them when they were attached. Valid until the current call returns.
+  virtual Params flow_params(FlowId /*flow*/) { return {}; }
   // The receive sequence of a flow the transport opened actively is now known (the peer's SYN):
   // zero-copy placement can start at `initial_seq`; `messages` as for flow_open.
   virtual void flow_synced(FlowId flow, uint32_t initial_seq, bool messages) = 0;
@@ -321,19 +325,25 @@ class Transport {
 using Factory = std::unique_ptr<Transport> (*)();
 
 // Transports by name: the built-in ones and those loaded from shared objects. Filled on the main
-// thread before the dataplane starts; read only afterwards. A registry must outlive every
-// transport it created: a loaded object stays open until the registry is destroyed (global()'s
-// never is), and a plugin's transport runs code from it.
+// thread, at start-up and later (cleavectl transport attach). Threads: add() and load() are for
+// one thread at a time (the writer); create() and entries() may run on any thread meanwhile, with
+// no lock: entries sit in a fixed table of kMaxTransports and each is published by an atomic
+// count (release/acquire) after it is complete, then never moved or changed. A registry must
+// outlive every transport it created: a loaded object stays open until the registry is destroyed
+// (global()'s never is), and a plugin's transport runs code from it.
 class Registry {
  public:
+  static constexpr size_t kMaxTransports = 64;
+
   // The process-wide registry, with the built-in transports in it.
   static Registry& global();
 
   // Adds a transport; throws std::invalid_argument when the name is taken or not 1 to 31
-  // characters of a-z, 0-9, '_' and '-', or the factory is null.
+  // characters of a-z, 0-9, '_' and '-', the factory is null, or the table is full.
   void add(std::string_view name, std::string_view description, Factory factory);
   // Loads a transport from a shared object (see transport_abi.h); returns its name. Throws
-  // std::runtime_error with the path and the reason when it cannot.
+  // std::runtime_error with the path and the reason when it cannot, among them an object this
+  // registry loaded already (by any path: dlopen() gives the same handle).
   std::string load(const std::string& path);
 
   // nullptr when no transport has that name (or its factory made none).

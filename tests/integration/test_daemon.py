@@ -313,12 +313,12 @@ class DaemonTest(ct.TestCase):
         extra = ("transports:\n" + (f"  plugins: [{plugin}]\n" if plugin else "") +
                  "  bindings:\n    - port: 5002\n      params:\n        cc: dctcp\n")
         d = self.start(extra=extra)
-        dctcp = {"port": 5002, "transport": "tcp", "params": {"cc": "dctcp"}}
+        dctcp = {"port": 5002, "uid": None, "transport": "tcp", "params": {"cc": "dctcp"}}
         self.assertEqual(d.ctl("flow", "list")[1], {"flows": [], "listeners": [],
                                                     "transports": ["tcp"], "bindings": [dctcp]})
         self.assertIn("port 5002 bound to transport tcp cc dctcp", d.logs())
         # Bind a port; the transport refuses what it does not know, in its own words.
-        cubic = {"port": 5001, "transport": "tcp", "params": {"cc": "cubic"}}
+        cubic = {"port": 5001, "uid": None, "transport": "tcp", "params": {"cc": "cubic"}}
         self.assertEqual(d.ctl("flow", "attach", "port", "5001", "transport", "tcp", "cc",
                                "cubic")[1], cubic)
         code, _, err = d.ctl("flow", "attach", "port", "5001", "cc", "nosuch", check=False)
@@ -357,7 +357,7 @@ class DaemonTest(ct.TestCase):
         # The tables for people.
         p = ct.sh([ct.CLEAVECTL, "-s", d.socket, "flow", "list"])
         self.assertIn("0 flow(s); transports running: tcp", p.stdout)
-        self.assertRegex(p.stdout, r"\n  5001 +tcp +cc cubic\n")
+        self.assertRegex(p.stdout, r"\n  port 5001 +- +tcp +cc cubic\n")
         p = ct.sh([ct.CLEAVECTL, "-s", d.socket, "transport", "list"])
         self.assertRegex(p.stdout, r"\ntcp +built-in +yes +0 +0 +TCP")
         p = ct.sh([ct.CLEAVECTL, "-s", d.socket, "stats", "show"])

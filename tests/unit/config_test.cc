@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config.h"
+#include "flow_info.h"
 #include "transport.h"
 #include "transport_setup.h"
 
@@ -386,10 +387,11 @@ TEST(Config, BadTransportsAreReported) {
   expect_error(t("  plugins: [a.so, b.so, a.so]\n"), 2, 25,
                "transports.plugins[2]: 'a.so' is already listed at line 2");
   expect_error(t("  bindings: {port: 1}\n"), 2, 13,
-               "transports.bindings: expected a list of {port, transport, params}");
+               "transports.bindings: expected a list of {port or tuple, uid, transport, params}");
   expect_error(t("  bindings: [5001]\n"), 2, 14, "transports.bindings[0]: expected a mapping");
   expect_error(t("  bindings: [{transport: tcp}]\n"), 2, 14,
-               "transports.bindings[0]: missing required key 'port'");
+               "transports.bindings[0]: give one of port (a port binding) and tuple (a tuple "
+               "binding)");
   expect_error(t("  bindings: [{port: 0}]\n"), 2, 21,
                "transports.bindings[0].port: expected an integer from 1 to 65535, got '0'");
   expect_error(t("  bindings: [{port: 65536}]\n"), 2, 21, "got '65536'");
@@ -408,6 +410,71 @@ TEST(Config, BadTransportsAreReported) {
                "duplicate key 'transports.bindings[0].params.cc'");
   expect_error(t("  bindings: [{port: 1}, {port: 2}, {port: 1}]\n"), 2, 43,
                "transports.bindings[2].port: 1 is already bound by transports.bindings[0]");
+}
+
+TEST(Config, TupleBindingsAndUidsAreRead) {
+  ConfigResult r = parse(std::string(R"(transports:
+  bindings:
+    - port: 5001
+      uid: 1000
+    - tuple: {local: "10.0.0.1:5001", remote: "*:*"}
+      uid: 0
+      params: {cc: dctcp}
+    - tuple: {local: 0.0.0.0:*, remote: 10.0.0.2:443}
+      transport: tcp
+)") + kPort);
+  ASSERT_TRUE(r.config) << r.errors[0].str();
+  const auto& t = r.config->transports;
+  ASSERT_EQ(t.bindings.size(), 3u);
+  EXPECT_FALSE(t.bindings[0].tuple);
+  EXPECT_EQ(t.bindings[0].port, 5001);
+  EXPECT_EQ(t.bindings[0].uid, std::optional<uint32_t>(1000));
+  const TransportBinding& a = t.bindings[1];
+  EXPECT_TRUE(a.tuple);
+  EXPECT_EQ(a.port, 0);
+  EXPECT_EQ(a.local, (WildEndpoint{0x0a000001, 5001}));
+  EXPECT_EQ(a.remote, (WildEndpoint{0, 0}));
+  EXPECT_EQ(a.uid, std::optional<uint32_t>(0));
+  EXPECT_EQ(a.transport, "tcp");  // the default
+  using Kv = std::pair<std::string, std::string>;
+  EXPECT_EQ(a.params, (std::vector<Kv>{{"cc", "dctcp"}}));
+  const TransportBinding& b = t.bindings[2];
+  EXPECT_EQ(b.local, (WildEndpoint{0, 0}));
+  EXPECT_EQ(b.remote, (WildEndpoint{0x0a000002, 443}));
+  EXPECT_FALSE(b.uid);
+  EXPECT_EQ(b.pos.line, 8);
+}
+
+TEST(Config, BadTupleBindingsAreReported) {
+  auto t = [](const std::string& section) { return "transports:\n" + section + kPort; };
+  expect_error(t("  bindings: [{port: 1, tuple: {local: '*:*', remote: '*:*'}}]\n"), 2, 14,
+               "transports.bindings[0]: give one of port (a port binding) and tuple");
+  expect_error(t("  bindings: [{tuple: '*:* *:*'}]\n"), 2, 22,
+               "transports.bindings[0].tuple: expected a mapping");
+  expect_error(t("  bindings: [{tuple: {local: '*:*'}}]\n"), 2, 22,
+               "transports.bindings[0].tuple.remote: missing");
+  expect_error(t("  bindings: [{tuple: {local: '*:*', remote: '*:*', proto: 6}}]\n"), 2, 52,
+               "unknown key 'transports.bindings[0].tuple.proto' (expected one of: local, remote)");
+  expect_error(t("  bindings: [{tuple: {local: 10.0.0.1, remote: '*:*'}}]\n"), 2, 30,
+               "transports.bindings[0].tuple.local: expected \"ip:port\" (an IPv4 address or *, a "
+               "port from 1 to 65535 or *; quote a value that starts with *), got '10.0.0.1'");
+  expect_error(t("  bindings: [{tuple: {local: '*:*', remote: '10.0.0.2:0'}}]\n"), 2, 45,
+               "transports.bindings[0].tuple.remote: expected \"ip:port\"");
+  expect_error(t("  bindings: [{tuple: {local: '*:*', remote: [a]}}]\n"), 2, 45,
+               "transports.bindings[0].tuple.remote: expected \"ip:port\", got a list");
+  expect_error(t("  bindings: [{port: 1, uid: -1}]\n"), 2, 29,
+               "transports.bindings[0].uid: expected an integer from 0 to 4294967294, got '-1'");
+  expect_error(t("  bindings: [{port: 1, uid: root}]\n"), 2, 29, "got 'root'");
+  expect_error(t("  bindings:\n    - tuple: {local: '*:1', remote: '*:*'}\n"
+                 "    - tuple: {local: '*:1', remote: '*:*'}\n"),
+               4, 14,
+               "transports.bindings[1].tuple: *:1 *:* is already bound by transports.bindings[0]");
+  std::string many = "  bindings:\n";
+  for (size_t i = 0; i <= kMaxTupleBindings; i++)
+    many += "    - tuple: {local: '*:*', remote: '*:" + std::to_string(i + 1) + "'}\n";
+  expect_error(t(many), int(kMaxTupleBindings) + 3, 14,
+               "transports.bindings[" + std::to_string(kMaxTupleBindings) + "].tuple: more than " +
+                   std::to_string(kMaxTupleBindings) + " tuple bindings");
 }
 
 // load_transports: plugins are loaded, bindings checked by the transport they name, each error

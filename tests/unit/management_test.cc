@@ -1,6 +1,7 @@
 // management_test.cc - management commands against the real Dataplane on a DPDK ring port: the
-// flow path's commands (flow.list, flow.show, flow.attach, transport.list), stats.show's flow
-// counters, and every argument error those commands report.
+// flow path's commands (flow.list, flow.show, flow.attach and flow.detach of port and tuple
+// bindings, transport.list, transport.attach's refusals), stats.show's flow counters, and every
+// argument error those commands report.
 //
 // EAL runs without hugepages or root. The dataplane loops on its own thread, as in cleaved, and
 // the test is the management thread. The example datagram plugin is loaded into the registry
@@ -172,18 +173,143 @@ TEST_F(ManagementTest, AttachBindsAPortAndTheListShowsIt) {
   json b =
       handle("flow.attach",
              {{"port", 5001}, {"transport", "tcp"}, {"params", {{"cc", "cubic"}, {"mss", 1400}}}});
-  json want = {
-      {"port", 5001}, {"transport", "tcp"}, {"params", {{"cc", "cubic"}, {"mss", "1400"}}}};
+  json want = {{"port", 5001},
+               {"uid", nullptr},
+               {"transport", "tcp"},
+               {"params", {{"cc", "cubic"}, {"mss", "1400"}}}};
   EXPECT_EQ(b, want);
   EXPECT_EQ(handle("flow.list")["bindings"], json::array({want}));
   // Attached again: replaced, not added; without a transport the port keeps its own.
   b = handle("flow.attach", {{"port", 5001}, {"params", {{"cc", "dctcp"}}}});
-  EXPECT_EQ(b, json({{"port", 5001}, {"transport", "tcp"}, {"params", {{"cc", "dctcp"}}}}));
+  EXPECT_EQ(
+      b,
+      json(
+          {{"port", 5001}, {"uid", nullptr}, {"transport", "tcp"}, {"params", {{"cc", "dctcp"}}}}));
   handle("flow.attach", {{"port", 80}});
   json list = handle("flow.list")["bindings"];
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0]["params"], json({{"cc", "dctcp"}}));
-  EXPECT_EQ(list[1], json({{"port", 80}, {"transport", "tcp"}, {"params", json::object()}}));
+  EXPECT_EQ(
+      list[1],
+      json({{"port", 80}, {"uid", nullptr}, {"transport", "tcp"}, {"params", json::object()}}));
+}
+
+TEST_F(ManagementTest, TupleBindingsAttachListAndDetach) {
+  json t = {{"local", "10.0.0.1:5001"}, {"remote", "*:*"}};
+  json b = handle("flow.attach", {{"tuple", t}, {"uid", 1000}, {"params", {{"cc", "dctcp"}}}});
+  json want = {{"tuple", t}, {"uid", 1000}, {"transport", "tcp"}, {"params", {{"cc", "dctcp"}}}};
+  EXPECT_EQ(b, want);  // without a transport: tcp
+  handle("flow.attach", {{"port", 5001}, {"params", {{"cc", "cubic"}}}});
+  // The same addresses again replace it; "0.0.0.0" is a wildcard as "*" is.
+  json t2 = {{"local", "*:*"}, {"remote", "10.0.0.2:40000"}};
+  handle("flow.attach", {{"tuple", t2}});
+  b = handle("flow.attach", {{"tuple", {{"local", "0.0.0.0:*"}, {"remote", "10.0.0.2:40000"}}},
+                             {"params", {{"cc", "newreno"}}}});
+  EXPECT_EQ(b["tuple"], t2);
+  json list = handle("flow.list")["bindings"];  // port bindings first, then tuples
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0]["port"], 5001);
+  EXPECT_EQ(list[1], want);
+  EXPECT_EQ(list[2]["params"], json({{"cc", "newreno"}}));
+  // Detached: gone from the list; again, not found.
+  EXPECT_EQ(handle("flow.detach", {{"tuple", t}}), want);
+  auto [code, msg] = error_of(*mgmt_, "flow.detach", {{"tuple", t}});
+  EXPECT_EQ(code, mgmt::kErrNotFound);
+  EXPECT_EQ(msg, "no binding for tuple 10.0.0.1:5001 *:*");
+  EXPECT_EQ(handle("flow.detach", {{"port", 5001}})["params"], json({{"cc", "cubic"}}));
+  std::tie(code, msg) = error_of(*mgmt_, "flow.detach", {{"port", 5001}});
+  EXPECT_EQ(msg, "no binding for port 5001");
+  list = handle("flow.list")["bindings"];
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["tuple"], t2);
+  // The transport checks a tuple's params as a port's.
+  std::tie(code, msg) = error_of(*mgmt_, "flow.attach", {{"tuple", t}, {"params", {{"cc", "x"}}}});
+  EXPECT_EQ(code, mgmt::kErrBadRequest);
+  EXPECT_HAS(msg, "cannot attach to tuple 10.0.0.1:5001 *:*: tcp: unknown congestion control 'x'");
+}
+
+TEST_F(ManagementTest, TupleBindingsAreBounded) {
+  auto tuple = [](size_t i) {
+    return json{{"local", "*:*"}, {"remote", "10.0.0.2:" + std::to_string(1000 + i)}};
+  };
+  for (size_t i = 0; i < kMaxTupleBindings; i++)
+    handle("flow.attach", {{"tuple", tuple(i)}});
+  auto [code, msg] = error_of(*mgmt_, "flow.attach", {{"tuple", tuple(kMaxTupleBindings)}});
+  EXPECT_EQ(code, mgmt::kErrBadRequest);
+  EXPECT_EQ(msg, "cannot attach to tuple *:* 10.0.0.2:" + std::to_string(1000 + kMaxTupleBindings) +
+                     ": the table of tuple bindings is full (" + std::to_string(kMaxTupleBindings) +
+                     "): detach one first");
+  // Replacing one still works when full, and so does a port binding.
+  handle("flow.attach", {{"tuple", tuple(3)}, {"params", {{"cc", "cubic"}}}});
+  handle("flow.attach", {{"port", 80}});
+  EXPECT_EQ(handle("flow.list")["bindings"].size(), kMaxTupleBindings + 1);
+  handle("flow.detach", {{"tuple", tuple(0)}});
+  handle("flow.attach", {{"tuple", tuple(kMaxTupleBindings)}});
+}
+
+TEST_F(ManagementTest, TupleAndUidArgumentErrors) {
+  const json t = {{"local", "10.0.0.1:1"}, {"remote", "*:*"}};
+  struct Case {
+    json args;
+    const char* message;
+  } cases[] = {
+      {{{"port", 1}, {"tuple", t}}, "flow.attach: give one of the arguments 'port' and 'tuple'"},
+      {{{"tuple", "10.0.0.1:1 *:*"}}, "argument 'tuple' must be {local, remote}"},
+      {{{"tuple", {{"local", "10.0.0.1:1"}}}}, "argument 'tuple' must be {local, remote}"},
+      {{{"tuple", {{"local", "10.0.0.1:1"}, {"remote", 5}}}},
+       "argument 'tuple' must be {local, remote}"},
+      {{{"tuple", {{"local", "10.0.0.1"}, {"remote", "*:*"}}}},
+       "tuple local '10.0.0.1' is not \"ip:port\""},
+      {{{"tuple", {{"local", "10.0.0.1:0"}, {"remote", "*:*"}}}}, "tuple local '10.0.0.1:0'"},
+      {{{"tuple", {{"local", "*:*"}, {"remote", "10.0.0.256:1"}}}}, "tuple remote '10.0.0.256:1'"},
+      {{{"tuple", {{"local", "*:*"}, {"remote", "*:65536"}}}}, "tuple remote '*:65536'"},
+      {{{"port", 1}, {"uid", -1}}, "argument 'uid' must be a user id (0 to 4294967294)"},
+      {{{"port", 1}, {"uid", 4294967295u}}, "argument 'uid' must be a user id"},
+      {{{"port", 1}, {"uid", "root"}}, "argument 'uid' must be a user id"},
+  };
+  for (const Case& c : cases) {
+    auto [code, msg] = error_of(*mgmt_, "flow.attach", c.args);
+    EXPECT_EQ(code, mgmt::kErrBadRequest) << c.args.dump();
+    EXPECT_HAS(msg, c.message);
+  }
+  auto [code, msg] = error_of(*mgmt_, "flow.detach", json::object());
+  EXPECT_EQ(msg, "flow.detach: give one of the arguments 'port' and 'tuple'");
+  EXPECT_EQ(handle("flow.list")["bindings"], json::array());  // nothing was bound
+}
+
+// Plugins attached to the running daemon: every refusal says why and changes nothing. (Success
+// is the integration test's: this process loaded the datagram plugin before its dataplane.)
+TEST_F(ManagementTest, TransportAttachRefusals) {
+  const size_t before = handle("transport.list")["transports"].size();
+  auto refused = [&](const std::string& path) {
+    auto [code, msg] = error_of(*mgmt_, "transport.attach", {{"path", path}});
+    EXPECT_EQ(code, mgmt::kErrBadRequest) << path;
+    return msg;
+  };
+  EXPECT_EQ(refused("plugin.so"),
+            "transport.attach: the path must be absolute, got 'plugin.so' (cleavectl makes a "
+            "relative path absolute against its own directory)");
+  EXPECT_EQ(refused("/nonexistent/solar.so"),
+            "cannot attach transport: /nonexistent/solar.so: cannot load: cannot open shared "
+            "object file: No such file or directory");
+  auto env = [](const char* var) {
+    const char* p = std::getenv(var);
+    return std::string(p != nullptr ? p : "");
+  };
+  const std::string wrong_abi = env("CLEAVE_TEST_BAD_PLUGIN_WRONG_ABI");
+  const std::string taken = env("CLEAVE_TEST_BAD_PLUGIN_TAKEN");
+  if (g_plugin.empty() || wrong_abi.empty() || taken.empty()) {
+    GTEST_SKIP() << "the test plugins are not set: run through meson test";
+  }
+  EXPECT_HAS(refused(wrong_abi), wrong_abi + ": built for transport ABI version 999");
+  EXPECT_EQ(refused(taken), "cannot attach transport: " + taken +
+                                ": transport name \"tcp\" is taken (by built-in)");
+  EXPECT_EQ(refused(g_plugin),
+            "cannot attach transport: " + g_plugin + ": already loaded (transport \"datagram\")");
+  auto [code, msg] = error_of(*mgmt_, "transport.attach", json::object());
+  EXPECT_EQ(msg, "transport.attach: missing argument 'path'");
+  EXPECT_EQ(handle("transport.list")["transports"].size(), before);
+  EXPECT_EQ(handle("flow.list")["transports"][0], "tcp");  // the dataplane still answers
 }
 
 TEST_F(ManagementTest, AttachRefusalsCarryTheTransportsReason) {
@@ -209,7 +335,7 @@ TEST_F(ManagementTest, AttachArgumentErrors) {
     json args;
     const char* message;
   } cases[] = {
-      {json::object(), "flow.attach: missing argument 'port'"},
+      {json::object(), "flow.attach: missing argument 'port' (or 'tuple')"},
       {{{"port", 0}}, "argument 'port' must be a port number from 1 to 65535"},
       {{{"port", 65536}}, "argument 'port' must be a port number from 1 to 65535"},
       {{{"port", -1}}, "argument 'port' must be a port number from 1 to 65535"},

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -197,6 +200,43 @@ TEST(Registry, ChecksNames) {
   EXPECT_EQ(reg.entries().size(), 2u);  // nothing refused was added
 }
 
+// Entries sit in a fixed table: one that was listed stays where it was while more are added
+// (another thread may be reading it), and the table refuses the one past kMaxTransports.
+TEST(Registry, EntriesStayPutAndTheTableIsBounded) {
+  Registry reg;
+  reg.add("t0", "first", make_fake);
+  const Registry::Entry* first = &reg.entries()[0];
+  for (size_t i = 1; i < Registry::kMaxTransports; i++)
+    reg.add("t" + std::to_string(i), "", make_fake);
+  EXPECT_EQ(&reg.entries()[0], first);
+  EXPECT_EQ(first->name, "t0");
+  EXPECT_EQ(reg.entries().size(), Registry::kMaxTransports);
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { reg.add("one-more", "", make_fake); }),
+            "the registry is full (" + std::to_string(Registry::kMaxTransports) + " transports)");
+  EXPECT_EQ(reg.entries().size(), Registry::kMaxTransports);
+  EXPECT_NE(reg.create("t63"), nullptr);
+}
+
+// A reader on another thread (the dataplane lcore) looks transports up while this thread adds:
+// every name it has seen listed it can create, and it sees the last one eventually.
+TEST(Registry, LookupsWhileAnotherThreadAdds) {
+  Registry reg;
+  std::atomic<bool> failed{false};
+  std::thread reader([&] {
+    for (;;) {
+      auto es = reg.entries();
+      for (const Registry::Entry& e : es) {
+        if (!reg.create(e.name)) failed = true;
+      }
+      if (es.size() == 32) return;
+    }
+  });
+  for (int i = 0; i < 32; i++)
+    reg.add("r" + std::to_string(i), "", make_fake);
+  reader.join();
+  EXPECT_FALSE(failed);
+}
+
 TEST(Registry, GlobalIsOneRegistryWithTheBuiltIns) {
   EXPECT_EQ(&Registry::global(), &Registry::global());
   auto t = Registry::global().create("tcp");
@@ -231,10 +271,24 @@ TEST(RegistryLoad, RefusesTheSameNameTwice) {
   const std::string path = env_path("CLEAVE_TEST_PLUGIN");
   Registry reg;
   reg.load(path);
-  const std::string msg = error_of<std::runtime_error>([&] { reg.load(path); });
-  EXPECT_EQ(msg, path + ": transport name \"datagram\" is taken (by " + path + ")");
+  std::string msg = error_of<std::runtime_error>([&] { reg.load(path); });
+  EXPECT_EQ(msg, path + ": already loaded (transport \"datagram\")");
+  // By another path to the same file: dlopen() knows the object, and so do we.
+  const std::string other = std::filesystem::path(path).parent_path().string() + "/./" +
+                            std::filesystem::path(path).filename().string();
+  msg = error_of<std::runtime_error>([&] { reg.load(other); });
+  EXPECT_EQ(msg, other + ": already loaded (transport \"datagram\")");
   EXPECT_EQ(reg.entries().size(), 1u);
   EXPECT_NE(reg.create("datagram"), nullptr);  // the first load is still usable
+}
+
+TEST(RegistryLoad, RefusesATakenName) {
+  Registry reg;
+  reg.add("tcp", "", make_fake);
+  const std::string path = env_path("CLEAVE_TEST_BAD_PLUGIN_TAKEN");
+  EXPECT_EQ(error_of<std::runtime_error>([&] { reg.load(path); }),
+            path + ": transport name \"tcp\" is taken (by built-in)");
+  EXPECT_EQ(reg.entries().size(), 1u);
 }
 
 TEST(RegistryLoad, RefusesWhatIsNotAPlugin) {

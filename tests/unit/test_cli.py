@@ -313,8 +313,11 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
                    "listeners": [{"id": 0, "app": 2, "transport": "tcp",
                                   "local": "10.0.0.1:5001"}],
                    "transports": ["tcp"],
-                   "bindings": [{"port": 5001, "transport": "tcp",
-                                 "params": {"cc": "cubic", "mss": "1400"}}]}
+                   "bindings": [{"port": 5001, "uid": None, "transport": "tcp",
+                                 "params": {"cc": "cubic", "mss": "1400"}},
+                                {"tuple": {"local": "*:*", "remote": "10.0.0.2:443"},
+                                 "uid": 1000, "transport": "tcp", "params": {"cc": "dctcp"}},
+                                {"port": 80, "transport": "tcp", "params": {}}]}
         d = self.fake(lambda r: ok(r, listing))
         p = self.ctl(d, "flow")  # the verb defaults to list
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -328,7 +331,12 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertEqual(lines[3], "listeners:")
         self.assertEqual(lines[5].split(), ["0", "2", "tcp", "10.0.0.1:5001"])
         self.assertEqual(lines[6], "bindings:")
-        self.assertEqual(lines[8].split(), ["5001", "tcp", "cc", "cubic", "mss", "1400"])
+        self.assertEqual(lines[7].split(), ["BINDING", "UID", "TRANSPORT", "PARAMS"])
+        self.assertEqual(lines[8].split(), ["port", "5001", "-", "tcp", "cc", "cubic", "mss",
+                                            "1400"])
+        self.assertEqual(lines[9].split(), ["tuple", "*:*", "10.0.0.2:443", "1000", "tcp", "cc",
+                                            "dctcp"])
+        self.assertEqual(lines[10].split(), ["port", "80", "-", "tcp", "-"])  # an older daemon
         p = self.ctl(d, "-j", "flow", "list")
         self.assertEqual(json.loads(p.stdout), listing)
 
@@ -389,11 +397,65 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertEqual(d.requests[-1]["args"], {"port": 80, "params": {"mss": "1400"}})
         self.ctl(d, "flow", "attach", "port", "80")
         self.assertEqual(d.requests[-1]["args"], {"port": 80})
+        self.ctl(d, "flow", "attach", "port", "80", "uid", "1000")
+        self.assertEqual(d.requests[-1]["args"], {"port": 80, "uid": 1000})
+
+    def test_flow_attach_and_detach_a_tuple(self):
+        b = {"tuple": {"local": "10.0.0.1:5001", "remote": "*:*"}, "uid": 0, "transport": "tcp",
+             "params": {"cc": "dctcp"}}
+        d = self.fake(lambda r: ok(r, b))
+        p = self.ctl(d, "flow", "attach", "cc", "dctcp", "tuple", "10.0.0.1:5001", "*:*", "uid",
+                     "0")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "flow.attach")
+        self.assertEqual(d.requests[-1]["args"],
+                         {"tuple": {"local": "10.0.0.1:5001", "remote": "*:*"}, "uid": 0,
+                          "params": {"cc": "dctcp"}})
+        self.assertEqual(p.stdout, "tuple 10.0.0.1:5001 *:*: transport tcp uid 0 cc dctcp\n")
+        p = self.ctl(d, "flow", "detach", "tuple", "10.0.0.1:5001", "*:*")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "flow.detach")
+        self.assertEqual(d.requests[-1]["args"],
+                         {"tuple": {"local": "10.0.0.1:5001", "remote": "*:*"}})
+        self.assertEqual(p.stdout, "removed tuple 10.0.0.1:5001 *:*: transport tcp uid 0 cc "
+                                   "dctcp\n")
+        self.ctl(d, "flow", "detach", "port", "80")
+        self.assertEqual(d.requests[-1]["args"], {"port": 80})
+
+    def test_flow_detach_usage_errors_send_nothing(self):
+        d = self.fake(lambda r: ok(r, {}))
+        for args, msg in (([], "flow detach: missing 'port PORT' or 'tuple LOCAL REMOTE'"),
+                          (["port", "1", "cc", "cubic"], "flow detach: unexpected 'cc'"),
+                          (["port", "1", "uid", "0"], "flow detach: unexpected 'uid'"),
+                          (["tuple", "*:*"], "flow detach: 'tuple' needs two values"),
+                          (["port", "1", "tuple", "*:*", "*:*"],
+                           "give either 'port PORT' or 'tuple LOCAL REMOTE', not both")):
+            p = self.ctl(d, "flow", "detach", *args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertIn(msg, p.stderr, args)
+        self.assertEqual(d.requests, [])
+
+    def test_transport_attach_sends_an_absolute_path(self):
+        d = self.fake(lambda r: ok(r, {"name": "datagram", "description": "example",
+                                       "origin": r["args"]["path"]}))
+        p = subprocess.run([CLEAVECTL, "-s", d.path, "transport", "attach", "plugins/../d.so"],
+                           cwd="/tmp", capture_output=True, text=True, timeout=20)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "transport.attach")
+        self.assertEqual(d.requests[-1]["args"], {"path": "/tmp/d.so"})
+        self.assertEqual(p.stdout, "transport datagram loaded from /tmp/d.so: example\n")
+        self.ctl(d, "transport", "attach", "/opt/x.so")
+        self.assertEqual(d.requests[-1]["args"], {"path": "/opt/x.so"})
 
     def test_flow_attach_usage_errors_send_nothing(self):
         d = self.fake(lambda r: ok(r, {}))
-        for args, msg in (([], "flow attach: missing 'port PORT'"),
+        for args, msg in (([], "flow attach: missing 'port PORT' or 'tuple LOCAL REMOTE'"),
                           (["transport", "tcp"], "flow attach: missing 'port PORT'"),
+                          (["tuple", "*:*"], "flow attach: 'tuple' needs two values"),
+                          (["tuple", "*:*", "*:*", "port", "1"], "not both"),
+                          (["port", "1", "uid", "root"],
+                           "flow attach: expected a user id (a number), got 'root'"),
+                          (["port", "1", "uid", "-1"], "got '-1'"),
                           (["port"], "flow attach: 'port' needs a value"),
                           (["port", "1", "cc"], "flow attach: 'cc' needs a value"),
                           (["port", "0"], "expected a port number from 1 to 65535, got '0'"),
@@ -514,7 +576,8 @@ class CleavectlUsage(unittest.TestCase):
         for args in ([], ["frob"], ["port", "frob"], ["route", "get"], ["arp", "show", "x"],
                      ["status", "now"], ["--frobnicate", "status"], ["flow", "frob"],
                      ["flow", "show"], ["flow", "list", "x"], ["flow", "attach"],
-                     ["transport", "list", "x"], ["transport", "show"]):
+                     ["transport", "list", "x"], ["transport", "show"], ["transport", "attach"],
+                     ["transport", "attach", "a.so", "b.so"], ["flow", "detach"]):
             p = run([CLEAVECTL, "-s", "/nonexistent.sock"] + args)
             self.assertEqual(p.returncode, 2, args)
             self.assertTrue(p.stderr.startswith("cleavectl: ") or p.stderr.startswith("Usage"),

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -502,6 +503,22 @@ std::string params_str(const json& params) {
   return out.empty() ? "-" : out;
 }
 
+// "port 5001" or "tuple 10.0.0.1:5001 *:*".
+std::string binding_key(const json& b) {
+  if (b.contains("tuple")) {
+    return "tuple " + str(b["tuple"]["local"]) + " " + str(b["tuple"]["remote"]);
+  }
+  return "port " + str(b["port"]);
+}
+
+void show_binding(const json& b) {
+  std::printf("%s: transport %s", binding_key(b).c_str(), str(b["transport"]).c_str());
+  if (b.contains("uid") && !b["uid"].is_null()) std::printf(" uid %s", str(b["uid"]).c_str());
+  for (const auto& [k, v] : b["params"].items())
+    std::printf(" %s %s", k.c_str(), str(v).c_str());
+  std::printf("\n");
+}
+
 void show_flows(const json& r) {
   std::vector<std::vector<std::string>> rows;
   for (const json& f : r["flows"]) {
@@ -533,9 +550,11 @@ void show_flows(const json& r) {
     std::printf("bindings:\n");
     rows.clear();
     for (const json& b : r["bindings"]) {
-      rows.push_back({"  " + str(b["port"]), str(b["transport"]), params_str(b["params"])});
+      const bool uid = b.contains("uid") && !b["uid"].is_null();
+      rows.push_back({"  " + binding_key(b), uid ? str(b["uid"]) : "-", str(b["transport"]),
+                      params_str(b["params"])});
     }
-    print_table({"  PORT", "TRANSPORT", "PARAMS"}, rows);
+    print_table({"  BINDING", "UID", "TRANSPORT", "PARAMS"}, rows);
   }
 }
 
@@ -584,13 +603,6 @@ void show_flow(const json& f) {
   group_line(other.size() == keys.size() ? "info" : "other", other);
 }
 
-void show_binding(const json& b) {
-  std::printf("port %s: transport %s", str(b["port"]).c_str(), str(b["transport"]).c_str());
-  for (const auto& [k, v] : b["params"].items())
-    std::printf(" %s %s", k.c_str(), str(v).c_str());
-  std::printf("\n");
-}
-
 void show_transports(const json& r) {
   std::vector<std::vector<std::string>> rows;
   for (const json& t : r["transports"]) {
@@ -615,6 +627,57 @@ std::optional<uint32_t> number(const std::string& s, uint32_t lo, uint32_t hi) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc{} || end != s.data() + s.size() || v < lo || v > hi) return std::nullopt;
   return v;
+}
+
+// flow attach / flow detach: `port PORT` or `tuple LOCAL REMOTE`, anywhere among the words; for
+// attach also `uid UID`, `transport NAME` and the transport's KEY VALUE parameters.
+json flow_binding_args(const std::vector<std::string>& a, const std::string& what, bool attach,
+                       const std::function<Fatal(std::string)>& usage) {
+  json args = json::object();
+  json params = json::object();
+  auto fail = [&](const std::string& msg) { return usage(what + msg); };
+  for (size_t i = 0; i < a.size();) {
+    const std::string& key = a[i];
+    const size_t values = key == "tuple" ? 2 : 1;
+    if (i + values >= a.size()) {
+      throw fail(": '" + key + "' needs " + (values == 2 ? "two values" : "a value"));
+    }
+    const std::string& value = a[i + 1];
+    const bool ours = key == "port" || key == "tuple" || key == "uid" || key == "transport";
+    if (ours ? args.contains(key) : params.contains(key)) {
+      throw fail(": '" + key + "' is given twice");
+    }
+    if (key == "port" || key == "tuple") {
+      if (args.contains("port") || args.contains("tuple")) {
+        throw fail(": give either 'port PORT' or 'tuple LOCAL REMOTE', not both");
+      }
+    }
+    if (key == "port") {
+      auto port = number(value, 1, 65535);
+      if (!port) {
+        throw fail(": expected a port number from 1 to 65535, got '" + value + "'");
+      }
+      args["port"] = *port;
+    } else if (key == "tuple") {
+      args["tuple"] = {{"local", value}, {"remote", a[i + 2]}};
+    } else if (!attach) {
+      throw fail(": unexpected '" + key + "' (give 'port PORT' or 'tuple LOCAL REMOTE')");
+    } else if (key == "uid") {
+      auto uid = number(value, 0, UINT32_MAX - 1);
+      if (!uid) throw fail(": expected a user id (a number), got '" + value + "'");
+      args["uid"] = *uid;
+    } else if (key == "transport") {
+      args["transport"] = value;
+    } else {
+      params[key] = value;
+    }
+    i += 1 + values;
+  }
+  if (!args.contains("port") && !args.contains("tuple")) {
+    throw fail(": missing 'port PORT' or 'tuple LOCAL REMOTE'");
+  }
+  if (!params.empty()) args["params"] = params;
+  return args;
 }
 
 // route get: ask until the next hop is resolved or has failed (ARP retries take seconds).
@@ -650,17 +713,32 @@ Objects and verbs (the verb defaults to show; for app, flow and transport to lis
   app list                connected apps (libcleave): memory, pipes, MRs, requests, errors
   app show ID             one app: its pipes, MRs, request counters and errors by kind
   flow list               flows (state, cwnd, srtt, bytes in flight, retransmits), then
-                          listeners and port bindings
+                          listeners and bindings (port and tuple)
   flow show ID            one flow: every value its transport reports, by theme
-  flow attach port PORT [transport NAME] [KEY VALUE]...
+  flow attach port PORT [uid UID] [transport NAME] [KEY VALUE]...
                           bind a local port (its listeners, and connects to that remote port)
                           to a transport and its parameters, for flows opened from then on;
-                          without transport the port keeps its own (tcp when it has none)
+                          without transport the port keeps its own (tcp when it has none);
+                          with uid, only apps of that user may listen on the port
                           e.g. flow attach port 5001 transport tcp cc cubic
+  flow attach tuple LOCAL REMOTE [uid UID] [transport NAME] [KEY VALUE]...
+                          bind TCP flows by address: LOCAL and REMOTE are IP:PORT, * for any
+                          address or port. A matching flow (an accepted SYN, an app's connect)
+                          uses this transport (tcp when not given) and these parameters, over
+                          the port binding's; the most specific tuple wins. With uid, only
+                          apps of that user may accept or connect such flows (others get
+                          CL_EACCES). At most 64 tuple bindings
+                          e.g. flow attach tuple 10.0.0.1:5001 10.0.0.2:* cc dctcp
+  flow detach port PORT | tuple LOCAL REMOTE
+                          remove a binding; flows that exist keep what they have
   transport list          transports cleaved knows (built-in and plugins), which run, and
                           their flows and listeners; then each running transport's counters
                           over all its flows (tcp: segments, retransmits, placed_bytes and
                           copied_bytes of received payload, ...)
+  transport attach PATH   load a transport plugin (a shared object, see transport_abi.h) into
+                          the running cleaved; a relative PATH is taken from cleavectl's
+                          directory. Refused, and nothing changes, when it is not a plugin of
+                          this ABI version, its name is taken, or it is loaded already
   log level [LEVEL]       show, or set, the daemon's log level
                           (trace, debug, info, warn, error, critical, off)
   help                    this text
@@ -786,37 +864,34 @@ int run(int argc, char** argv) {
        [](const json& r, const auto&) { show_flow(r); }},
       {"flow", "attach", 0, SIZE_MAX,
        [&](Connection& c, const auto& a) {
-         json args = json::object();
-         json params = json::object();
-         if (a.size() % 2 != 0) {
-           throw usage("flow attach: '" + a.back() + "' needs a value");
-         }
-         for (size_t i = 0; i < a.size(); i += 2) {
-           const std::string& key = a[i];
-           const std::string& value = a[i + 1];
-           bool given =
-               key == "port" || key == "transport" ? args.contains(key) : params.contains(key);
-           if (given) throw usage("flow attach: '" + key + "' is given twice");
-           if (key == "port") {
-             auto port = number(value, 1, 65535);
-             if (!port) {
-               throw usage("flow attach: expected a port number from 1 to 65535, got '" + value +
-                           "'");
-             }
-             args["port"] = *port;
-           } else if (key == "transport") {
-             args["transport"] = value;
-           } else {
-             params[key] = value;
-           }
-         }
-         if (!args.contains("port")) throw usage("flow attach: missing 'port PORT'");
-         if (!params.empty()) args["params"] = params;
+         json args = flow_binding_args(a, "flow attach", true, usage);
          return c.call("flow.attach", args);
        },
        [](const json& r, const auto&) { show_binding(r); }},
+      {"flow", "detach", 0, SIZE_MAX,
+       [&](Connection& c, const auto& a) {
+         json args = flow_binding_args(a, "flow detach", false, usage);
+         return c.call("flow.detach", args);
+       },
+       [](const json& r, const auto&) {
+         std::printf("removed ");
+         show_binding(r);
+       }},
       {"transport", "list", 0, 0, simple("transport.list"),
        [](const json& r, const auto&) { show_transports(r); }},
+      {"transport", "attach", 1, 1,
+       [&](Connection& c, const auto& a) {
+         // Relative to where cleavectl runs, not to cleaved's directory: made absolute here.
+         std::error_code ec;
+         std::filesystem::path p = std::filesystem::absolute(a[0], ec);
+         if (ec || a[0].empty())
+           throw usage("transport attach: cannot use the path '" + a[0] + "'");
+         return c.call("transport.attach", {{"path", p.lexically_normal().string()}});
+       },
+       [](const json& r, const auto&) {
+         std::printf("transport %s loaded from %s: %s\n", str(r["name"]).c_str(),
+                     str(r["origin"]).c_str(), str(r["description"]).c_str());
+       }},
       {"log", "level", 0, 1,
        [](Connection& c, const auto& a) {
          return a.empty() ? c.call("log.get") : c.call("log.set", {{"level", a[0]}});

@@ -103,7 +103,14 @@ void TcpTransport::input_listen(const RxHeader& h, const Segment& s, Context& ct
     ctr_.no_flow++;
     return;
   }
-  Conn& c = new_conn(id, tuple, l.settings);
+  // A tuple binding's parameters go over the listener's. They were checked when attached; should
+  // they not parse now, the listener's stand.
+  Settings st = l.settings;
+  if (Params op = ctx.flow_params(id); !op.empty()) {
+    Settings with = st;
+    if (parse_settings(op, with).empty()) st = with;
+  }
+  Conn& c = new_conn(id, tuple, st);
   c.passive = true;
   c.listener = h.listener;
   c.state = State::kSynReceived;

@@ -57,7 +57,9 @@ enum {
   CL_ENOENT = -2,           /* no such pipe or MR, or no daemon socket */
   CL_EAGAIN = -11,          /* nothing now; try again (queue full, nothing to poll) */
   CL_ENOMEM = -12,          /* out of memory (heap, or the daemon's) */
-  CL_EACCES = -13,          /* MR access rights do not allow the operation */
+  CL_EACCES = -13,          /* MR access rights do not allow the operation; or an operator's
+                               binding reserves the port or flow for another user (listen,
+                               connect) */
   CL_EFAULT = -14,          /* offset/length outside the MR */
   CL_EBUSY = -16,           /* in use (e.g. a completion queue with queues attached) */
   CL_EINVAL = -22,          /* invalid argument */
