@@ -308,6 +308,7 @@ int dev_stop(rte_eth_dev* eth) {
 }
 
 void destroy(Device* d) {
+  service_release(d->port_id);  // no service run holds d from here on
   if (d->service_registered) {
     rte_service_component_runstate_set(d->service_id, 0);
     while (rte_service_may_be_active(d->service_id) == 1)
@@ -875,7 +876,8 @@ int probe(rte_vdev_device* vdev) {
     rte_service_spec spec{};
     std::snprintf(spec.name, sizeof spec.name, "net_cleave_%u", d->port_id);
     spec.callback = service_run;
-    spec.callback_userdata = d;
+    service_slot(d->port_id).dev.store(d);
+    spec.callback_userdata = &service_slot(d->port_id);
     spec.socket_id = eth->data->numa_node;
     if (int r = rte_service_component_register(&spec, &d->service_id); r != 0) {
       CL_LOG(ERR, "%s: registering the NIC service: %s\n", name, rte_strerror(-r));

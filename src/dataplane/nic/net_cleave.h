@@ -19,6 +19,7 @@
 #include <rte_spinlock.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -111,10 +112,23 @@ struct Device {
   uint64_t value(PmdCtr c) const { return ctr[size_t(c)] - ctr_base[size_t(c)]; }
 };
 
+// The service callback's handle on a port's Device, one per port id, never freed. DPDK 22.11's
+// rte_service_may_be_active() can call a service idle in the moment between its runner reading
+// the run state and marking itself active, so a Device is not freed on its word alone: the
+// runner raises `busy` before it reads `dev`, and close clears `dev` before it waits for `busy`
+// to fall (both sequentially consistent: the runner sees no Device, or close sees it busy).
+struct ServiceSlot {
+  std::atomic<Device*> dev{nullptr};
+  std::atomic<uint32_t> busy{0};
+};
+ServiceSlot& service_slot(uint16_t port_id);
+// Clears the port's slot and waits until no service run holds its Device.
+void service_release(uint16_t port_id);
+
 // Data path (net_cleave_datapath.cc).
 uint16_t rx_burst(void* queue, rte_mbuf** pkts, uint16_t n);
 uint16_t tx_burst(void* queue, rte_mbuf** pkts, uint16_t n);
-int32_t service_run(void* arg);  // the rte_service callback
+int32_t service_run(void* arg);  // the rte_service callback; arg: the port's ServiceSlot
 // One round of the NIC: wire TX flush, descriptors merged, wire RX into the model. Caller holds
 // dev.lock.
 void poll_locked(Device& dev);

@@ -232,16 +232,32 @@ void drain_locked(Device& d) {
     f.clear();
 }
 
+ServiceSlot& service_slot(uint16_t port_id) {
+  static ServiceSlot slots[RTE_MAX_ETHPORTS];
+  return slots[port_id];
+}
+
+void service_release(uint16_t port_id) {
+  ServiceSlot& s = service_slot(port_id);
+  s.dev.store(nullptr);
+  while (s.busy.load() != 0)
+    rte_pause();
+}
+
 int32_t service_run(void* arg) {
-  Device& d = *static_cast<Device*>(arg);
-  if (!rte_spinlock_trylock(&d.lock)) return -EAGAIN;
-  if (!d.started) {
-    rte_spinlock_unlock(&d.lock);
-    return -EAGAIN;
+  ServiceSlot& s = *static_cast<ServiceSlot*>(arg);
+  s.busy.fetch_add(1);
+  Device* d = s.dev.load();
+  int32_t r = -EAGAIN;
+  if (d != nullptr && rte_spinlock_trylock(&d->lock)) {
+    if (d->started) {
+      poll_locked(*d);
+      r = 0;
+    }
+    rte_spinlock_unlock(&d->lock);
   }
-  poll_locked(d);
-  rte_spinlock_unlock(&d.lock);
-  return 0;
+  s.busy.fetch_sub(1);
+  return r;
 }
 
 uint16_t rx_burst(void* queue, rte_mbuf** pkts, uint16_t n) {
