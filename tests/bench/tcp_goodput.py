@@ -109,14 +109,7 @@ def busy_jiffies():
 def popen(cmd, ns=None):
     if ns:
         cmd = ["ip", "netns", "exec", ns] + cmd
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def end(p=p):
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    ct._cleanups.append(end)
-    return p
+    return ct.spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def finish(p, what, timeout=300):

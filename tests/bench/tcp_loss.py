@@ -30,26 +30,19 @@ import test_tcp as tcp  # noqa: E402
 PEER = tcp.PEER
 
 
-def spawn(cmd, **kw):
-    """A background process, killed by its pid at cleanup if still running."""
-    p = subprocess.Popen(cmd, **kw)
-    ct._cleanups.append(lambda: p.poll() is None and (p.kill(), p.wait()))
-    return p
-
-
 def transfer(sock, direction, port, n, timeout):
     """One transfer; returns cleave-tcp's goodput in Gb/s and its JSON."""
     tool = [tcp.TOOL, "-s", sock, "--json", "--timeout", str(int(timeout))]
     peer = ["ip", "netns", "exec", NS, "/usr/bin/python3", PEER]
     if direction == "kernel->cleave":
-        t = spawn(tool + ["--listen", str(port), "--recv"], stdout=subprocess.PIPE,
+        t = ct.spawn(tool + ["--listen", str(port), "--recv"], stdout=subprocess.PIPE,
                              text=True)
         k = subprocess.run(peer + ["client", tcp.OURS, str(port), "--send", str(n), "--retry",
                                    "10"], capture_output=True, text=True, timeout=timeout)
         out, _ = t.communicate(timeout=timeout)
         key = "recv_gbps"
     else:
-        k = spawn(peer + ["server", tcp.KERNEL, str(port), "--recv"],
+        k = ct.spawn(peer + ["server", tcp.KERNEL, str(port), "--recv"],
                              stdout=subprocess.PIPE, text=True)
         if k.stdout.readline() != "ready\n":
             raise RuntimeError("tcp_peer.py server did not start")

@@ -34,6 +34,19 @@ def _run_cleanups():
 
 
 atexit.register(_run_cleanups)
+
+
+def spawn(cmd, **kw):
+    """subprocess.Popen(cmd, **kw) in the background, killed by its pid at cleanup if it is
+    still running."""
+    p = subprocess.Popen(cmd, **kw)
+
+    def end():
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    _cleanups.append(end)
+    return p
 for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(_sig, lambda s, f: sys.exit(128 + s))
 

@@ -44,15 +44,6 @@ class Bindings(ct.TestCase):
         self.d = tt.start("generic", self.ns, self.tap, CONFIG)
         self.app_sock = os.path.join(self.d.run_dir, "app.sock")
 
-    def spawn(self, cmd, **kw):
-        p = subprocess.Popen(cmd, **kw)
-
-        def end(p=p):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        ct._cleanups.append(end)
-        return p
 
     def names(self):
         return [t["name"] for t in self.d.ctl("transport", "list")[1]["transports"]]
@@ -99,7 +90,7 @@ class Bindings(ct.TestCase):
                   "print(s.getsockname()[1], flush=True)\n"
                   "sys.stdin.read()\n"
                   "s.close()\n")
-        p = self.spawn(["ip", "netns", "exec", self.ns, "/usr/bin/python3", "-c", script],
+        p = ct.spawn(["ip", "netns", "exec", self.ns, "/usr/bin/python3", "-c", script],
                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         kport = int(p.stdout.readline())
         return p, kport
@@ -115,7 +106,7 @@ class Bindings(ct.TestCase):
 
     def accepted(self, port):
         """cleave-tcp accepts a held kernel connection on `port`: (tool, client, flow)."""
-        tool = self.spawn([tt.TOOL, "-s", self.app_sock, "--json", "--timeout", "30", "--listen",
+        tool = ct.spawn([tt.TOOL, "-s", self.app_sock, "--json", "--timeout", "30", "--listen",
                            str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         client, kport = self.kernel_client(port)
         return tool, client, self.flow(f"{OURS}:{port}", f"{KERNEL}:{kport}")
@@ -204,7 +195,7 @@ class Bindings(ct.TestCase):
         self.finish(tool2, client2)
 
     def test_a_tuple_binding_on_an_apps_connect(self):
-        server = self.spawn(["ip", "netns", "exec", self.ns, "/usr/bin/python3", "-c",
+        server = ct.spawn(["ip", "netns", "exec", self.ns, "/usr/bin/python3", "-c",
                              "import socket, sys\n"
                              f"s = socket.create_server(('{KERNEL}', 6001))\n"
                              "print('ready', flush=True)\nsys.stdin.read()\n"],

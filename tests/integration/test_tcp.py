@@ -81,19 +81,10 @@ class Tcp:
 
     # ---- processes: each one is registered and killed by its pid in teardown
 
-    def spawn(self, cmd, **kw):
-        p = subprocess.Popen(cmd, **kw)
-
-        def end(p=p):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        ct._cleanups.append(end)
-        return p
 
     def tool(self, *args):
         """cleave-tcp with --json in the background."""
-        return self.spawn([TOOL, "-s", self.app_sock, "--json", "--timeout", "30",
+        return ct.spawn([TOOL, "-s", self.app_sock, "--json", "--timeout", "30",
                            *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
 
@@ -106,7 +97,7 @@ class Tcp:
 
     def peer(self, role, host, port, *args):
         """tcp_peer.py in the namespace, in the background; a server is ready to accept."""
-        p = self.spawn(["ip", "netns", "exec", self.ns, "/usr/bin/python3", PEER, role, host,
+        p = ct.spawn(["ip", "netns", "exec", self.ns, "/usr/bin/python3", PEER, role, host,
                         str(port), *map(str, args)], stdout=subprocess.PIPE, text=True)
         if role == "server":
             self.assertEqual(p.stdout.readline(), "ready\n")
@@ -245,7 +236,7 @@ class Tcp:
         capture = os.path.join(self.dir, "syn.pcap")
         cap = None
         if tshark:
-            cap = self.spawn(["ip", "netns", "exec", self.ns, tshark, "-i", self.tap, "-w",
+            cap = ct.spawn(["ip", "netns", "exec", self.ns, tshark, "-i", self.tap, "-w",
                               capture, "-f", "tcp port 5008"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
             # Wait for the capture to start: tshark says so on stderr.

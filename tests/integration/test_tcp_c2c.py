@@ -84,15 +84,8 @@ class C2C:
     def tool(self, side, *args):
         """cleave-tcp with --json in the background, on daemon `side`."""
         sock = os.path.join(self.d[side].run_dir, "app.sock")
-        p = subprocess.Popen([TOOL, "-s", sock, "--json", "--timeout", "30", *map(str, args)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-        def end(p=p):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        ct._cleanups.append(end)
-        return p
+        return ct.spawn([TOOL, "-s", sock, "--json", "--timeout", "30", *map(str, args)],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def listen(self, side, port, *args):
         """A listener on `side`, ready once the daemon lists it."""
