@@ -9,7 +9,9 @@
 // what the sender did (retransmits, fast recoveries, RTOs, tail loss probes), then the median
 // and its ratio against 0 %. Asserts nothing.
 //
-// Usage: tcp_sim_loss [--mb N] [--seeds N] [--loss P,P,...] [--cc NAME]
+// --reorder P also holds back that share of frames (both directions) behind 1 to 3 later ones.
+//
+// Usage: tcp_sim_loss [--mb N] [--seeds N] [--loss P,P,...] [--reorder P] [--cc NAME]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
   int seeds = 3;
   std::vector<double> losses = {0, 0.001, 0.01, 0.05};
   std::string cc;
+  double reorder = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--mb") {
@@ -61,18 +64,23 @@ int main(int argc, char** argv) {
       seeds = std::atoi(argv[i + 1]);
     } else if (k == "--loss") {
       losses = parse_list(argv[i + 1]);
+    } else if (k == "--reorder") {
+      reorder = std::strtod(argv[i + 1], nullptr);
     } else if (k == "--cc") {
       cc = argv[i + 1];
     } else {
       std::fprintf(stderr,
-                   "usage: tcp_sim_loss [--mb N] [--seeds N] [--loss P,P,...] [--cc NAME]\n");
+                   "usage: tcp_sim_loss [--mb N] [--seeds N] [--loss P,P,...] [--reorder P] "
+                   "[--cc NAME]\n");
       return 2;
     }
   }
   const Link links[] = {{"1 Gb/s, 50 us one way", 1'000'000'000, 50'000},
                         {"10 Gb/s, 10 us one way", 10'000'000'000, 10'000}};
-  std::printf("tcp_sim_loss: %llu MB per transfer, %d seeds, loss both directions, cc %s\n",
-              static_cast<unsigned long long>(mb), seeds, cc.empty() ? "default" : cc.c_str());
+  std::printf(
+      "tcp_sim_loss: %llu MB per transfer, %d seeds, loss both directions, reordering "
+      "%g, cc %s\n",
+      static_cast<unsigned long long>(mb), seeds, reorder, cc.empty() ? "default" : cc.c_str());
   for (const Link& link : links) {
     std::printf("\n%s\n", link.name);
     double base = 0;
@@ -85,6 +93,8 @@ int main(int argc, char** argv) {
         c.link.rate_bps = link.rate_bps;
         c.link.delay_ns = link.delay_ns;
         c.ab.loss = c.ba.loss = p;
+        c.ab.reorder = c.ba.reorder = reorder;
+        c.ab.reorder_depth = c.ba.reorder_depth = 3;
         if (!cc.empty()) c.params = {{"cc", cc}};
         Transfer t(c, 1000 + uint64_t(s));
         const bool ok = t.run();
