@@ -1,7 +1,7 @@
 // tcp_rack.cc - RACK-TLP (RFC 8985): loss detection by transmit time, with the reordering timer,
-// and the tail loss probe. It works beside SACK recovery (RFC 6675): RACK enters recovery and
-// marks in `lost` what NextSeg would not resend (lost retransmissions, the tail above the highest
-// SACK). Only with SACK; peers without it keep NewReno and the RTO.
+// and the tail loss probe. With SACK, RACK alone starts recovery and marks in `lost` everything
+// it finds lost, which goes out before NextSeg's holes (RFC 6675); the probe also runs in
+// recovery. Only with SACK; peers without it keep NewReno, DupThresh and the RTO.
 #include <algorithm>
 
 #include "tcp.h"
@@ -207,7 +207,9 @@ void TcpTransport::on_reo_timer(Timer* /*t*/, void* arg) {
 }
 
 // The probe timeout (7.2): 2 srtt, plus the peer's delayed ACK when one segment is in flight,
-// at most until the RTO. Only outside recovery with no probe outstanding.
+// at most until the RTO; with no probe outstanding, and not after an RTO. Also in fast recovery,
+// where a lost retransmission stops the ACK clock when nothing sent after it is left to be
+// SACKed.
 void TcpTransport::arm_tlp(Conn& c) {
   if (!c.sack_ok || c.rto_recovery || c.tlp_out || c.persist || c.srtt == 0 ||
       c.snd_una == c.snd_max || !c.rto_timer.armed()) {
