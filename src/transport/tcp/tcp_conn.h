@@ -114,18 +114,21 @@ struct XmitLog {
   Xmit e[kMax];
   size_t head = 0;
   size_t n = 0;
+  size_t rxt = 0;  // retransmissions among them: none, and the log is in sequence order too
 
   Xmit& operator[](size_t i) { return e[(head + i) % kMax]; }
   const Xmit& operator[](size_t i) const { return e[(head + i) % kMax]; }
   void push(const Xmit& x) {
     if (n == kMax) pop();
     e[(head + n++) % kMax] = x;
+    rxt += x.rxt ? 1 : 0;
   }
   void pop() {
+    rxt -= e[head].rxt ? 1 : 0;
     head = (head + 1) % kMax;
     n--;
   }
-  void clear() { head = n = 0; }
+  void clear() { head = n = rxt = 0; }
 };
 
 struct Conn {

@@ -99,10 +99,17 @@ void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
     c.reo_wnd_persist = 16;
   }
   // Step 2: the latest transmission delivered. Partly delivered entries count up to their
-  // highest delivered byte.
+  // highest delivered byte. Without SACK blocks or retransmissions in the log, only entries
+  // below the cumulative ACK can have been delivered, and they come first (the common ACK
+  // costs the entries it acknowledges, not the whole log).
+  const bool in_order = c.sacked.n == 0 && c.xmits.rxt == 0;
+  // What lies below the cumulative ACK was delivered, whenever it went: the latest delivered
+  // byte is never behind it. (A stale end could also fall 2^31 behind, where comparisons wrap.)
+  if (seq_lt(c.rack_end_seq, c.snd_una)) c.rack_end_seq = c.snd_una;
   for (size_t i = 0; i < c.xmits.n; i++) {
     Xmit& x = c.xmits[i];
     if (x.delivered) continue;
+    if (in_order && !seq_gt(c.snd_una, x.start)) break;
     const uint32_t lo = seq_max(x.start, c.snd_una);
     uint32_t hi = x.start;
     bool any = seq_gt(c.snd_una, x.start);
@@ -160,7 +167,9 @@ void TcpTransport::rack_detect(Conn& c) {
     // the part below it.
     uint32_t end = x.end;
     if (!sent_after(c.rack_xmit_ts, c.rack_end_seq, x.ts, x.end)) {
-      if (x.ts > c.rack_xmit_ts) break;
+      // Later entries went out later still (or, without retransmissions in the log, at the
+      // same time and above).
+      if (x.ts > c.rack_xmit_ts || (c.xmits.rxt == 0 && !seq_lt(x.start, c.rack_end_seq))) break;
       if (x.ts != c.rack_xmit_ts || !seq_lt(x.start, c.rack_end_seq)) continue;
       end = c.rack_end_seq;
     }
