@@ -793,6 +793,17 @@ std::vector<Out> ticks(Active& a, uint64_t from, uint64_t to) {
   return all;
 }
 
+// Segment 0 of the first window (sent at 1010) is lost: segments 1-3 are SACKed at 1020, RACK
+// calls 0 lost at 1022.5 and recovery resends it. Returns what went out from 1020 to 1024.
+std::vector<Out> lose_segment_0(Active& a) {
+  a.ctx.at_ms(1020);
+  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+  auto out = a.peer(sack_spec(a, 0, sb));
+  for (const Out& o : ticks(a, 1021, 1024))
+    out.push_back(o);
+  return out;
+}
+
 // With SACK, duplicate ACKs or three SACKed segments do not start recovery (reordering looks
 // the same); RACK does, a reordering window (min_rtt / 4) past the RTT of what was delivered.
 TEST(TcpRack, ThreeSackedSegmentsWaitForRack) {
@@ -830,18 +841,14 @@ TEST(TcpRack, LostRetransmissionIsResentWithoutAnRto) {
   a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
   uint32_t top = 0;
   track(a.ctx.take_out(), a, top);  // the initial window: segments 0-9
-  // Segment 0 is lost: RACK calls it so at 1022.5 and recovery resends it.
-  a.ctx.at_ms(1020);
-  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  track(a.peer(sack_spec(a, 0, sb)), a, top);
-  auto out = ticks(a, 1021, 1024);
+  auto out = lose_segment_0(a);
   ASSERT_TRUE(sends(out, a, 0));
   track(out, a, top);
   EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
   // The rest of the window arrives, and the room it leaves goes to new data, sent after the
   // retransmission.
   a.ctx.at_ms(1025);
-  sb = {{kSeg, top}};
+  std::vector<SackBlock> sb{{kSeg, top}};
   const uint32_t before = top;
   track(a.peer(sack_spec(a, 0, sb)), a, top);
   ASSERT_GT(top, before);
@@ -871,12 +878,9 @@ TEST(TcpRack, ProbeInRecoveryFindsALostRetransmission) {
   establish_10ms(a);
   a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
   a.ctx.take_out();
-  a.ctx.at_ms(1020);
-  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  a.peer(sack_spec(a, 0, sb));
-  ASSERT_TRUE(sends(ticks(a, 1021, 1024), a, 0));  // segment 0 again; that copy is lost too
+  ASSERT_TRUE(sends(lose_segment_0(a), a, 0));  // segment 0 again; that copy is lost too
   a.ctx.at_ms(1024);
-  sb = {{kSeg, 10 * kSeg}};
+  std::vector<SackBlock> sb{{kSeg, 10 * kSeg}};
   a.peer(sack_spec(a, 0, sb));
   // Nothing more comes back. About 2 srtt later, long before the RTO, the probe goes.
   std::vector<Out> probe;
