@@ -615,8 +615,10 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
     c.wr_id = e.wr_id;
     switch (e.kind) {
       case EventKind::kSendDone:
+      case EventKind::kWriteDone:  // RDMA requests are not taken from apps yet: none arrive
+      case EventKind::kReadDone:
       case EventKind::kRecvDone:
-        c.opcode = e.kind == EventKind::kSendDone ? abi::kOpFlowSend : abi::kOpFlowRecv;
+        c.opcode = e.kind == EventKind::kRecvDone ? abi::kOpFlowRecv : abi::kOpFlowSend;
         if (f.outstanding != 0) {
           f.outstanding--;
           release(f, 1);

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -103,6 +104,11 @@ struct RxHeader {
 
 inline constexpr size_t kMaxL4Header = 64;  // TCP with options is at most 60
 
+// TxDesc::flags
+enum TxFlag : uint8_t {
+  kTxRoce = 1,  // l4 is UDP + BTH...: the NIC appends the pad (BTH PadCnt) and the ICRC
+};
+
 // A header-only descriptor: the L4 header the transport built, and a reference to the payload in
 // app memory. The dataplane prepends the flow's L2/L3 headers, sets lengths, and asks the NIC for
 // checksums, and for TSO when len > mss.
@@ -114,7 +120,7 @@ struct TxDesc {
   uint16_t mss = 0;    // TSO: payload bytes per segment (the header's seq advances per segment)
   uint8_t l4_len = 0;  // bytes used in l4
   uint8_t ecn = 0;     // the IP ECN field to send
-  uint8_t flags = 0;   // none defined
+  uint8_t flags = 0;   // TxFlag
   uint8_t reserved = 0;
   std::array<uint8_t, kMaxL4Header> l4{};
 };
@@ -127,6 +133,15 @@ enum class ReqKind : uint8_t {
   kRecv,   // post a receive buffer (mr, offset, len); kRecvDone when filled (or at end/error)
   kClose,  // graceful close: send FIN after queued data; receiving continues
   kAbort,  // reset the flow at once; pending requests complete with an error
+  // RDMA (RoCEv2 RC): write (mr, offset, len) at the peer's (remote_addr, rkey); read len bytes
+  // from there into (mr, offset). kWriteDone / kReadDone when done.
+  kWrite,
+  kRead,
+};
+
+// AppRequest::flags
+enum ReqFlag : uint8_t {
+  kReqImm = 1,  // kSend, kWrite: carry `imm` to the peer (SEND/WRITE with immediate)
 };
 
 struct AppRequest {
@@ -136,7 +151,10 @@ struct AppRequest {
   uint32_t len = 0;
   uint64_t offset = 0;
   uint64_t wr_id = 0;
-  uint32_t imm = 0;  // message APIs: carried to the peer where the transport can
+  uint32_t imm = 0;          // message APIs: carried to the peer where the transport can
+  uint8_t flags = 0;         // ReqFlag
+  uint32_t rkey = 0;         // kWrite, kRead: the peer's key for remote_addr
+  uint64_t remote_addr = 0;  // kWrite, kRead: the peer's address (RoCE: VA of the rkey's MR)
 };
 
 enum class EventKind : uint8_t {
@@ -151,6 +169,14 @@ enum class EventKind : uint8_t {
   kPeerClosed,  // the peer sent FIN: no more data will arrive
   kClosed,      // the flow is gone (after a graceful close, a reset or a failure); status says
   kRefused,     // an active open was refused (RST) or timed out; status says which
+  kWriteDone,   // RDMA: a kWrite the peer acknowledged; wr_id, len; status < 0 on failure
+  kReadDone,    // RDMA: a kRead whose bytes are all in place; wr_id, len; status < 0 on failure
+};
+
+// Event::flags
+enum EventFlag : uint8_t {
+  kEvImm = 1,    // kRecvDone: `imm` carries the peer's immediate data
+  kEvWrite = 2,  // kRecvDone: consumed by an RDMA WRITE with immediate (len: bytes it wrote)
 };
 
 struct Event {
@@ -160,6 +186,8 @@ struct Event {
   uint32_t len = 0;
   uint32_t aux = 0;
   uint64_t wr_id = 0;
+  uint32_t imm = 0;   // kEvImm
+  uint8_t flags = 0;  // EventFlag
 };
 
 // ---- parameters
@@ -228,6 +256,27 @@ class Context {
   // Message flows: retires the MS of message `msg` wherever it is in the list (a completed,
   // truncated or abandoned message's buffer goes back to the app).
   virtual int ms_retire_msg(FlowId flow, uint32_t msg) = 0;
+
+  // ---- RoCEv2 (defaults: -EOPNOTSUPP, for owners without RDMA) ----
+  // Checks that the peer may touch [va, va + len) through `rkey` on `flow` (its protection
+  // domain, the MR's remote access for a write or a read, the bounds) and names the place as
+  // (*mr, *offset). 0, or -EACCES.
+  virtual int rkey_check(FlowId /*flow*/, uint32_t /*rkey*/, uint64_t /*va*/, uint32_t /*len*/,
+                         bool /*write*/, uint16_t* /*mr*/, uint64_t* /*offset*/) {
+    return -EOPNOTSUPP;
+  }
+  // The NIC places the responses to the READ whose first PSN is `psn` at (mr, offset), `len`
+  // bytes; read_retire() forgets it.
+  virtual int read_post(FlowId /*flow*/, uint32_t /*psn*/, uint16_t /*mr*/, uint64_t /*offset*/,
+                        uint32_t /*len*/) {
+    return -EOPNOTSUPP;
+  }
+  virtual int read_retire(FlowId /*flow*/, uint32_t /*psn*/) { return -EOPNOTSUPP; }
+  // The NIC's message chain: the next message begins at `psn` and the next SEND takes message
+  // `next_msg` (after messages the copy path accepted).
+  virtual int roce_resync(FlowId /*flow*/, uint32_t /*psn*/, uint32_t /*next_msg*/) {
+    return -EOPNOTSUPP;
+  }
 
   // Copy path: put `len` payload bytes from a deferred segment at (mr, offset) of app memory.
   // The owner checks the bounds; false when they fail (nothing is written).

@@ -114,6 +114,14 @@ class DatagramTransport final : public Transport {
         case ReqKind::kAbort:
           close_flow(*f, r.kind == ReqKind::kClose ? 0 : -ECONNABORTED, ctx);
           break;
+        case ReqKind::kWrite:  // no RDMA over datagrams
+        case ReqKind::kRead:
+          ctx.event(Event{
+              .flow = r.flow,
+              .kind = r.kind == ReqKind::kWrite ? EventKind::kWriteDone : EventKind::kReadDone,
+              .status = -EOPNOTSUPP,
+              .wr_id = r.wr_id});
+          break;
       }
     }
   }

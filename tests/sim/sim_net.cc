@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "roce_wire.h"
 #include "wire.h"
 
 namespace cleave::sim {
@@ -415,6 +416,7 @@ Host::~Host() {
 uint16_t Host::add_mr(size_t bytes) {
   const auto id = uint16_t(mrs_.size());
   mrs_.emplace_back(bytes, uint8_t(0));
+  mr_access_.push_back(3);  // remote write and read
   if (nic_.mr_add(id, mrs_.back().data(), bytes, 0) != nic::Err::kOk) stats_.cmd_errors++;
   return id;
 }
@@ -571,6 +573,45 @@ void Host::flow_synced(FlowId flow, uint32_t initial_seq, bool messages) {
   }
 }
 
+FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu) {
+  FlowTuple t{
+      endpoint(transport::roce::kUdpPort), {transport::IpAddr::v4(remote_ip), uint16_t(qpn)}, 17};
+  FlowId id = alloc_flow(t);
+  if (id == transport::kNoFlow) return id;
+  nic::FlowSpec spec;
+  spec.key = nic::FlowKey{remote_ip, ip_, 0, transport::roce::kUdpPort, 17};
+  spec.mode = zero_copy_ ? nic::FlowMode::kZeroCopy : nic::FlowMode::kCopy;
+  spec.parser = nic::Parser::kRoce;
+  spec.reliable = true;
+  spec.messages = true;
+  spec.initial_seq = initial_psn;
+  spec.pmtu = pmtu;
+  if (nic_.flow_add(id, spec) != nic::Err::kOk) {
+    stats_.cmd_errors++;
+    free_flow(id);
+    return transport::kNoFlow;
+  }
+  flows_[id].on_nic = true;
+  flows_[id].messages = flows_[id].nic_messages = true;
+  return id;
+}
+
+int Host::rkey_check(FlowId /*flow*/, uint32_t rkey, uint64_t va, uint32_t len, bool write,
+                     uint16_t* mr, uint64_t* offset) {
+  // rkey = tag << 16 | MR id, VA = offset in the MR (hw/fpga/docs/formats.md); tag 0 here.
+  const uint32_t id = rkey & 0xFFFF;
+  if ((rkey >> 16) != 0 || id >= mrs_.size()) return -EACCES;
+  if ((mr_access_[id] & (write ? 1 : 2)) == 0) return -EACCES;
+  if (va > mrs_[id].size() || len > mrs_[id].size() - va) return -EACCES;
+  *mr = uint16_t(id);
+  *offset = va;
+  return 0;
+}
+
+int Host::roce_resync(FlowId flow, uint32_t psn, uint32_t next_msg) {
+  return nic_err(nic_.roce_resync(flow, psn, next_msg));
+}
+
 void Host::flow_closed(FlowId flow) {
   if (flow < flows_.size() && flows_[flow].used) free_flow(flow);
 }
@@ -624,8 +665,12 @@ void Host::send_desc(const transport::TxDesc& d) {
   req.offset = d.offset;
   req.len = d.len;
   req.mss = d.mss;
-  req.flags =
-      d.mss > 0 && d.len > d.mss ? uint8_t(nic::kTxTso) : uint8_t(nic::kTxIpCsum | nic::kTxL4Csum);
+  if ((d.flags & transport::kTxRoce) != 0) {
+    req.flags = uint8_t(nic::kTxIpCsum | nic::kTxIcrc);  // RoCEv2: UDP checksum 0
+  } else {
+    req.flags = d.mss > 0 && d.len > d.mss ? uint8_t(nic::kTxTso)
+                                           : uint8_t(nic::kTxIpCsum | nic::kTxL4Csum);
+  }
   req.cookie = stats_.tx_descs;
 
   if (nic::NicModel::tx_frame_room(req) > pool_->slot_bytes()) return send_oversize(req, fl);
@@ -766,6 +811,14 @@ void Host::rx_frame(Frame f) {
     h.flow = e.flow_id;
     proto = l.proto;
     l4_total = l.ip_len - l.ip_hlen;
+    if (proto == 17 && load16(h.l4 + 2) == transport::roce::kUdpPort) {
+      // RoCEv2: the headers run to the payload, which ends before the pad and the ICRC.
+      size_t hl = 0;
+      uint32_t pl = 0;
+      if (!transport::roce::split(h.l4, l4_total, &hl, &pl)) return drop(stats_.rx_bad_l4_header);
+      h.l4_len = uint16_t(hl);
+      h.payload_len = pl;
+    }
     if (h.payload_len != 0) {
       h.placed = Placed::kDeferred;
       h.payload = h.l4 + h.l4_len;

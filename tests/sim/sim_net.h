@@ -241,6 +241,14 @@ class Host final : private HostRings, public transport::Context {
   // or the transport refused (its error in *err).
   FlowId connect(uint16_t local_port, const Endpoint& remote, uint8_t proto = 6, Params params = {},
                  int* err = nullptr);
+  // RoCEv2: a flow for a local QP `qpn` talking to `remote_ip`, steered on the NIC (RoCE parser,
+  // zero-copy or copy mode as configured, SENDs by message number) from `initial_psn` on with
+  // `pmtu`. The owner's half of an RTR transition; the transport's is modify_qp. Its tuple is
+  // (this host:4791) <-> (remote_ip:4791). kNoFlow when the NIC refuses it.
+  FlowId roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu);
+  // What the peer may do to an MR through its rkey (roce::Access; the default allows both).
+  void set_mr_access(uint16_t mr, uint8_t access) { mr_access_.at(mr) = access; }
+
   // Queued; given to transport.app_burst in bursts of up to 32 by the next run step.
   void submit(const AppRequest& req) { pending_.push_back(req); }
 
@@ -258,6 +266,9 @@ class Host final : private HostRings, public transport::Context {
                    bool messages) override;
   void flow_synced(FlowId flow, uint32_t initial_seq, bool messages) override;
   void flow_closed(FlowId flow) override;
+  int rkey_check(FlowId flow, uint32_t rkey, uint64_t va, uint32_t len, bool write, uint16_t* mr,
+                 uint64_t* offset) override;
+  int roce_resync(FlowId flow, uint32_t psn, uint32_t next_msg) override;
 
  private:
   friend class SimNet;
@@ -322,7 +333,8 @@ class Host final : private HostRings, public transport::Context {
   HostStats stats_;
 
   std::vector<std::vector<uint8_t>> mrs_;
-  std::vector<Flow> flows_;  // by FlowId
+  std::vector<uint8_t> mr_access_;  // by MR: roce::Access bits
+  std::vector<Flow> flows_;         // by FlowId
   std::vector<FlowId> free_ids_;
   std::unordered_map<Key, FlowId, KeyHash> by_tuple_;
   std::vector<std::pair<uint16_t, ListenerId>> listeners_;  // by local port

@@ -163,6 +163,9 @@ class RawTcp final : public Transport {
           ctx.flow_closed(r.flow);
           flows.erase(it);
           break;
+        case ReqKind::kWrite:
+        case ReqKind::kRead:
+          break;
       }
     }
   }

@@ -431,6 +431,11 @@ void TcpTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
         if (c->state != State::kSynSent && c->state != State::kTimeWait) send_rst(*c, ctx);
         finish(*c, EventKind::kClosed, -ECONNABORTED, ctx);
         break;
+      case ReqKind::kWrite:
+      case ReqKind::kRead:  // RDMA: not a TCP operation
+        ctx.event({r.flow, r.kind == ReqKind::kWrite ? EventKind::kWriteDone : EventKind::kReadDone,
+                   -EOPNOTSUPP, 0, 0, r.wr_id});
+        break;
     }
   }
   end(ctx);

@@ -1,0 +1,1098 @@
+#include "rc.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace cleave::transport::roce {
+
+namespace {
+
+constexpr uint32_t kAckEvery = 64;       // AckReq at least every this many packets (rxe)
+constexpr uint32_t kMaxInflight = 1024;  // packets sent and not acknowledged
+constexpr uint32_t kMaxReadQueue = 16;   // READs a responder holds (max_dest_rd_atomic)
+constexpr uint32_t kRespBurst = 64;      // READ response packets per call, per QP
+constexpr uint64_t kDefaultRateBps = 100'000'000'000ull;
+constexpr uint64_t kBurstBytes = 64u << 10;
+
+bool valid_pmtu(uint32_t m) {
+  return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096;
+}
+
+uint32_t packets(uint32_t len, uint32_t pmtu) {
+  return len == 0 ? 1 : (len + pmtu - 1) / pmtu;
+}
+
+struct SendWqe {
+  ReqKind kind = ReqKind::kSend;
+  bool imm = false;
+  bool started = false;       // has PSNs
+  bool read_counted = false;  // counted in reads_out
+  bool done = false;          // READ: every response in place
+  uint16_t mr = 0;
+  uint32_t len = 0;
+  uint32_t rkey = 0;
+  uint32_t immv = 0;
+  uint32_t first_psn = 0;
+  uint32_t npkts = 0;
+  uint32_t read_got = 0;    // READ: responses received in order
+  uint32_t read_retry = 0;  // READ: the PSN of the last rewind for a gap (one per gap)
+  uint64_t offset = 0;
+  uint64_t va = 0;
+  uint64_t wr_id = 0;
+  uint32_t last_psn() const { return psn_add(first_psn, npkts - 1); }
+  bool covers(uint32_t psn) const {
+    return started && psn_diff(psn, first_psn) >= 0 && psn_diff(psn, first_psn) < int32_t(npkts);
+  }
+};
+
+struct RecvWqe {
+  uint16_t mr = 0;
+  uint32_t len = 0;
+  uint64_t offset = 0;
+  uint64_t wr_id = 0;
+};
+
+struct ReadResp {
+  uint32_t first_psn = 0;
+  uint32_t npkts = 0;
+  uint32_t next = 0;  // packets sent
+  uint16_t mr = 0;
+  uint32_t len = 0;
+  uint64_t offset = 0;
+};
+
+int syndrome_status(uint8_t s) {
+  switch (s) {
+    case kSynAccess:
+      return -EACCES;
+    case kSynInvalid:
+      return -EINVAL;
+    default:
+      return -EIO;
+  }
+}
+
+}  // namespace
+
+struct RcTransport::Qp {
+  FlowId flow = kNoFlow;
+  uint32_t qpn = 0;
+  QpAttr attr;
+  uint16_t sport = 0xC000;
+  RcCounters c;
+
+  // ---- requester ----
+  std::vector<SendWqe> sq;
+  uint64_t sq_head = 0;    // oldest incomplete
+  uint64_t sq_tail = 0;    // next free
+  uint64_t send_wqe = 0;   // next to transmit from
+  uint32_t send_pkt = 0;   // packet of it
+  uint32_t snd_nxt = 0;    // PSN of the next packet
+  uint32_t snd_max = 0;    // one past the highest PSN ever sent
+  uint32_t una = 0;        // oldest PSN not acknowledged
+  uint32_t reads_out = 0;  // READs issued and not complete
+  uint32_t since_ackreq = 0;
+  uint64_t timer_ns = 0;   // local ACK timer deadline, 0: off
+  uint64_t rnr_until = 0;  // waiting out an RNR NAK until then, 0: not
+  uint8_t retries_left = 7;
+  uint8_t rnr_left = 7;
+  // Pacing: a token bucket at rate_bps.
+  uint64_t rate_bps = kDefaultRateBps;
+  uint64_t tokens = kBurstBytes;
+  uint64_t tokens_ns = 0;
+
+  // ---- responder ----
+  std::vector<RecvWqe> rq;
+  uint64_t rq_head = 0;  // next to consume; also its message number on the NIC
+  uint64_t rq_tail = 0;
+  uint64_t rq_nic = 0;  // receives posted to the NIC (message numbers < rq_nic)
+  uint32_t epsn = 0;
+  uint32_t msn = 0;
+  uint32_t cursor = 0;  // last cursor given to the NIC
+  bool nak_sent = false;
+  bool ack_pending = false;
+  bool touched = false;
+  bool resync =
+      false;  // a message went through the copy path: tell the NIC where the next one starts
+  uint8_t rnr_code_pending = 0xFF;  // an RNR NAK to send (its PSN is epsn)
+  uint8_t nak_pending = 0;          // a NAK syndrome to send for epsn, 0: none
+  // The message in progress.
+  bool in_send = false;
+  bool in_write = false;
+  uint32_t msg_bytes = 0;
+  uint16_t wr_mr = 0;
+  uint64_t wr_off = 0;
+  uint32_t wr_len = 0;
+  std::vector<ReadResp> rr;
+  uint32_t rr_head = 0;
+  uint32_t rr_n = 0;
+
+  bool outstanding() const { return psn_diff(snd_max, una) > 0; }
+};
+
+namespace {
+
+void count_tx(RcTransport::Qp& q, uint32_t len, RcCounters& total) {
+  q.c.tx_packets++;
+  q.c.tx_bytes += len;
+  total.tx_packets++;
+  total.tx_bytes += len;
+}
+
+}  // namespace
+
+std::string_view state_name(QpState s) {
+  switch (s) {
+    case QpState::kReset:
+      return "RESET";
+    case QpState::kInit:
+      return "INIT";
+    case QpState::kRtr:
+      return "RTR";
+    case QpState::kRts:
+      return "RTS";
+    case QpState::kErr:
+      return "ERR";
+  }
+  return "?";
+}
+
+RcTransport::RcTransport() = default;
+RcTransport::~RcTransport() = default;
+
+std::string RcTransport::check_params(Params params) const {
+  if (!params.empty()) return "rocev2 takes no parameter \"" + std::string(params[0].key) + "\"";
+  return "";
+}
+
+RcTransport::Qp* RcTransport::find(FlowId flow) const {
+  return flow < qps_.size() ? qps_[flow].get() : nullptr;
+}
+
+uint32_t RcTransport::qp_number(FlowId flow) const {
+  const Qp* q = find(flow);
+  return q == nullptr ? 0 : q->qpn;
+}
+
+int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps) {
+  if (flow == kNoFlow || qpn > kPsnMask || qpn < 2 || caps.max_send_wr == 0 ||
+      caps.max_recv_wr == 0 || caps.max_send_wr > 65536 || caps.max_recv_wr > 65536) {
+    return -EINVAL;
+  }
+  if (find(flow) != nullptr) return -EEXIST;
+  if (qps_.size() <= flow) qps_.resize(size_t(flow) + 1);
+  auto q = std::make_unique<Qp>();
+  q->flow = flow;
+  q->qpn = qpn;
+  q->sq.resize(caps.max_send_wr);
+  q->rq.resize(caps.max_recv_wr);
+  q->rr.resize(kMaxReadQueue);
+  qps_[flow] = std::move(q);
+  live_.push_back(flow);
+  return 0;
+}
+
+int RcTransport::query_qp(FlowId flow, QpAttr* attr) const {
+  const Qp* q = find(flow);
+  if (q == nullptr) return -ENOENT;
+  *attr = q->attr;
+  return 0;
+}
+
+// ---- errors -----------------------------------------------------------------------------------
+
+namespace {
+
+EventKind done_kind(ReqKind k) {
+  switch (k) {
+    case ReqKind::kWrite:
+      return EventKind::kWriteDone;
+    case ReqKind::kRead:
+      return EventKind::kReadDone;
+    default:
+      return EventKind::kSendDone;
+  }
+}
+
+// Every request still queued completes with `status`: the first one (the one that failed) with
+// its own error, the rest flushed.
+void flush_all(RcTransport::Qp& q, int first_status, Context& ctx) {
+  int status = first_status;
+  for (; q.sq_head != q.sq_tail; q.sq_head++) {
+    SendWqe& w = q.sq[q.sq_head % q.sq.size()];
+    if (w.kind == ReqKind::kRead && w.read_counted) ctx.read_retire(q.flow, w.first_psn);
+    ctx.event({q.flow, done_kind(w.kind), status, 0, 0, w.wr_id});
+    status = -ECANCELED;
+  }
+  for (; q.rq_head != q.rq_tail; q.rq_head++) {
+    const RecvWqe& r = q.rq[q.rq_head % q.rq.size()];
+    if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
+    ctx.event({q.flow, EventKind::kRecvDone, -ECANCELED, 0, 0, r.wr_id});
+  }
+  q.send_wqe = q.sq_head;
+  q.send_pkt = 0;
+  q.reads_out = 0;
+  q.timer_ns = 0;
+  q.rnr_until = 0;
+  q.rr_n = 0;
+}
+
+void to_error(RcTransport::Qp& q, int status, Context& ctx) {
+  if (q.attr.state == QpState::kErr) return;
+  q.attr.state = QpState::kErr;
+  flush_all(q, status, ctx);
+}
+
+}  // namespace
+
+int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context& ctx) {
+  Qp* q = find(flow);
+  if (q == nullptr) return -ENOENT;
+  const QpState from = q->attr.state;
+  const QpState to = (mask & kAttrState) != 0 ? a.state : from;
+  auto need = [&](uint32_t m) { return (mask & m) == m; };
+  // Values first: nothing changes unless all of it is right.
+  if ((mask & kAttrPmtu) != 0 && !valid_pmtu(a.pmtu)) return -EINVAL;
+  if ((mask & kAttrDestQpn) != 0 && a.dest_qpn > kPsnMask) return -EINVAL;
+  if ((mask & kAttrRqPsn) != 0 && a.rq_psn > kPsnMask) return -EINVAL;
+  if ((mask & kAttrSqPsn) != 0 && a.sq_psn > kPsnMask) return -EINVAL;
+  if ((mask & kAttrTimeout) != 0 && a.timeout > 31) return -EINVAL;
+  if ((mask & kAttrRetryCnt) != 0 && a.retry_cnt > 7) return -EINVAL;
+  if ((mask & kAttrRnrRetry) != 0 && a.rnr_retry > 7) return -EINVAL;
+  if ((mask & kAttrMinRnrTimer) != 0 && a.min_rnr_timer > 31) return -EINVAL;
+  if ((mask & kAttrMaxRdAtomic) != 0 && (a.max_rd_atomic == 0 || a.max_rd_atomic > 16)) {
+    return -EINVAL;
+  }
+  if ((mask & kAttrMaxDestRdAtomic) != 0 &&
+      (a.max_dest_rd_atomic == 0 || a.max_dest_rd_atomic > kMaxReadQueue)) {
+    return -EINVAL;
+  }
+  if ((mask & kAttrAccess) != 0 && (a.access & ~(kRemoteWrite | kRemoteRead)) != 0) return -EINVAL;
+  bool ok = false;
+  if (to == QpState::kErr || to == QpState::kReset ||
+      (from == QpState::kInit && to == QpState::kInit)) {
+    ok = true;
+  } else if (from == QpState::kReset && to == QpState::kInit) {
+    ok = need(kAttrAccess);
+  } else if (from == QpState::kInit && to == QpState::kRtr) {
+    ok = need(kAttrPmtu | kAttrDestQpn | kAttrRqPsn);
+  } else if (from == QpState::kRtr && to == QpState::kRts) {
+    ok = need(kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry);
+  } else if (from == QpState::kRts && to == QpState::kRts) {
+    ok = (mask & (kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrSqPsn)) == 0;
+  }
+  if (!ok) return -EINVAL;
+
+  QpAttr& s = q->attr;
+  if ((mask & kAttrPmtu) != 0) s.pmtu = a.pmtu;
+  if ((mask & kAttrDestQpn) != 0) s.dest_qpn = a.dest_qpn;
+  if ((mask & kAttrRqPsn) != 0) s.rq_psn = a.rq_psn;
+  if ((mask & kAttrSqPsn) != 0) s.sq_psn = a.sq_psn;
+  if ((mask & kAttrTimeout) != 0) s.timeout = a.timeout;
+  if ((mask & kAttrRetryCnt) != 0) s.retry_cnt = a.retry_cnt;
+  if ((mask & kAttrRnrRetry) != 0) s.rnr_retry = a.rnr_retry;
+  if ((mask & kAttrMinRnrTimer) != 0) s.min_rnr_timer = a.min_rnr_timer;
+  if ((mask & kAttrMaxRdAtomic) != 0) s.max_rd_atomic = a.max_rd_atomic;
+  if ((mask & kAttrMaxDestRdAtomic) != 0) s.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if ((mask & kAttrAccess) != 0) s.access = a.access;
+  if ((mask & kAttrSelectiveRepeat) != 0) s.selective_repeat = a.selective_repeat;
+
+  if (to == QpState::kErr) {
+    to_error(*q, -ECANCELED, ctx);
+    return 0;
+  }
+  if (to == QpState::kReset) {
+    flush_all(*q, -ECANCELED, ctx);
+    const FlowId f = q->flow;
+    const uint32_t n = q->qpn;
+    const QpCaps caps{uint32_t(q->sq.size()), uint32_t(q->rq.size())};
+    *q = Qp{};
+    q->flow = f;
+    q->qpn = n;
+    q->sq.resize(caps.max_send_wr);
+    q->rq.resize(caps.max_recv_wr);
+    q->rr.resize(kMaxReadQueue);
+    return 0;
+  }
+  if (to == QpState::kRtr && from == QpState::kInit) {
+    q->epsn = q->cursor = s.rq_psn;
+    q->sport = udp_sport(q->qpn, s.dest_qpn);
+    // Receives posted before RTR go to the NIC now that the flow is steered.
+    for (; q->rq_nic < q->rq_tail; q->rq_nic++) {
+      const RecvWqe& r = q->rq[q->rq_nic % q->rq.size()];
+      if (ctx.ms_post(flow, r.mr, r.offset, r.len, uint32_t(q->rq_nic)) == -ENOBUFS) break;
+    }
+  }
+  if (to == QpState::kRts && from == QpState::kRtr) {
+    q->snd_nxt = q->snd_max = q->una = s.sq_psn;
+    q->retries_left = s.retry_cnt;
+    q->rnr_left = s.rnr_retry;
+  }
+  s.state = to;
+  return 0;
+}
+
+int RcTransport::destroy_qp(FlowId flow, Context& ctx) {
+  Qp* q = find(flow);
+  if (q == nullptr) return -ENOENT;
+  flush_all(*q, -ECANCELED, ctx);
+  // Its counters stay in the transport's totals (they were added as they happened).
+  qps_[flow].reset();
+  std::erase(live_, flow);
+  return 0;
+}
+
+size_t RcTransport::flow_count() const {
+  return live_.size();
+}
+
+// ---- sending ----------------------------------------------------------------------------------
+
+namespace {
+
+// Refills the bucket; true when a packet may go.
+bool pace(RcTransport::Qp& q, uint64_t now) {
+  if (now > q.tokens_ns) {
+    const uint64_t dt = now - q.tokens_ns;
+    const uint64_t add =
+        dt >= 1'000'000 ? kBurstBytes : dt * (q.rate_bps / 8) / 1'000'000'000ull;  // no overflow
+    q.tokens = std::min<uint64_t>(kBurstBytes, q.tokens + add);
+    if (add != 0 || q.tokens == kBurstBytes) q.tokens_ns = now;
+  }
+  return q.tokens >= q.attr.pmtu || q.tokens == kBurstBytes;
+}
+
+void spend(RcTransport::Qp& q, uint32_t bytes) {
+  q.tokens = q.tokens > bytes ? q.tokens - bytes : 0;
+}
+
+TxDesc& header(RcTransport::Qp& q, Headers& h, Context& ctx) {
+  TxDesc& d = ctx.tx_next();
+  d.flow = q.flow;
+  d.flags = kTxRoce;
+  h.src_port = q.sport;
+  h.dest_qp = q.attr.dest_qpn;
+  d.l4_len = uint8_t(build(h, d.l4.data()));
+  return d;
+}
+
+void send_ack(RcTransport::Qp& q, uint8_t syndrome, uint32_t psn, Context& ctx, RcCounters& t) {
+  Headers h;
+  h.opcode = kAck;
+  h.psn = psn;
+  h.syndrome = syndrome;
+  h.msn = q.msn;
+  header(q, h, ctx);
+  count_tx(q, 0, t);
+}
+
+// One packet of a SEND or WRITE (packet `k` of `w`, PSN first + k), or the READ request from
+// response `k` on.
+void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCounters& t) {
+  const uint32_t pmtu = q.attr.pmtu;
+  Headers h;
+  h.psn = psn_add(w.first_psn, k);
+  if (w.kind == ReqKind::kRead) {
+    h.opcode = kReadRequest;
+    h.va = w.va + uint64_t(k) * pmtu;
+    h.rkey = w.rkey;
+    h.dma_len = w.len - std::min(w.len, k * pmtu);
+    h.ack_req = true;
+    header(q, h, ctx);
+    q.since_ackreq = 0;
+    count_tx(q, 0, t);
+    return;
+  }
+  const bool send = w.kind == ReqKind::kSend;
+  const bool first = k == 0;
+  const bool last = k + 1 == w.npkts;
+  const uint32_t off = k * pmtu;
+  const uint32_t len = std::min(pmtu, w.len - off);
+  if (first && last) {
+    h.opcode = send ? (w.imm ? kSendOnlyImm : kSendOnly) : (w.imm ? kWriteOnlyImm : kWriteOnly);
+  } else if (first) {
+    h.opcode = send ? kSendFirst : kWriteFirst;
+  } else if (last) {
+    h.opcode = send ? (w.imm ? kSendLastImm : kSendLast) : (w.imm ? kWriteLastImm : kWriteLast);
+  } else {
+    h.opcode = send ? kSendMiddle : kWriteMiddle;
+  }
+  if (!send && first) {
+    h.va = w.va;
+    h.rkey = w.rkey;
+    h.dma_len = w.len;
+  }
+  h.imm = w.immv;
+  h.solicited = last && w.imm;
+  h.pad = uint8_t((4 - len % 4) % 4);
+  h.ack_req = last || ++q.since_ackreq >= kAckEvery;
+  if (h.ack_req) q.since_ackreq = 0;
+  TxDesc& d = header(q, h, ctx);
+  d.mr = w.mr;
+  d.offset = w.offset + off;
+  d.len = len;
+  count_tx(q, len, t);
+}
+
+// Go back to `psn` (go-back-N): the request holding it is sent again from there.
+void rewind(RcTransport::Qp& q, uint32_t psn) {
+  for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+    SendWqe& w = q.sq[i % q.sq.size()];
+    if (!w.started) return;
+    if (w.done) continue;
+    if (!w.covers(psn) && psn_diff(psn, w.first_psn) >= 0) continue;
+    // The first request at or after psn (psn lies in it, or before it: a READ's start).
+    uint32_t k = w.covers(psn) ? uint32_t(psn_diff(psn, w.first_psn)) : 0;
+    if (w.kind == ReqKind::kRead) k = std::max(k, w.read_got);
+    q.send_wqe = i;
+    q.send_pkt = k;
+    q.snd_nxt = psn_add(w.first_psn, k);
+    return;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Sends what the queues, the window, the pacer and the READ limit allow.
+void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
+  if (q.attr.state != QpState::kRts || q.rnr_until != 0) return;
+  const uint64_t now = ctx.now_ns();
+  while (q.send_wqe != q.sq_tail) {
+    if (psn_diff(q.snd_nxt, q.una) >= int32_t(kMaxInflight)) break;
+    if (!pace(q, now)) break;
+    SendWqe& w = q.sq[q.send_wqe % q.sq.size()];
+    if (!w.started) {
+      w.started = true;
+      w.first_psn = q.snd_nxt;
+      w.npkts = packets(w.len, q.attr.pmtu);
+    }
+    const bool again = psn_diff(q.snd_nxt, q.snd_max) < 0;
+    if (w.kind == ReqKind::kRead) {
+      if (!w.read_counted) {
+        if (q.reads_out >= q.attr.max_rd_atomic) break;
+        q.reads_out++;
+        w.read_counted = true;
+        ctx.read_post(q.flow, w.first_psn, w.mr, w.offset, w.len);
+      }
+      send_packet(q, w, q.send_pkt, ctx, t);
+      spend(q, 64);
+      q.snd_nxt = psn_add(w.first_psn, w.npkts);
+      q.send_wqe++;
+      q.send_pkt = 0;
+    } else {
+      send_packet(q, w, q.send_pkt, ctx, t);
+      spend(q, std::min(q.attr.pmtu, w.len - q.send_pkt * q.attr.pmtu) + 64);
+      q.snd_nxt = psn_add(q.snd_nxt, 1);
+      if (++q.send_pkt == w.npkts) {
+        q.send_wqe++;
+        q.send_pkt = 0;
+      }
+    }
+    if (again) {
+      q.c.retransmits++;
+      t.retransmits++;
+    }
+    if (psn_diff(q.snd_nxt, q.snd_max) > 0) q.snd_max = q.snd_nxt;
+    if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + ack_timeout_ns(q.attr.timeout);
+  }
+}
+
+// Completes finished requests from the oldest, in order.
+void complete(RcTransport::Qp& q, Context& ctx) {
+  while (q.sq_head != q.sq_tail) {
+    SendWqe& w = q.sq[q.sq_head % q.sq.size()];
+    if (!w.started) break;
+    if (w.kind == ReqKind::kRead) {
+      if (!w.done) break;
+      q.reads_out--;
+      ctx.read_retire(q.flow, w.first_psn);
+    } else if (psn_diff(w.last_psn(), q.una) >= 0) {
+      break;
+    }
+    ctx.event({q.flow, done_kind(w.kind), 0, w.len, 0, w.wr_id});
+    q.sq_head++;
+    if (q.sq_head > q.send_wqe) {  // completed while being resent (an ACK overtook a rewind)
+      q.send_wqe = q.sq_head;
+      q.send_pkt = 0;
+    }
+  }
+}
+
+// Everything before `next` is acknowledged. A READ whose responses stop short of it is missing
+// some: the acknowledgment stops there and the READ is asked again from its first missing
+// response. Returns true on progress.
+bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
+  if (psn_diff(next, q.snd_max) > 0) return false;  // acknowledges what was never sent
+  for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+    SendWqe& w = q.sq[i % q.sq.size()];
+    if (!w.started || psn_diff(w.first_psn, next) >= 0) break;
+    if (w.kind == ReqKind::kRead && !w.done) {
+      const uint32_t missing = psn_add(w.first_psn, w.read_got);
+      if (psn_diff(next, missing) > 0) {
+        next = missing;
+        if (w.read_retry != missing + 1) {
+          w.read_retry = missing + 1;
+          rewind(q, missing);
+        }
+      }
+      break;
+    }
+  }
+  if (psn_diff(next, q.una) <= 0) return false;
+  q.una = next;
+  // Acknowledged while being sent again (an ACK that overtook a rewind): resume past it.
+  if (psn_diff(q.una, q.snd_nxt) > 0) rewind(q, q.una);
+  q.retries_left = q.attr.retry_cnt;
+  q.rnr_left = q.attr.rnr_retry;
+  complete(q, ctx);
+  q.timer_ns =
+      q.outstanding() && q.attr.timeout != 0 ? ctx.now_ns() + ack_timeout_ns(q.attr.timeout) : 0;
+  return true;
+}
+
+// The request holding `psn` failed with `status`: it and everything after it complete with
+// errors, and the QP goes to ERR.
+void fail(RcTransport::Qp& q, int status, Context& ctx, RcCounters& t) {
+  q.c.qp_errors++;
+  t.qp_errors++;
+  to_error(q, status, ctx);
+}
+
+}  // namespace
+
+// ---- app requests -----------------------------------------------------------------------------
+
+void RcTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
+  for (const AppRequest& r : reqs) {
+    Qp* q = find(r.flow);
+    auto refuse = [&](EventKind k, int status) { ctx.event({r.flow, k, status, 0, 0, r.wr_id}); };
+    switch (r.kind) {
+      case ReqKind::kRecv: {
+        if (q == nullptr || q->attr.state == QpState::kReset || q->attr.state == QpState::kErr) {
+          refuse(EventKind::kRecvDone, q == nullptr ? -ENOTCONN : -ECANCELED);
+          break;
+        }
+        if (q->rq_tail - q->rq_head == q->rq.size()) {
+          refuse(EventKind::kRecvDone, -ENOBUFS);
+          break;
+        }
+        q->rq[q->rq_tail % q->rq.size()] = RecvWqe{r.mr, r.len, r.offset, r.wr_id};
+        q->rq_tail++;
+        if (q->rq_nic + 1 == q->rq_tail &&
+            (q->attr.state == QpState::kRtr || q->attr.state == QpState::kRts)) {
+          if (ctx.ms_post(r.flow, r.mr, r.offset, r.len, uint32_t(q->rq_nic)) != -ENOBUFS) {
+            q->rq_nic++;
+          }
+        }
+        break;
+      }
+      case ReqKind::kSend:
+      case ReqKind::kWrite:
+      case ReqKind::kRead: {
+        const EventKind k = done_kind(r.kind);
+        if (q == nullptr || q->attr.state != QpState::kRts) {
+          refuse(k, q == nullptr                     ? -ENOTCONN
+                    : q->attr.state == QpState::kErr ? -ECANCELED
+                                                     : -EINVAL);
+          break;
+        }
+        if (r.len > (1u << 31) || (r.kind == ReqKind::kRead && (r.flags & kReqImm) != 0)) {
+          refuse(k, -EINVAL);
+          break;
+        }
+        if (q->sq_tail - q->sq_head == q->sq.size()) {
+          refuse(k, -ENOBUFS);
+          break;
+        }
+        SendWqe& w = q->sq[q->sq_tail % q->sq.size()];
+        w = SendWqe{};
+        w.kind = r.kind;
+        w.imm = (r.flags & kReqImm) != 0;
+        w.mr = r.mr;
+        w.offset = r.offset;
+        w.len = r.len;
+        w.rkey = r.rkey;
+        w.va = r.remote_addr;
+        w.immv = r.imm;
+        w.wr_id = r.wr_id;
+        q->sq_tail++;
+        pump(*q, ctx, total_);
+        break;
+      }
+      case ReqKind::kClose:
+      case ReqKind::kAbort:
+        if (q != nullptr) to_error(*q, -ECANCELED, ctx);
+        break;
+    }
+  }
+}
+
+// ---- receiving --------------------------------------------------------------------------------
+
+namespace {
+
+struct Rx {
+  const RxHeader& h;
+  const Headers& b;
+  uint32_t len;  // payload
+};
+
+// Puts a payload where the transport says: the NIC placed it, or the copy path copies it.
+bool land(RcTransport::Qp& q, const Rx& x, uint16_t mr, uint64_t offset, Context& ctx,
+          RcCounters& t) {
+  if (x.len == 0) return true;
+  if (x.h.placed == Placed::kDeferred) {
+    if (x.h.payload == nullptr || !ctx.copy_in(x.h.payload, x.len, mr, offset)) return false;
+    q.c.copied_bytes += x.len;
+    t.copied_bytes += x.len;
+    q.resync = true;
+    return true;
+  }
+  q.c.placed_bytes += x.len;
+  t.placed_bytes += x.len;
+  return x.h.placed == Placed::kPlaced || x.h.placed == Placed::kTrimmed;
+}
+
+// The responder's side of one request packet at ePSN. Returns false (with a NAK or RNR pending)
+// when it was not accepted.
+bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
+  const OpInfo o = op_info(x.b.opcode);
+  const uint32_t pmtu = q.attr.pmtu;
+  // Lengths: first and middle carry exactly one PMTU, last 1..PMTU, only 0..PMTU.
+  bool len_ok = true;
+  if (o.kind == OpKind::kReadRequest) {
+    len_ok = true;
+  } else if (o.first && o.last) {
+    len_ok = x.len <= pmtu;
+  } else if (o.last) {
+    len_ok = x.len != 0 && x.len <= pmtu;
+  } else {
+    len_ok = x.len == pmtu;
+  }
+  auto invalid = [&] {
+    q.nak_pending = kSynInvalid;
+    q.c.invalid_requests++;
+    t.invalid_requests++;
+    return false;
+  };
+  if (!len_ok) return invalid();
+
+  if (o.kind == OpKind::kSend || (o.kind == OpKind::kWrite && o.last && o.imm)) {
+    // Consumes a receive.
+    if (o.kind == OpKind::kSend && o.first == q.in_send) return invalid();
+    const bool need_recv = o.kind == OpKind::kSend ? o.first : true;
+    if (need_recv && q.rq_head == q.rq_tail) {
+      q.rnr_code_pending = q.attr.min_rnr_timer;
+      return false;
+    }
+  }
+  if (o.kind == OpKind::kSend) {
+    RecvWqe& r = q.rq[q.rq_head % q.rq.size()];
+    if (o.first) q.msg_bytes = 0;
+    if (uint64_t(q.msg_bytes) + x.len > r.len) {
+      // The message is longer than the receive: an invalid request (IBTA 9.7.5.2.6); the
+      // receive fails.
+      ctx.event({q.flow, EventKind::kRecvDone, -EMSGSIZE, q.msg_bytes, 0, r.wr_id});
+      if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
+      q.rq_head++;
+      q.in_send = false;
+      q.resync = true;
+      return invalid();
+    }
+    if (!land(q, x, r.mr, r.offset + q.msg_bytes, ctx, t)) return invalid();
+    q.msg_bytes += x.len;
+    q.in_send = !o.last;
+    if (o.last) {
+      const Event e{q.flow,  EventKind::kRecvDone,       0, q.msg_bytes, q.msg_bytes, r.wr_id,
+                    x.b.imm, uint8_t(o.imm ? kEvImm : 0)};
+      ctx.event(e);
+      if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
+      q.rq_head++;
+      q.msn = psn_add(q.msn, 1);
+    }
+    return true;
+  }
+  if (o.kind == OpKind::kWrite) {
+    if (o.first == q.in_write) return invalid();
+    if (o.first) {
+      q.msg_bytes = 0;
+      uint16_t mr = 0;
+      uint64_t off = 0;
+      if ((q.attr.access & kRemoteWrite) == 0 ||
+          (x.b.dma_len != 0 &&
+           ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, true, &mr, &off) != 0)) {
+        q.nak_pending = kSynAccess;
+        q.c.access_errors++;
+        t.access_errors++;
+        return false;
+      }
+      q.wr_mr = mr;
+      q.wr_off = off;
+      q.wr_len = x.b.dma_len;
+    }
+    if (uint64_t(q.msg_bytes) + x.len > q.wr_len || (o.last && q.msg_bytes + x.len != q.wr_len)) {
+      q.in_write = false;
+      return invalid();
+    }
+    if (!land(q, x, q.wr_mr, q.wr_off + q.msg_bytes, ctx, t)) return invalid();
+    q.msg_bytes += x.len;
+    q.in_write = !o.last;
+    if (o.last) {
+      if (o.imm) {
+        RecvWqe& r = q.rq[q.rq_head % q.rq.size()];
+        ctx.event({q.flow, EventKind::kRecvDone, 0, q.msg_bytes, q.msg_bytes, r.wr_id, x.b.imm,
+                   uint8_t(kEvImm | kEvWrite)});
+        if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
+        q.rq_head++;
+        q.resync = true;  // the NIC counts SENDs only: tell it which receive the next one takes
+      }
+      q.msn = psn_add(q.msn, 1);
+    }
+    return true;
+  }
+  // READ request.
+  if (q.in_send || q.in_write) return invalid();
+  if (q.rr_n >= q.attr.max_dest_rd_atomic) return invalid();
+  uint16_t mr = 0;
+  uint64_t off = 0;
+  if ((q.attr.access & kRemoteRead) == 0 ||
+      (x.b.dma_len != 0 &&
+       ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, false, &mr, &off) != 0)) {
+    q.nak_pending = kSynAccess;
+    q.c.access_errors++;
+    t.access_errors++;
+    return false;
+  }
+  ReadResp& rr = q.rr[(q.rr_head + q.rr_n) % q.rr.size()];
+  rr = ReadResp{x.b.psn, packets(x.b.dma_len, pmtu), 0, mr, x.b.dma_len, off};
+  q.rr_n++;
+  q.msn = psn_add(q.msn, 1);
+  return true;
+}
+
+// A duplicate READ request: executed again from its RETH (the bytes may have changed; RC allows
+// that), queued behind what is being sent.
+void reread(RcTransport::Qp& q, const Rx& x, Context& ctx) {
+  uint16_t mr = 0;
+  uint64_t off = 0;
+  if (q.rr_n >= q.rr.size() || (q.attr.access & kRemoteRead) == 0) return;
+  if (x.b.dma_len != 0 &&
+      ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, false, &mr, &off) != 0) {
+    return;
+  }
+  // A READ already queued from that PSN on is being sent: nothing to add.
+  for (uint32_t i = 0; i < q.rr_n; i++) {
+    if (q.rr[(q.rr_head + i) % q.rr.size()].first_psn == x.b.psn) return;
+  }
+  ReadResp& rr = q.rr[(q.rr_head + q.rr_n) % q.rr.size()];
+  rr = ReadResp{x.b.psn, packets(x.b.dma_len, q.attr.pmtu), 0, mr, x.b.dma_len, off};
+  q.rr_n++;
+}
+
+// Sends queued READ responses (as the pacer allows, at most kRespBurst per call).
+void respond(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
+  const uint64_t now = ctx.now_ns();
+  const uint32_t pmtu = q.attr.pmtu;
+  for (uint32_t sent = 0; q.rr_n != 0 && sent < kRespBurst && pace(q, now); sent++) {
+    ReadResp& r = q.rr[q.rr_head];
+    const uint32_t k = r.next;
+    const bool first = k == 0;
+    const bool last = k + 1 == r.npkts;
+    const uint32_t len = std::min(pmtu, r.len - std::min(r.len, k * pmtu));
+    Headers h;
+    h.opcode = first && last ? kReadRespOnly
+               : first       ? kReadRespFirst
+               : last        ? kReadRespLast
+                             : kReadRespMiddle;
+    h.psn = psn_add(r.first_psn, k);
+    h.syndrome = kSynAck;
+    h.msn = q.msn;
+    h.pad = uint8_t((4 - len % 4) % 4);
+    TxDesc& d = header(q, h, ctx);
+    d.mr = r.mr;
+    d.offset = r.offset + uint64_t(k) * pmtu;
+    d.len = len;
+    count_tx(q, len, t);
+    q.c.read_responses++;
+    t.read_responses++;
+    spend(q, len + 64);
+    if (++r.next == r.npkts) {
+      q.rr_head = (q.rr_head + 1) % uint32_t(q.rr.size());
+      q.rr_n--;
+    }
+  }
+}
+
+}  // namespace
+
+void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
+  const uint64_t now = ctx.now_ns();
+  touched_.clear();
+  for (const RxHeader& h : hdrs) {
+    Qp* q = find(h.flow);
+    if (q == nullptr || h.l4 == nullptr) {
+      total_.bad_packets++;
+      continue;
+    }
+    if (h.l4_csum == Csum::kBad) {
+      q->c.bad_icrc++;
+      total_.bad_icrc++;
+      continue;
+    }
+    Headers b;
+    size_t hl = 0;
+    if (parse(h.l4, h.l4_len, b, &hl) != ParseError::kNone || b.dest_qp != q->qpn ||
+        q->attr.state == QpState::kReset || q->attr.state == QpState::kInit) {
+      q->c.bad_packets++;
+      total_.bad_packets++;
+      continue;
+    }
+    q->c.rx_packets++;
+    total_.rx_packets++;
+    if (!q->touched) {
+      q->touched = true;
+      touched_.push_back(q);
+    }
+    const Rx x{h, b, h.payload_len};
+    const OpInfo o = op_info(b.opcode);
+    // The padding is the sender's to get right: a payload whose PadCnt does not make it a
+    // multiple of four is malformed.
+    if (((x.len + b.pad) & 3) != 0 && o.kind != OpKind::kCnp) {
+      q->c.bad_packets++;
+      total_.bad_packets++;
+      continue;
+    }
+
+    if (o.kind == OpKind::kCnp) continue;  // DCQCN: not yet
+    if (o.kind == OpKind::kAck || o.kind == OpKind::kReadResponse) {
+      if (q->attr.state != QpState::kRts) continue;
+      if (o.kind == OpKind::kReadResponse) {
+        // The READ it answers, and in order?
+        SendWqe* w = nullptr;
+        for (uint64_t i = q->sq_head; i != q->sq_tail; i++) {
+          SendWqe& c = q->sq[i % q->sq.size()];
+          if (!c.started) break;
+          if (c.kind == ReqKind::kRead && c.covers(b.psn) && !c.done) {
+            w = &c;
+            break;
+          }
+        }
+        if (w == nullptr) continue;  // a late duplicate
+        const uint32_t expect = psn_add(w->first_psn, w->read_got);
+        if (b.psn != expect) {
+          if (psn_diff(b.psn, expect) > 0 && w->read_retry != expect + 1) {
+            w->read_retry = expect + 1;  // a gap: ask again from the first missing response
+            q->c.naks_received++;
+            total_.naks_received++;
+            rewind(*q, expect);
+          }
+          continue;
+        }
+        const uint32_t k = w->read_got;
+        const uint32_t want = std::min(q->attr.pmtu, w->len - std::min(w->len, k * q->attr.pmtu));
+        if (x.len != want || (o.last != (k + 1 == w->npkts))) {
+          fail(*q, -EIO, ctx, total_);
+          continue;
+        }
+        if (!land(*q, x, w->mr, w->offset + uint64_t(k) * q->attr.pmtu, ctx, total_)) {
+          fail(*q, -EFAULT, ctx, total_);
+          continue;
+        }
+        w->read_got++;
+        if (w->read_got == w->npkts) w->done = true;
+        // Responses acknowledge everything before them; the last one its READ too.
+        ack_upto(*q, w->done ? psn_add(b.psn, 1) : b.psn, ctx);
+        complete(*q, ctx);
+        continue;
+      }
+      q->c.acks_received++;
+      total_.acks_received++;
+      if (syndrome_is_ack(b.syndrome)) {
+        ack_upto(*q, psn_add(b.psn, 1), ctx);
+      } else if (syndrome_is_rnr(b.syndrome)) {
+        q->c.rnr_naks_received++;
+        total_.rnr_naks_received++;
+        ack_upto(*q, b.psn, ctx);
+        if (q->attr.rnr_retry != 7) {
+          if (q->rnr_left == 0) {
+            fail(*q, -EBUSY, ctx, total_);
+            continue;
+          }
+          q->rnr_left--;
+        }
+        rewind(*q, b.psn);
+        q->rnr_until = now + rnr_timer_ns(b.syndrome & 0x1F);
+        q->timer_ns = 0;
+      } else if (b.syndrome == kSynPsnError) {
+        q->c.naks_received++;
+        total_.naks_received++;
+        ack_upto(*q, b.psn, ctx);
+        if (psn_diff(b.psn, q->snd_nxt) < 0) rewind(*q, b.psn);
+      } else {
+        ack_upto(*q, b.psn, ctx);
+        fail(*q, syndrome_status(b.syndrome), ctx, total_);
+      }
+      continue;
+    }
+
+    // A request (SEND, WRITE, READ) at the responder.
+    const int32_t d = psn_diff(b.psn, q->epsn);
+    if (d < 0) {
+      q->c.duplicates++;
+      total_.duplicates++;
+      if (o.kind == OpKind::kReadRequest) {
+        reread(*q, x, ctx);
+      } else {
+        q->ack_pending = true;
+      }
+      continue;
+    }
+    if (d > 0) {
+      q->c.out_of_sequence++;
+      total_.out_of_sequence++;
+      if (!q->nak_sent && q->nak_pending == 0 && q->rnr_code_pending == 0xFF) {
+        q->nak_pending = kSynPsnError;
+      }
+      continue;
+    }
+    // An RNR or error NAK for ePSN is already due this burst.
+    if ((q->nak_pending != 0 && q->nak_pending != kSynPsnError) || q->rnr_code_pending != 0xFF) {
+      continue;
+    }
+    if (!accept(*q, x, ctx, total_)) continue;
+    q->epsn =
+        psn_add(q->epsn, o.kind == OpKind::kReadRequest ? packets(b.dma_len, q->attr.pmtu) : 1);
+    q->nak_sent = false;
+    if (q->nak_pending == kSynPsnError) q->nak_pending = 0;  // the gap closed
+    // READ responses acknowledge their request.
+    if (o.kind != OpKind::kReadRequest) q->ack_pending |= b.ack_req;
+  }
+
+  for (Qp* tq : touched_) {
+    Qp& q = *tq;
+    q.touched = false;
+    if (q.attr.state == QpState::kErr) continue;
+    if (q.epsn != q.cursor) {
+      ctx.cursor_update(q.flow, q.epsn);
+      q.cursor = q.epsn;
+    }
+    if (q.resync && !q.in_send && !q.in_write) {
+      ctx.roce_resync(q.flow, q.epsn, uint32_t(q.rq_head));
+      q.resync = false;
+    }
+    respond(q, ctx, total_);
+    if (q.nak_pending != 0) {
+      send_ack(q, q.nak_pending, q.epsn, ctx, total_);
+      if (q.nak_pending == kSynPsnError) {
+        q.nak_sent = true;
+        q.c.naks_sent++;
+        total_.naks_sent++;
+      }
+      q.nak_pending = 0;
+      q.ack_pending = false;
+    } else if (q.rnr_code_pending != 0xFF) {
+      send_ack(q, uint8_t(kSynRnr | q.rnr_code_pending), q.epsn, ctx, total_);
+      q.nak_sent = true;  // no PSN-sequence NAK for the packets behind it
+      q.c.rnr_naks_sent++;
+      total_.rnr_naks_sent++;
+      q.rnr_code_pending = 0xFF;
+      q.ack_pending = false;
+    } else if (q.ack_pending && q.rr_n == 0) {
+      send_ack(q, kSynAck, psn_add(q.epsn, kPsnMask), ctx, total_);
+      q.c.acks_sent++;
+      total_.acks_sent++;
+      q.ack_pending = false;
+    }
+    pump(q, ctx, total_);
+  }
+}
+
+void RcTransport::tick(Context& ctx) {
+  const uint64_t now = ctx.now_ns();
+  for (FlowId f : live_) {
+    Qp& q = *qps_[f];
+    if (q.attr.state != QpState::kRts && q.attr.state != QpState::kRtr) continue;
+    if (q.rnr_until != 0 && now >= q.rnr_until) q.rnr_until = 0;
+    if (q.timer_ns != 0 && now >= q.timer_ns) {
+      q.c.timeouts++;
+      total_.timeouts++;
+      if (q.retries_left == 0) {
+        fail(q, -ETIMEDOUT, ctx, total_);
+        continue;
+      }
+      q.retries_left--;
+      rewind(q, q.una);
+      q.timer_ns = now + ack_timeout_ns(q.attr.timeout);
+    }
+    if (q.rr_n != 0) {
+      respond(q, ctx, total_);
+      if (q.rr_n == 0 && q.ack_pending) {
+        send_ack(q, kSynAck, psn_add(q.epsn, kPsnMask), ctx, total_);
+        q.c.acks_sent++;
+        total_.acks_sent++;
+        q.ack_pending = false;
+      }
+    }
+    pump(q, ctx, total_);
+  }
+}
+
+// ---- management -------------------------------------------------------------------------------
+
+namespace {
+
+void put_counters(const RcCounters& c, InfoSink& out) {
+  out.number("tx_packets", c.tx_packets);
+  out.number("tx_bytes", c.tx_bytes);
+  out.number("rx_packets", c.rx_packets);
+  out.number("retransmits", c.retransmits);
+  out.number("timeouts", c.timeouts);
+  out.number("naks_sent", c.naks_sent);
+  out.number("naks_received", c.naks_received);
+  out.number("rnr_naks_sent", c.rnr_naks_sent);
+  out.number("rnr_naks_received", c.rnr_naks_received);
+  out.number("acks_sent", c.acks_sent);
+  out.number("acks_received", c.acks_received);
+  out.number("duplicates", c.duplicates);
+  out.number("out_of_sequence", c.out_of_sequence);
+  out.number("read_responses", c.read_responses);
+  out.number("access_errors", c.access_errors);
+  out.number("invalid_requests", c.invalid_requests);
+  out.number("bad_icrc", c.bad_icrc);
+  out.number("bad_packets", c.bad_packets);
+  out.number("copied_bytes", c.copied_bytes);
+  out.number("placed_bytes", c.placed_bytes);
+  out.number("qp_errors", c.qp_errors);
+}
+
+}  // namespace
+
+bool RcTransport::flow_info(FlowId flow, InfoSink& out) const {
+  const Qp* q = find(flow);
+  if (q == nullptr) return false;
+  out.text("state", state_name(q->attr.state));
+  out.number("qpn", q->qpn);
+  out.number("dest_qpn", q->attr.dest_qpn);
+  out.number("pmtu", q->attr.pmtu);
+  out.number("sq_psn", q->snd_nxt);
+  out.number("una_psn", q->una);
+  out.number("epsn", q->epsn);
+  out.number("msn", q->msn);
+  out.number("send_queued", q->sq_tail - q->sq_head);
+  out.number("recv_posted", q->rq_tail - q->rq_head);
+  out.number("reads_outstanding", q->reads_out);
+  out.number("outstanding_psns", uint32_t(psn_diff(q->snd_nxt, q->una)));
+  out.number("retries_left", q->retries_left);
+  out.number("rnr_retries_left", q->rnr_left);
+  out.text("recovery", q->attr.selective_repeat ? "selective-repeat" : "go-back-n");
+  put_counters(q->c, out);
+  return true;
+}
+
+void RcTransport::stats(InfoSink& out) const {
+  put_counters(total_, out);
+}
+
+}  // namespace cleave::transport::roce

@@ -1,0 +1,154 @@
+// roce_wire.h - RoCEv2 on the wire: PSN arithmetic, the opcodes of the Reliable Connection
+// service, and the UDP + BTH + extension headers, parsed and built (../shared/reference/
+// TRANSPORTS.md; IBTA spec vol. 1 chapter 9, RoCEv2 annex A17).
+//
+// parse() reads untrusted bytes: every length is checked against the bytes given, and a packet
+// whose opcode, version or headers are not what RC allows comes back invalid with a reason. The
+// ICRC is not computed here: the NIC appends it (TX) and checks it (RX); hw/fpga/model/wire.h
+// has the software one.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace cleave::transport::roce {
+
+inline constexpr uint16_t kUdpPort = 4791;
+inline constexpr size_t kUdpLen = 8;
+inline constexpr size_t kBthLen = 12;
+inline constexpr size_t kRethLen = 16;
+inline constexpr size_t kAethLen = 4;
+inline constexpr size_t kImmLen = 4;
+inline constexpr size_t kIcrcLen = 4;
+// The longest header a transport builds: UDP, BTH, RETH and ImmDt (WRITE only with immediate).
+inline constexpr size_t kMaxHeader = kUdpLen + kBthLen + kRethLen + kImmLen;
+
+// ---- PSNs: 24 bits, compared modulo 2^24 ----
+inline constexpr uint32_t kPsnMask = 0xFFFFFF;
+inline uint32_t psn_add(uint32_t psn, uint32_t n) {
+  return (psn + n) & kPsnMask;
+}
+// a - b as a signed distance in (-2^23, 2^23].
+inline int32_t psn_diff(uint32_t a, uint32_t b) {
+  return int32_t((a - b) << 8) >> 8;
+}
+
+// ---- opcodes (RC: service bits 000) ----
+enum Op : uint8_t {
+  kSendFirst = 0x00,
+  kSendMiddle = 0x01,
+  kSendLast = 0x02,
+  kSendLastImm = 0x03,
+  kSendOnly = 0x04,
+  kSendOnlyImm = 0x05,
+  kWriteFirst = 0x06,
+  kWriteMiddle = 0x07,
+  kWriteLast = 0x08,
+  kWriteLastImm = 0x09,
+  kWriteOnly = 0x0A,
+  kWriteOnlyImm = 0x0B,
+  kReadRequest = 0x0C,
+  kReadRespFirst = 0x0D,
+  kReadRespMiddle = 0x0E,
+  kReadRespLast = 0x0F,
+  kReadRespOnly = 0x10,
+  kAck = 0x11,
+  kCnp = 0x81,
+};
+
+enum class OpKind : uint8_t { kInvalid, kSend, kWrite, kReadRequest, kReadResponse, kAck, kCnp };
+
+// What an opcode carries. `first`/`last`: the packet starts or ends its message.
+struct OpInfo {
+  OpKind kind = OpKind::kInvalid;
+  bool first = false;
+  bool last = false;
+  bool reth = false;
+  bool aeth = false;
+  bool imm = false;
+};
+OpInfo op_info(uint8_t opcode);
+std::string_view op_name(uint8_t opcode);
+
+// ---- AETH syndromes ----
+enum Syndrome : uint8_t {
+  kSynAck = 0x1F,       // ACK, credits "unlimited" (what Linux rxe sends)
+  kSynRnr = 0x20,       // RNR NAK | timer code
+  kSynPsnError = 0x60,  // NAK: PSN sequence error
+  kSynInvalid = 0x61,   // NAK: invalid request
+  kSynAccess = 0x62,    // NAK: remote access error
+  kSynOperational = 0x63,
+};
+inline bool syndrome_is_ack(uint8_t s) {
+  return (s & 0x60) == 0x00;
+}
+inline bool syndrome_is_rnr(uint8_t s) {
+  return (s & 0x60) == 0x20;
+}
+inline bool syndrome_is_nak(uint8_t s) {
+  return (s & 0x60) == 0x60;
+}
+// The RNR NAK timer: code 0 = 655.36 ms, 1 = 0.01 ms ... 31 = 491.52 ms (IBTA table 45).
+uint64_t rnr_timer_ns(uint8_t code);
+// The smallest code whose time is at least `ns` (31 when none is).
+uint8_t rnr_timer_code(uint64_t ns);
+// The local ACK timeout 4.096 µs × 2^t; 0 = none (returned as 0).
+inline uint64_t ack_timeout_ns(uint8_t t) {
+  return t == 0 ? 0 : uint64_t(4096) << (t < 31 ? t : 31);
+}
+
+// ---- one packet's headers ----
+struct Headers {
+  // UDP
+  uint16_t src_port = 0;
+  uint16_t dst_port = kUdpPort;
+  // BTH
+  uint8_t opcode = 0;
+  bool solicited = false;
+  uint8_t pad = 0;  // PadCnt: payload bytes added to reach a multiple of 4
+  uint16_t pkey = 0xFFFF;
+  bool becn = false;  // byte 4 bit 6: set in a CNP
+  uint32_t dest_qp = 0;
+  bool ack_req = false;
+  uint32_t psn = 0;
+  // RETH (WRITE first/only, READ request)
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t dma_len = 0;
+  // AETH (ACK, READ response first/last/only)
+  uint8_t syndrome = 0;
+  uint32_t msn = 0;
+  // ImmDt
+  uint32_t imm = 0;
+};
+
+enum class ParseError : uint8_t {
+  kNone,
+  kTruncated,   // fewer bytes than the UDP header, BTH and the opcode's headers
+  kNotRoce,     // UDP destination port is not 4791
+  kBadOpcode,   // not an RC opcode we know (or UC/UD/XRC)
+  kBadVersion,  // BTH TVer is not 0
+};
+std::string_view parse_error_name(ParseError e);
+
+// Parses UDP + BTH + the opcode's extension headers from `l4` (`len` readable bytes). On success
+// *hdr_len is the bytes they take (the payload follows).
+ParseError parse(const uint8_t* l4, size_t len, Headers& h, size_t* hdr_len);
+
+// Splits a whole RoCEv2 L4 region (`l4_total` bytes: UDP header, BTH, extension headers,
+// payload, pad, ICRC) as the copy path receives it: *hdr_len gets the header bytes and
+// *payload_len the payload without pad and ICRC. false when it is not a well-formed packet.
+bool split(const uint8_t* l4, size_t l4_total, size_t* hdr_len, uint32_t* payload_len);
+
+// Writes UDP (length and checksum 0: the NIC fills the length, RoCEv2 leaves the checksum 0) +
+// BTH + the extension headers `h.opcode` carries into `out` (room for kMaxHeader). Returns the
+// bytes written.
+size_t build(const Headers& h, uint8_t* out);
+
+// The UDP source port Linux derives from a QP pair's flow label (rdma_flow_label_to_udp_sport):
+// in 49152-65535, stable per QP pair.
+uint16_t udp_sport(uint32_t local_qpn, uint32_t remote_qpn);
+
+}  // namespace cleave::transport::roce

@@ -1,0 +1,554 @@
+// roce_sim_test.cc - RoCEv2 RC between two RcTransports over the simulated network (tests/sim):
+// SEND, SEND with immediate, WRITE, WRITE with immediate and READ of 0 B to 1 MiB, checked byte
+// for byte and completion by completion, through the fault matrix of TRANSPORTS.md (loss, lost
+// ACKs, NAKs and READ responses, reordering, duplicates, corruption caught by the ICRC, PSN wrap)
+// on the NIC's placement and on the copy path; retry exhaustion, RNR, remote access errors.
+//
+// CLEAVE_SIM_SEED replays a seed.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "roce_pair.h"
+
+namespace cleave::transport::roce {
+namespace {
+
+using sim::Dir;
+using sim::Faults;
+using sim::RoceConfig;
+using sim::RocePair;
+
+constexpr size_t kHalf = 32u << 20;  // each MR: [0, 32 MiB) and [32 MiB, 64 MiB)
+
+struct Op {
+  ReqKind kind = ReqKind::kSend;
+  bool imm = false;
+  uint32_t len = 0;
+  size_t src = 0;  // SEND/WRITE: A's offset; READ: B's
+  size_t dst = 0;  // SEND/WRITE: B's offset; READ: A's
+};
+
+// A mixed workload of `count` requests from A (sizes across PMTU boundaries), with the receives
+// B must post. Offsets never overlap, so every request's bytes can be checked at the end.
+std::vector<Op> workload(size_t count, uint32_t max_len = 1u << 20) {
+  static const uint32_t kSizes[] = {1,    3,    4,     255,    4095,     4096,
+                                    4097, 8192, 65536, 100000, 1u << 20, 0};
+  std::vector<Op> ops;
+  size_t a_src = 0, b_dst = 0, b_src = kHalf, a_dst = kHalf;
+  for (size_t i = 0; i < count; i++) {
+    Op o;
+    o.len = std::min(kSizes[i % std::size(kSizes)], max_len);
+    switch (i % 5) {
+      case 0:
+        o.kind = ReqKind::kSend;
+        break;
+      case 1:
+        o.kind = ReqKind::kSend;
+        o.imm = true;
+        break;
+      case 2:
+        o.kind = ReqKind::kWrite;
+        break;
+      case 3:
+        o.kind = ReqKind::kWrite;
+        o.imm = true;
+        break;
+      default:
+        o.kind = ReqKind::kRead;
+        break;
+    }
+    if (o.kind == ReqKind::kRead) {
+      o.src = b_src;
+      o.dst = a_dst;
+      b_src += o.len + 1;
+      a_dst += o.len + 1;
+    } else {
+      o.src = a_src;
+      o.dst = b_dst;
+      a_src += o.len + 1;
+      b_dst += o.len + 1;
+    }
+    if (a_src > kHalf || b_src > 2 * kHalf) break;
+    ops.push_back(o);
+  }
+  return ops;
+}
+
+bool consumes_recv(const Op& o) {
+  return o.kind == ReqKind::kSend || (o.kind == ReqKind::kWrite && o.imm);
+}
+
+// Runs the workload and checks everything: each request completes once, in order, with status 0
+// and its length; B's receives complete in order with the right length, immediate and flags; every
+// byte is where it belongs.
+void run_workload(RocePair& p, const std::vector<Op>& ops, uint64_t max_ns = 60'000'000'000) {
+  ASSERT_TRUE(p.ok) << p.describe();
+  p.fill(p.net->a(), 0, kHalf, 1);
+  p.fill(p.net->b(), kHalf, kHalf, 2);
+  size_t recvs = 0;
+  for (size_t i = 0; i < ops.size(); i++) {
+    const Op& o = ops[i];
+    if (consumes_recv(o)) {
+      // SEND: the receive is the destination. WRITE with immediate: a receive that takes no
+      // bytes (only its completion), given a length the payload would overflow if misplaced.
+      p.post(p.net->b(), {.kind = ReqKind::kRecv,
+                          .len = o.kind == ReqKind::kSend ? o.len : 0,
+                          .offset = o.kind == ReqKind::kSend ? o.dst : 0,
+                          .wr_id = 1000 + i});
+      recvs++;
+    }
+  }
+  for (size_t i = 0; i < ops.size(); i++) {
+    const Op& o = ops[i];
+    AppRequest r{.kind = o.kind, .len = o.len, .offset = o.src, .wr_id = i};
+    if (o.imm) {
+      r.flags = kReqImm;
+      r.imm = 0xA0000000u + uint32_t(i);
+    }
+    if (o.kind == ReqKind::kWrite) {
+      r.rkey = p.b.mr;
+      r.remote_addr = o.dst;
+    } else if (o.kind == ReqKind::kRead) {
+      r.offset = o.dst;
+      r.rkey = p.b.mr;
+      r.remote_addr = o.src;
+    }
+    p.post(p.net->a(), r);
+  }
+  const bool finished = p.net->run_until(
+      [&] { return p.a.events.size() >= ops.size() && p.b.events.size() >= recvs; }, max_ns);
+  ASSERT_TRUE(finished) << "stalled: A " << p.a.events.size() << "/" << ops.size() << ", B "
+                        << p.b.events.size() << "/" << recvs << "\n"
+                        << p.describe();
+  ASSERT_EQ(p.a.events.size(), ops.size()) << p.describe();
+  ASSERT_EQ(p.b.events.size(), recvs) << p.describe();
+  size_t r = 0;
+  for (size_t i = 0; i < ops.size(); i++) {
+    const Op& o = ops[i];
+    const Event& e = p.a.events[i];
+    SCOPED_TRACE("request " + std::to_string(i) + " len " + std::to_string(o.len));
+    const EventKind want = o.kind == ReqKind::kSend    ? EventKind::kSendDone
+                           : o.kind == ReqKind::kWrite ? EventKind::kWriteDone
+                                                       : EventKind::kReadDone;
+    EXPECT_EQ(e.kind, want);
+    EXPECT_EQ(e.status, 0) << p.describe();
+    EXPECT_EQ(e.wr_id, i);
+    EXPECT_EQ(e.len, o.len);
+    if (o.kind == ReqKind::kRead) {
+      EXPECT_TRUE(p.same(p.net->a(), o.dst, p.net->b(), o.src, o.len)) << p.describe();
+    } else {
+      EXPECT_TRUE(p.same(p.net->b(), o.dst, p.net->a(), o.src, o.len)) << p.describe();
+    }
+    if (!consumes_recv(o)) continue;
+    const Event& re = p.b.events[r++];
+    EXPECT_EQ(re.kind, EventKind::kRecvDone);
+    EXPECT_EQ(re.status, 0);
+    EXPECT_EQ(re.wr_id, 1000 + i);
+    EXPECT_EQ(re.len, o.len);
+    const uint8_t flags =
+        uint8_t((o.imm ? kEvImm : 0) | (o.kind == ReqKind::kWrite ? kEvWrite : 0));
+    EXPECT_EQ(re.flags, flags);
+    if (o.imm) {
+      EXPECT_EQ(re.imm, 0xA0000000u + uint32_t(i));
+    }
+  }
+  // Nothing left over: no request outstanding at either end.
+  EXPECT_EQ(p.a.rc->counters().qp_errors + p.b.rc->counters().qp_errors, 0u);
+}
+
+RoceConfig with_faults(const Faults& ab, const Faults& ba) {
+  RoceConfig c;
+  c.ab = ab;
+  c.ba = ba;
+  return c;
+}
+
+uint64_t seed(uint64_t fallback) {
+  return sim::SimNet::seed_from_env(fallback);
+}
+
+// ---- lossless ---------------------------------------------------------------------------------
+
+TEST(RoceSim, EveryOperationLossless) {
+  RocePair p(seed(1), RoceConfig{});
+  run_workload(p, workload(60));
+  const RcCounters& a = p.a.rc->counters();
+  const RcCounters& b = p.b.rc->counters();
+  EXPECT_EQ(a.retransmits + b.retransmits, 0u) << p.describe();
+  EXPECT_EQ(a.timeouts + b.timeouts, 0u);
+  EXPECT_EQ(b.naks_sent, 0u);
+  // The NIC placed SEND and WRITE payloads at B; the copy path took READ responses at A.
+  EXPECT_GT(b.placed_bytes, 0u);
+  // ACKs were coalesced: fewer than one per request packet.
+  EXPECT_LT(b.acks_sent, a.tx_packets / 4) << p.describe();
+}
+
+TEST(RoceSim, SmallPmtus) {
+  for (uint32_t pmtu : {256u, 1024u}) {
+    SCOPED_TRACE("pmtu " + std::to_string(pmtu));
+    RoceConfig c;
+    c.pmtu = pmtu;
+    RocePair p(seed(2), c);
+    run_workload(p, workload(25, 100000));
+  }
+}
+
+TEST(RoceSim, CopyPath) {
+  RoceConfig c;
+  c.zero_copy = false;
+  RocePair p(seed(3), c);
+  run_workload(p, workload(30));
+  EXPECT_EQ(p.b.rc->counters().placed_bytes, 0u);
+  EXPECT_GT(p.b.rc->counters().copied_bytes, 0u);
+}
+
+TEST(RoceSim, PsnWrap) {
+  RoceConfig c;
+  c.psn_a = 0xFFFFF0;
+  c.psn_b = 0xFFFFFA;
+  c.pmtu = 1024;
+  RocePair p(seed(4), c);
+  // Both directions cross 2^24: PSNs at the top and then from 0 go by.
+  std::array<bool, 2> high{}, low{};
+  p.net->set_tap([&](Dir d, std::span<const uint8_t> f) {
+    if (f.size() < 54) return;
+    const uint32_t psn = uint32_t(f[51]) << 16 | uint32_t(f[52]) << 8 | f[53];
+    high[size_t(d)] |= psn >= 0xFFFFF0;
+    low[size_t(d)] |= psn < 0x10;
+  });
+  run_workload(p, workload(30, 65536));
+  EXPECT_TRUE(high[0] && low[0] && high[1] && low[1]);
+}
+
+// ---- the fault matrix -------------------------------------------------------------------------
+
+struct FaultCase {
+  std::string name;
+  Faults ab;
+  Faults ba;
+  bool zero_copy = true;
+};
+
+bool opcode_is(std::span<const uint8_t> f, uint8_t lo, uint8_t hi) {
+  // Ethernet 14, IPv4 20, UDP 8: the BTH opcode.
+  return f.size() > 42 && f[23] == 17 && f[42] >= lo && f[42] <= hi;
+}
+
+uint32_t psn_of(std::span<const uint8_t> f) {
+  return uint32_t(f[51]) << 16 | uint32_t(f[52]) << 8 | f[53];
+}
+
+// Drops the first copy of one in `every` packets with an opcode in [lo, hi], by PSN: a lost
+// packet whose retransmission gets through (a periodic filter could lose every copy of one).
+std::function<bool(std::span<const uint8_t>)> first_copies(uint8_t lo, uint8_t hi, uint32_t every) {
+  auto seen = std::make_shared<std::set<uint32_t>>();
+  return [seen, lo, hi, every](std::span<const uint8_t> f) {
+    if (!opcode_is(f, lo, hi) || f.size() < 54) return false;
+    const uint32_t psn = psn_of(f);
+    return seen->insert(psn).second && psn % every == 0;
+  };
+}
+
+std::vector<FaultCase> fault_cases() {
+  std::vector<FaultCase> v;
+  auto add = [&](std::string n, Faults ab, Faults ba, bool zc = true) {
+    v.push_back({std::move(n), std::move(ab), std::move(ba), zc});
+  };
+  Faults f;
+  f.loss = 0.01;
+  add("Loss1", f, f);
+  add("Loss1CopyPath", f, f, false);
+  f = {};
+  f.loss = 0.05;
+  add("Loss5", f, f);
+  f = {};
+  f.loss = 0.01;
+  f.loss_burst = 0.3;
+  add("LossBursts", f, f);
+  f = {};
+  Faults acks;
+  acks.drop_if = [n = 0](std::span<const uint8_t> fr) mutable {
+    return opcode_is(fr, kAck, kAck) && (++n % 3) == 0;  // every third ACK or NAK
+  };
+  add("LostAcksAndNaks", Faults{.loss = 0.01}, acks);
+  Faults resp;
+  resp.drop_if = first_copies(kReadRespFirst, kReadRespOnly, 5);
+  add("LostReadResponses", Faults{}, resp);
+  Faults reqs;
+  reqs.drop_if = first_copies(kReadRequest, kReadRequest, 2);
+  add("LostReadRequests", reqs, Faults{});
+  Faults firsts;
+  firsts.drop_if = [seen = std::make_shared<std::set<uint32_t>>()](std::span<const uint8_t> fr) {
+    const bool edge =
+        opcode_is(fr, kSendFirst, kSendFirst) || opcode_is(fr, kWriteFirst, kWriteFirst) ||
+        opcode_is(fr, kSendLast, kSendLastImm) || opcode_is(fr, kWriteLast, kWriteLastImm) ||
+        opcode_is(fr, kSendOnly, kSendOnlyImm) || opcode_is(fr, kWriteOnly, kWriteOnlyImm);
+    return edge && seen->insert(psn_of(fr)).second;
+  };
+  add("LostFirstAndLastPackets", firsts, Faults{});
+  f = {};
+  f.reorder = 0.02;
+  add("Reorder", f, f);
+  f = {};
+  f.reverse = 0.01;
+  add("WindowReversal", f, f);
+  f = {};
+  f.duplicate = 0.02;
+  add("Duplicates", f, f);
+  f = {};
+  f.corrupt_header = 0.005;
+  f.corrupt_payload = 0.005;
+  f.corrupt_checksum = 0.005;
+  add("CorruptionCaughtByIcrc", f, f);
+  f = {};
+  f.truncate = 0.005;
+  add("Truncation", f, f);
+  f = {};
+  f.loss = 0.005;
+  f.reorder = 0.01;
+  f.duplicate = 0.01;
+  f.corrupt_payload = 0.002;
+  add("Everything", f, f);
+  return v;
+}
+
+class RoceFaults : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(RoceFaults, AllDataExactlyOnceInOrder) {
+  const FaultCase& c = GetParam();
+  RoceConfig cfg = with_faults(c.ab, c.ba);
+  cfg.zero_copy = c.zero_copy;
+  RocePair p(seed(0x40CE + std::hash<std::string>{}(c.name) % 1000), cfg);
+  run_workload(p, workload(60));
+  const sim::LinkStats& ab = p.net->stats(Dir::kAtoB);
+  const sim::LinkStats& ba = p.net->stats(Dir::kBtoA);
+  const RcCounters& a = p.a.rc->counters();
+  const RcCounters& b = p.b.rc->counters();
+  if (ab.dropped() + ba.dropped() + ab.corrupted() + ba.corrupted() + ab.truncated + ba.truncated >
+      0) {
+    EXPECT_GT(a.retransmits + b.read_responses, 0u) << p.describe();
+  }
+  if (c.ab.corrupt_header + c.ab.corrupt_payload + c.ab.corrupt_checksum > 0) {
+    EXPECT_GT(ab.corrupted(), 0u);
+    EXPECT_GT(b.bad_icrc, 0u) << p.describe();
+  }
+  if (c.ab.duplicate > 0) {
+    EXPECT_GT(b.duplicates, 0u) << p.describe();
+  }
+  if (c.ab.drop_if || c.ba.drop_if) {
+    EXPECT_GT(ab.dropped_filter + ba.dropped_filter, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, RoceFaults, ::testing::ValuesIn(fault_cases()),
+                         [](const auto& tp) { return tp.param.name; });
+
+// ---- failures ---------------------------------------------------------------------------------
+
+TEST(RoceSim, RetryExhaustionFailsTheRequestAndTheQp) {
+  RoceConfig c;
+  c.retry_cnt = 3;
+  c.timeout = 8;  // ~1 ms
+  RocePair p(seed(5), c);
+  ASSERT_TRUE(p.ok);
+  p.net->faults(Dir::kAtoB).down = true;
+  p.post(p.net->a(), {.kind = ReqKind::kWrite, .len = 5000, .wr_id = 1, .rkey = p.b.mr});
+  p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 10, .wr_id = 2});
+  ASSERT_TRUE(p.run_until_events(p.a, 2, 1'000'000'000)) << p.describe();
+  EXPECT_EQ(p.a.events[0].kind, EventKind::kWriteDone);
+  EXPECT_EQ(p.a.events[0].status, -ETIMEDOUT);
+  EXPECT_EQ(p.a.events[1].status, -ECANCELED);
+  // The first try and retry_cnt retries, each after one timeout.
+  EXPECT_EQ(p.a.rc->counters().timeouts, 4u);
+  EXPECT_GE(p.net->now_ns(), 4 * ack_timeout_ns(8));
+  QpAttr at;
+  ASSERT_EQ(p.a.rc->query_qp(p.a.qp, &at), 0);
+  EXPECT_EQ(at.state, QpState::kErr);
+  // A QP in ERR refuses new work.
+  p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 10, .wr_id = 3});
+  ASSERT_TRUE(p.run_until_events(p.a, 3, 1'000'000)) << p.describe();
+  EXPECT_EQ(p.a.events[2].status, -ECANCELED);
+}
+
+TEST(RoceSim, ProgressResetsTheRetryCount) {
+  // Each SEND's first two copies are lost: two timeouts each, never retry_cnt = 2 in a row
+  // without progress, but ten in all.
+  RoceConfig c;
+  c.retry_cnt = 2;
+  c.timeout = 6;
+  Faults f;
+  f.drop_if = [n = 0](std::span<const uint8_t> fr) mutable {
+    return opcode_is(fr, kSendOnly, kSendOnly) && (++n % 3) != 0;
+  };
+  c.ab = f;
+  RocePair p(seed(6), c);
+  ASSERT_TRUE(p.ok);
+  for (uint64_t i = 0; i < 5; i++) {
+    p.post(p.net->b(), {.kind = ReqKind::kRecv, .len = 100, .offset = i * 100, .wr_id = i});
+  }
+  for (uint64_t i = 0; i < 5; i++) {
+    p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 100, .offset = i * 100, .wr_id = i});
+    ASSERT_TRUE(p.run_until_events(p.a, i + 1, 2'000'000'000)) << p.describe();
+    EXPECT_EQ(p.a.events[i].status, 0) << p.describe();
+  }
+  EXPECT_EQ(p.a.rc->counters().timeouts, 10u);
+}
+
+TEST(RoceSim, RnrNakUntilAReceiveIsPosted) {
+  RocePair p(seed(7), RoceConfig{});
+  ASSERT_TRUE(p.ok);
+  p.fill(p.net->a(), 0, 3000, 9);
+  p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 3000, .wr_id = 1});
+  p.net->run_for(2'000'000);
+  EXPECT_TRUE(p.a.events.empty());
+  EXPECT_GT(p.b.rc->counters().rnr_naks_sent, 0u);
+  EXPECT_GT(p.a.rc->counters().rnr_naks_received, 0u);
+  p.post(p.net->b(), {.kind = ReqKind::kRecv, .len = 4000, .offset = 100, .wr_id = 7});
+  ASSERT_TRUE(p.run_until_events(p.a, 1)) << p.describe();
+  ASSERT_TRUE(p.run_until_events(p.b, 1)) << p.describe();
+  EXPECT_EQ(p.a.events[0].status, 0);
+  EXPECT_EQ(p.b.events[0].len, 3000u);
+  EXPECT_TRUE(p.same(p.net->b(), 100, p.net->a(), 0, 3000));
+}
+
+TEST(RoceSim, RnrRetryExhaustion) {
+  RoceConfig c;
+  c.rnr_retry = 2;
+  RocePair p(seed(8), c);
+  ASSERT_TRUE(p.ok);
+  p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 10, .wr_id = 1});
+  ASSERT_TRUE(p.run_until_events(p.a, 1, 1'000'000'000)) << p.describe();
+  EXPECT_EQ(p.a.events[0].status, -EBUSY);
+  EXPECT_EQ(p.a.rc->counters().rnr_naks_received, 3u);
+}
+
+TEST(RoceSim, RemoteAccessErrors) {
+  struct Bad {
+    std::string what;
+    ReqKind kind;
+    uint32_t rkey_delta;
+    uint64_t va;
+    uint8_t access;  // both QPs' access
+  };
+  const std::vector<Bad> cases = {
+      {"write with an unknown rkey", ReqKind::kWrite, 5, 0, 3},
+      {"write past the MR", ReqKind::kWrite, 0, (64u << 20) - 10, 3},
+      {"read past the MR", ReqKind::kRead, 0, (64u << 20) - 10, 3},
+      {"write to a QP without remote write", ReqKind::kWrite, 0, 0, kRemoteRead},
+      {"read from a QP without remote read", ReqKind::kRead, 0, 0, kRemoteWrite},
+  };
+  for (const Bad& bad : cases) {
+    SCOPED_TRACE(bad.what);
+    RoceConfig c;
+    c.access = bad.access;
+    RocePair p(seed(9), c);
+    ASSERT_TRUE(p.ok);
+    std::vector<uint8_t> before(p.net->b().mr(p.b.mr).begin(), p.net->b().mr(p.b.mr).end());
+    p.post(p.net->a(), {.kind = bad.kind,
+                        .len = 100,
+                        .wr_id = 1,
+                        .rkey = p.b.mr + bad.rkey_delta,
+                        .remote_addr = bad.va});
+    p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 10, .wr_id = 2});
+    ASSERT_TRUE(p.run_until_events(p.a, 2, 1'000'000'000)) << p.describe();
+    EXPECT_EQ(p.a.events[0].status, -EACCES);
+    EXPECT_EQ(p.a.events[1].status, -ECANCELED);
+    EXPECT_EQ(p.b.rc->counters().access_errors, 1u);
+    EXPECT_TRUE(std::equal(before.begin(), before.end(), p.net->b().mr(p.b.mr).begin()));
+  }
+}
+
+TEST(RoceSim, SendLongerThanTheReceiveFailsBoth) {
+  RocePair p(seed(10), RoceConfig{});
+  ASSERT_TRUE(p.ok);
+  p.post(p.net->b(), {.kind = ReqKind::kRecv, .len = 100, .wr_id = 5});
+  p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 5000, .wr_id = 1});
+  ASSERT_TRUE(p.run_until_events(p.a, 1, 1'000'000'000)) << p.describe();
+  ASSERT_TRUE(p.run_until_events(p.b, 1, 1'000'000'000)) << p.describe();
+  EXPECT_EQ(p.a.events[0].status, -EINVAL);
+  EXPECT_EQ(p.b.events[0].status, -EMSGSIZE);
+  EXPECT_EQ(p.b.events[0].wr_id, 5u);
+}
+
+// ---- the QP state machine ---------------------------------------------------------------------
+
+class NullContext final : public Context {
+ public:
+  NullContext() : Context(tx_, ev_) {}
+  int ms_post(FlowId, uint16_t, uint64_t, uint32_t, uint32_t) override { return -EOPNOTSUPP; }
+  int cursor_update(FlowId, uint32_t) override { return 0; }
+  int ms_retire(FlowId, uint32_t) override { return 0; }
+  int ms_retire_msg(FlowId, uint32_t) override { return 0; }
+  bool copy_in(const uint8_t*, uint32_t, uint16_t, uint64_t) override { return false; }
+  FlowId flow_open(ListenerId, const FlowTuple&, uint32_t, bool) override { return kNoFlow; }
+  void flow_synced(FlowId, uint32_t, bool) override {}
+  void flow_closed(FlowId) override {}
+  std::vector<Event> events;
+
+ private:
+  void drain_tx(std::span<TxDesc>) override {}
+  void drain_events(std::span<const Event> e) override {
+    events.insert(events.end(), e.begin(), e.end());
+  }
+  std::array<TxDesc, 8> tx_{};
+  std::array<Event, 8> ev_{};
+};
+
+TEST(RoceQp, TransitionsNeedTheirAttributes) {
+  RcTransport rc;
+  NullContext ctx;
+  ASSERT_EQ(rc.create_qp(3, 0x33, QpCaps{}), 0);
+  EXPECT_EQ(rc.create_qp(3, 0x34, QpCaps{}), -EEXIST);
+  EXPECT_EQ(rc.create_qp(4, 0x1000000, QpCaps{}), -EINVAL);
+  QpAttr a;
+  a.state = QpState::kRtr;  // RESET -> RTR skips INIT
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn, ctx), -EINVAL);
+  a.state = QpState::kInit;
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState, ctx), -EINVAL);  // INIT needs access
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState | kAttrAccess, ctx), 0);
+  a.state = QpState::kRtr;
+  a.pmtu = 1000;
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn, ctx), -EINVAL);
+  a.pmtu = 2048;
+  a.rq_psn = 0x1000000;
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn, ctx), -EINVAL);
+  a.rq_psn = 5;
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState | kAttrPmtu | kAttrDestQpn, ctx), -EINVAL);
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn, ctx), 0);
+  // Work before RTS is refused.
+  rc.app_burst(std::array{AppRequest{.flow = 3, .kind = ReqKind::kSend, .len = 1, .wr_id = 9}},
+               ctx);
+  ctx.flush();
+  ASSERT_EQ(ctx.events.size(), 1u);
+  EXPECT_EQ(ctx.events[0].status, -EINVAL);
+  a.state = QpState::kRts;
+  a.retry_cnt = 8;
+  const uint32_t rts = kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry;
+  EXPECT_EQ(rc.modify_qp(3, a, rts, ctx), -EINVAL);
+  a.retry_cnt = 7;
+  EXPECT_EQ(rc.modify_qp(3, a, rts & ~kAttrSqPsn, ctx), -EINVAL);
+  EXPECT_EQ(rc.modify_qp(3, a, rts, ctx), 0);
+  QpAttr q;
+  ASSERT_EQ(rc.query_qp(3, &q), 0);
+  EXPECT_EQ(q.state, QpState::kRts);
+  EXPECT_EQ(q.pmtu, 2048u);
+  // RTS -> RTS may not change the path or PSNs.
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState | kAttrPmtu, ctx), -EINVAL);
+  // Any state -> ERR, then ERR -> RESET.
+  a.state = QpState::kErr;
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState, ctx), 0);
+  a.state = QpState::kRts;
+  EXPECT_EQ(rc.modify_qp(3, a, rts, ctx), -EINVAL);
+  a.state = QpState::kReset;
+  EXPECT_EQ(rc.modify_qp(3, a, kAttrState, ctx), 0);
+  EXPECT_EQ(rc.destroy_qp(3, ctx), 0);
+  EXPECT_EQ(rc.destroy_qp(3, ctx), -ENOENT);
+}
+
+}  // namespace
+}  // namespace cleave::transport::roce
