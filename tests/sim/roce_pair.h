@@ -39,6 +39,7 @@ struct RoceConfig {
   uint8_t min_rnr_timer = 1;  // 0.01 ms
   uint8_t access = transport::roce::kRemoteWrite | transport::roce::kRemoteRead;
   bool zero_copy = true;
+  bool selective_repeat = false;  // both QPs
   size_t mr_bytes = 64u << 20;
   transport::roce::QpCaps caps{1024, 1024};
 };
@@ -139,8 +140,10 @@ class RocePair {
     at.dest_qpn = dest;
     at.rq_psn = rq_psn;
     at.min_rnr_timer = cfg_.min_rnr_timer;
+    at.selective_repeat = cfg_.selective_repeat;
     if (s.rc->modify_qp(s.qp, at,
-                        kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrMinRnrTimer,
+                        kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrMinRnrTimer |
+                            kAttrSelectiveRepeat,
                         h) != 0) {
       return false;
     }
@@ -149,8 +152,11 @@ class RocePair {
     at.timeout = cfg_.timeout;
     at.retry_cnt = cfg_.retry_cnt;
     at.rnr_retry = cfg_.rnr_retry;
+    // The link's rate: the sim's queue has no bound, and nothing else (DCQCN) slows a sender.
+    at.rate_limit_kbps = cfg_.link.rate_bps / 1000;
     return s.rc->modify_qp(s.qp, at,
-                           kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry,
+                           kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry |
+                               kAttrRateLimit,
                            h) == 0;
   }
 

@@ -7,10 +7,12 @@ namespace cleave::transport::roce {
 
 namespace {
 
-constexpr uint32_t kAckEvery = 64;       // AckReq at least every this many packets (rxe)
-constexpr uint32_t kMaxInflight = 1024;  // packets sent and not acknowledged
-constexpr uint32_t kMaxReadQueue = 16;   // READs a responder holds (max_dest_rd_atomic)
-constexpr uint32_t kRespBurst = 64;      // READ response packets per call, per QP
+constexpr uint32_t kAckEvery = 64;            // AckReq at least every this many packets (rxe)
+constexpr uint32_t kMaxInflight = 1024;       // packets sent and not acknowledged
+constexpr uint32_t kSrWindow = kMaxInflight;  // selective repeat: PSNs tracked past the oldest
+constexpr uint32_t kMaxSrNaks = 32;           // selective-repeat NAKs a QP sends per burst
+constexpr uint32_t kMaxReadQueue = 16;        // READs a responder holds (max_dest_rd_atomic)
+constexpr uint32_t kRespBurst = 64;           // READ response packets per call, per QP
 constexpr uint64_t kDefaultRateBps = 100'000'000'000ull;
 constexpr uint64_t kBurstBytes = 64u << 10;
 
@@ -52,7 +54,27 @@ struct RecvWqe {
   uint64_t wr_id = 0;
 };
 
+// Selective repeat: a request packet the responder accepted past a gap (the NIC placed its
+// payload, or it had none), kept until ePSN reaches it and it is processed in order.
+struct OooPkt {
+  bool valid = false;
+  uint32_t len = 0;
+  Headers b;
+};
+
+// Selective repeat: where a WRITE seen past a gap goes, so its packets the NIC could not place
+// can be copied there.
+struct WriteCtx {
+  bool valid = false;
+  uint16_t mr = 0;
+  uint32_t first_psn = 0;
+  uint32_t npkts = 0;
+  uint32_t len = 0;
+  uint64_t offset = 0;
+};
+
 struct ReadResp {
+  bool again = false;  // a duplicate READ executed again
   uint32_t first_psn = 0;
   uint32_t npkts = 0;
   uint32_t next = 0;  // packets sent
@@ -97,6 +119,14 @@ struct RcTransport::Qp {
   uint8_t retries_left = 7;
   uint8_t rnr_left = 7;
   // Pacing: a token bucket at rate_bps.
+  // Selective repeat, requester: PSNs the responder has (a set, see bit()), PSNs queued to be
+  // sent again (and a set of them, so a PSN is queued once), and where the next NAK's search for
+  // holes starts.
+  std::vector<uint32_t> sacked;
+  std::vector<uint32_t> queued;
+  std::vector<uint32_t> resend;
+  size_t resend_head = 0;
+  uint32_t recover_next = 0;
   uint64_t rate_bps = kDefaultRateBps;
   uint64_t tokens = kBurstBytes;
   uint64_t tokens_ns = 0;
@@ -108,7 +138,8 @@ struct RcTransport::Qp {
   uint64_t rq_nic = 0;  // receives posted to the NIC (message numbers < rq_nic)
   uint32_t epsn = 0;
   uint32_t msn = 0;
-  uint32_t cursor = 0;  // last cursor given to the NIC
+  uint32_t last_ack = kPsnMask + 1;  // the PSN of the last ACK sent (none yet)
+  uint32_t cursor = 0;               // last cursor given to the NIC
   bool nak_sent = false;
   bool ack_pending = false;
   bool touched = false;
@@ -126,11 +157,31 @@ struct RcTransport::Qp {
   std::vector<ReadResp> rr;
   uint32_t rr_head = 0;
   uint32_t rr_n = 0;
+  // Selective repeat, responder: packets accepted past a gap, by psn % kSrWindow, and the PSNs
+  // of those that arrived this burst (each is named in a NAK).
+  std::vector<OooPkt> ooo;
+  std::vector<uint32_t> sr_naks;
+  std::array<WriteCtx, 8> wctx{};
+  uint32_t wctx_next = 0;
 
   bool outstanding() const { return psn_diff(snd_max, una) > 0; }
 };
 
 namespace {
+
+// A set of PSNs in a ring by psn % kSrWindow, each slot holding psn + 1 (0: none), so a PSN
+// kSrWindow later (a READ takes many PSNs) never reads as a member: it takes the slot over.
+bool bit(const std::vector<uint32_t>& v, uint32_t psn) {
+  return v[psn % kSrWindow] == psn + 1;
+}
+void set_bit(std::vector<uint32_t>& v, uint32_t psn, bool on) {
+  uint32_t& slot = v[psn % kSrWindow];
+  if (on) {
+    slot = psn + 1;
+  } else if (slot == psn + 1) {
+    slot = 0;
+  }
+}
 
 void count_tx(RcTransport::Qp& q, uint32_t len, RcCounters& total) {
   q.c.tx_packets++;
@@ -268,6 +319,9 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     return -EINVAL;
   }
   if ((mask & kAttrAccess) != 0 && (a.access & ~(kRemoteWrite | kRemoteRead)) != 0) return -EINVAL;
+  if ((mask & kAttrRateLimit) != 0 && a.rate_limit_kbps > kDefaultRateBps / 1000 * 4) {
+    return -EINVAL;  // 400 Gb/s
+  }
   bool ok = false;
   if (to == QpState::kErr || to == QpState::kReset ||
       (from == QpState::kInit && to == QpState::kInit)) {
@@ -279,7 +333,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
   } else if (from == QpState::kRtr && to == QpState::kRts) {
     ok = need(kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry);
   } else if (from == QpState::kRts && to == QpState::kRts) {
-    ok = (mask & (kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrSqPsn)) == 0;
+    ok = (mask & (kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrSqPsn | kAttrSelectiveRepeat)) == 0;
   }
   if (!ok) return -EINVAL;
 
@@ -296,6 +350,10 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
   if ((mask & kAttrMaxDestRdAtomic) != 0) s.max_dest_rd_atomic = a.max_dest_rd_atomic;
   if ((mask & kAttrAccess) != 0) s.access = a.access;
   if ((mask & kAttrSelectiveRepeat) != 0) s.selective_repeat = a.selective_repeat;
+  if ((mask & kAttrRateLimit) != 0) {
+    s.rate_limit_kbps = a.rate_limit_kbps;
+    q->rate_bps = a.rate_limit_kbps == 0 ? kDefaultRateBps : a.rate_limit_kbps * 1000;
+  }
 
   if (to == QpState::kErr) {
     to_error(*q, -ECANCELED, ctx);
@@ -316,6 +374,13 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
   }
   if (to == QpState::kRtr && from == QpState::kInit) {
     q->epsn = q->cursor = s.rq_psn;
+    if (s.selective_repeat) {
+      q->sacked.assign(kSrWindow, 0);
+      q->queued.assign(kSrWindow, 0);
+      q->resend.reserve(kSrWindow);
+      q->ooo.assign(kSrWindow, OooPkt{});
+      q->sr_naks.reserve(kMaxSrNaks);
+    }
     q->sport = udp_sport(q->qpn, s.dest_qpn);
     // Receives posted before RTR go to the NIC now that the flow is steered.
     for (; q->rq_nic < q->rq_tail; q->rq_nic++) {
@@ -324,7 +389,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     }
   }
   if (to == QpState::kRts && from == QpState::kRtr) {
-    q->snd_nxt = q->snd_max = q->una = s.sq_psn;
+    q->snd_nxt = q->snd_max = q->una = q->recover_next = s.sq_psn;
     q->retries_left = s.retry_cnt;
     q->rnr_left = s.rnr_retry;
   }
@@ -376,12 +441,15 @@ TxDesc& header(RcTransport::Qp& q, Headers& h, Context& ctx) {
   return d;
 }
 
-void send_ack(RcTransport::Qp& q, uint8_t syndrome, uint32_t psn, Context& ctx, RcCounters& t) {
+// An ACK or NAK. `msn`: the AETH's MSN field, the responder's message count; in a selective-
+// repeat NAK, the PSN it names.
+void send_ack(RcTransport::Qp& q, uint8_t syndrome, uint32_t psn, uint32_t msn, Context& ctx,
+              RcCounters& t) {
   Headers h;
   h.opcode = kAck;
   h.psn = psn;
   h.syndrome = syndrome;
-  h.msn = q.msn;
+  h.msn = msn;
   header(q, h, ctx);
   count_tx(q, 0, t);
 }
@@ -436,9 +504,10 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
 
 // Go back to `psn` (go-back-N): the request holding it is sent again from there.
 void rewind(RcTransport::Qp& q, uint32_t psn) {
-  for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+  uint64_t i = q.sq_head;
+  for (; i != q.sq_tail; i++) {
     SendWqe& w = q.sq[i % q.sq.size()];
-    if (!w.started) return;
+    if (!w.started) break;
     if (w.done) continue;
     if (!w.covers(psn) && psn_diff(psn, w.first_psn) >= 0) continue;
     // The first request at or after psn (psn lies in it, or before it: a READ's start).
@@ -449,6 +518,72 @@ void rewind(RcTransport::Qp& q, uint32_t psn) {
     q.snd_nxt = psn_add(w.first_psn, k);
     return;
   }
+  // Past everything sent (an ACK for all of it overtook a rewind): new requests go on from psn.
+  q.send_wqe = i;
+  q.send_pkt = 0;
+  q.snd_nxt = psn;
+}
+
+// Selective repeat: `psn` is to be sent again (once, however often it is named).
+void queue_resend(RcTransport::Qp& q, uint32_t psn) {
+  if (psn_diff(psn, q.una) < 0 || psn_diff(psn, q.snd_max) >= 0 || bit(q.queued, psn)) return;
+  if (q.resend_head == q.resend.size()) {
+    q.resend.clear();
+    q.resend_head = 0;
+  } else if (q.resend_head >= kSrWindow / 2) {  // drop what was sent, so the list stays small
+    q.resend.erase(q.resend.begin(), q.resend.begin() + ptrdiff_t(q.resend_head));
+    q.resend_head = 0;
+  }
+  set_bit(q.queued, psn, true);
+  q.resend.push_back(psn);
+}
+
+// Selective repeat: every PSN in [from, to) the responder does not have is sent again. A READ
+// is one request: its first PSN stands for all of them; after a timeout (`all`) a READ still
+// missing responses is asked again even when the responder has its request.
+void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all = false) {
+  for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+    const SendWqe& w = q.sq[i % q.sq.size()];
+    if (!w.started || psn_diff(w.first_psn, to) >= 0) break;
+    if (psn_diff(w.last_psn(), from) < 0) continue;
+    if (w.kind == ReqKind::kRead) {
+      // Its first missing response: asked for when the responder lacks the request, or (after
+      // a timeout) when the responses stopped.
+      const uint32_t missing = psn_add(w.first_psn, w.read_got);
+      if (!w.done && psn_diff(missing, from) >= 0 && psn_diff(missing, to) < 0 &&
+          (all || !bit(q.sacked, w.first_psn))) {
+        queue_resend(q, missing);
+      }
+      continue;
+    }
+    const uint32_t a = psn_diff(w.first_psn, from) >= 0 ? w.first_psn : from;
+    for (uint32_t p = a; psn_diff(p, to) < 0 && psn_diff(p, w.last_psn()) <= 0; p = psn_add(p, 1)) {
+      if (!bit(q.sacked, p)) queue_resend(q, p);
+    }
+  }
+}
+
+// Something from `psn` on must go again: go-back-N goes back there, selective repeat sends that
+// packet (a READ: the rest of it).
+void go_back(RcTransport::Qp& q, uint32_t psn) {
+  if (q.attr.selective_repeat) {
+    queue_resend(q, psn);
+  } else {
+    rewind(q, psn);
+  }
+}
+
+// Selective repeat: the next queued PSN still to send again, if any.
+bool next_resend(RcTransport::Qp& q, uint32_t* psn) {
+  while (q.resend_head < q.resend.size()) {
+    const uint32_t p = q.resend[q.resend_head++];
+    set_bit(q.queued, p, false);
+    if (psn_diff(p, q.una) >= 0) {  // sacked ones were not queued (READs may be, by timeout)
+      *psn = p;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -459,6 +594,28 @@ namespace {
 void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
   if (q.attr.state != QpState::kRts || q.rnr_until != 0) return;
   const uint64_t now = ctx.now_ns();
+  // Selective repeat: what was lost goes first.
+  uint32_t p = 0;
+  while (q.attr.selective_repeat && q.resend_head < q.resend.size() && pace(q, now) &&
+         next_resend(q, &p)) {
+    for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+      SendWqe& w = q.sq[i % q.sq.size()];
+      if (!w.started) break;
+      if (!w.covers(p)) continue;
+      uint32_t k = uint32_t(psn_diff(p, w.first_psn));
+      if (w.kind == ReqKind::kRead) {
+        if (w.done) break;
+        k = std::max(k, w.read_got);
+      }
+      send_packet(q, w, k, ctx, t);
+      spend(q,
+            (w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu)) + 64);
+      q.c.retransmits++;
+      t.retransmits++;
+      break;
+    }
+    if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + ack_timeout_ns(q.attr.timeout);
+  }
   while (q.send_wqe != q.sq_tail) {
     if (psn_diff(q.snd_nxt, q.una) >= int32_t(kMaxInflight)) break;
     if (!pace(q, now)) break;
@@ -470,6 +627,13 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
     }
     const bool again = psn_diff(q.snd_nxt, q.snd_max) < 0;
     if (w.kind == ReqKind::kRead) {
+      if (w.done) {  // going back over a READ whose responses all came: nothing to ask
+        q.snd_nxt = psn_add(w.first_psn, w.npkts);
+        q.send_wqe++;
+        q.send_pkt = 0;
+        continue;
+      }
+      q.send_pkt = std::max(q.send_pkt, w.read_got);  // only the responses still missing
       if (!w.read_counted) {
         if (q.reads_out >= q.attr.max_rd_atomic) break;
         q.reads_out++;
@@ -534,13 +698,17 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
         next = missing;
         if (w.read_retry != missing + 1) {
           w.read_retry = missing + 1;
-          rewind(q, missing);
+          go_back(q, missing);
         }
       }
       break;
     }
   }
   if (psn_diff(next, q.una) <= 0) return false;
+  if (q.attr.selective_repeat) {
+    for (uint32_t p = q.una; p != next; p = psn_add(p, 1))
+      set_bit(q.sacked, p, false);  // the bits are reused for PSNs kSrWindow later
+  }
   q.una = next;
   // Acknowledged while being sent again (an ACK that overtook a rewind): resume past it.
   if (psn_diff(q.una, q.snd_nxt) > 0) rewind(q, q.una);
@@ -655,6 +823,20 @@ bool land(RcTransport::Qp& q, const Rx& x, uint16_t mr, uint64_t offset, Context
   return x.h.placed == Placed::kPlaced || x.h.placed == Placed::kTrimmed;
 }
 
+// Makes room for a new READ by dropping a duplicate READ's responses not yet sent (the
+// requester asks again if it still needs them). False when there is none.
+bool drop_reread(RcTransport::Qp& q) {
+  const auto n = uint32_t(q.rr.size());
+  for (uint32_t i = 0; i < q.rr_n; i++) {
+    if (!q.rr[(q.rr_head + i) % n].again) continue;
+    for (uint32_t j = i; j + 1 < q.rr_n; j++)
+      q.rr[(q.rr_head + j) % n] = q.rr[(q.rr_head + j + 1) % n];
+    q.rr_n--;
+    return true;
+  }
+  return false;
+}
+
 // The responder's side of one request packet at ePSN. Returns false (with a NAK or RNR pending)
 // when it was not accepted.
 bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
@@ -754,7 +936,7 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
   }
   // READ request.
   if (q.in_send || q.in_write) return invalid();
-  if (q.rr_n >= q.attr.max_dest_rd_atomic) return invalid();
+  if (q.rr_n >= q.attr.max_dest_rd_atomic && !drop_reread(q)) return invalid();
   uint16_t mr = 0;
   uint64_t off = 0;
   if ((q.attr.access & kRemoteRead) == 0 ||
@@ -766,7 +948,7 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     return false;
   }
   ReadResp& rr = q.rr[(q.rr_head + q.rr_n) % q.rr.size()];
-  rr = ReadResp{x.b.psn, packets(x.b.dma_len, pmtu), 0, mr, x.b.dma_len, off};
+  rr = ReadResp{false, x.b.psn, packets(x.b.dma_len, pmtu), 0, mr, x.b.dma_len, off};
   q.rr_n++;
   q.msn = psn_add(q.msn, 1);
   return true;
@@ -782,13 +964,42 @@ void reread(RcTransport::Qp& q, const Rx& x, Context& ctx) {
       ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, false, &mr, &off) != 0) {
     return;
   }
-  // A READ already queued from that PSN on is being sent: nothing to add.
+  // Responses queued and not yet sent from that PSN on: they answer it, nothing to add. Ones
+  // already past it stop there (the requester discards what follows a gap): the new responses
+  // take over from the PSN asked.
   for (uint32_t i = 0; i < q.rr_n; i++) {
-    if (q.rr[(q.rr_head + i) % q.rr.size()].first_psn == x.b.psn) return;
+    ReadResp& r = q.rr[(q.rr_head + i) % q.rr.size()];
+    const int32_t k = psn_diff(x.b.psn, r.first_psn);
+    if (k < 0 || k >= int32_t(r.npkts)) continue;
+    if (uint32_t(k) >= r.next) return;
+    r.npkts = r.next;
+    r.len = std::min(r.len, r.next * q.attr.pmtu);
   }
   ReadResp& rr = q.rr[(q.rr_head + q.rr_n) % q.rr.size()];
-  rr = ReadResp{x.b.psn, packets(x.b.dma_len, q.attr.pmtu), 0, mr, x.b.dma_len, off};
+  rr = ReadResp{true, x.b.psn, packets(x.b.dma_len, q.attr.pmtu), 0, mr, x.b.dma_len, off};
   q.rr_n++;
+}
+
+// The PSN an ACK may name now: the newest accepted, but not past a READ whose responses are
+// still queued (the ACK would tell the requester they were lost). Duplicates executed again do
+// not hold it back: the requester had their ACK.
+uint32_t ack_point(const RcTransport::Qp& q) {
+  for (uint32_t i = 0; i < q.rr_n; i++) {
+    const ReadResp& r = q.rr[(q.rr_head + i) % q.rr.size()];
+    if (!r.again) return psn_add(r.first_psn, kPsnMask);
+  }
+  return psn_add(q.epsn, kPsnMask);
+}
+
+// Sends the ACK that is due, as far as ack_point() allows; the rest stays due.
+void send_due_ack(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
+  const uint32_t psn = ack_point(q);
+  q.ack_pending = psn != psn_add(q.epsn, kPsnMask);
+  if (q.ack_pending && psn == q.last_ack) return;  // held back, and it would tell nothing new
+  send_ack(q, kSynAck, psn, q.msn, ctx, t);
+  q.last_ack = psn;
+  q.c.acks_sent++;
+  t.acks_sent++;
 }
 
 // Sends queued READ responses (as the pacer allows, at most kRespBurst per call).
@@ -797,6 +1008,11 @@ void respond(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
   const uint32_t pmtu = q.attr.pmtu;
   for (uint32_t sent = 0; q.rr_n != 0 && sent < kRespBurst && pace(q, now); sent++) {
     ReadResp& r = q.rr[q.rr_head];
+    if (r.next >= r.npkts) {  // cut short by a duplicate READ (reread)
+      q.rr_head = (q.rr_head + 1) % uint32_t(q.rr.size());
+      q.rr_n--;
+      continue;
+    }
     const uint32_t k = r.next;
     const bool first = k == 0;
     const bool last = k + 1 == r.npkts;
@@ -822,6 +1038,69 @@ void respond(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
       q.rr_head = (q.rr_head + 1) % uint32_t(q.rr.size());
       q.rr_n--;
     }
+  }
+}
+
+// Selective repeat: a request `d` PSNs past ePSN. Kept when its payload is certainly in place
+// (the NIC placed it, it had none, or it belongs to a WRITE whose place is known), to be
+// processed when ePSN reaches it, and named in a NAK. Otherwise (a SEND's packet past a gap: the
+// NIC places SENDs in order only) dropped: false, and the caller asks for everything from ePSN
+// the responder does not have.
+bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounters& t) {
+  if (d >= int32_t(kSrWindow)) return false;
+  OooPkt& e = q.ooo[x.b.psn % kSrWindow];
+  if (e.valid && e.b.psn == x.b.psn) return true;  // a duplicate of one kept
+  const OpInfo o = op_info(x.b.opcode);
+  if (o.kind == OpKind::kWrite && o.first && (q.attr.access & kRemoteWrite) != 0) {
+    // Where this WRITE goes: for its packets the NIC defers (it keeps one WRITE's context).
+    WriteCtx c;
+    if (x.b.dma_len != 0 &&
+        ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, true, &c.mr, &c.offset) == 0) {
+      c.valid = true;
+      c.first_psn = x.b.psn;
+      c.npkts = packets(x.b.dma_len, q.attr.pmtu);
+      c.len = x.b.dma_len;
+      q.wctx[q.wctx_next++ % q.wctx.size()] = c;
+    }
+  }
+  if (x.len != 0 && x.h.placed != Placed::kPlaced) {
+    // Deferred: kept only when it is a WRITE's packet whose place is known, copied there.
+    if (o.kind != OpKind::kWrite || x.h.placed != Placed::kDeferred) return false;
+    const WriteCtx* c = nullptr;
+    for (const WriteCtx& w : q.wctx) {
+      if (w.valid && psn_diff(x.b.psn, w.first_psn) >= 0 &&
+          psn_diff(x.b.psn, w.first_psn) < int32_t(w.npkts)) {
+        c = &w;
+      }
+    }
+    if (c == nullptr) return false;
+    const uint64_t at = uint64_t(psn_diff(x.b.psn, c->first_psn)) * q.attr.pmtu;
+    if (x.len > q.attr.pmtu || at + x.len > c->len || !land(q, x, c->mr, c->offset + at, ctx, t)) {
+      return false;
+    }
+  }
+  e.valid = true;
+  e.b = x.b;
+  e.len = x.len;
+  if (q.sr_naks.size() < kMaxSrNaks) q.sr_naks.push_back(x.b.psn);
+  return true;
+}
+
+// Selective repeat: processes, in order, the packets kept past what was the gap.
+void sweep(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
+  for (;;) {
+    OooPkt& e = q.ooo[q.epsn % kSrWindow];
+    if (!e.valid || e.b.psn != q.epsn) return;
+    e.valid = false;
+    RxHeader h;
+    h.placed = e.len == 0 ? Placed::kNoPayload : Placed::kPlaced;
+    h.payload_len = e.len;
+    const Rx x{h, e.b, e.len};
+    if (!accept(q, x, ctx, t)) return;  // its NAK or RNR NAK is due; it comes again
+    const OpInfo o = op_info(e.b.opcode);
+    q.epsn =
+        psn_add(q.epsn, o.kind == OpKind::kReadRequest ? packets(e.b.dma_len, q.attr.pmtu) : 1);
+    if (o.kind != OpKind::kReadRequest) q.ack_pending |= e.b.ack_req;
   }
 }
 
@@ -886,7 +1165,7 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
             w->read_retry = expect + 1;  // a gap: ask again from the first missing response
             q->c.naks_received++;
             total_.naks_received++;
-            rewind(*q, expect);
+            go_back(*q, expect);
           }
           continue;
         }
@@ -922,14 +1201,32 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
           }
           q->rnr_left--;
         }
-        rewind(*q, b.psn);
+        go_back(*q, b.psn);
         q->rnr_until = now + rnr_timer_ns(b.syndrome & 0x1F);
         q->timer_ns = 0;
       } else if (b.syndrome == kSynPsnError) {
         q->c.naks_received++;
         total_.naks_received++;
         ack_upto(*q, b.psn, ctx);
-        if (psn_diff(b.psn, q->snd_nxt) < 0) rewind(*q, b.psn);
+        if (q->attr.selective_repeat) {
+          // The responder has everything before the NAK's PSN, and the PSN its MSN field names
+          // (our selective-repeat NAK): the holes below that one go again, each once per NAK
+          // that passes it.
+          const uint32_t got = b.msn;
+          if (got == b.psn) {
+            // It names nothing it has: it dropped what followed the gap (a SEND's packets the
+            // NIC could not place), so all it lacks goes again.
+            queue_holes(*q, b.psn, q->snd_max);
+            q->recover_next = q->snd_max;
+          } else if (psn_diff(got, q->una) >= 0 && psn_diff(got, q->snd_max) < 0) {
+            set_bit(q->sacked, got, true);
+            const uint32_t from = psn_diff(q->recover_next, q->una) > 0 ? q->recover_next : q->una;
+            queue_holes(*q, from, got);
+            if (psn_diff(psn_add(got, 1), q->recover_next) > 0) q->recover_next = psn_add(got, 1);
+          }
+        } else if (psn_diff(b.psn, q->snd_nxt) < 0) {
+          rewind(*q, b.psn);
+        }
       } else {
         ack_upto(*q, b.psn, ctx);
         fail(*q, syndrome_status(b.syndrome), ctx, total_);
@@ -952,7 +1249,9 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
     if (d > 0) {
       q->c.out_of_sequence++;
       total_.out_of_sequence++;
-      if (!q->nak_sent && q->nak_pending == 0 && q->rnr_code_pending == 0xFF) {
+      if (q->attr.selective_repeat) {
+        if (!keep_ooo(*q, x, d, ctx, total_) && !q->nak_sent) q->nak_pending = kSynPsnError;
+      } else if (!q->nak_sent && q->nak_pending == 0 && q->rnr_code_pending == 0xFF) {
         q->nak_pending = kSynPsnError;
       }
       continue;
@@ -962,12 +1261,14 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       continue;
     }
     if (!accept(*q, x, ctx, total_)) continue;
+    if (q->attr.selective_repeat) q->ooo[b.psn % kSrWindow].valid = false;  // a kept copy
     q->epsn =
         psn_add(q->epsn, o.kind == OpKind::kReadRequest ? packets(b.dma_len, q->attr.pmtu) : 1);
     q->nak_sent = false;
     if (q->nak_pending == kSynPsnError) q->nak_pending = 0;  // the gap closed
     // READ responses acknowledge their request.
     if (o.kind != OpKind::kReadRequest) q->ack_pending |= b.ack_req;
+    if (q->attr.selective_repeat) sweep(*q, ctx, total_);
   }
 
   for (Qp* tq : touched_) {
@@ -983,8 +1284,25 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       q.resync = false;
     }
     respond(q, ctx, total_);
+    // Selective repeat: a NAK per packet accepted past a gap, naming it (MSN field) and the
+    // ePSN (all before it received), unless the gap closed meanwhile.
+    for (uint32_t got : q.sr_naks) {
+      if (psn_diff(got, q.epsn) <= 0) continue;
+      Headers h;
+      h.opcode = kAck;
+      h.psn = q.epsn;
+      h.syndrome = kSynPsnError;
+      h.msn = got;
+      header(q, h, ctx);
+      count_tx(q, 0, total_);
+      q.c.naks_sent++;
+      total_.naks_sent++;
+    }
+    q.sr_naks.clear();
     if (q.nak_pending != 0) {
-      send_ack(q, q.nak_pending, q.epsn, ctx, total_);
+      // Selective repeat names no PSN it has (MSN = ePSN): everything missing goes again.
+      const bool sr = q.attr.selective_repeat && q.nak_pending == kSynPsnError;
+      send_ack(q, q.nak_pending, q.epsn, sr ? q.epsn : q.msn, ctx, total_);
       if (q.nak_pending == kSynPsnError) {
         q.nak_sent = true;
         q.c.naks_sent++;
@@ -993,17 +1311,14 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       q.nak_pending = 0;
       q.ack_pending = false;
     } else if (q.rnr_code_pending != 0xFF) {
-      send_ack(q, uint8_t(kSynRnr | q.rnr_code_pending), q.epsn, ctx, total_);
+      send_ack(q, uint8_t(kSynRnr | q.rnr_code_pending), q.epsn, q.msn, ctx, total_);
       q.nak_sent = true;  // no PSN-sequence NAK for the packets behind it
       q.c.rnr_naks_sent++;
       total_.rnr_naks_sent++;
       q.rnr_code_pending = 0xFF;
       q.ack_pending = false;
-    } else if (q.ack_pending && q.rr_n == 0) {
-      send_ack(q, kSynAck, psn_add(q.epsn, kPsnMask), ctx, total_);
-      q.c.acks_sent++;
-      total_.acks_sent++;
-      q.ack_pending = false;
+    } else if (q.ack_pending) {
+      send_due_ack(q, ctx, total_);
     }
     pump(q, ctx, total_);
   }
@@ -1023,18 +1338,17 @@ void RcTransport::tick(Context& ctx) {
         continue;
       }
       q.retries_left--;
-      rewind(q, q.una);
+      if (q.attr.selective_repeat) {
+        q.recover_next = q.una;  // everything the responder does not have goes again
+        queue_holes(q, q.una, q.snd_max, true);
+      } else {
+        rewind(q, q.una);
+      }
       q.timer_ns = now + ack_timeout_ns(q.attr.timeout);
     }
-    if (q.rr_n != 0) {
-      respond(q, ctx, total_);
-      if (q.rr_n == 0 && q.ack_pending) {
-        send_ack(q, kSynAck, psn_add(q.epsn, kPsnMask), ctx, total_);
-        q.c.acks_sent++;
-        total_.acks_sent++;
-        q.ack_pending = false;
-      }
-    }
+    if (q.rr_n != 0) respond(q, ctx, total_);
+    // An ACK held back by queued READ responses goes once they are out.
+    if (q.ack_pending && ack_point(q) == psn_add(q.epsn, kPsnMask)) send_due_ack(q, ctx, total_);
     pump(q, ctx, total_);
   }
 }

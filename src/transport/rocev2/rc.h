@@ -65,6 +65,7 @@ struct QpAttr {
   uint8_t max_dest_rd_atomic = 16;  // READs queued as responder (RTR), 1-16
   uint8_t access = 0;               // Access (INIT)
   bool selective_repeat = false;    // IRN-style recovery; both ends must agree (RTR)
+  uint64_t rate_limit_kbps = 0;     // the sending rate's ceiling, 0: 100 Gb/s (any state)
 };
 
 enum AttrMask : uint32_t {
@@ -81,6 +82,7 @@ enum AttrMask : uint32_t {
   kAttrMaxDestRdAtomic = 1u << 10,
   kAttrAccess = 1u << 11,
   kAttrSelectiveRepeat = 1u << 12,
+  kAttrRateLimit = 1u << 13,
 };
 
 struct QpCaps {
