@@ -20,8 +20,10 @@ bool valid_pmtu(uint32_t m) {
   return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096;
 }
 
+// PSNs a message of `len` bytes takes (a PMTU is at least 256: modify_qp checks it).
 uint32_t packets(uint32_t len, uint32_t pmtu) {
-  return len == 0 ? 1 : (len + pmtu - 1) / pmtu;
+  const uint32_t m = std::max(pmtu, 256u);
+  return len == 0 ? 1 : uint32_t((uint64_t(len) + m - 1) / m);
 }
 
 struct SendWqe {
