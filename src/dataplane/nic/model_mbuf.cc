@@ -238,6 +238,8 @@ int to_errno(nic::Err e) {
       return -EAGAIN;
     case nic::Err::kNoSuchMessage:
       return -ENOMSG;
+    case nic::Err::kAccessDenied:
+      return -EACCES;
     case nic::Err::kCount:
       break;
   }

@@ -52,7 +52,7 @@
  * argument), -ENOENT (unknown MR or flow), -EEXIST (id in use), -ENOSPC (table full), -EBUSY
  * (MR still referenced by posted MSs), -ERANGE (outside the MR, or overflow), -ENOBUFS (MS list
  * and shared store exhausted), -EAGAIN (retiring an MS the cursor has not passed), -ENOMSG (no MS
- * for that message).
+ * for that message), -EACCES (an MR of another owner, or an rkey that does not allow the access).
  */
 #ifndef RTE_PMD_CLEAVE_H
 #define RTE_PMD_CLEAVE_H
@@ -100,6 +100,7 @@ enum rte_pmd_cleave_defer_reason {
   RTE_PMD_CLEAVE_DEFER_MS_OVERFLOW = 16,
   RTE_PMD_CLEAVE_DEFER_UNSUPPORTED = 17,
   RTE_PMD_CLEAVE_DEFER_DMA_FAULT = 18,
+  RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS = 19, /**< RoCE WRITE: rkey, owner, access or range refused */
 };
 
 enum rte_pmd_cleave_parser {
