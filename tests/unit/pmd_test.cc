@@ -322,7 +322,7 @@ TEST_F(Pair, OutOfOrderTrimmedAndDuplicateFramesOnTheWire) {
 }
 
 // Ethernet/IPv4/UDP/BTH/RETH of an RDMA WRITE-only from A to B (lengths and ICRC by the NIC).
-Bytes roce_write_header(uint32_t psn, uint16_t rkey, uint64_t va, uint32_t len) {
+Bytes roce_write_header(uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len) {
   Bytes f(14 + 20 + 8 + 12 + 16, 0);
   f[0] = 2;
   f[6] = 4;
@@ -347,8 +347,8 @@ Bytes roce_write_header(uint32_t psn, uint16_t rkey, uint64_t va, uint32_t len) 
   uint8_t* reth = bth + 12;
   for (int i = 0; i < 8; i++)
     reth[i] = uint8_t(va >> (56 - 8 * i));
-  reth[10] = uint8_t(rkey >> 8);
-  reth[11] = uint8_t(rkey);
+  for (int i = 0; i < 4; i++)
+    reth[8 + i] = uint8_t(rkey >> (24 - 8 * i));
   for (int i = 0; i < 4; i++)
     reth[12 + i] = uint8_t(len >> (24 - 8 * i));
   return f;
@@ -395,9 +395,13 @@ TEST_F(Pair, RoceWriteWithIcrcFromTheDynamicFlag) {
   f.parser = RTE_PMD_CLEAVE_PARSER_ROCE;
   f.reliable = 1;
   f.initial_seq = 100;
+  f.qpn = 0x11;  // roce_write_header's DestQP
+  f.owner = 1;
   ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 3, &f), 0);
   Bytes rx(4096, 0);
-  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 5, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add_remote(b_, 5, rx.data(), rx.size(), 1,
+                                         RTE_PMD_CLEAVE_MR_REMOTE_WRITE, 0),
+            0);
   AppMemory app(pattern(1024, 6));
   ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 5, app.bytes.data(), app.bytes.size(), 1), 0);
   const int icrc = rte_pmd_cleave_tx_icrc_bit();
@@ -428,6 +432,18 @@ TEST_F(Pair, RoceWriteWithIcrcFromTheDynamicFlag) {
   EXPECT_EQ(got[0]->pkt_len, 70u);
   EXPECT_EQ(0, std::memcmp(rx.data() + 256, app.bytes.data(), 1024));
   EXPECT_EQ(app.completions, 2);
+
+  // The same WRITE with a tag the MR does not have: refused, counted, nothing written.
+  Bytes before = rx;
+  d = app.descriptor(roce_write_header(101, 0x70005, 2048, 1024), 0, 1024, 0, kHeaderLengths);
+  d->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | (uint64_t(1) << icrc);
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(placement(got[0]).reason, RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS);
+  EXPECT_EQ(rx, before);
+  EXPECT_EQ(xstat(b_, "nic_defer_remote_access"), 1u);
 }
 
 TEST_F(Pair, JumboFrameAndMultiSegmentWireFrames) {
@@ -513,6 +529,11 @@ TEST_F(Pair, CommandsReportErrors) {
   Bytes mem(1000);
   EXPECT_EQ(rte_pmd_cleave_mr_add(wire_.wa, 0, mem.data(), mem.size(), 1), -ENODEV);
   EXPECT_EQ(rte_pmd_cleave_mr_add(RTE_MAX_ETHPORTS, 0, mem.data(), mem.size(), 1), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_mr_add_remote(wire_.wa, 0, mem.data(), mem.size(), 1, 1, 0), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_read_post(wire_.wa, 0, 0, 0, 0, 10), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_read_retire(wire_.wa, 0, 0), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_rkey_check(wire_.wa, 0, 0, 0, 10, 1, nullptr), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_mr_add_remote(b_, 1, mem.data(), mem.size(), 1, 4, 0), -EINVAL);
   EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 16, mem.data(), mem.size(), 1), -ENOSPC) << "max_mrs=16";
   ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), 0);
   EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), -EEXIST);
@@ -527,6 +548,21 @@ TEST_F(Pair, CommandsReportErrors) {
   EXPECT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 5, 0, 10, 0), -ENOENT);
   ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 0, 0, 500, 0), 0);
   EXPECT_EQ(rte_pmd_cleave_mr_remove(b_, 0), -EBUSY);
+  // RoCE commands: on a TCP flow, an unknown flow, the bounce MR; then a READ sink's life.
+  EXPECT_EQ(rte_pmd_cleave_read_post(b_, kFlow, 0, 0, 0, 10), -EINVAL);
+  EXPECT_EQ(rte_pmd_cleave_read_post(b_, 9, 0, 0, 0, 10), -ENOENT);
+  EXPECT_EQ(rte_pmd_cleave_rkey_check(b_, kFlow, 0, 0, 10, 1, nullptr), -EINVAL);
+  rte_pmd_cleave_flow qp = roce_flow(0x22, 1);
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 9, &qp), 0);
+  EXPECT_EQ(rte_pmd_cleave_read_post(b_, 9, 0, 16, 0, 10), -ENOENT) << "the bounce MR";
+  EXPECT_EQ(rte_pmd_cleave_read_post(b_, 9, 1u << 24, 0, 0, 10), -EINVAL);
+  ASSERT_EQ(rte_pmd_cleave_read_post(b_, 9, 5, 0, 0, 10), 0);
+  EXPECT_EQ(rte_pmd_cleave_read_retire(b_, 9, 6), -ENOMSG);
+  EXPECT_EQ(rte_pmd_cleave_read_retire(b_, 9, 5), 0);
+  EXPECT_EQ(rte_pmd_cleave_rkey_check(b_, 9, 0, 0, 10, RTE_PMD_CLEAVE_MR_REMOTE_READ, nullptr),
+            -EACCES)
+      << "MR 0 allows no remote access";
+  EXPECT_EQ(rte_pmd_cleave_flow_remove(b_, 9), 0);
   EXPECT_EQ(rte_pmd_cleave_flow_set_mode(b_, kFlow, RTE_PMD_CLEAVE_COPY), 0);
   EXPECT_EQ(rte_pmd_cleave_flow_remove(b_, kFlow), 0);
   EXPECT_EQ(rte_pmd_cleave_mr_remove(b_, 0), 0);
