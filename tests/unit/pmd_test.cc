@@ -729,6 +729,47 @@ TEST_F(Pair, RteFlowMarkClassifiesIntoCopyModeFlows) {
   ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr) << "freed at close";
 }
 
+// A UDP rule on RoCE's port catches, marked, the QPs between the hosts that have no flow.
+TEST_F(Pair, RteFlowOnRocePortCatchesTheQpsWithoutAFlow) {
+  rte_flow_attr attr{};
+  attr.ingress = 1;
+  rte_flow_item_ipv4 ip{};
+  ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
+  ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
+  rte_flow_item_udp udp{};
+  udp.hdr.dst_port = rte_cpu_to_be_16(4791);
+  rte_flow_item_udp any_src{};
+  any_src.hdr.dst_port = UINT16_MAX;
+  rte_flow_item items[4] = {};
+  items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+  items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+  items[1].spec = &ip;
+  items[2].type = RTE_FLOW_ITEM_TYPE_UDP;
+  items[2].spec = &udp;
+  items[2].mask = &any_src;
+  items[3].type = RTE_FLOW_ITEM_TYPE_END;
+  rte_flow_action_mark mark{};
+  mark.id = 42;
+  rte_flow_action actions[2] = {};
+  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
+  actions[0].conf = &mark;
+  actions[1].type = RTE_FLOW_ACTION_TYPE_END;
+  rte_flow_error err{};
+  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr)
+      << (err.message ? err.message : "");
+  rte_pmd_cleave_flow qp = roce_flow(0x11, 1);
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 5, &qp), 0);
+  inject_b(roce_frame(0x11, 0, 0x11, kAeth, nullptr, 0));  // an ACK to QP 0x11: its flow
+  inject_b(roce_frame(0x11, 0, 0x55, kAeth, nullptr, 0));  // to QP 0x55: the rule's
+  std::vector<rte_mbuf*> got = receive_b(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_NO_PAYLOAD);
+  EXPECT_EQ(placement(got[0]).flow_id, 5u);
+  EXPECT_EQ(placement(got[1]).reason, RTE_PMD_CLEAVE_DEFER_COPY_MODE);
+  EXPECT_EQ(placement(got[1]).flow_id, 42u);
+  EXPECT_EQ(got[1]->hash.fdir.hi, 42u);
+}
+
 // The private API, stats and xstats from other threads while a service lcore runs both NICs:
 // commands take the lock the service trylocks, so the stream still lands byte for byte.
 TEST_F(Pair, CommandsFromOtherThreadsRaceNothing) {

@@ -102,7 +102,7 @@ enum class DeferReason : uint8_t {
   kTooManyFrags,  // the payload would straddle more than kMaxFrags MSs
   kNoMessage,     // message semantics: no MS posted for that message, or no message context
   kMsOverflow,    // the payload runs past the end of its message's MS
-  kUnsupported,   // an opcode the model does not place (RoCE atomics, UC READ responses)
+  kUnsupported,   // an opcode the model does not place (RoCE atomics, what UC does not have)
   kDmaFault,      // the MR check failed at write time
   kRemoteAccess,  // RoCE WRITE: the rkey, owner, access flag or VA range does not allow it
   kCount

@@ -562,8 +562,10 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
         spec->key.proto = 17;
         spec->key.src_port = m->hdr.src_port != 0 ? rte_be_to_cpu_16(v->hdr.src_port) : 0;
         spec->key.dst_port = rte_be_to_cpu_16(v->hdr.dst_port);
-        spec->parser = spec->key.dst_port == 4791 ? nic::Parser::kRoce : nic::Parser::kUdp;
-        spec->reliable = spec->parser == nic::Parser::kRoce;
+        // A RoCE flow is one QP, and rte_flow has no item for the BTH's DestQP: a rule on port
+        // 4791 catches, as a plain UDP flow, the RoCE frames of every QP not added as a flow.
+        spec->parser = nic::Parser::kUdp;
+        spec->reliable = false;
         l4 = true;
         break;
       }
