@@ -248,7 +248,7 @@ class RoceSim {
     c.ms_store_entries = 64;
     nic_ = std::make_unique<NicModel>(c);
     mem_.assign(1 << 21, kUntouched);
-    EXPECT_EQ(nic_->mr_add(0, mem_.data(), mem_.size(), 1), Err::kOk);
+    EXPECT_EQ(nic_->mr_add(0, mem_.data(), mem_.size(), 1, kMrRemoteWrite), Err::kOk);
     first_psn_ = uint32_t(kMask - rand(200));  // messages cross the wrap
     uint64_t at = 0;
     uint32_t psn = first_psn_, sends = 0;
@@ -273,6 +273,8 @@ class RoceSim {
     FlowSpec s;
     s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
     s.parser = Parser::kRoce;
+    s.qpn = 17;  // roce_frame's DestQP
+    s.owner = 1;
     s.pmtu = kPmtu;
     s.initial_seq = first_psn_;
     EXPECT_EQ(nic_->flow_add(0, s), Err::kOk);
@@ -601,12 +603,14 @@ class ModelHostile : public ::testing::Test {
       c.verify_l4_checksum = i == 0;
       nics[i] = std::make_unique<NicModel>(c);
       NicModel& n = *nics[i];
-      ASSERT_EQ(n.mr_add(0, mem.data(), mem.size(), 1), Err::kOk);
+      ASSERT_EQ(n.mr_add(0, mem.data(), mem.size(), 1, kMrRemoteWrite), Err::kOk);
       FlowSpec s;
       s.key = {test::kPeer, test::kLocal, 40000, 5001, 6};
       ASSERT_EQ(n.flow_add(0, s), Err::kOk);
       s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
       s.parser = Parser::kRoce;
+      s.qpn = 17;
+      s.owner = 1;
       ASSERT_EQ(n.flow_add(1, s), Err::kOk);
       s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
       s.parser = Parser::kSolar;

@@ -46,7 +46,7 @@ class ModelRx : public ::testing::Test {
   void start(uint32_t first_seq, NicConfig cfg = small_config()) {
     mem.assign(1 << 20, kUntouched);
     nic = std::make_unique<NicModel>(cfg);
-    ASSERT_EQ(nic->mr_add(kMr, mem.data(), mem.size(), 42), Err::kOk);
+    ASSERT_EQ(nic->mr_add(kMr, mem.data(), mem.size(), 42, kMrRemoteWrite), Err::kOk);
     FlowSpec s;
     s.key = tcp_key();
     s.initial_seq = first_seq;
@@ -693,12 +693,17 @@ class ModelRoce : public ModelRx {
     s.parser = Parser::kRoce;
     s.pmtu = kPmtu;
     s.initial_seq = kFirstPsn;
+    s.qpn = kQp;
+    s.owner = 42;  // kMr's
     ASSERT_EQ(nic->flow_add(4, s), Err::kOk);
   }
-  RxEntry roce(uint8_t op, uint32_t psn, const Bytes& payload, const Bytes& ext = {}) {
-    return rx(test::roce_frame(op, psn & 0xFFFFFF, ext, payload, uint16_t(49152 + psn % 7)));
+  RxEntry roce(uint8_t op, uint32_t psn, const Bytes& payload, const Bytes& ext = {},
+               uint32_t qp = kQp) {
+    return rx(test::roce_frame(op, psn & 0xFFFFFF, ext, payload, uint16_t(49152 + psn % 7), qp));
   }
   static constexpr uint32_t kFirstPsn = 0xFFFFFE;  // messages straddle the PSN wrap
+  static constexpr uint32_t kQp = 17;              // roce_frame's default DestQP
+  static inline const Bytes kAeth = {0x1F, 0, 0, 1};
 };
 
 TEST_F(ModelRoce, SendMessagesAcrossPsnWrapSelectPostedReceives) {
@@ -801,9 +806,9 @@ TEST_F(ModelRoce, WritePlacesAtRethAddress) {
   e = roce(0x0A, 0x000001, pattern(300), test::reth(0x5000, kMr, 200));
   EXPECT_EQ(e.reason, DeferReason::kMsOverflow);
   e = roce(0x0A, 0x000002, pattern(30), test::reth(0x5000, 9, 200));
-  EXPECT_EQ(e.reason, DeferReason::kDmaFault);
+  EXPECT_EQ(e.reason, DeferReason::kRemoteAccess);
   e = roce(0x0A, 0x000003, pattern(30), test::reth((1 << 20) - 10, kMr, 200));
-  EXPECT_EQ(e.reason, DeferReason::kDmaFault);
+  EXPECT_EQ(e.reason, DeferReason::kRemoteAccess);
   EXPECT_EQ(untouched(), mem.size() - 600);
 }
 
@@ -811,10 +816,199 @@ TEST_F(ModelRoce, BadIcrcAndAcksAndReadResponses) {
   Bytes f = test::roce_frame(0x04, 0xFFFFFE, {}, pattern(40));
   f[f.size() - 1] ^= 0x80;
   EXPECT_EQ(rx(f).reason, DeferReason::kBadIcrc);
-  Bytes aeth = {0x1F, 0, 0, 1};
-  EXPECT_EQ(roce(0x11, 0xFFFFFE, {}, aeth).decision, Decision::kNoPayload);
-  EXPECT_EQ(roce(0x10, 0xFFFFFE, pattern(16), aeth).reason, DeferReason::kUnsupported);
+  EXPECT_EQ(roce(0x11, 0xFFFFFE, {}, kAeth).decision, Decision::kNoPayload);
+  EXPECT_EQ(roce(0x10, 0xFFFFFE, pattern(16), kAeth).reason, DeferReason::kNoMessage);  // no READ
+  EXPECT_EQ(roce(0x10, 0xFFFFFE, {}, kAeth).decision, Decision::kNoPayload);  // zero-length READ
   EXPECT_EQ(roce(0x1F, 0xFFFFFE, pattern(16)).reason, DeferReason::kUnsupported);
+}
+
+TEST_F(ModelRoce, TwoQpsBetweenTheSameHostsAreTwoFlows) {
+  std::vector<uint8_t> mem2(1 << 16, kUntouched);
+  ASSERT_EQ(nic->mr_add(2, mem2.data(), mem2.size(), 42, kMrRemoteWrite, 0x1234), Err::kOk);
+  FlowSpec s;
+  s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
+  s.parser = Parser::kRoce;
+  s.pmtu = kPmtu;
+  s.initial_seq = kFirstPsn;
+  s.qpn = 18;
+  s.owner = 42;
+  ASSERT_EQ(nic->flow_add(5, s), Err::kOk);
+  // Each QP's WRITE and SEND land in its own memory.
+  RxEntry e = roce(0x0A, kFirstPsn, pattern(64), test::reth(0x3000, kMr, 64));
+  EXPECT_EQ(e.flow_id, 4u);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  e = roce(0x0A, kFirstPsn, pattern(64, 9), test::reth(0x200, 0x1234u << 16 | 2, 64), 18);
+  EXPECT_EQ(e.flow_id, 5u);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].mr, 2u);
+  EXPECT_EQ(Bytes(mem.begin() + 0x3000, mem.begin() + 0x3000 + 64), pattern(64));
+  EXPECT_EQ(Bytes(mem2.begin() + 0x200, mem2.begin() + 0x200 + 64), pattern(64, 9));
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 256, 0}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(5, {2, 0x1000, 256, 0}), Err::kOk);
+  ASSERT_EQ(nic->cursor_update(4, 0xFFFFFF), Err::kOk);
+  ASSERT_EQ(nic->cursor_update(5, 0xFFFFFF), Err::kOk);
+  EXPECT_EQ(roce(0x04, 0xFFFFFF, pattern(40, 1)).frags[0].offset, 0x10000u);
+  e = roce(0x04, 0xFFFFFF, pattern(40, 2), {}, 18);
+  EXPECT_EQ(e.flow_id, 5u);
+  EXPECT_EQ(e.frags[0].mr, 2u);
+  EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 40), pattern(40, 1));
+  EXPECT_EQ(Bytes(mem2.begin() + 0x1000, mem2.begin() + 0x1000 + 40), pattern(40, 2));
+  // No QP 19 on the NIC: a miss, as for any other frame no flow claims.
+  const size_t before = untouched();
+  e = roce(0x0A, kFirstPsn, pattern(64), test::reth(0x3000, kMr, 64), 19);
+  EXPECT_EQ(e.decision, Decision::kDeferred);
+  EXPECT_EQ(e.reason, DeferReason::kFlowMiss);
+  EXPECT_EQ(e.flow_id, kNoFlow);
+  EXPECT_EQ(untouched(), before);
+  // The identity is (peer, local, QPN): ports do not make another flow; a QPN fits 24 bits.
+  s.key.src_port = 49153;
+  EXPECT_EQ(nic->flow_add(6, s), Err::kFlowExists);
+  s.qpn = 1u << 24;
+  EXPECT_EQ(nic->flow_add(6, s), Err::kBadArgument);
+  s.qpn = 20;
+  s.key.dst_port = 4792;
+  EXPECT_EQ(nic->flow_add(6, s), Err::kBadArgument);
+  // Removing one QP leaves the other found.
+  ASSERT_EQ(nic->flow_remove(5), Err::kOk);
+  EXPECT_EQ(roce(0x04, 0x000000, pattern(8), {}, 18).reason, DeferReason::kFlowMiss);
+  EXPECT_EQ(roce(0x11, 0x000000, {}, kAeth).flow_id, 4u);
+}
+
+TEST_F(ModelRoce, WriteNeedsTheTagTheOwnerRemoteWriteAndTheRange) {
+  std::vector<uint8_t> mine(4096, kUntouched), theirs(4096, kUntouched), ro(4096, kUntouched);
+  ASSERT_EQ(nic->mr_add(2, mine.data(), mine.size(), 42, kMrRemoteWrite, 0xBEEF), Err::kOk);
+  ASSERT_EQ(nic->mr_add(3, theirs.data(), theirs.size(), 7, kMrRemoteWrite), Err::kOk);
+  ASSERT_EQ(nic->mr_add(5, ro.data(), ro.size(), 42, kMrRemoteRead), Err::kOk);
+  const uint32_t key = 0xBEEFu << 16 | 2;
+  struct Case {
+    uint64_t va;
+    uint32_t rkey;
+    const char* what;
+  };
+  const Case refused[] = {
+      {0x100, 0xBEEEu << 16 | 2, "wrong tag"},
+      {0x100, 2, "no tag"},
+      {0x100, 3, "another owner's MR"},
+      {0x100, 5, "no remote write"},
+      {4096 - 32, key, "runs past the MR"},
+      {~0ull - 8, key, "VA overflows"},
+      {0x100, 9, "no such MR"},
+  };
+  const size_t before = untouched();
+  uint32_t psn = kFirstPsn;
+  for (const Case& c : refused) {
+    RxEntry e = roce(0x0A, psn++, pattern(64), test::reth(c.va, c.rkey, 64));
+    EXPECT_EQ(e.decision, Decision::kDeferred) << c.what;
+    EXPECT_EQ(e.reason, DeferReason::kRemoteAccess) << c.what;
+  }
+  // A first packet whose RETH claims more than the MR is refused though its own bytes fit.
+  EXPECT_EQ(roce(0x06, psn++, pattern(256), test::reth(4096 - 256, key, 512)).reason,
+            DeferReason::kRemoteAccess);
+  EXPECT_EQ(nic->defer_count(DeferReason::kRemoteAccess), 8u);
+  EXPECT_EQ(untouched(), before);
+  for (const auto* m : {&mine, &theirs, &ro})
+    EXPECT_EQ(std::count(m->begin(), m->end(), kUntouched), 4096);
+
+  // Allowed; and checked again per packet: the MR re-registered under a new tag between a
+  // WRITE's first and last packets (an app re-using the id) is not written by the old key.
+  RxEntry e = roce(0x06, psn, pattern(256), test::reth(0x100, key, 300));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].mr, 2u);
+  EXPECT_EQ(Bytes(mine.begin() + 0x100, mine.begin() + 0x100 + 256), pattern(256));
+  std::vector<uint8_t> next(4096, kUntouched);
+  ASSERT_EQ(nic->mr_remove(2), Err::kOk);
+  ASSERT_EQ(nic->mr_add(2, next.data(), next.size(), 42, kMrRemoteWrite, 0xBEF0), Err::kOk);
+  EXPECT_EQ(roce(0x08, psn + 1, pattern(44)).reason, DeferReason::kRemoteAccess);
+  EXPECT_EQ(std::count(next.begin(), next.end(), kUntouched), 4096);
+
+  // The same rule as a query, for READ requests.
+  uint16_t id = 0;
+  EXPECT_EQ(nic->rkey_check(4, 0xBEF0u << 16 | 2, 0, 4096, kMrRemoteWrite, &id), Err::kOk);
+  EXPECT_EQ(id, 2u);
+  EXPECT_EQ(nic->rkey_check(4, 5, 0x10, 100, kMrRemoteRead, nullptr), Err::kOk);
+  EXPECT_EQ(nic->rkey_check(4, 5, 0x10, 100, kMrRemoteWrite, nullptr), Err::kAccessDenied);
+  EXPECT_EQ(nic->rkey_check(4, 5, 0x10, 100, kMrRemoteRead | kMrRemoteWrite, nullptr),
+            Err::kAccessDenied);
+  EXPECT_EQ(nic->rkey_check(4, 5, 4000, 100, kMrRemoteRead, nullptr), Err::kAccessDenied);
+  EXPECT_EQ(nic->rkey_check(4, key, 0, 10, kMrRemoteWrite, nullptr), Err::kAccessDenied);
+  EXPECT_EQ(nic->rkey_check(4, 3, 0, 10, kMrRemoteWrite, nullptr), Err::kAccessDenied);
+  EXPECT_EQ(nic->rkey_check(4, 5, 0, 10, 0, nullptr), Err::kBadArgument);
+  EXPECT_EQ(nic->rkey_check(0, 5, 0, 10, kMrRemoteRead, nullptr), Err::kBadArgument);  // TCP
+  EXPECT_EQ(nic->rkey_check(6, 5, 0, 10, kMrRemoteRead, nullptr), Err::kUnknownFlow);
+  EXPECT_EQ(nic->mr_add(6, ro.data(), ro.size(), 42, 4), Err::kBadArgument);
+}
+
+TEST_F(ModelRoce, ReadResponsesLandAtTheirSinkWhateverTheCursor) {
+  // A 700-byte READ over the PSN wrap: FFFFFE (first), FFFFFF (middle), 000000 (last).
+  ASSERT_EQ(nic->read_post(4, 0xFFFFFE, kMr, 0x40000, 700), Err::kOk);
+  ASSERT_EQ(nic->read_post(4, 0x000001, kMr, 0x50000, 100), Err::kOk);  // one packet
+  EXPECT_EQ(nic->read_count(4), 2u);
+  // The cursor is the responder side's ePSN: far ahead of these PSNs, and no matter.
+  ASSERT_EQ(nic->cursor_update(4, 0x000100), Err::kOk);
+  Bytes data = pattern(700);
+  Bytes first(data.begin(), data.begin() + 256), middle(data.begin() + 256, data.begin() + 512),
+      last(data.begin() + 512, data.end());
+  RxEntry e = roce(0x0F, 0x000000, last, kAeth);  // out of order: the last one first
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].offset, 0x40000u + 512);
+  EXPECT_EQ(e.msg_seq, 0xFFFFFEu);
+  EXPECT_EQ(e.payload_len, 188u);
+  e = roce(0x0D, 0xFFFFFE, first, kAeth);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].offset, 0x40000u);
+  e = roce(0x0E, 0xFFFFFF, middle);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].offset, 0x40000u + 256);
+  EXPECT_EQ(roce(0x0E, 0xFFFFFF, middle).decision, Decision::kPlaced);  // a duplicate: again
+  EXPECT_EQ(Bytes(mem.begin() + 0x40000, mem.begin() + 0x40000 + 700), data);
+  EXPECT_EQ(mem[0x40000 + 700], kUntouched);
+  e = roce(0x10, 0x000001, pattern(100, 5), kAeth);
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.frags[0].offset, 0x50000u);
+  EXPECT_EQ(e.msg_seq, 1u);
+  EXPECT_EQ(Bytes(mem.begin() + 0x50000, mem.begin() + 0x50000 + 100), pattern(100, 5));
+  EXPECT_EQ(nic->cursor(4), 0x000100u);  // responses do not move it either
+
+  const size_t before = untouched();
+  // An opcode out of its place in the READ, a PSN no READ posted, a payload past the sink.
+  EXPECT_EQ(roce(0x10, 0xFFFFFF, pattern(16), kAeth).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(roce(0x0D, 0x000001, pattern(256), kAeth).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(roce(0x0F, 0xFFFFFF, pattern(16), kAeth).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(roce(0x10, 0x000040, pattern(16), kAeth).reason, DeferReason::kNoMessage);
+  e = roce(0x10, 0x000001, pattern(101), kAeth);
+  EXPECT_EQ(e.reason, DeferReason::kMsOverflow);
+  EXPECT_EQ(e.placed, 0u);
+  EXPECT_EQ(roce(0x0F, 0x000000, pattern(189), kAeth).reason, DeferReason::kMsOverflow);
+  EXPECT_EQ(untouched(), before);
+  // Retired: its responses are deferred from then on.
+  ASSERT_EQ(nic->read_retire(4, 0xFFFFFE), Err::kOk);
+  EXPECT_EQ(roce(0x0E, 0xFFFFFF, Bytes(256, 0x55)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(nic->read_retire(4, 0xFFFFFE), Err::kNoSuchMessage);
+  EXPECT_EQ(Bytes(mem.begin() + 0x40000, mem.begin() + 0x40000 + 700), data);
+  EXPECT_EQ(nic->read_count(4), 1u);
+}
+
+TEST_F(ModelRoce, ReadSinkCommandsRefuseWhatTheyCannotKeep) {
+  std::vector<uint8_t> theirs(4096);
+  ASSERT_EQ(nic->mr_add(3, theirs.data(), theirs.size(), 7), Err::kOk);
+  ASSERT_EQ(nic->read_post(4, 0x000010, kMr, 0, 1000), Err::kOk);          // PSNs 10..13
+  EXPECT_EQ(nic->read_post(4, 0x000013, kMr, 0, 10), Err::kBadArgument);   // overlaps its end
+  EXPECT_EQ(nic->read_post(4, 0x00000F, kMr, 0, 512), Err::kBadArgument);  // overlaps its start
+  EXPECT_EQ(nic->read_post(4, 0x000014, 3, 0, 10), Err::kAccessDenied);    // another owner
+  EXPECT_EQ(nic->read_post(4, 0x000014, 9, 0, 10), Err::kUnknownMr);
+  EXPECT_EQ(nic->read_post(4, 0x000014, kMr, (1 << 20) - 5, 10), Err::kOutOfBounds);
+  EXPECT_EQ(nic->read_post(4, 1u << 24, kMr, 0, 10), Err::kBadArgument);
+  EXPECT_EQ(nic->read_post(0, 0x000014, kMr, 0, 10), Err::kBadArgument);  // a TCP flow
+  EXPECT_EQ(nic->read_post(6, 0x000014, kMr, 0, 10), Err::kUnknownFlow);
+  EXPECT_EQ(nic->read_retire(4, 0x000011), Err::kNoSuchMessage);  // not a READ's first PSN
+  // small_config's chunks hold four; the default's sixteen (ModelMemory below).
+  for (uint32_t i = 1; i < 4; i++)
+    ASSERT_EQ(nic->read_post(4, 0x000020 + i, kMr, 0, 0), Err::kOk);  // zero-length READs
+  EXPECT_EQ(nic->read_post(4, 0x000030, kMr, 0, 10), Err::kMsFull);
+  // A sink holds its MR; removing the flow releases both.
+  EXPECT_EQ(nic->mr_remove(kMr), Err::kMrInUse);
+  ASSERT_EQ(nic->flow_remove(4), Err::kOk);
+  EXPECT_EQ(nic->mr_remove(kMr), Err::kOk);
 }
 
 // ---- commands ------------------------------------------------------------------------------
@@ -863,12 +1057,14 @@ TEST_F(ModelRx, RemovedMrIsNeverWritten) {
   FlowSpec s;
   s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
   s.parser = Parser::kRoce;
+  s.qpn = 17;
+  s.owner = 1;
   ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
   std::vector<uint8_t> other(4096, kUntouched);
-  ASSERT_EQ(nic->mr_add(2, other.data(), other.size(), 1), Err::kOk);
+  ASSERT_EQ(nic->mr_add(2, other.data(), other.size(), 1, kMrRemoteWrite), Err::kOk);
   ASSERT_EQ(nic->mr_remove(2), Err::kOk);
   RxEntry e = rx(test::roce_frame(0x0A, 0, test::reth(0, 2, 64), pattern(64)));
-  EXPECT_EQ(e.reason, DeferReason::kDmaFault);
+  EXPECT_EQ(e.reason, DeferReason::kRemoteAccess);
   EXPECT_EQ(std::count(other.begin(), other.end(), kUntouched), 4096);
 }
 
@@ -904,6 +1100,21 @@ TEST(ModelMemory, ReportAddsUpAndTracksUse) {
   EXPECT_EQ(r.lines[3].in_use, 32u);
   EXPECT_EQ(r.lines[4].in_use, 2u);  // in the one chunk drawn from the store
   EXPECT_EQ(r.lines[5].in_use, 1u);
+  // READ sinks: sixteen per flow (max_rd_atomic) in one chunk, the flow's own first.
+  s = FlowSpec{};
+  s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
+  s.parser = Parser::kRoce;
+  ASSERT_EQ(nic.flow_add(4, s), Err::kOk);
+  for (uint32_t i = 0; i < 16; i++)
+    ASSERT_EQ(nic.read_post(4, i * 2, 0, i * 4000, 4097), Err::kOk);  // two PSNs each
+  EXPECT_EQ(nic.read_post(4, 32, 0, 0, 1), Err::kMsFull);
+  r = nic.memory_report();
+  EXPECT_EQ(r.lines[3].in_use, 32u + 16u);
+  EXPECT_EQ(r.lines[4].in_use, 2u);
+  for (uint32_t i = 0; i < 16; i++)
+    ASSERT_EQ(nic.read_retire(4, i * 2), Err::kOk);
+  EXPECT_EQ(nic.read_count(4), 0u);
+  EXPECT_EQ(nic.memory_report().lines[3].in_use, 32u);
 }
 
 TEST(ModelCounters, NamesAreUniqueAndStable) {
@@ -920,6 +1131,9 @@ TEST(ModelCounters, NamesAreUniqueAndStable) {
   EXPECT_TRUE(names.count("tx_status_dma_fault"));
   EXPECT_EQ(decision_name(Decision::kTrimmed), "trimmed");
   EXPECT_EQ(defer_reason_name(DeferReason::kDmaFault), "dma_fault");
+  EXPECT_TRUE(names.count("defer_remote_access"));
+  EXPECT_TRUE(names.count("cmd_err_access_denied"));
+  EXPECT_EQ(kCounterCount, 59u);
 }
 
 }  // namespace

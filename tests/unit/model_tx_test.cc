@@ -216,6 +216,7 @@ TEST_F(ModelTx, ReceiveSideVerifiesTheReferenceVectors) {
   FlowSpec s;
   s.key = {0x0A001101, 0x0A001201, 0, 4791, 17};
   s.parser = Parser::kRoce;
+  s.qpn = 0x118;  // the CNP's DestQP
   ASSERT_EQ(nic->flow_add(0, s), Err::kOk);
   RxEntry e;
   EXPECT_EQ(nic->rx(cnp, e), Decision::kNoPayload);
@@ -232,6 +233,7 @@ TEST_F(ModelTx, ReceiveSideVerifiesTheReferenceVectors) {
       "78f353f3");
   s.key = {0xC0A80007, 0xC0A80007, 0, 4791, 17};
   s.initial_seq = 13571856;
+  s.qpn = 211;
   s.reliable = false;  // UC
   ASSERT_EQ(nic->flow_add(1, s), Err::kOk);
   ASSERT_EQ(nic->ms_post(1, {3, 0x1000, 64, 0}), Err::kOk);

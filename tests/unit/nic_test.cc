@@ -848,6 +848,79 @@ TEST_P(NicPair, CommandsReportTheSameErrors) {
   EXPECT_EQ(rx_->mr_remove(16), -ENOENT);
 }
 
+// RoCE on the NIC: QPs between the same hosts found by DestQP, rkeys with owner, tag and access,
+// READ responses into the sinks read_post() gave, rkey_check(): the same answers on both.
+TEST_P(NicPair, RoceQpsRkeysAndReadSinks) {
+  Bytes mem(8192, kUntouched), other(4096, kUntouched);
+  ASSERT_EQ(rx_->flow_add(3, roce_flow(0x11, 1)), 0);
+  ASSERT_EQ(rx_->flow_add(4, roce_flow(0x12, 2)), 0);
+  ASSERT_EQ(rx_->flow_add(5, roce_flow(0x12, 2)), -EEXIST) << "same hosts, same QP";
+  ASSERT_EQ(rx_->mr_add(1, mem.data(), mem.size(), 1, RTE_PMD_CLEAVE_MR_REMOTE_WRITE, 0xA1), 0);
+  ASSERT_EQ(rx_->mr_add(2, other.data(), other.size(), 2, RTE_PMD_CLEAVE_MR_REMOTE_WRITE), 0);
+  EXPECT_EQ(rx_->mr_add(3, other.data(), other.size(), 2, 4), -EINVAL) << "no such access";
+  const Bytes data = pattern(300, 3);
+  const uint32_t key1 = 0xA1u << 16 | 1;
+  inject(roce_frame(0x0A, 0, 0x11, reth(0x100, key1, 64), data.data(), 64));
+  inject(roce_frame(0x0A, 0, 0x12, reth(0x200, 2, 64), data.data(), 64));
+  inject(roce_frame(0x0A, 1, 0x11, reth(0x200, 2, 64), data.data(), 64));     // QP 0x11 → owner 2
+  inject(roce_frame(0x0A, 1, 0x11, reth(0x200, 1, 64), data.data(), 64));     // no tag
+  inject(roce_frame(0x0A, 0, 0x13, reth(0x200, key1, 64), data.data(), 64));  // no such QP
+  ASSERT_EQ(rx_->read_post(3, 0x100, 1, 0x1000, 300), 0);  // PMTU 256: PSNs 0x100, 0x101
+  inject(roce_frame(0x0F, 0x101, 0x11, kAeth, data.data() + 256, 44));
+  inject(roce_frame(0x0D, 0x100, 0x11, kAeth, data.data(), 256));
+  std::vector<rte_mbuf*> got = receive(7);
+  ASSERT_EQ(got.size(), 7u);
+  const rte_pmd_cleave_placement* p[7];
+  for (size_t i = 0; i < 7; i++)
+    p[i] = &placement(got[i]);
+  EXPECT_EQ(p[0]->decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(p[0]->flow_id, 3u);
+  EXPECT_EQ(p[1]->decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(p[1]->flow_id, 4u);
+  EXPECT_EQ(p[1]->mr, 2);
+  for (size_t i : {2, 3}) {
+    EXPECT_EQ(p[i]->decision, RTE_PMD_CLEAVE_DEFERRED) << i;
+    EXPECT_EQ(p[i]->reason, RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS) << i;
+  }
+  EXPECT_EQ(p[4]->reason, RTE_PMD_CLEAVE_DEFER_FLOW_MISS);
+  EXPECT_EQ(p[5]->decision, RTE_PMD_CLEAVE_PLACED);
+  EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(p[5]), 0x1000u + 256);
+  EXPECT_EQ(p[5]->msg_seq, 0x100u);
+  EXPECT_EQ(p[6]->decision, RTE_PMD_CLEAVE_PLACED);
+  Bytes want(mem.size(), kUntouched), want_other(other.size(), kUntouched);
+  std::copy(data.begin(), data.begin() + 64, want.begin() + 0x100);
+  std::copy(data.begin(), data.end(), want.begin() + 0x1000);
+  std::copy(data.begin(), data.begin() + 64, want_other.begin() + 0x200);
+  EXPECT_EQ(mem, want) << "placed where the keys and sinks say, nothing else";
+  EXPECT_EQ(other, want_other);
+  EXPECT_EQ(counter(*rx_, "nic_defer_remote_access"), 2u);
+
+  // Retired: a late duplicate goes to the copy path.
+  EXPECT_EQ(rx_->read_retire(3, 0x100), 0);
+  EXPECT_EQ(rx_->read_retire(3, 0x100), -ENOMSG);
+  inject(roce_frame(0x0D, 0x100, 0x11, kAeth, data.data(), 256));
+  rte_mbuf* m = receive_one();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(placement(m).reason, RTE_PMD_CLEAVE_DEFER_NO_MESSAGE);
+  // The commands' refusals.
+  EXPECT_EQ(rx_->read_post(3, 0x200, 2, 0, 10), -EACCES) << "another owner's MR";
+  EXPECT_EQ(rx_->read_post(3, 0x200, 1, 8190, 10), -ERANGE);
+  EXPECT_EQ(rx_->read_post(9, 0x200, 1, 0, 10), -ENOENT);
+  EXPECT_EQ(rx_->read_post(3, 0x200, 16, 0, 10), -ENOENT) << "the bounce MR is the NIC's own";
+  ASSERT_EQ(rx_->read_post(3, 0x200, 1, 0, 10), 0);
+  EXPECT_EQ(rx_->read_post(3, 0x200, 1, 0, 10), -EINVAL) << "the same PSN";
+  EXPECT_EQ(rx_->mr_remove(1), -EBUSY) << "a READ sink holds it";
+  uint16_t id = 0;
+  EXPECT_EQ(rx_->rkey_check(3, key1, 0, 8192, RTE_PMD_CLEAVE_MR_REMOTE_WRITE, &id), 0);
+  EXPECT_EQ(id, 1);
+  EXPECT_EQ(rx_->rkey_check(3, key1, 0, 8192, RTE_PMD_CLEAVE_MR_REMOTE_READ, &id), -EACCES);
+  EXPECT_EQ(rx_->rkey_check(3, 2, 0, 8, RTE_PMD_CLEAVE_MR_REMOTE_WRITE, nullptr), -EACCES);
+  EXPECT_EQ(rx_->rkey_check(3, key1, 0, 8, 0, nullptr), -EINVAL);
+  EXPECT_EQ(rx_->rkey_check(9, key1, 0, 8, RTE_PMD_CLEAVE_MR_REMOTE_WRITE, nullptr), -ENOENT);
+  EXPECT_EQ(rx_->flow_remove(3), 0);
+  EXPECT_EQ(rx_->mr_remove(1), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, NicPair,
                          ::testing::Values(NicBackend::kCleave, NicBackend::kGeneric),
                          [](const ::testing::TestParamInfo<NicBackend>& i) {

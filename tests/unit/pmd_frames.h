@@ -119,6 +119,94 @@ inline rte_pmd_cleave_flow tcp_flow(uint32_t initial_seq, uint16_t sport = kPort
   return f;
 }
 
+// A RoCE flow (a QP of A's peer on B), zero-copy, reliable, receiving from PSN `initial_psn`.
+inline rte_pmd_cleave_flow roce_flow(uint32_t qpn, uint32_t owner, uint32_t initial_psn = 0) {
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kIpA;
+  f.dst_ip = kIpB;
+  f.dst_port = 4791;
+  f.proto = 17;
+  f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
+  f.parser = RTE_PMD_CLEAVE_PARSER_ROCE;
+  f.reliable = 1;
+  f.initial_seq = initial_psn;
+  f.pmtu = 256;
+  f.qpn = qpn;
+  f.owner = owner;
+  return f;
+}
+
+// A RoCEv2 frame from A to B: BTH (opcode, DestQP `qpn`, PSN), `ext` headers, payload, pad and
+// the ICRC, computed here bit by bit (TRANSPORTS.md), not by the model under test.
+inline Bytes roce_frame(uint8_t opcode, uint32_t psn, uint32_t qpn, const Bytes& ext,
+                        const uint8_t* payload, uint32_t len) {
+  const uint32_t pad = (4 - len % 4) % 4;
+  const auto l4 = uint32_t(8 + 12 + ext.size() + len + pad + 4);
+  Bytes f(14 + 20 + l4, 0);
+  for (int i = 0; i < 6; i++) {
+    f[i] = uint8_t(0x02 + i);
+    f[6 + i] = uint8_t(0x12 + i);
+  }
+  f[12] = 0x08;
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+  ip->version_ihl = 0x45;
+  ip->total_length = rte_cpu_to_be_16(uint16_t(20 + l4));
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_UDP;
+  ip->src_addr = rte_cpu_to_be_32(kIpA);
+  ip->dst_addr = rte_cpu_to_be_32(kIpB);
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  uint8_t* udp = f.data() + 34;
+  udp[0] = 0xC0;  // source port 49152; checksum zero, as RoCE senders leave it
+  udp[2] = 4791 >> 8;
+  udp[3] = 4791 & 0xFF;
+  udp[4] = uint8_t(l4 >> 8);
+  udp[5] = uint8_t(l4);
+  uint8_t* bth = udp + 8;
+  bth[0] = opcode;
+  bth[1] = uint8_t(pad << 4);
+  bth[2] = bth[3] = 0xFF;
+  for (int i = 0; i < 3; i++) {
+    bth[5 + i] = uint8_t(qpn >> (16 - 8 * i));
+    bth[9 + i] = uint8_t(psn >> (16 - 8 * i));
+  }
+  std::copy(ext.begin(), ext.end(), bth + 12);
+  if (len > 0) std::memcpy(bth + 12 + ext.size(), payload, len);
+  // The ICRC's input: eight bytes of ones, then IP to the pad with the variant fields as ones.
+  Bytes m(f.begin() + 14, f.end() - 4);
+  m[1] = m[8] = m[10] = m[11] = 0xFF;  // TOS, TTL, IP checksum
+  m[26] = m[27] = 0xFF;                // UDP checksum
+  m[32] = 0xFF;                        // BTH byte 4
+  uint32_t crc = 0xFFFFFFFF;
+  auto feed = [&crc](uint8_t b) {
+    crc ^= b;
+    for (int k = 0; k < 8; k++)
+      crc = (crc >> 1) ^ (0xEDB88320 & (0u - (crc & 1)));
+  };
+  for (int i = 0; i < 8; i++)
+    feed(0xFF);
+  for (uint8_t b : m)
+    feed(b);
+  crc ^= 0xFFFFFFFF;
+  for (int i = 0; i < 4; i++)
+    f[f.size() - 4 + size_t(i)] = uint8_t(crc >> (8 * i));
+  return f;
+}
+
+// RETH: VA, rkey, DMA length (wire order).
+inline Bytes reth(uint64_t va, uint32_t rkey, uint32_t len) {
+  Bytes r(16);
+  for (int i = 0; i < 8; i++)
+    r[size_t(i)] = uint8_t(va >> (56 - 8 * i));
+  for (int i = 0; i < 4; i++) {
+    r[8 + size_t(i)] = uint8_t(rkey >> (24 - 8 * i));
+    r[12 + size_t(i)] = uint8_t(len >> (24 - 8 * i));
+  }
+  return r;
+}
+
+inline const Bytes kAeth = {0x1F, 0, 0, 1};  // ACK, MSN 1
+
 inline Bytes pattern(size_t n, uint8_t salt) {
   Bytes b(n);
   for (size_t i = 0; i < n; i++)

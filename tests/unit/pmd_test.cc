@@ -322,7 +322,7 @@ TEST_F(Pair, OutOfOrderTrimmedAndDuplicateFramesOnTheWire) {
 }
 
 // Ethernet/IPv4/UDP/BTH/RETH of an RDMA WRITE-only from A to B (lengths and ICRC by the NIC).
-Bytes roce_write_header(uint32_t psn, uint16_t rkey, uint64_t va, uint32_t len) {
+Bytes roce_write_header(uint32_t psn, uint32_t rkey, uint64_t va, uint32_t len) {
   Bytes f(14 + 20 + 8 + 12 + 16, 0);
   f[0] = 2;
   f[6] = 4;
@@ -347,8 +347,8 @@ Bytes roce_write_header(uint32_t psn, uint16_t rkey, uint64_t va, uint32_t len) 
   uint8_t* reth = bth + 12;
   for (int i = 0; i < 8; i++)
     reth[i] = uint8_t(va >> (56 - 8 * i));
-  reth[10] = uint8_t(rkey >> 8);
-  reth[11] = uint8_t(rkey);
+  for (int i = 0; i < 4; i++)
+    reth[8 + i] = uint8_t(rkey >> (24 - 8 * i));
   for (int i = 0; i < 4; i++)
     reth[12 + i] = uint8_t(len >> (24 - 8 * i));
   return f;
@@ -395,9 +395,13 @@ TEST_F(Pair, RoceWriteWithIcrcFromTheDynamicFlag) {
   f.parser = RTE_PMD_CLEAVE_PARSER_ROCE;
   f.reliable = 1;
   f.initial_seq = 100;
+  f.qpn = 0x11;  // roce_write_header's DestQP
+  f.owner = 1;
   ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 3, &f), 0);
   Bytes rx(4096, 0);
-  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 5, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add_remote(b_, 5, rx.data(), rx.size(), 1,
+                                         RTE_PMD_CLEAVE_MR_REMOTE_WRITE, 0),
+            0);
   AppMemory app(pattern(1024, 6));
   ASSERT_EQ(rte_pmd_cleave_mr_add(a_, 5, app.bytes.data(), app.bytes.size(), 1), 0);
   const int icrc = rte_pmd_cleave_tx_icrc_bit();
@@ -428,6 +432,18 @@ TEST_F(Pair, RoceWriteWithIcrcFromTheDynamicFlag) {
   EXPECT_EQ(got[0]->pkt_len, 70u);
   EXPECT_EQ(0, std::memcmp(rx.data() + 256, app.bytes.data(), 1024));
   EXPECT_EQ(app.completions, 2);
+
+  // The same WRITE with a tag the MR does not have: refused, counted, nothing written.
+  Bytes before = rx;
+  d = app.descriptor(roce_write_header(101, 0x70005, 2048, 1024), 0, 1024, 0, kHeaderLengths);
+  d->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | (uint64_t(1) << icrc);
+  ASSERT_EQ(rte_eth_tx_burst(a_, 0, &d, 1), 1);
+  got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(placement(got[0]).reason, RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS);
+  EXPECT_EQ(rx, before);
+  EXPECT_EQ(xstat(b_, "nic_defer_remote_access"), 1u);
 }
 
 TEST_F(Pair, JumboFrameAndMultiSegmentWireFrames) {
@@ -513,6 +529,11 @@ TEST_F(Pair, CommandsReportErrors) {
   Bytes mem(1000);
   EXPECT_EQ(rte_pmd_cleave_mr_add(wire_.wa, 0, mem.data(), mem.size(), 1), -ENODEV);
   EXPECT_EQ(rte_pmd_cleave_mr_add(RTE_MAX_ETHPORTS, 0, mem.data(), mem.size(), 1), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_mr_add_remote(wire_.wa, 0, mem.data(), mem.size(), 1, 1, 0), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_read_post(wire_.wa, 0, 0, 0, 0, 10), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_read_retire(wire_.wa, 0, 0), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_rkey_check(wire_.wa, 0, 0, 0, 10, 1, nullptr), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_mr_add_remote(b_, 1, mem.data(), mem.size(), 1, 4, 0), -EINVAL);
   EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 16, mem.data(), mem.size(), 1), -ENOSPC) << "max_mrs=16";
   ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), 0);
   EXPECT_EQ(rte_pmd_cleave_mr_add(b_, 0, mem.data(), mem.size(), 1), -EEXIST);
@@ -527,6 +548,21 @@ TEST_F(Pair, CommandsReportErrors) {
   EXPECT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 5, 0, 10, 0), -ENOENT);
   ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 0, 0, 500, 0), 0);
   EXPECT_EQ(rte_pmd_cleave_mr_remove(b_, 0), -EBUSY);
+  // RoCE commands: on a TCP flow, an unknown flow, the bounce MR; then a READ sink's life.
+  EXPECT_EQ(rte_pmd_cleave_read_post(b_, kFlow, 0, 0, 0, 10), -EINVAL);
+  EXPECT_EQ(rte_pmd_cleave_read_post(b_, 9, 0, 0, 0, 10), -ENOENT);
+  EXPECT_EQ(rte_pmd_cleave_rkey_check(b_, kFlow, 0, 0, 10, 1, nullptr), -EINVAL);
+  rte_pmd_cleave_flow qp = roce_flow(0x22, 1);
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 9, &qp), 0);
+  EXPECT_EQ(rte_pmd_cleave_read_post(b_, 9, 0, 16, 0, 10), -ENOENT) << "the bounce MR";
+  EXPECT_EQ(rte_pmd_cleave_read_post(b_, 9, 1u << 24, 0, 0, 10), -EINVAL);
+  ASSERT_EQ(rte_pmd_cleave_read_post(b_, 9, 5, 0, 0, 10), 0);
+  EXPECT_EQ(rte_pmd_cleave_read_retire(b_, 9, 6), -ENOMSG);
+  EXPECT_EQ(rte_pmd_cleave_read_retire(b_, 9, 5), 0);
+  EXPECT_EQ(rte_pmd_cleave_rkey_check(b_, 9, 0, 0, 10, RTE_PMD_CLEAVE_MR_REMOTE_READ, nullptr),
+            -EACCES)
+      << "MR 0 allows no remote access";
+  EXPECT_EQ(rte_pmd_cleave_flow_remove(b_, 9), 0);
   EXPECT_EQ(rte_pmd_cleave_flow_set_mode(b_, kFlow, RTE_PMD_CLEAVE_COPY), 0);
   EXPECT_EQ(rte_pmd_cleave_flow_remove(b_, kFlow), 0);
   EXPECT_EQ(rte_pmd_cleave_mr_remove(b_, 0), 0);
@@ -691,6 +727,47 @@ TEST_F(Pair, RteFlowMarkClassifiesIntoCopyModeFlows) {
   EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 0u);
   mark.id = 45;
   ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr) << "freed at close";
+}
+
+// A UDP rule on RoCE's port catches, marked, the QPs between the hosts that have no flow.
+TEST_F(Pair, RteFlowOnRocePortCatchesTheQpsWithoutAFlow) {
+  rte_flow_attr attr{};
+  attr.ingress = 1;
+  rte_flow_item_ipv4 ip{};
+  ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
+  ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
+  rte_flow_item_udp udp{};
+  udp.hdr.dst_port = rte_cpu_to_be_16(4791);
+  rte_flow_item_udp any_src{};
+  any_src.hdr.dst_port = UINT16_MAX;
+  rte_flow_item items[4] = {};
+  items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+  items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+  items[1].spec = &ip;
+  items[2].type = RTE_FLOW_ITEM_TYPE_UDP;
+  items[2].spec = &udp;
+  items[2].mask = &any_src;
+  items[3].type = RTE_FLOW_ITEM_TYPE_END;
+  rte_flow_action_mark mark{};
+  mark.id = 42;
+  rte_flow_action actions[2] = {};
+  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
+  actions[0].conf = &mark;
+  actions[1].type = RTE_FLOW_ACTION_TYPE_END;
+  rte_flow_error err{};
+  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr)
+      << (err.message ? err.message : "");
+  rte_pmd_cleave_flow qp = roce_flow(0x11, 1);
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 5, &qp), 0);
+  inject_b(roce_frame(0x11, 0, 0x11, kAeth, nullptr, 0));  // an ACK to QP 0x11: its flow
+  inject_b(roce_frame(0x11, 0, 0x55, kAeth, nullptr, 0));  // to QP 0x55: the rule's
+  std::vector<rte_mbuf*> got = receive_b(2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_NO_PAYLOAD);
+  EXPECT_EQ(placement(got[0]).flow_id, 5u);
+  EXPECT_EQ(placement(got[1]).reason, RTE_PMD_CLEAVE_DEFER_COPY_MODE);
+  EXPECT_EQ(placement(got[1]).flow_id, 42u);
+  EXPECT_EQ(got[1]->hash.fdir.hi, 42u);
 }
 
 // The private API, stats and xstats from other threads while a service lcore runs both NICs:

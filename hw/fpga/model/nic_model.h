@@ -31,7 +31,7 @@ namespace cleave::nic {
 // On-NIC entry sizes assumed for memory accounting (the formats are in hw/fpga/docs).
 inline constexpr size_t kFlowEntryBytes = 96;  // key, cursor, MS list, RoCE contexts (docs)
 inline constexpr size_t kHashBucketBytes = 4;  // flow id of the chain head
-inline constexpr size_t kMrEntryBytes = 16;    // 48-bit base, 40-bit length, owner, flags
+inline constexpr size_t kMrEntryBytes = 20;    // 48-bit base, 40-bit length, owner, tag, flags
 inline constexpr size_t kMsEntryBytes = 16;    // 48-bit offset, MR id, length, message seq
 inline constexpr size_t kChunkLinkBytes = 4;   // next-chunk index per MS chunk
 inline constexpr size_t kCounterBytes = 8;
@@ -67,6 +67,7 @@ enum class Err : uint8_t {
   kMsFull,       // the flow's committed chunks and the shared store are exhausted
   kNotConsumed,  // retiring an MS the cursor has not passed
   kNoSuchMessage,
+  kAccessDenied,  // an rkey or READ sink the flow's owner may not use (see rkey_check)
   kCount
 };
 std::string_view err_name(Err e);
@@ -101,8 +102,9 @@ enum class DeferReason : uint8_t {
   kTooManyFrags,  // the payload would straddle more than kMaxFrags MSs
   kNoMessage,     // message semantics: no MS posted for that message, or no message context
   kMsOverflow,    // the payload runs past the end of its message's MS
-  kUnsupported,   // an opcode the model does not place (RoCE READ responses, atomics)
+  kUnsupported,   // an opcode the model does not place (RoCE atomics, what UC does not have)
   kDmaFault,      // the MR check failed at write time
+  kRemoteAccess,  // RoCE WRITE: the rkey, owner, access flag or VA range does not allow it
   kCount
 };
 std::string_view defer_reason_name(DeferReason r);
@@ -112,7 +114,9 @@ enum class CsumStatus : uint8_t { kNotChecked, kGood, kBad };
 // ---- commands and records ---------------------------------------------------------------------
 
 // 5-tuple as the packet carries it: src = the remote peer. Host byte order. For UDP parsers a
-// src_port of 0 matches any source port (RoCEv2 and Solar vary it per path).
+// src_port of 0 matches any source port (RoCEv2 and Solar vary it per path). A RoCE flow is
+// found by (src_ip, dst_ip, FlowSpec::qpn) instead: its ports are implied (UDP dst 4791, any
+// source port), as a RoCE NIC finds the QP by the BTH DestQP.
 struct FlowKey {
   uint32_t src_ip = 0;
   uint32_t dst_ip = 0;
@@ -131,6 +135,15 @@ struct FlowSpec {
   uint32_t initial_seq = 0;     // TCP: first payload byte expected; RoCE: first PSN expected
   uint32_t pmtu = 4096;         // RoCE: payload bytes per first/middle packet
   uint64_t initial_offset = 0;  // Solar without messages: stream offset of the first MS
+  uint32_t qpn = 0;             // RoCE: the local QP number (24 bits), the BTH DestQP it receives
+  uint32_t owner = 0;           // RoCE: protection domain; remote access only to MRs of this owner
+};
+
+// MR access beyond the local access every MR allows (mr_add). A remote peer names an MR by its
+// rkey = tag << 16 | MR id.
+enum MrAccess : uint8_t {
+  kMrRemoteWrite = 1,
+  kMrRemoteRead = 2,
 };
 
 struct MsDesc {
@@ -265,7 +278,10 @@ class NicModel {
 
   // Driver commands. Each returns kOk or an error, and counts it; none crashes on bad input.
   // Tables are indexed by the id the driver chooses: an id beyond the capacity is "table full".
-  Err mr_add(uint16_t id, uint8_t* base, uint64_t len, uint32_t owner);
+  // `access`: MrAccess bits (0: local only); `tag`: the rkey's upper 16 bits, chosen by the
+  // driver so a stale or guessed rkey misses.
+  Err mr_add(uint16_t id, uint8_t* base, uint64_t len, uint32_t owner, uint8_t access = 0,
+             uint16_t tag = 0);
   Err mr_remove(uint16_t id);  // kMrInUse while posted MSs refer to it
   Err flow_add(uint32_t id, const FlowSpec& spec);
   Err flow_remove(uint32_t id);  // drops its MSs
@@ -284,6 +300,20 @@ class NicModel {
   // RoCE: a message starts at `psn` and the next SEND is message `next_msg`. For a transport
   // that accepted messages through the copy path, so the NIC saw no end it could chain from.
   Err roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg);
+  // RoCE requester: READ responses for the READ whose request had PSN `first_psn` go to
+  // [offset, offset + len) of MR `mr` (of the flow's owner). They use PSNs first_psn ..
+  // first_psn + max(1, ceil(len / pmtu)) - 1, which must not overlap another posted READ's.
+  // Up to ms_chunk READs per flow (16 by default: max_rd_atomic); they hold one MS chunk.
+  Err read_post(uint32_t flow, uint32_t first_psn, uint16_t mr, uint64_t offset, uint32_t len);
+  // The READ completed or was abandoned: its responses are deferred from now on.
+  Err read_retire(uint32_t flow, uint32_t first_psn);
+  // RoCE responder: may the peer of `flow` access [va, va + len) of the MR named by `rkey` with
+  // `access` (MrAccess bits)? The rule WRITE placement keeps: the tag matches, the MR's owner is
+  // the flow's, the flags allow it, the range lies inside the MR. kOk (and the MR id in
+  // *mr_out when not null), kAccessDenied, kUnknownFlow, or kBadArgument (not a RoCE flow, no
+  // access asked). A query: not counted.
+  Err rkey_check(uint32_t flow, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access,
+                 uint16_t* mr_out) const;
 
   // Receive: parse, classify, place. Always fills `out`; never reads outside `frame`.
   Decision rx(std::span<const uint8_t> frame, RxEntry& out);
@@ -328,6 +358,7 @@ class NicModel {
   MemoryReport memory_report() const;
   uint32_t ms_count(uint32_t flow) const;
   uint32_t cursor(uint32_t flow) const;
+  uint32_t read_count(uint32_t flow) const;  // READ sinks posted on the flow
   uint32_t flows_in_use() const { return flows_in_use_; }
   uint32_t store_chunks_free() const { return store_free_count_; }
 
@@ -348,9 +379,15 @@ class NicModel {
     uint8_t* base = nullptr;
     uint64_t len = 0;
     uint32_t owner = 0;
-    uint32_t refs = 0;  // posted MSs that point into it
+    uint32_t refs = 0;  // posted MSs and READ sinks that point into it
+    uint16_t tag = 0;
+    uint8_t access = 0;
     bool used = false;
   };
+
+  // A READ sink is an MS entry in the flow's READ chunk: msg_seq = kSinkLive | first PSN.
+  static constexpr uint32_t kSinkLive = 1u << 31;
+  static constexpr uint32_t kNoQp = 0xFFFFFFFFu;  // the match QPN of flows that are not RoCE
 
   // RoCE message context: the SEND (or WRITE) whose packets are arriving. A packet belongs to
   // it only when that is certain: a WRITE's extent is known from its RETH; a SEND's only once
@@ -366,6 +403,7 @@ class NicModel {
     uint32_t next_psn = 0;  // SEND: one past the packets seen in order from first_psn
     uint32_t end_psn = 0;   // the message's last PSN, when end_known
     uint16_t mr = 0;        // WRITE: the MR named by R_Key
+    uint16_t tag = 0;       // WRITE: the R_Key's tag, checked again on every packet
     uint64_t base = 0;      // WRITE: the VA as an offset in that MR
     uint64_t limit = 0;     // WRITE: DMA length from RETH
     uint32_t msg = 0;       // SEND: message (MS) number
@@ -404,6 +442,7 @@ class NicModel {
     bool next_start_known = true;
     uint32_t next_start_psn = 0;  // where the next message begins, once its predecessor ended
     uint32_t next_msg = 0;        // message number of the next SEND
+    uint32_t read_chunk = kNil;   // the MS chunk holding the posted READ sinks
   };
 
   struct ParsedFrame;
@@ -411,8 +450,12 @@ class NicModel {
 
   // Tables.
   Flow* flow_at(uint32_t id);
-  uint32_t bucket_of(const FlowKey& k) const;
-  uint32_t lookup(const FlowKey& k) const;
+  // Flows are hashed by key and QPN: a RoCE flow's own (its key's src_port 0), kNoQp for others.
+  static uint32_t match_qpn(const FlowSpec& s) { return s.parser == Parser::kRoce ? s.qpn : kNoQp; }
+  uint32_t bucket_of(const FlowKey& k, uint32_t qpn) const;
+  uint32_t lookup(const FlowKey& k, uint32_t qpn) const;
+  bool remote_ok(const Flow& f, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access) const;
+  void release_reads(Flow& f);
   void hash_unlink(uint32_t id);
   uint32_t chunk_alloc(Flow& f);
   void chunk_free(Flow& f, uint32_t chunk);
@@ -432,6 +475,7 @@ class NicModel {
   Decision place_unreliable(Flow& f, const ParsedFrame& p, RxEntry& out);
   Decision rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out);
   Decision rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out);
+  Decision place_read(Flow& f, const ParsedFrame& p, bool first, bool last, RxEntry& out);
   Decision rx_solar(Flow& f, const ParsedFrame& p, RxEntry& out);
   Decision write_frags(const ParsedFrame& p, uint32_t skip, RxEntry& out);
   Decision defer(RxEntry& out, DeferReason r);

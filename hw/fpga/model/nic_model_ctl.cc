@@ -8,16 +8,24 @@
 namespace cleave::nic {
 namespace {
 
+constexpr uint16_t kRocePort = 4791;
+constexpr uint32_t kPsnMask = 0xFFFFFF;
+
+// PSNs a READ of `len` bytes takes: its responses carry one PMTU each, at least one packet.
+uint32_t read_packets(uint32_t len, uint32_t pmtu) {
+  return std::max<uint32_t>(1, uint32_t((uint64_t(len) + pmtu - 1) / pmtu));
+}
+
 constexpr std::array<std::string_view, size_t(Err::kCount)> kErrNames = {
-    "ok",        "bad_argument",  "unknown_mr",      "mr_exists",   "mr_table_full",
-    "mr_in_use", "out_of_bounds", "unknown_flow",    "flow_exists", "flow_table_full",
-    "ms_full",   "not_consumed",  "no_such_message",
+    "ok",        "bad_argument",  "unknown_mr",      "mr_exists",     "mr_table_full",
+    "mr_in_use", "out_of_bounds", "unknown_flow",    "flow_exists",   "flow_table_full",
+    "ms_full",   "not_consumed",  "no_such_message", "access_denied",
 };
 constexpr std::array<std::string_view, size_t(DeferReason::kCount)> kDeferNames = {
     "none",        "not_ipv4",      "truncated",   "bad_ip_header", "ip_fragment",
     "bad_ip_csum", "bad_l4_header", "bad_l4_csum", "bad_icrc",      "bad_crc32c",
     "not_l4",      "flow_miss",     "copy_mode",   "no_ms",         "too_many_frags",
-    "no_message",  "ms_overflow",   "unsupported", "dma_fault",
+    "no_message",  "ms_overflow",   "unsupported", "dma_fault",     "remote_access",
 };
 constexpr std::array<std::string_view, size_t(TxStatus::kCount)> kTxNames = {
     "ok", "bad_header", "dma_fault", "too_long", "no_room", "completions_full",
@@ -121,14 +129,16 @@ Err NicModel::count_cmd(Err e) {
 
 // ---- MR table ---------------------------------------------------------------------------------
 
-Err NicModel::mr_add(uint16_t id, uint8_t* base, uint64_t len, uint32_t owner) {
+Err NicModel::mr_add(uint16_t id, uint8_t* base, uint64_t len, uint32_t owner, uint8_t access,
+                     uint16_t tag) {
   if (id >= mrs_.size()) return count_cmd(Err::kMrTableFull);
   if (base == nullptr || len == 0 || len >= (uint64_t(1) << 40)) {
     return count_cmd(Err::kOutOfBounds);
   }
+  if ((access & ~(kMrRemoteWrite | kMrRemoteRead)) != 0) return count_cmd(Err::kBadArgument);
   Mr& m = mrs_[id];
   if (m.used) return count_cmd(Err::kMrExists);
-  m = Mr{base, len, owner, 0, true};
+  m = Mr{base, len, owner, 0, tag, access, true};
   mrs_in_use_++;
   return count_cmd(Err::kOk);
 }
@@ -159,15 +169,17 @@ bool NicModel::dma_read(uint16_t mr, uint64_t offset, uint8_t* dst, uint32_t len
 
 // ---- flow table -------------------------------------------------------------------------------
 
-uint32_t NicModel::bucket_of(const FlowKey& k) const {
+uint32_t NicModel::bucket_of(const FlowKey& k, uint32_t qpn) const {
   uint64_t h = (uint64_t(k.src_ip) << 32 | k.dst_ip) * 0x9E3779B97F4A7C15ull;
   h ^= (uint64_t(k.src_port) << 24 | uint64_t(k.dst_port) << 8 | k.proto) * 0xC2B2AE3D27D4EB4Full;
+  h ^= uint64_t(qpn) * 0x165667B19E3779F9ull;
   return uint32_t(h >> 32) & hash_mask_;
 }
 
-uint32_t NicModel::lookup(const FlowKey& k) const {
-  for (uint32_t id = buckets_[bucket_of(k)]; id != kNil; id = flows_[id].hash_next) {
-    if (flows_[id].spec.key == k) return id;
+uint32_t NicModel::lookup(const FlowKey& k, uint32_t qpn) const {
+  for (uint32_t id = buckets_[bucket_of(k, qpn)]; id != kNil; id = flows_[id].hash_next) {
+    const FlowSpec& s = flows_[id].spec;
+    if (s.key == k && match_qpn(s) == qpn) return id;
   }
   return kNil;
 }
@@ -178,7 +190,8 @@ NicModel::Flow* NicModel::flow_at(uint32_t id) {
 }
 
 void NicModel::hash_unlink(uint32_t id) {
-  uint32_t* link = &buckets_[bucket_of(flows_[id].spec.key)];
+  const FlowSpec& s = flows_[id].spec;
+  uint32_t* link = &buckets_[bucket_of(s.key, match_qpn(s))];
   while (*link != kNil && *link != id)
     link = &flows_[*link].hash_next;
   if (*link == id) *link = flows_[id].hash_next;
@@ -191,15 +204,19 @@ Err NicModel::flow_add(uint32_t id, const FlowSpec& spec) {
   if (flows_in_use_ >= flows_.size()) return count_cmd(Err::kFlowTableFull);
   if (spec.key.proto != 6 && spec.key.proto != 17) return count_cmd(Err::kBadArgument);
   if ((spec.parser == Parser::kTcp) != (spec.key.proto == 6)) return count_cmd(Err::kBadArgument);
-  if (spec.parser == Parser::kRoce &&
-      (spec.pmtu < 256 || spec.pmtu > 4096 || !is_pow2(spec.pmtu) || spec.initial_seq > 0xFFFFFF)) {
-    return count_cmd(Err::kBadArgument);
+  FlowSpec s = spec;
+  if (s.parser == Parser::kRoce) {
+    if (s.pmtu < 256 || s.pmtu > 4096 || !is_pow2(s.pmtu) || s.initial_seq > 0xFFFFFF ||
+        s.qpn > 0xFFFFFF || s.key.dst_port != kRocePort) {
+      return count_cmd(Err::kBadArgument);
+    }
+    s.key.src_port = 0;  // found by (src ip, dst ip, QPN): any source port
   }
-  if (lookup(spec.key) != kNil) return count_cmd(Err::kFlowExists);
+  if (lookup(s.key, match_qpn(s)) != kNil) return count_cmd(Err::kFlowExists);
 
   Flow& f = flows_[id];
   f = Flow{};
-  f.spec = spec;
+  f.spec = s;
   f.used = true;
   f.cursor = spec.initial_seq;
   f.head_pos = spec.parser == Parser::kSolar ? spec.initial_offset : spec.initial_seq;
@@ -209,7 +226,7 @@ Err NicModel::flow_add(uint32_t id, const FlowSpec& spec) {
     chunk_next_[c] = f.private_free;
     f.private_free = c;
   }
-  uint32_t b = bucket_of(spec.key);
+  uint32_t b = bucket_of(s.key, match_qpn(s));
   f.hash_next = buckets_[b];
   buckets_[b] = id;
   flows_in_use_++;
@@ -221,6 +238,7 @@ Err NicModel::flow_remove(uint32_t id) {
   if (f == nullptr) return count_cmd(Err::kUnknownFlow);
   while (f->ms_count > 0)
     pop_head(*f);
+  release_reads(*f);
   hash_unlink(id);
   *f = Flow{};
   flows_in_use_--;
@@ -435,6 +453,125 @@ Err NicModel::roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) {
   f->send_ctx = RoceCtx{};
   f->write_ctx = RoceCtx{};
   return count_cmd(Err::kOk);
+}
+
+// ---- RoCE remote access and READ sinks ----------------------------------------------------------
+
+bool NicModel::remote_ok(const Flow& f, uint32_t rkey, uint64_t va, uint64_t len,
+                         uint8_t access) const {
+  const uint32_t id = rkey & 0xFFFF;
+  if (id >= mrs_.size()) return false;
+  const Mr& m = mrs_[id];
+  return m.used && m.tag == rkey >> 16 && m.owner == f.spec.owner &&
+         (m.access & access) == access && va <= m.len && len <= m.len - va;
+}
+
+Err NicModel::rkey_check(uint32_t flow, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access,
+                         uint16_t* mr_out) const {
+  if (flow >= flows_.size() || !flows_[flow].used) return Err::kUnknownFlow;
+  const Flow& f = flows_[flow];
+  if (f.spec.parser != Parser::kRoce || access == 0 ||
+      (access & ~(kMrRemoteWrite | kMrRemoteRead)) != 0) {
+    return Err::kBadArgument;
+  }
+  if (!remote_ok(f, rkey, va, len, access)) return Err::kAccessDenied;
+  if (mr_out != nullptr) *mr_out = uint16_t(rkey & 0xFFFF);
+  return Err::kOk;
+}
+
+Err NicModel::read_post(uint32_t flow, uint32_t first_psn, uint16_t mr, uint64_t offset,
+                        uint32_t len) {
+  Flow* f = flow_at(flow);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (f->spec.parser != Parser::kRoce || first_psn > kPsnMask) return count_cmd(Err::kBadArgument);
+  if (mr >= mrs_.size() || !mrs_[mr].used) return count_cmd(Err::kUnknownMr);
+  const Mr& m = mrs_[mr];
+  if (offset > m.len || len > m.len - offset) return count_cmd(Err::kOutOfBounds);
+  // The peer writes the responses: only into memory of the flow's own protection domain.
+  if (m.owner != f->spec.owner) return count_cmd(Err::kAccessDenied);
+  // A response must name one sink: PSN ranges stay disjoint (and within half the PSN space).
+  const uint32_t n = read_packets(len, f->spec.pmtu);
+  if (n > (1u << 23)) return count_cmd(Err::kBadArgument);
+  uint32_t free_idx = kNil;
+  if (f->read_chunk != kNil) {
+    for (uint32_t i = 0; i < cfg_.ms_chunk; i++) {
+      const MsEntry& e = entry(f->read_chunk, i);
+      if ((e.msg_seq & kSinkLive) == 0) {
+        if (free_idx == kNil) free_idx = i;
+        continue;
+      }
+      const uint32_t b = e.msg_seq & kPsnMask;
+      if (((b - first_psn) & kPsnMask) < n ||
+          ((first_psn - b) & kPsnMask) < read_packets(e.len, f->spec.pmtu)) {
+        return count_cmd(Err::kBadArgument);
+      }
+    }
+    if (free_idx == kNil) return count_cmd(Err::kMsFull);
+  } else {
+    const uint32_t c = chunk_alloc(*f);
+    if (c == kNil) return count_cmd(Err::kMsFull);
+    for (uint32_t i = 0; i < cfg_.ms_chunk; i++)
+      entry(c, i) = MsEntry{};
+    f->read_chunk = c;
+    free_idx = 0;
+  }
+  MsEntry& e = entry(f->read_chunk, free_idx);
+  e.mr_offset = uint64_t(mr) << 48 | offset;
+  e.len = len;
+  e.msg_seq = kSinkLive | first_psn;
+  mrs_[mr].refs++;
+  ms_in_use_++;
+  if (!is_committed(f->read_chunk)) ms_in_store_++;
+  return count_cmd(Err::kOk);
+}
+
+Err NicModel::read_retire(uint32_t flow, uint32_t first_psn) {
+  Flow* f = flow_at(flow);
+  if (f == nullptr) return count_cmd(Err::kUnknownFlow);
+  if (f->spec.parser != Parser::kRoce || first_psn > kPsnMask) return count_cmd(Err::kBadArgument);
+  if (f->read_chunk == kNil) return count_cmd(Err::kNoSuchMessage);
+  bool found = false, live = false;
+  for (uint32_t i = 0; i < cfg_.ms_chunk; i++) {
+    MsEntry& e = entry(f->read_chunk, i);
+    if ((e.msg_seq & kSinkLive) == 0) continue;
+    if (!found && e.msg_seq == (kSinkLive | first_psn)) {
+      mrs_[e.mr()].refs--;
+      ms_in_use_--;
+      if (!is_committed(f->read_chunk)) ms_in_store_--;
+      e = MsEntry{};
+      found = true;
+    } else {
+      live = true;
+    }
+  }
+  if (!found) return count_cmd(Err::kNoSuchMessage);
+  if (!live) {
+    chunk_free(*f, f->read_chunk);
+    f->read_chunk = kNil;
+  }
+  return count_cmd(Err::kOk);
+}
+
+void NicModel::release_reads(Flow& f) {
+  if (f.read_chunk == kNil) return;
+  for (uint32_t i = 0; i < cfg_.ms_chunk; i++) {
+    MsEntry& e = entry(f.read_chunk, i);
+    if ((e.msg_seq & kSinkLive) == 0) continue;
+    mrs_[e.mr()].refs--;
+    ms_in_use_--;
+    if (!is_committed(f.read_chunk)) ms_in_store_--;
+    e = MsEntry{};
+  }
+  chunk_free(f, f.read_chunk);
+  f.read_chunk = kNil;
+}
+
+uint32_t NicModel::read_count(uint32_t flow) const {
+  if (flow >= flows_.size() || !flows_[flow].used || flows_[flow].read_chunk == kNil) return 0;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < cfg_.ms_chunk; i++)
+    n += (ms_[size_t(flows_[flow].read_chunk) * cfg_.ms_chunk + i].msg_seq & kSinkLive) != 0;
+  return n;
 }
 
 uint32_t NicModel::ms_count(uint32_t flow) const {

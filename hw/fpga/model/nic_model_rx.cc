@@ -26,7 +26,7 @@ int32_t psn_diff(uint32_t a, uint32_t b) {
   return int32_t((a - b) << 8) >> 8;
 }
 
-enum class RoceKind : uint8_t { kSend, kWrite, kNoData, kUnsupported };
+enum class RoceKind : uint8_t { kSend, kWrite, kReadResponse, kNoData, kUnsupported };
 
 struct RoceOp {
   RoceKind kind = RoceKind::kUnsupported;
@@ -39,30 +39,30 @@ struct RoceOp {
 // RC opcodes by their low five bits (UC = 0x20 | the same, SEND and WRITE only): what the packet
 // carries and the extension headers between the BTH and the payload.
 constexpr std::array<RoceOp, 0x18> kRoceOps = {{
-    {RoceKind::kSend, true, false, 0, false},          // 0x00 SEND first
-    {RoceKind::kSend, false, false, 0, false},         // 0x01 SEND middle
-    {RoceKind::kSend, false, true, 0, false},          // 0x02 SEND last
-    {RoceKind::kSend, false, true, 4, false},          // 0x03 SEND last + ImmDt
-    {RoceKind::kSend, true, true, 0, false},           // 0x04 SEND only
-    {RoceKind::kSend, true, true, 4, false},           // 0x05 SEND only + ImmDt
-    {RoceKind::kWrite, true, false, 16, true},         // 0x06 WRITE first (RETH)
-    {RoceKind::kWrite, false, false, 0, false},        // 0x07 WRITE middle
-    {RoceKind::kWrite, false, true, 0, false},         // 0x08 WRITE last
-    {RoceKind::kWrite, false, true, 4, false},         // 0x09 WRITE last + ImmDt
-    {RoceKind::kWrite, true, true, 16, true},          // 0x0A WRITE only (RETH)
-    {RoceKind::kWrite, true, true, 20, true},          // 0x0B WRITE only (RETH, ImmDt)
-    {RoceKind::kNoData, false, false, 16, false},      // 0x0C READ request (RETH)
-    {RoceKind::kUnsupported, false, false, 4, false},  // 0x0D READ response first (AETH)
-    {RoceKind::kUnsupported, false, false, 0, false},  // 0x0E READ response middle
-    {RoceKind::kUnsupported, false, false, 4, false},  // 0x0F READ response last (AETH)
-    {RoceKind::kUnsupported, false, false, 4, false},  // 0x10 READ response only (AETH)
-    {RoceKind::kNoData, false, false, 4, false},       // 0x11 ACK (AETH)
-    {RoceKind::kNoData, false, false, 12, false},      // 0x12 atomic ACK (AETH, AtomicAckETH)
-    {RoceKind::kNoData, false, false, 28, false},      // 0x13 compare-swap (AtomicETH)
-    {RoceKind::kNoData, false, false, 28, false},      // 0x14 fetch-add (AtomicETH)
-    {},                                                // 0x15 reserved
-    {RoceKind::kSend, false, true, 4, false},          // 0x16 SEND last + IETH
-    {RoceKind::kSend, true, true, 4, false},           // 0x17 SEND only + IETH
+    {RoceKind::kSend, true, false, 0, false},           // 0x00 SEND first
+    {RoceKind::kSend, false, false, 0, false},          // 0x01 SEND middle
+    {RoceKind::kSend, false, true, 0, false},           // 0x02 SEND last
+    {RoceKind::kSend, false, true, 4, false},           // 0x03 SEND last + ImmDt
+    {RoceKind::kSend, true, true, 0, false},            // 0x04 SEND only
+    {RoceKind::kSend, true, true, 4, false},            // 0x05 SEND only + ImmDt
+    {RoceKind::kWrite, true, false, 16, true},          // 0x06 WRITE first (RETH)
+    {RoceKind::kWrite, false, false, 0, false},         // 0x07 WRITE middle
+    {RoceKind::kWrite, false, true, 0, false},          // 0x08 WRITE last
+    {RoceKind::kWrite, false, true, 4, false},          // 0x09 WRITE last + ImmDt
+    {RoceKind::kWrite, true, true, 16, true},           // 0x0A WRITE only (RETH)
+    {RoceKind::kWrite, true, true, 20, true},           // 0x0B WRITE only (RETH, ImmDt)
+    {RoceKind::kNoData, false, false, 16, false},       // 0x0C READ request (RETH)
+    {RoceKind::kReadResponse, true, false, 4, false},   // 0x0D READ response first (AETH)
+    {RoceKind::kReadResponse, false, false, 0, false},  // 0x0E READ response middle
+    {RoceKind::kReadResponse, false, true, 4, false},   // 0x0F READ response last (AETH)
+    {RoceKind::kReadResponse, true, true, 4, false},    // 0x10 READ response only (AETH)
+    {RoceKind::kNoData, false, false, 4, false},        // 0x11 ACK (AETH)
+    {RoceKind::kNoData, false, false, 12, false},       // 0x12 atomic ACK (AETH, AtomicAckETH)
+    {RoceKind::kNoData, false, false, 28, false},       // 0x13 compare-swap (AtomicETH)
+    {RoceKind::kNoData, false, false, 28, false},       // 0x14 fetch-add (AtomicETH)
+    {},                                                 // 0x15 reserved
+    {RoceKind::kSend, false, true, 4, false},           // 0x16 SEND last + IETH
+    {RoceKind::kSend, true, true, 4, false},            // 0x17 SEND only + IETH
 }};
 
 RoceOp roce_op(uint8_t opcode) {
@@ -228,13 +228,24 @@ Decision NicModel::rx(std::span<const uint8_t> frame, RxEntry& out) {
   ParsedFrame p;
   if (!parse(frame, p, out)) return out.decision;
 
-  uint32_t id = lookup(p.key);
+  uint32_t id = kNil;
+  const bool roce = p.key.proto == 17 && p.key.dst_port == kRocePort;
+  if (roce && p.payload_len >= kBthLen) {
+    // A RoCE QP is found by the BTH DestQP, whatever source port the peer's path uses.
+    const FlowKey qp{p.key.src_ip, p.key.dst_ip, 0, kRocePort, 17};
+    id = lookup(qp, load24(p.payload + 5));
+  }
+  if (id == kNil) id = lookup(p.key, kNoQp);
   if (id == kNil && p.key.proto == 17) {
     FlowKey any = p.key;
     any.src_port = 0;
-    id = lookup(any);
+    id = lookup(any, kNoQp);
   }
-  if (id == kNil) return defer(out, DeferReason::kFlowMiss);
+  if (id == kNil) {
+    // Too short to name a QP: a RoCE frame cut before the end of its BTH.
+    if (roce && p.payload_len < kBthLen) return defer(out, DeferReason::kTruncated);
+    return defer(out, DeferReason::kFlowMiss);
+  }
   Flow& f = flows_[id];
   out.flow_id = id;
   out.parser = f.spec.parser;
@@ -464,6 +475,11 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
   if (op.kind == RoceKind::kUnsupported) {
     return len == 0 ? finish(out, Decision::kNoPayload) : defer(out, DeferReason::kUnsupported);
   }
+  // READ responses are in the requester's own PSN space, not the cursor's (the responder-side
+  // ePSN of incoming requests): never dropped or trimmed by it.
+  if (op.kind == RoceKind::kReadResponse) {
+    return len == 0 ? finish(out, Decision::kNoPayload) : place_read(f, q, op.first, op.last, out);
+  }
   uint32_t psn = out.seq;
   if (f.spec.reliable && psn_diff(psn, f.cursor) < 0) {
     return finish(out, Decision::kDropped);  // (b): a duplicate
@@ -498,10 +514,15 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
       } else {
         const uint8_t* reth = bth + kBthLen;
         uint32_t rkey = load32(reth + 8);
-        if (rkey >= mrs_.size()) return defer(out, DeferReason::kDmaFault);
-        n.mr = uint16_t(rkey);
+        n.mr = uint16_t(rkey & 0xFFFF);
+        n.tag = uint16_t(rkey >> 16);
         n.base = load64(reth);
         n.limit = load32(reth + 12);
+        // The whole extent the RETH claims, once; each packet is checked again below. A
+        // zero-length WRITE touches nothing and needs no key.
+        if (n.limit != 0 && !remote_ok(f, rkey, n.base, n.limit, kMrRemoteWrite)) {
+          return defer(out, DeferReason::kRemoteAccess);
+        }
         uint64_t packets =
             op.last ? 1 : std::max<uint64_t>(1, (n.limit + f.spec.pmtu - 1) / f.spec.pmtu);
         n.end_known = true;
@@ -555,9 +576,38 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
   if (len == 0) return finish(out, Decision::kNoPayload);
   if (is_send) return place_message(f, q, c.msg, at, len, out);
   if (at > c.limit || len > c.limit - at) return defer(out, DeferReason::kMsOverflow);
+  // Again per packet: the MR may have been removed, or re-registered under another tag.
+  if (!remote_ok(f, uint32_t(c.tag) << 16 | c.mr, c.base + at, len, kMrRemoteWrite)) {
+    return defer(out, DeferReason::kRemoteAccess);
+  }
   out.frags[0] = {c.mr, c.base + at, len};
   out.nfrags = 1;
   return write_frags(q, 0, out);
+}
+
+// A READ response: the posted sink whose PSN range holds the packet's PSN, at
+// (psn - first) x PMTU inside it. First/only packets must open the range and last/only close
+// it; a payload past the sink is deferred whole (ms_overflow). out.msg_seq = the sink's first PSN.
+Decision NicModel::place_read(Flow& f, const ParsedFrame& p, bool first, bool last, RxEntry& out) {
+  if (f.read_chunk == kNil) return defer(out, DeferReason::kNoMessage);
+  const uint32_t psn = out.seq;
+  for (uint32_t i = 0; i < cfg_.ms_chunk; i++) {
+    const MsEntry& e = entry(f.read_chunk, i);
+    if ((e.msg_seq & kSinkLive) == 0) continue;
+    const uint32_t start = e.msg_seq & kPsnMask;
+    const uint32_t k = (psn - start) & kPsnMask;
+    const uint32_t n =
+        std::max<uint32_t>(1, uint32_t((uint64_t(e.len) + f.spec.pmtu - 1) / f.spec.pmtu));
+    if (k >= n) continue;
+    if (first != (k == 0) || last != (k == n - 1)) return defer(out, DeferReason::kNoMessage);
+    out.msg_seq = start;
+    const uint64_t at = uint64_t(k) * f.spec.pmtu;
+    if (at > e.len || p.payload_len > e.len - at) return defer(out, DeferReason::kMsOverflow);
+    out.frags[0] = {e.mr(), e.offset() + at, p.payload_len};
+    out.nfrags = 1;
+    return write_frags(p, 0, out);
+  }
+  return defer(out, DeferReason::kNoMessage);
 }
 
 Decision NicModel::rx_solar(Flow& f, const ParsedFrame& p, RxEntry& out) {

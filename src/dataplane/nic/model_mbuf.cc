@@ -238,6 +238,8 @@ int to_errno(nic::Err e) {
       return -EAGAIN;
     case nic::Err::kNoSuchMessage:
       return -ENOMSG;
+    case nic::Err::kAccessDenied:
+      return -EACCES;
     case nic::Err::kCount:
       break;
   }
@@ -258,6 +260,8 @@ bool flow_spec(const rte_pmd_cleave_flow* flow, nic::FlowSpec& s) {
   s.initial_seq = flow->initial_seq;
   s.pmtu = flow->pmtu != 0 ? flow->pmtu : 4096;
   s.initial_offset = flow->initial_offset;
+  s.qpn = flow->qpn;
+  s.owner = flow->owner;
   return true;
 }
 

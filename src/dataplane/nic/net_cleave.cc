@@ -54,7 +54,7 @@ bool same_bytes(const void* a, const void* b, size_t n) {
 static_assert(RTE_PMD_CLEAVE_PLACED == int(nic::Decision::kPlaced));
 static_assert(RTE_PMD_CLEAVE_NO_PAYLOAD == int(nic::Decision::kNoPayload));
 static_assert(RTE_PMD_CLEAVE_DEFER_FLOW_MISS == int(nic::DeferReason::kFlowMiss));
-static_assert(RTE_PMD_CLEAVE_DEFER_DMA_FAULT + 1 == int(nic::DeferReason::kCount));
+static_assert(RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS + 1 == int(nic::DeferReason::kCount));
 static_assert(RTE_PMD_CLEAVE_PARSER_UDP == int(nic::Parser::kUdp));
 static_assert(RTE_PMD_CLEAVE_COPY == int(nic::FlowMode::kCopy));
 static_assert(RTE_PMD_CLEAVE_CSUM_BAD == int(nic::CsumStatus::kBad));
@@ -562,8 +562,10 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
         spec->key.proto = 17;
         spec->key.src_port = m->hdr.src_port != 0 ? rte_be_to_cpu_16(v->hdr.src_port) : 0;
         spec->key.dst_port = rte_be_to_cpu_16(v->hdr.dst_port);
-        spec->parser = spec->key.dst_port == 4791 ? nic::Parser::kRoce : nic::Parser::kUdp;
-        spec->reliable = spec->parser == nic::Parser::kRoce;
+        // A RoCE flow is one QP, and rte_flow has no item for the BTH's DestQP: a rule on port
+        // 4791 catches, as a plain UDP flow, the RoCE frames of every QP not added as a flow.
+        spec->parser = nic::Parser::kUdp;
+        spec->reliable = false;
         l4 = true;
         break;
       }
@@ -961,9 +963,15 @@ int rte_pmd_cleave_tx_icrc_bit(void) {
 }
 
 int rte_pmd_cleave_mr_add(uint16_t port, uint16_t id, void* base, uint64_t len, uint32_t owner) {
+  return rte_pmd_cleave_mr_add_remote(port, id, base, len, owner, 0, 0);
+}
+
+int rte_pmd_cleave_mr_add_remote(uint16_t port, uint16_t id, void* base, uint64_t len,
+                                 uint32_t owner, uint8_t access, uint16_t tag) {
   return command(port, [&](Device& d) {
     if (id >= d.bounce_mr) return -ENOSPC;
-    const int r = to_errno(d.model->mr_add(id, static_cast<uint8_t*>(base), len, owner));
+    const int r =
+        to_errno(d.model->mr_add(id, static_cast<uint8_t*>(base), len, owner, access, tag));
     if (r == 0) d.mr_ranges.insert(reinterpret_cast<uintptr_t>(base), len, id);  // reserved
     return r;
   });
@@ -1019,6 +1027,25 @@ int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg) {
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg) {
   return command(port,
                  [&](Device& d) { return to_errno(d.model->roce_resync(flow, psn, next_msg)); });
+}
+
+int rte_pmd_cleave_read_post(uint16_t port, uint32_t flow, uint32_t psn, uint16_t mr,
+                             uint64_t offset, uint32_t len) {
+  return command(port, [&](Device& d) {
+    if (mr >= d.bounce_mr) return -ENOENT;
+    return to_errno(d.model->read_post(flow, psn, mr, offset, len));
+  });
+}
+
+int rte_pmd_cleave_read_retire(uint16_t port, uint32_t flow, uint32_t psn) {
+  return command(port, [&](Device& d) { return to_errno(d.model->read_retire(flow, psn)); });
+}
+
+int rte_pmd_cleave_rkey_check(uint16_t port, uint32_t flow, uint32_t rkey, uint64_t va,
+                              uint64_t len, uint8_t access, uint16_t* mr) {
+  return command(port, [&](Device& d) {
+    return to_errno(d.model->rkey_check(flow, rkey, va, len, access, mr));
+  });
 }
 
 int rte_pmd_cleave_fault_set(uint16_t port, enum rte_pmd_cleave_fault_dir dir,

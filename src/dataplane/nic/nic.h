@@ -63,7 +63,10 @@ class Nic {
   virtual uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) = 0;
 
   // ---- commands: the semantics and errors (0 or a negative errno) of rte_pmd_cleave_* ----
-  virtual int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) = 0;
+  // `access` (RTE_PMD_CLEAVE_MR_REMOTE_* bits) and `tag`: rte_pmd_cleave_mr_add_remote; the
+  // defaults give an MR no RoCE peer can reach.
+  virtual int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner, uint8_t access = 0,
+                     uint16_t tag = 0) = 0;
   virtual int mr_remove(uint16_t id) = 0;
   virtual int flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) = 0;
   virtual int flow_remove(uint32_t id) = 0;
@@ -73,6 +76,11 @@ class Nic {
   virtual int ms_retire(uint32_t flow, uint32_t count) = 0;
   virtual int ms_retire_msg(uint32_t flow, uint32_t msg) = 0;
   virtual int roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) = 0;
+  virtual int read_post(uint32_t flow, uint32_t psn, uint16_t mr, uint64_t offset,
+                        uint32_t len) = 0;
+  virtual int read_retire(uint32_t flow, uint32_t psn) = 0;
+  virtual int rkey_check(uint32_t flow, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access,
+                         uint16_t* mr) = 0;
 
   // ---- seeded wire faults (fault.h): test equipment on the wire side of the NIC ----
   // Sets one direction's loss, reordering and duplication (all zero: off). RX faults act on

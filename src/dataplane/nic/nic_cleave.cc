@@ -24,8 +24,9 @@ class CleaveNic final : public Nic {
     return rte_eth_tx_burst(port_id(), 0, pkts, n);
   }
 
-  int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) override {
-    return rte_pmd_cleave_mr_add(port_id(), id, base, len, owner);
+  int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner, uint8_t access,
+             uint16_t tag) override {
+    return rte_pmd_cleave_mr_add_remote(port_id(), id, base, len, owner, access, tag);
   }
   int mr_remove(uint16_t id) override { return rte_pmd_cleave_mr_remove(port_id(), id); }
   int flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) override {
@@ -49,6 +50,16 @@ class CleaveNic final : public Nic {
   }
   int roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) override {
     return rte_pmd_cleave_roce_resync(port_id(), flow, psn, next_msg);
+  }
+  int read_post(uint32_t flow, uint32_t psn, uint16_t mr, uint64_t offset, uint32_t len) override {
+    return rte_pmd_cleave_read_post(port_id(), flow, psn, mr, offset, len);
+  }
+  int read_retire(uint32_t flow, uint32_t psn) override {
+    return rte_pmd_cleave_read_retire(port_id(), flow, psn);
+  }
+  int rkey_check(uint32_t flow, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access,
+                 uint16_t* mr) override {
+    return rte_pmd_cleave_rkey_check(port_id(), flow, rkey, va, len, access, mr);
   }
 
   int apply_faults(FaultDir dir, const FaultParams& p) override {

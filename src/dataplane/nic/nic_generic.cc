@@ -89,7 +89,8 @@ class GenericNic final : public Nic {
   uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) override;
   uint16_t tx_burst(rte_mbuf** pkts, uint16_t n) override;
 
-  int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) override;
+  int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner, uint8_t access,
+             uint16_t tag) override;
   int mr_remove(uint16_t id) override;
   int flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) override;
   int flow_remove(uint32_t id) override { return mm::to_errno(model_->flow_remove(id)); }
@@ -106,6 +107,17 @@ class GenericNic final : public Nic {
   }
   int roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) override {
     return mm::to_errno(model_->roce_resync(flow, psn, next_msg));
+  }
+  int read_post(uint32_t flow, uint32_t psn, uint16_t mr, uint64_t offset, uint32_t len) override {
+    if (mr >= bounce_mr_) return -ENOENT;
+    return mm::to_errno(model_->read_post(flow, psn, mr, offset, len));
+  }
+  int read_retire(uint32_t flow, uint32_t psn) override {
+    return mm::to_errno(model_->read_retire(flow, psn));
+  }
+  int rkey_check(uint32_t flow, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access,
+                 uint16_t* mr) override {
+    return mm::to_errno(model_->rkey_check(flow, rkey, va, len, access, mr));
   }
 
   void for_each_counter(const std::function<void(std::string_view, uint64_t)>& f) const override;
@@ -489,9 +501,11 @@ uint16_t GenericNic::tx_faulty(rte_mbuf** pkts, uint16_t n) {
 
 // ---- commands: rte_pmd_cleave_*'s arguments and errors ----------------------------------------
 
-int GenericNic::mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner) {
+int GenericNic::mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner, uint8_t access,
+                       uint16_t tag) {
   if (id >= bounce_mr_) return -ENOSPC;
-  const int r = mm::to_errno(model_->mr_add(id, static_cast<uint8_t*>(base), len, owner));
+  const int r =
+      mm::to_errno(model_->mr_add(id, static_cast<uint8_t*>(base), len, owner, access, tag));
   if (r == 0) mrs_.insert(reinterpret_cast<uintptr_t>(base), len, id);  // reserved at open
   return r;
 }

@@ -38,7 +38,8 @@
  * Flow rules: rte_flow_create() with ETH / IPV4 (both addresses) / TCP or UDP (ports; UDP may
  * leave the source port out) and actions MARK (the flow id) [+ QUEUE 0] installs a copy-mode flow:
  * its frames arrive whole, marked. Zero-copy placement needs the sequence state rte_flow cannot
- * carry: rte_pmd_cleave_flow_add() below. Both share one flow-id space.
+ * carry: rte_pmd_cleave_flow_add() below. Both share one flow-id space. A UDP rule on port 4791
+ * is a plain UDP flow: it catches the RoCE frames of the QPs that have no flow of their own.
  *
  * Threads: the NIC (the model) is used by one thread at a time. Its service body runs on a
  * service lcore when the application maps one to the service (rte_pmd_cleave_service_id(),
@@ -52,7 +53,7 @@
  * argument), -ENOENT (unknown MR or flow), -EEXIST (id in use), -ENOSPC (table full), -EBUSY
  * (MR still referenced by posted MSs), -ERANGE (outside the MR, or overflow), -ENOBUFS (MS list
  * and shared store exhausted), -EAGAIN (retiring an MS the cursor has not passed), -ENOMSG (no MS
- * for that message).
+ * for that message), -EACCES (an MR of another owner, or an rkey that does not allow the access).
  */
 #ifndef RTE_PMD_CLEAVE_H
 #define RTE_PMD_CLEAVE_H
@@ -65,7 +66,7 @@
 extern "C" {
 #endif
 
-#define RTE_PMD_CLEAVE_API_VERSION 1
+#define RTE_PMD_CLEAVE_API_VERSION 2
 
 /** Name of the mbuf dynamic field holding struct rte_pmd_cleave_placement. */
 #define RTE_PMD_CLEAVE_PLACEMENT_DYNFIELD "rte_pmd_cleave_placement"
@@ -100,6 +101,7 @@ enum rte_pmd_cleave_defer_reason {
   RTE_PMD_CLEAVE_DEFER_MS_OVERFLOW = 16,
   RTE_PMD_CLEAVE_DEFER_UNSUPPORTED = 17,
   RTE_PMD_CLEAVE_DEFER_DMA_FAULT = 18,
+  RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS = 19, /**< RoCE WRITE: rkey, owner, access or range refused */
 };
 
 enum rte_pmd_cleave_parser {
@@ -170,7 +172,11 @@ static inline uint64_t rte_pmd_cleave_placement_mr_offset(
 /** Registers (once per process; idempotent) and returns the ICRC flag's bit in ol_flags, or -1. */
 int rte_pmd_cleave_tx_icrc_bit(void);
 
-/** A flow-table entry. Addresses and ports in host byte order; src is the remote peer. */
+/**
+ * A flow-table entry. Addresses and ports in host byte order; src is the remote peer. A RoCE
+ * flow (dst_port 4791) is a QP: frames find it by (src_ip, dst_ip, BTH DestQP = qpn) whatever
+ * their source port, so two QPs between the same hosts are two flows.
+ */
 struct rte_pmd_cleave_flow {
   uint32_t src_ip;
   uint32_t dst_ip;
@@ -186,11 +192,24 @@ struct rte_pmd_cleave_flow {
   uint32_t initial_seq;    /**< TCP: first payload byte expected; RoCE: first PSN */
   uint32_t pmtu;           /**< RoCE: payload bytes per first/middle packet (0: 4096) */
   uint64_t initial_offset; /**< Solar without messages: stream offset of the first MS */
+  uint32_t qpn;            /**< RoCE: the local QP number (24 bits) */
+  uint32_t owner;          /**< RoCE: protection domain; peers reach only MRs of this owner */
 };
+
+/** MR access beyond the local access every MR allows (rte_pmd_cleave_mr_add_remote). */
+#define RTE_PMD_CLEAVE_MR_REMOTE_WRITE 0x1u
+#define RTE_PMD_CLEAVE_MR_REMOTE_READ 0x2u
 
 /** Registers app memory [base, base+len) as MR `id` (below the max_mrs devarg) of `owner`. */
 int rte_pmd_cleave_mr_add(uint16_t port, uint16_t id, void* base, uint64_t len, uint32_t owner);
-/** Removes MR `id`; -EBUSY while posted MSs refer to it. */
+/**
+ * The same, reachable by RoCE peers of flows with the same owner: rkey = tag << 16 | id, with
+ * `access` RTE_PMD_CLEAVE_MR_REMOTE_* bits. A WRITE another key, owner, access or range would
+ * need is deferred (RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS). Pick a new tag when reusing an id.
+ */
+int rte_pmd_cleave_mr_add_remote(uint16_t port, uint16_t id, void* base, uint64_t len,
+                                 uint32_t owner, uint8_t access, uint16_t tag);
+/** Removes MR `id`; -EBUSY while posted MSs or READ sinks refer to it. */
 int rte_pmd_cleave_mr_remove(uint16_t port, uint16_t id);
 
 /** Adds flow `id` (below the max_flows devarg). */
@@ -215,6 +234,25 @@ int rte_pmd_cleave_ms_retire(uint16_t port, uint32_t flow, uint32_t count);
 int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg);
 /** RoCE: a message starts at `psn` and the next SEND is message `next_msg`. */
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg);
+
+/**
+ * RoCE requester: READ responses of the READ whose request had PSN `psn` are placed into
+ * [offset, offset+len) of MR `mr` (the flow owner's, else -EACCES), by PSN, whatever the cursor:
+ * PSNs psn .. psn + max(1, ceil(len / pmtu)) - 1, not overlapping another posted READ's (-EINVAL).
+ * Up to 16 per flow (-ENOBUFS beyond). Placements report msg_seq = psn.
+ */
+int rte_pmd_cleave_read_post(uint16_t port, uint32_t flow, uint32_t psn, uint16_t mr,
+                             uint64_t offset, uint32_t len);
+/** The READ posted at `psn` completed or was abandoned: its responses are deferred again. */
+int rte_pmd_cleave_read_retire(uint16_t port, uint32_t flow, uint32_t psn);
+/**
+ * RoCE responder: 0 (and the MR id in *mr when not NULL) if the flow's peer may access
+ * [va, va+len) of the MR `rkey` names with `access` (RTE_PMD_CLEAVE_MR_REMOTE_* bits), by the
+ * rule WRITE placement keeps; -EACCES if not, -ENOENT for an unknown flow, -EINVAL when the flow
+ * is not RoCE or no access is asked.
+ */
+int rte_pmd_cleave_rkey_check(uint16_t port, uint32_t flow, uint32_t rkey, uint64_t va,
+                              uint64_t len, uint8_t access, uint16_t* mr);
 
 /** The rte_service id of the port's NIC service (the model), for mapping a service lcore. */
 int rte_pmd_cleave_service_id(uint16_t port, uint32_t* service_id);
