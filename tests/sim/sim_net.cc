@@ -416,9 +416,16 @@ Host::~Host() {
 uint16_t Host::add_mr(size_t bytes) {
   const auto id = uint16_t(mrs_.size());
   mrs_.emplace_back(bytes, uint8_t(0));
-  mr_access_.push_back(3);  // remote write and read
-  if (nic_.mr_add(id, mrs_.back().data(), bytes, 0) != nic::Err::kOk) stats_.cmd_errors++;
+  const uint8_t remote = nic::kMrRemoteWrite | nic::kMrRemoteRead;
+  if (nic_.mr_add(id, mrs_.back().data(), bytes, 0, remote) != nic::Err::kOk) stats_.cmd_errors++;
   return id;
+}
+
+void Host::set_mr_access(uint16_t mr, uint8_t access) {
+  if (nic_.mr_remove(mr) != nic::Err::kOk ||
+      nic_.mr_add(mr, mrs_.at(mr).data(), mrs_[mr].size(), 0, access) != nic::Err::kOk) {
+    stats_.cmd_errors++;
+  }
 }
 
 std::span<uint8_t> Host::mr(uint16_t id) {
@@ -580,6 +587,8 @@ FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, u
   if (id == transport::kNoFlow) return id;
   nic::FlowSpec spec;
   spec.key = nic::FlowKey{remote_ip, ip_, 0, transport::roce::kUdpPort, 17};
+  spec.qpn = qpn;
+  spec.owner = 0;  // the MRs' owner: one app per host here
   spec.mode = zero_copy_ ? nic::FlowMode::kZeroCopy : nic::FlowMode::kCopy;
   spec.parser = nic::Parser::kRoce;
   spec.reliable = true;
@@ -596,16 +605,24 @@ FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, u
   return id;
 }
 
-int Host::rkey_check(FlowId /*flow*/, uint32_t rkey, uint64_t va, uint32_t len, bool write,
+int Host::rkey_check(FlowId flow, uint32_t rkey, uint64_t va, uint32_t len, bool write,
                      uint16_t* mr, uint64_t* offset) {
-  // rkey = tag << 16 | MR id, VA = offset in the MR (hw/fpga/docs/formats.md); tag 0 here.
-  const uint32_t id = rkey & 0xFFFF;
-  if ((rkey >> 16) != 0 || id >= mrs_.size()) return -EACCES;
-  if ((mr_access_[id] & (write ? 1 : 2)) == 0) return -EACCES;
-  if (va > mrs_[id].size() || len > mrs_[id].size() - va) return -EACCES;
-  *mr = uint16_t(id);
+  // The NIC's rule (rkey = tag << 16 | MR id, VA = offset in the MR, the flow's owner, the MR's
+  // remote access): the one its WRITE placement keeps.
+  const uint8_t access = write ? nic::kMrRemoteWrite : nic::kMrRemoteRead;
+  if (nic_.rkey_check(flow, rkey, va, len, access, mr) != nic::Err::kOk) return -EACCES;
   *offset = va;
   return 0;
+}
+
+int Host::read_post(FlowId flow, uint32_t psn, uint16_t mr, uint64_t offset, uint32_t len) {
+  if (!zero_copy_) return -EOPNOTSUPP;  // copy mode: READ responses take the copy path too
+  return nic_err(nic_.read_post(flow, psn, mr, offset, len));
+}
+
+int Host::read_retire(FlowId flow, uint32_t psn) {
+  if (!zero_copy_) return -EOPNOTSUPP;
+  return nic_err(nic_.read_retire(flow, psn));
 }
 
 int Host::roce_resync(FlowId flow, uint32_t psn, uint32_t next_msg) {

@@ -246,8 +246,8 @@ class Host final : private HostRings, public transport::Context {
   // `pmtu`. The owner's half of an RTR transition; the transport's is modify_qp. Its tuple is
   // (this host:4791) <-> (remote_ip:4791). kNoFlow when the NIC refuses it.
   FlowId roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu);
-  // What the peer may do to an MR through its rkey (roce::Access; the default allows both).
-  void set_mr_access(uint16_t mr, uint8_t access) { mr_access_.at(mr) = access; }
+  // What the peer may do to an MR through its rkey (nic::MrAccess; add_mr allows both).
+  void set_mr_access(uint16_t mr, uint8_t access);
 
   // Queued; given to transport.app_burst in bursts of up to 32 by the next run step.
   void submit(const AppRequest& req) { pending_.push_back(req); }
@@ -269,6 +269,8 @@ class Host final : private HostRings, public transport::Context {
   int rkey_check(FlowId flow, uint32_t rkey, uint64_t va, uint32_t len, bool write, uint16_t* mr,
                  uint64_t* offset) override;
   int roce_resync(FlowId flow, uint32_t psn, uint32_t next_msg) override;
+  int read_post(FlowId flow, uint32_t psn, uint16_t mr, uint64_t offset, uint32_t len) override;
+  int read_retire(FlowId flow, uint32_t psn) override;
 
  private:
   friend class SimNet;
@@ -333,8 +335,7 @@ class Host final : private HostRings, public transport::Context {
   HostStats stats_;
 
   std::vector<std::vector<uint8_t>> mrs_;
-  std::vector<uint8_t> mr_access_;  // by MR: roce::Access bits
-  std::vector<Flow> flows_;         // by FlowId
+  std::vector<Flow> flows_;  // by FlowId
   std::vector<FlowId> free_ids_;
   std::unordered_map<Key, FlowId, KeyHash> by_tuple_;
   std::vector<std::pair<uint16_t, ListenerId>> listeners_;  // by local port

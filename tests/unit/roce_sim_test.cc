@@ -24,7 +24,9 @@ using sim::Faults;
 using sim::RoceConfig;
 using sim::RocePair;
 
-constexpr size_t kHalf = 32u << 20;  // each MR: [0, 32 MiB) and [32 MiB, 64 MiB)
+constexpr size_t kHalf = 32u << 20;     // each MR: [0, 32 MiB) and [32 MiB, 64 MiB)
+constexpr size_t kScratch = 62u << 20;  // B: receives WRITEs with immediate take
+constexpr uint32_t kScratchLen = 1u << 20;
 
 struct Op {
   ReqKind kind = ReqKind::kSend;
@@ -74,7 +76,7 @@ std::vector<Op> workload(size_t count, uint32_t max_len = 1u << 20) {
       a_src += o.len + 1;
       b_dst += o.len + 1;
     }
-    if (a_src > kHalf || b_src > 2 * kHalf) break;
+    if (a_src > kHalf || b_src > kScratch) break;
     ops.push_back(o);
   }
   return ops;
@@ -91,15 +93,19 @@ void run_workload(RocePair& p, const std::vector<Op>& ops, uint64_t max_ns = 60'
   ASSERT_TRUE(p.ok) << p.describe();
   p.fill(p.net->a(), 0, kHalf, 1);
   p.fill(p.net->b(), kHalf, kHalf, 2);
+  std::span<uint8_t> scratch = p.net->b().mr(p.b.mr).subspan(kScratch, kScratchLen);
+  std::fill(scratch.begin(), scratch.end(), 0);
   size_t recvs = 0;
   for (size_t i = 0; i < ops.size(); i++) {
     const Op& o = ops[i];
     if (consumes_recv(o)) {
-      // SEND: the receive is the destination. WRITE with immediate: a receive that takes no
-      // bytes (only its completion), given a length the payload would overflow if misplaced.
+      // SEND: the receive is the destination. WRITE with immediate: a receive of its own
+      // (in B's scratch area past 62 MiB, zeroed) that takes its completion and none of its
+      // bytes, nor another message's.
+      const bool send = o.kind == ReqKind::kSend;
       p.post(p.net->b(), {.kind = ReqKind::kRecv,
-                          .len = o.kind == ReqKind::kSend ? o.len : 0,
-                          .offset = o.kind == ReqKind::kSend ? o.dst : 0,
+                          .len = send ? o.len : kScratchLen,
+                          .offset = send ? o.dst : kScratch,
                           .wr_id = 1000 + i});
       recvs++;
     }
@@ -165,6 +171,8 @@ void run_workload(RocePair& p, const std::vector<Op>& ops, uint64_t max_ns = 60'
       EXPECT_EQ(re.imm, 0xA0000000u + uint32_t(i));
     }
   }
+  EXPECT_TRUE(std::all_of(scratch.begin(), scratch.end(), [](uint8_t c) { return c == 0; }))
+      << "bytes landed in a receive a WRITE with immediate took";
   // Nothing left over: no request outstanding at either end.
   EXPECT_EQ(p.a.rc->counters().qp_errors + p.b.rc->counters().qp_errors, 0u);
 }
@@ -190,8 +198,9 @@ TEST(RoceSim, EveryOperationLossless) {
   EXPECT_EQ(a.retransmits + b.retransmits, 0u) << p.describe();
   EXPECT_EQ(a.timeouts + b.timeouts, 0u);
   EXPECT_EQ(b.naks_sent, 0u);
-  // The NIC placed SEND and WRITE payloads at B; the copy path took READ responses at A.
+  // The NIC placed SEND and WRITE payloads at B and READ responses at A.
   EXPECT_GT(b.placed_bytes, 0u);
+  EXPECT_GT(a.placed_bytes, 0u);
   // ACKs were coalesced: fewer than one per request packet.
   EXPECT_LT(b.acks_sent, a.tx_packets / 4) << p.describe();
 }
@@ -213,6 +222,7 @@ TEST(RoceSim, CopyPath) {
   run_workload(p, workload(30));
   EXPECT_EQ(p.b.rc->counters().placed_bytes, 0u);
   EXPECT_GT(p.b.rc->counters().copied_bytes, 0u);
+  EXPECT_EQ(p.a.rc->counters().placed_bytes, 0u);
 }
 
 TEST(RoceSim, PsnWrap) {
@@ -498,7 +508,8 @@ TEST(RoceSim, RemoteAccessErrors) {
     ReqKind kind;
     uint32_t rkey_delta;
     uint64_t va;
-    uint8_t access;  // both QPs' access
+    uint8_t access;                                                // both QPs' access
+    uint8_t mr_access = nic::kMrRemoteWrite | nic::kMrRemoteRead;  // B's MR
   };
   const std::vector<Bad> cases = {
       {"write with an unknown rkey", ReqKind::kWrite, 5, 0, 3},
@@ -506,6 +517,8 @@ TEST(RoceSim, RemoteAccessErrors) {
       {"read past the MR", ReqKind::kRead, 0, (64u << 20) - 10, 3},
       {"write to a QP without remote write", ReqKind::kWrite, 0, 0, kRemoteRead},
       {"read from a QP without remote read", ReqKind::kRead, 0, 0, kRemoteWrite},
+      {"write to an MR without remote write", ReqKind::kWrite, 0, 0, 3, nic::kMrRemoteRead},
+      {"read from an MR without remote read", ReqKind::kRead, 0, 0, 3, nic::kMrRemoteWrite},
   };
   for (const Bad& bad : cases) {
     SCOPED_TRACE(bad.what);
@@ -513,6 +526,7 @@ TEST(RoceSim, RemoteAccessErrors) {
     c.access = bad.access;
     RocePair p(seed(9), c);
     ASSERT_TRUE(p.ok);
+    p.net->b().set_mr_access(p.b.mr, bad.mr_access);
     std::vector<uint8_t> before(p.net->b().mr(p.b.mr).begin(), p.net->b().mr(p.b.mr).end());
     p.post(p.net->a(), {.kind = bad.kind,
                         .len = 100,
