@@ -1,6 +1,7 @@
-// wire.cc - the Internet checksum and table-driven CRC-32/CRC-32C (slicing by 8).
+// wire.cc - the Internet checksum, table-driven CRC-32/CRC-32C (slicing by 8), the RoCEv2 ICRC.
 #include "wire.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -119,6 +120,55 @@ uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n) {
 }
 uint32_t crc32c_update(uint32_t crc, const uint8_t* p, size_t n) {
   return crc_update(kCrc32c, crc, p, n);
+}
+
+namespace {
+// IP header length for the ICRC: IPv6's fixed 40 bytes, IPv4's IHL.
+size_t icrc_ip_hlen(const uint8_t* ip) {
+  return (ip[0] >> 4) == 6 ? 40 : size_t(ip[0] & 0xF) * 4;
+}
+constexpr size_t kIcrcUdpLen = 8;
+constexpr size_t kIcrcBthLen = 12;
+}  // namespace
+
+uint32_t roce_icrc(const uint8_t* ip, size_t len) {
+  // The masked copy covers the 8 bytes of ones and the headers holding variant fields (at most
+  // IPv4 with options, UDP and BTH); the payload after them is fed to the CRC in place.
+  std::array<uint8_t, 8 + 60 + kIcrcUdpLen + kIcrcBthLen> m;
+  std::memset(m.data(), 0xFF, 8);
+  const size_t hlen = len > 0 ? icrc_ip_hlen(ip) : 0;
+  const size_t n = std::min(len, hlen + kIcrcUdpLen + kIcrcBthLen);
+  std::memcpy(m.data() + 8, ip, n);
+  uint8_t* h = m.data() + 8;
+  auto ones = [&](size_t at) {
+    if (at < n) h[at] = 0xFF;
+  };
+  if (n > 0 && (ip[0] >> 4) == 6) {
+    h[0] |= 0x0F;  // traffic class (high nibble) ...
+    ones(1);       // ... its low nibble and the flow label
+    ones(2);
+    ones(3);
+    ones(7);  // hop limit
+  } else {
+    ones(1);  // TOS
+    ones(8);  // TTL
+    ones(10);
+    ones(11);  // header checksum
+  }
+  ones(hlen + 6);  // UDP checksum
+  ones(hlen + 7);
+  ones(hlen + kIcrcUdpLen + 4);  // BTH resv8a: FECN, BECN
+  const uint32_t crc = crc32_update(0xFFFFFFFFu, m.data(), 8 + n);
+  return crc32_update(crc, ip + n, len - n) ^ 0xFFFFFFFFu;
+}
+
+bool roce_icrc_ok(const uint8_t* ip, size_t len) {
+  if (len < 20) return false;
+  const uint8_t version = ip[0] >> 4;
+  if (version != 4 && version != 6) return false;
+  const size_t hlen = icrc_ip_hlen(ip);
+  if (hlen < 20 || len < hlen + kIcrcUdpLen + kIcrcBthLen + 4) return false;
+  return roce_icrc(ip, len - 4) == roce_icrc_load(ip + len - 4);
 }
 
 }  // namespace cleave::nic
