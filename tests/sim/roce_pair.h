@@ -39,6 +39,7 @@ struct RoceConfig {
   uint8_t min_rnr_timer = 1;  // 0.01 ms
   uint8_t access = transport::roce::kRemoteWrite | transport::roce::kRemoteRead;
   bool zero_copy = true;
+  bool selective_repeat = false;  // both QPs (kAttrSelectiveRepeat at RTR)
   size_t mr_bytes = 64u << 20;
   transport::roce::QpCaps caps{1024, 1024};
 };
@@ -139,8 +140,10 @@ class RocePair {
     at.dest_qpn = dest;
     at.rq_psn = rq_psn;
     at.min_rnr_timer = cfg_.min_rnr_timer;
+    at.selective_repeat = cfg_.selective_repeat;
     if (s.rc->modify_qp(s.qp, at,
-                        kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrMinRnrTimer,
+                        kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrMinRnrTimer |
+                            kAttrSelectiveRepeat,
                         h) != 0) {
       return false;
     }
