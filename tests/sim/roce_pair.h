@@ -39,7 +39,7 @@ struct RoceConfig {
   uint8_t min_rnr_timer = 1;  // 0.01 ms
   uint8_t access = transport::roce::kRemoteWrite | transport::roce::kRemoteRead;
   bool zero_copy = true;
-  bool selective_repeat = false;  // both QPs
+  bool selective_repeat = false;  // both QPs (kAttrSelectiveRepeat at RTR)
   size_t mr_bytes = 64u << 20;
   transport::roce::QpCaps caps{1024, 1024};
 };
