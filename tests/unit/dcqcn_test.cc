@@ -372,12 +372,21 @@ double paced_rate(uint64_t bps, uint32_t packet, uint64_t poll_ns, uint64_t span
   const uint64_t warmup = span_ns / 10;
   uint64_t now = 1000;
   uint64_t bytes = 0;
-  while (now < warmup + span_ns) {
+  // A broken pacer must fail here, not hang: at most twice the packets the rate allows, and
+  // time only moves forward.
+  const double most = 2.0 * static_cast<double>(bps) / 8e9 * static_cast<double>(warmup + span_ns);
+  double all = 0;
+  while (now < warmup + span_ns && all < most) {
     if (pacer.may_send(now)) {
       pacer.sent(packet, now);
+      all += packet;
       if (now >= warmup) bytes += packet;
+    } else if (poll_ns != 0) {
+      now += poll_ns;
     } else {
-      now = poll_ns == 0 ? pacer.next_send_ns() : now + poll_ns;
+      EXPECT_GT(pacer.next_send_ns(), now) << "may_send() said no, next_send_ns() says now";
+      if (pacer.next_send_ns() <= now) return 0;
+      now = pacer.next_send_ns();
     }
   }
   return static_cast<double>(bytes) * 8e9 / static_cast<double>(span_ns);
@@ -406,8 +415,9 @@ TEST(Pacer, BurstAllowance) {
   // 10 Gb/s: a byte costs 0.8 ns; 64 KiB of burst is 52428.8 ns; a 1500-byte packet 1200 ns.
   Pacer p(10'000'000'000);
   const uint64_t t0 = 1'000'000;
+  // Each loop stops at 1000 packets: a pacer that never says no must fail, not hang.
   int n = 0;
-  while (p.may_send(t0)) {
+  while (p.may_send(t0) && n < 1000) {
     p.sent(1500, t0);
     ++n;
   }
@@ -419,7 +429,7 @@ TEST(Pacer, BurstAllowance) {
   // Idle for a second: the bucket holds one burst, not a second's worth.
   const uint64_t t1 = t0 + 1'000'000'000;
   n = 0;
-  while (p.may_send(t1)) {
+  while (p.may_send(t1) && n < 1000) {
     p.sent(1500, t1);
     ++n;
   }
@@ -429,7 +439,7 @@ TEST(Pacer, BurstAllowance) {
   p.set_burst(3000);
   const uint64_t t2 = t1 + 1'000'000'000;
   n = 0;
-  while (p.may_send(t2)) {
+  while (p.may_send(t2) && n < 1000) {
     p.sent(1500, t2);
     ++n;
   }
@@ -563,7 +573,9 @@ SimResult simulate(const DcqcnParams& p, uint64_t run_ns, uint64_t settle_ns) {
   r.window_gbps.assign(run_ns / kWindow, 0);
 
   uint64_t now = 0;
-  while (now < run_ns) {
+  uint64_t packets = 0;
+  const uint64_t most = run_ns / 200;  // 4 KiB packets at 160 Gb/s: a broken pacer stops here
+  while (now < run_ns && packets < most) {
     const uint64_t next = std::min<uint64_t>(
         {pacer.next_send_ns(), rp.next_timer_ns(), cnps_due.empty() ? ~0ull : cnps_due.front()});
     now = std::max(now, next);
@@ -575,6 +587,7 @@ SimResult simulate(const DcqcnParams& p, uint64_t run_ns, uint64_t settle_ns) {
     }
     if (!pacer.may_send(now)) continue;
     pacer.sent(kPacket, now);
+    packets++;
     if (rp.on_sent(kPacket, now)) pacer.set_rate(rp.rate_bps());
     r.window_gbps[now / kWindow] += kPacket * 8.0 / 1e6;  // Gb per ms = Gb/s over the window
     // Into the bottleneck: drain since the last packet, then mark by what it finds.
