@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rc.h"
@@ -40,6 +41,7 @@ struct RoceConfig {
   uint8_t access = transport::roce::kRemoteWrite | transport::roce::kRemoteRead;
   bool zero_copy = true;
   bool selective_repeat = false;  // both QPs (kAttrSelectiveRepeat at RTR)
+  std::vector<std::pair<std::string, std::string>> params;  // both QPs' (create_qp)
   size_t mr_bytes = 64u << 20;
   transport::roce::QpCaps caps{1024, 1024};
 };
@@ -130,7 +132,12 @@ class RocePair {
                uint32_t peer_ip) {
     using namespace transport::roce;
     s.qp = h.roce_flow(peer_ip, qpn, rq_psn, cfg_.pmtu);
-    if (s.qp == transport::kNoFlow || s.rc->create_qp(s.qp, qpn, cfg_.caps) != 0) return false;
+    std::vector<transport::Param> params;
+    for (const auto& [k, v] : cfg_.params)
+      params.push_back({k, v});
+    if (s.qp == transport::kNoFlow || s.rc->create_qp(s.qp, qpn, cfg_.caps, params) != 0) {
+      return false;
+    }
     QpAttr at;
     at.state = QpState::kInit;
     at.access = cfg_.access;

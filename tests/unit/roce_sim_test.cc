@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -552,6 +553,72 @@ TEST(RoceSim, SendLongerThanTheReceiveFailsBoth) {
   EXPECT_EQ(p.a.events[0].status, -EINVAL);
   EXPECT_EQ(p.b.events[0].status, -EMSGSIZE);
   EXPECT_EQ(p.b.events[0].wr_id, 5u);
+}
+
+// ---- DCQCN ------------------------------------------------------------------------------------
+
+class MapSink final : public InfoSink {
+ public:
+  void text(std::string_view k, std::string_view v) override { texts[std::string(k)] = v; }
+  void number(std::string_view k, uint64_t v) override { numbers[std::string(k)] = v; }
+  std::map<std::string, std::string> texts;
+  std::map<std::string, uint64_t> numbers;
+};
+
+uint64_t info(sim::RoceSide& s, const std::string& key) {
+  MapSink m;
+  EXPECT_TRUE(s.rc->flow_info(s.qp, m));
+  return m.numbers.at(key);
+}
+
+// 8 MiB of WRITEs from A through a queue that CE-marks 5 % of ECT packets: B's notification point
+// sends CNPs (at most one per 50 µs), A's reaction point cuts its rate; with DCQCN off the
+// packets are not ECT, nothing is marked and A keeps its rate.
+TEST(RoceSim, DcqcnCnpsSlowTheSender) {
+  uint64_t took[2] = {};
+  for (bool on : {true, false}) {
+    RoceConfig c;
+    c.ab.ce = 0.05;
+    if (!on) c.params = {{"dcqcn", "off"}};
+    RocePair p(seed(12), c);
+    std::vector<Op> ops;
+    for (size_t i = 0; i < 8; i++)
+      ops.push_back({ReqKind::kWrite, false, 1u << 20, i << 20, i << 20});
+    const uint64_t start = p.net->now_ns();
+    run_workload(p, ops);
+    took[on] = p.net->now_ns() - start;
+    const RcCounters& a = p.a.rc->counters();
+    const RcCounters& b = p.b.rc->counters();
+    // Data packets carry ECT under DCQCN (and only then may a queue mark them).
+    EXPECT_EQ(p.net->stats(Dir::kAtoB).ce_marked > 0, on);
+    EXPECT_EQ(b.ce_received, p.net->stats(Dir::kAtoB).ce_marked);
+    if (on) {
+      EXPECT_GT(b.cnps_sent, 0u);
+      EXPECT_LE(b.cnps_sent, took[on] / 50'000 + 1) << "one CNP per 50 µs at most";
+      EXPECT_EQ(a.cnps_received, b.cnps_sent);
+      EXPECT_GT(info(p.a, "rate_decreases"), 0u);
+      EXPECT_LT(info(p.a, "target_rate_bps"), c.link.rate_bps);
+    } else {
+      EXPECT_EQ(b.cnps_sent, 0u);
+      EXPECT_EQ(info(p.a, "rate_bps"), c.link.rate_bps);
+    }
+  }
+  EXPECT_GT(took[1], took[0] * 3 / 2) << "DCQCN slowed the marked sender";
+}
+
+TEST(RoceSim, DcqcnParamsAreChecked) {
+  RcTransport rc;
+  EXPECT_EQ(rc.check_params({}), "");
+  const Param ok[] = {{"dcqcn", "off"}, {"dcqcn_rai_mbps", "20"}};
+  EXPECT_EQ(rc.check_params(ok), "");
+  const Param bad_onoff[] = {{"dcqcn", "maybe"}};
+  EXPECT_NE(rc.check_params(bad_onoff).find("on"), std::string::npos);
+  const Param bad_key[] = {{"window", "5"}};
+  EXPECT_NE(rc.check_params(bad_key).find("unknown parameter"), std::string::npos);
+  const Param bad_value[] = {{"dcqcn_rai_mbps", "-5"}};
+  EXPECT_NE(rc.check_params(bad_value), "");
+  EXPECT_EQ(rc.create_qp(1, 0x40, QpCaps{}, bad_value), -EINVAL);
+  EXPECT_EQ(rc.create_qp(1, 0x40, QpCaps{}, ok), 0);
 }
 
 // ---- the QP state machine ---------------------------------------------------------------------

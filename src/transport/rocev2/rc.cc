@@ -1,5 +1,8 @@
 #include "rc.h"
 
+#include "dcqcn.h"
+#include "pacer.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -14,7 +17,8 @@ constexpr uint32_t kMaxSrNaks = 32;           // selective-repeat NAKs a QP send
 constexpr uint32_t kMaxReadQueue = 16;        // READs a responder holds (max_dest_rd_atomic)
 constexpr uint32_t kRespBurst = 64;           // READ response packets per call, per QP
 constexpr uint64_t kDefaultRateBps = 100'000'000'000ull;
-constexpr uint64_t kBurstBytes = 64u << 10;
+constexpr uint8_t kEct0 = 2;            // the IP ECN field of data packets under DCQCN
+constexpr uint32_t kWireOverhead = 64;  // Ethernet, IP, UDP, BTH, ICRC, preamble: the pacer's cost
 
 bool valid_pmtu(uint32_t m) {
   return m == 256 || m == 512 || m == 1024 || m == 2048 || m == 4096;
@@ -120,7 +124,8 @@ struct RcTransport::Qp {
   uint64_t rnr_until = 0;  // waiting out an RNR NAK until then, 0: not
   uint8_t retries_left = 7;
   uint8_t rnr_left = 7;
-  // Pacing: a token bucket at rate_bps.
+  // Pacing: the QP's rate cap (rate_limit_kbps), DCQCN's rate under it, and the pacer that
+  // spaces every packet the QP sends at the lower of the two.
   // Selective repeat, requester: PSNs the responder has (a set, see bit()), PSNs queued to be
   // sent again (and a set of them, so a PSN is queued once), and where the next NAK's search for
   // holes starts.
@@ -130,8 +135,12 @@ struct RcTransport::Qp {
   size_t resend_head = 0;
   uint32_t recover_next = 0;
   uint64_t rate_bps = kDefaultRateBps;
-  uint64_t tokens = kBurstBytes;
-  uint64_t tokens_ns = 0;
+  cc::Pacer pacer{kDefaultRateBps};
+  bool dcqcn = true;
+  cc::DcqcnParams dcqcn_params;
+  cc::DcqcnRp rp;
+  cc::DcqcnNp np;
+  bool cnp_due = false;
 
   // ---- responder ----
   std::vector<RecvWqe> rq;
@@ -185,6 +194,21 @@ void set_bit(std::vector<uint32_t>& v, uint32_t psn, bool on) {
   }
 }
 
+// True when the pacer lets a packet go now.
+bool pace(RcTransport::Qp& q, uint64_t now) {
+  return q.pacer.may_send(now);
+}
+
+// The rate the pacer keeps: DCQCN's, under the QP's cap.
+void set_rate(RcTransport::Qp& q) {
+  q.pacer.set_rate(q.dcqcn ? std::min(q.rp.rate_bps(), q.rate_bps) : q.rate_bps);
+}
+
+void spend(RcTransport::Qp& q, uint32_t payload, uint64_t now) {
+  q.pacer.sent(payload + kWireOverhead, now);
+  if (q.dcqcn && q.rp.on_sent(payload + kWireOverhead, now)) set_rate(q);
+}
+
 void count_tx(RcTransport::Qp& q, uint32_t len, RcCounters& total) {
   q.c.tx_packets++;
   q.c.tx_bytes += len;
@@ -213,9 +237,32 @@ std::string_view state_name(QpState s) {
 RcTransport::RcTransport() = default;
 RcTransport::~RcTransport() = default;
 
-std::string RcTransport::check_params(Params params) const {
-  if (!params.empty()) return "rocev2 takes no parameter \"" + std::string(params[0].key) + "\"";
+namespace {
+
+// A QP's parameters: `dcqcn on|off` and DCQCN's constants (cc::DcqcnParams::set's keys).
+std::string apply_params(Params params, bool* dcqcn, cc::DcqcnParams* p) {
+  for (const Param& x : params) {
+    if (x.key == "dcqcn") {
+      if (x.value != "on" && x.value != "off") {
+        return "rocev2: dcqcn is \"on\" or \"off\", not \"" + std::string(x.value) + "\"";
+      }
+      *dcqcn = x.value == "on";
+    } else if (x.key.starts_with("dcqcn_")) {
+      std::string err = p->set(x.key, x.value);
+      if (!err.empty()) return err;
+    } else {
+      return "rocev2: unknown parameter \"" + std::string(x.key) + "\" (have dcqcn and dcqcn_*)";
+    }
+  }
   return "";
+}
+
+}  // namespace
+
+std::string RcTransport::check_params(Params params) const {
+  bool on = true;
+  cc::DcqcnParams p;
+  return apply_params(params, &on, &p);
 }
 
 RcTransport::Qp* RcTransport::find(FlowId flow) const {
@@ -227,7 +274,7 @@ uint32_t RcTransport::qp_number(FlowId flow) const {
   return q == nullptr ? 0 : q->qpn;
 }
 
-int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps) {
+int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params) {
   if (flow == kNoFlow || qpn > kPsnMask || qpn < 2 || caps.max_send_wr == 0 ||
       caps.max_recv_wr == 0 || caps.max_send_wr > 65536 || caps.max_recv_wr > 65536) {
     return -EINVAL;
@@ -235,6 +282,7 @@ int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps) {
   if (find(flow) != nullptr) return -EEXIST;
   if (qps_.size() <= flow) qps_.resize(size_t(flow) + 1);
   auto q = std::make_unique<Qp>();
+  if (!apply_params(params, &q->dcqcn, &q->dcqcn_params).empty()) return -EINVAL;
   q->flow = flow;
   q->qpn = qpn;
   q->sq.resize(caps.max_send_wr);
@@ -355,6 +403,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
   if ((mask & kAttrRateLimit) != 0) {
     s.rate_limit_kbps = a.rate_limit_kbps;
     q->rate_bps = a.rate_limit_kbps == 0 ? kDefaultRateBps : a.rate_limit_kbps * 1000;
+    set_rate(*q);
   }
 
   if (to == QpState::kErr) {
@@ -366,9 +415,13 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     const FlowId f = q->flow;
     const uint32_t n = q->qpn;
     const QpCaps caps{uint32_t(q->sq.size()), uint32_t(q->rq.size())};
+    const bool dcqcn = q->dcqcn;
+    const cc::DcqcnParams dp = q->dcqcn_params;
     *q = Qp{};
     q->flow = f;
     q->qpn = n;
+    q->dcqcn = dcqcn;
+    q->dcqcn_params = dp;
     q->sq.resize(caps.max_send_wr);
     q->rq.resize(caps.max_recv_wr);
     q->rr.resize(kMaxReadQueue);
@@ -392,6 +445,13 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
   }
   if (to == QpState::kRts && from == QpState::kRtr) {
     q->snd_nxt = q->snd_max = q->una = q->recover_next = s.sq_psn;
+    // DCQCN starts at the QP's rate (its "line rate") and never goes above it.
+    cc::DcqcnParams p = q->dcqcn_params;
+    p.line_rate_bps = q->rate_bps;
+    p.min_rate_bps = std::min(p.min_rate_bps, q->rate_bps);
+    q->rp.init(p, ctx.now_ns());
+    q->np.init(p);
+    set_rate(*q);
     q->retries_left = s.retry_cnt;
     q->rnr_left = s.rnr_retry;
   }
@@ -416,22 +476,6 @@ size_t RcTransport::flow_count() const {
 // ---- sending ----------------------------------------------------------------------------------
 
 namespace {
-
-// Refills the bucket; true when a packet may go.
-bool pace(RcTransport::Qp& q, uint64_t now) {
-  if (now > q.tokens_ns) {
-    const uint64_t dt = now - q.tokens_ns;
-    const uint64_t add =
-        dt >= 1'000'000 ? kBurstBytes : dt * (q.rate_bps / 8) / 1'000'000'000ull;  // no overflow
-    q.tokens = std::min<uint64_t>(kBurstBytes, q.tokens + add);
-    if (add != 0 || q.tokens == kBurstBytes) q.tokens_ns = now;
-  }
-  return q.tokens >= q.attr.pmtu || q.tokens == kBurstBytes;
-}
-
-void spend(RcTransport::Qp& q, uint32_t bytes) {
-  q.tokens = q.tokens > bytes ? q.tokens - bytes : 0;
-}
 
 TxDesc& header(RcTransport::Qp& q, Headers& h, Context& ctx) {
   TxDesc& d = ctx.tx_next();
@@ -501,6 +545,7 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
   d.mr = w.mr;
   d.offset = w.offset + off;
   d.len = len;
+  d.ecn = q.dcqcn ? kEct0 : 0;
   count_tx(q, len, t);
 }
 
@@ -610,8 +655,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         k = std::max(k, w.read_got);
       }
       send_packet(q, w, k, ctx, t);
-      spend(q,
-            (w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu)) + 64);
+      spend(q, w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu), now);
       q.c.retransmits++;
       t.retransmits++;
       break;
@@ -643,13 +687,13 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         ctx.read_post(q.flow, w.first_psn, w.mr, w.offset, w.len);
       }
       send_packet(q, w, q.send_pkt, ctx, t);
-      spend(q, 64);
+      spend(q, 0, now);
       q.snd_nxt = psn_add(w.first_psn, w.npkts);
       q.send_wqe++;
       q.send_pkt = 0;
     } else {
       send_packet(q, w, q.send_pkt, ctx, t);
-      spend(q, std::min(q.attr.pmtu, w.len - q.send_pkt * q.attr.pmtu) + 64);
+      spend(q, std::min(q.attr.pmtu, w.len - q.send_pkt * q.attr.pmtu), now);
       q.snd_nxt = psn_add(q.snd_nxt, 1);
       if (++q.send_pkt == w.npkts) {
         q.send_wqe++;
@@ -1032,10 +1076,11 @@ void respond(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
     d.mr = r.mr;
     d.offset = r.offset + uint64_t(k) * pmtu;
     d.len = len;
+    d.ecn = q.dcqcn ? kEct0 : 0;
     count_tx(q, len, t);
     q.c.read_responses++;
     t.read_responses++;
-    spend(q, len + 64);
+    spend(q, len, now);
     if (++r.next == r.npkts) {
       q.rr_head = (q.rr_head + 1) % uint32_t(q.rr.size());
       q.rr_n--;
@@ -1146,7 +1191,20 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       continue;
     }
 
-    if (o.kind == OpKind::kCnp) continue;  // DCQCN: not yet
+    if (o.kind == OpKind::kCnp) {
+      // DCQCN's reaction point: the peer saw our packets marked.
+      q->c.cnps_received++;
+      total_.cnps_received++;
+      if (q->dcqcn && q->attr.state == QpState::kRts && q->rp.on_cnp(now)) set_rate(*q);
+      continue;
+    }
+    if (h.ecn == 3 && o.kind != OpKind::kAck) {
+      // DCQCN's notification point: data to us came through a congested queue; one CNP per
+      // interval goes back.
+      q->c.ce_received++;
+      total_.ce_received++;
+      if (q->dcqcn && q->np.on_ce(now)) q->cnp_due = true;
+    }
     if (o.kind == OpKind::kAck || o.kind == OpKind::kReadResponse) {
       if (q->attr.state != QpState::kRts) continue;
       if (o.kind == OpKind::kReadResponse) {
@@ -1285,6 +1343,16 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       ctx.roce_resync(q.flow, q.epsn, uint32_t(q.rq_head));
       q.resync = false;
     }
+    if (q.cnp_due) {
+      Headers h;
+      h.opcode = kCnp;
+      h.becn = true;
+      header(q, h, ctx);
+      count_tx(q, 0, total_);
+      q.c.cnps_sent++;
+      total_.cnps_sent++;
+      q.cnp_due = false;
+    }
     respond(q, ctx, total_);
     // Selective repeat: a NAK per packet accepted past a gap, naming it (MSN field) and the
     // ePSN (all before it received), unless the gap closed meanwhile.
@@ -1332,6 +1400,7 @@ void RcTransport::tick(Context& ctx) {
     Qp& q = *qps_[f];
     if (q.attr.state != QpState::kRts && q.attr.state != QpState::kRtr) continue;
     if (q.rnr_until != 0 && now >= q.rnr_until) q.rnr_until = 0;
+    if (q.dcqcn && q.attr.state == QpState::kRts && q.rp.tick(now)) set_rate(q);
     if (q.timer_ns != 0 && now >= q.timer_ns) {
       q.c.timeouts++;
       total_.timeouts++;
@@ -1381,6 +1450,9 @@ void put_counters(const RcCounters& c, InfoSink& out) {
   out.number("copied_bytes", c.copied_bytes);
   out.number("placed_bytes", c.placed_bytes);
   out.number("qp_errors", c.qp_errors);
+  out.number("ce_received", c.ce_received);
+  out.number("cnps_sent", c.cnps_sent);
+  out.number("cnps_received", c.cnps_received);
 }
 
 }  // namespace
@@ -1403,6 +1475,12 @@ bool RcTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("retries_left", q->retries_left);
   out.number("rnr_retries_left", q->rnr_left);
   out.text("recovery", q->attr.selective_repeat ? "selective-repeat" : "go-back-n");
+  out.text("dcqcn", q->dcqcn ? "on" : "off");
+  out.number("rate_limit_bps", q->rate_bps);
+  out.number("rate_bps", q->dcqcn ? std::min(q->rp.rate_bps(), q->rate_bps) : q->rate_bps);
+  out.number("target_rate_bps", q->dcqcn ? q->rp.target_bps() : q->rate_bps);
+  out.number("alpha_ppm", uint64_t(q->rp.alpha_fp()) * 1'000'000 >> cc::DcqcnParams::kOneShift);
+  out.number("rate_decreases", q->rp.counters().decreases);
   put_counters(q->c, out);
   return true;
 }

@@ -113,6 +113,9 @@ struct RcCounters {
   uint64_t copied_bytes = 0;      // payload the copy path put in place
   uint64_t placed_bytes = 0;      // payload the NIC placed
   uint64_t qp_errors = 0;         // QPs moved to ERR by a failed request
+  uint64_t ce_received = 0;       // data packets that arrived CE-marked
+  uint64_t cnps_sent = 0;         // DCQCN: CNPs to the peer (at most one per interval)
+  uint64_t cnps_received = 0;     // DCQCN: CNPs from the peer
 };
 
 class RcTransport final : public Transport {
@@ -124,8 +127,9 @@ class RcTransport final : public Transport {
   std::string check_params(Params params) const override;
 
   // ---- queue pairs ----
-  // A new QP in RESET on `flow`, with local QP number `qpn` (24 bits). -EEXIST, -EINVAL.
-  int create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps);
+  // A new QP in RESET on `flow`, with local QP number `qpn` (24 bits) and its parameters
+  // (check_params: `dcqcn on|off`, DCQCN's constants `dcqcn_*`). -EEXIST, -EINVAL.
+  int create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params = {});
   // ibv_modify_qp: the transitions RESET->INIT->RTR->RTS, any->ERR, any->RESET; each needs the
   // attributes ibv_modify_qp requires for it (INIT: access; RTR: pmtu, dest_qpn, rq_psn; RTS:
   // sq_psn, timeout, retry_cnt, rnr_retry). -EINVAL for another transition or a bad value,
