@@ -779,6 +779,7 @@ void fail(RcTransport::Qp& q, int status, Context& ctx, RcCounters& t) {
 // ---- app requests -----------------------------------------------------------------------------
 
 void RcTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
+  touched_.clear();
   for (const AppRequest& r : reqs) {
     Qp* q = find(r.flow);
     auto refuse = [&](EventKind k, int status) { ctx.event({r.flow, k, status, 0, 0, r.wr_id}); };
@@ -832,7 +833,10 @@ void RcTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
         w.immv = r.imm;
         w.wr_id = r.wr_id;
         q->sq_tail++;
-        pump(*q, ctx, total_);
+        if (!q->touched) {  // sent once the burst is queued
+          q->touched = true;
+          touched_.push_back(q);
+        }
         break;
       }
       case ReqKind::kClose:
@@ -840,6 +844,10 @@ void RcTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
         if (q != nullptr) to_error(*q, -ECANCELED, ctx);
         break;
     }
+  }
+  for (Qp* q : touched_) {
+    q->touched = false;
+    pump(*q, ctx, total_);
   }
 }
 
