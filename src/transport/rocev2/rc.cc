@@ -877,6 +877,22 @@ bool land(RcTransport::Qp& q, const Rx& x, uint16_t mr, uint64_t offset, Context
   return x.h.placed == Placed::kPlaced || x.h.placed == Placed::kTrimmed;
 }
 
+// May the peer touch what the RETH names (the QP's remote access, then the rkey's MR through
+// the owner's rule)? A zero-length request names nothing and needs no key.
+bool remote_ok(const RcTransport::Qp& q, const Headers& b, bool write, Context& ctx, uint16_t* mr,
+               uint64_t* off) {
+  if ((q.attr.access & (write ? kRemoteWrite : kRemoteRead)) == 0) return false;
+  return b.dma_len == 0 || ctx.rkey_check(q.flow, b.rkey, b.va, b.dma_len, write, mr, off) == 0;
+}
+
+// The receive at the head completes with `e` (its MS leaves the NIC) and the next one is up.
+void consume_recv(RcTransport::Qp& q, Event e, Context& ctx) {
+  e.wr_id = q.rq[q.rq_head % q.rq.size()].wr_id;
+  ctx.event(e);
+  if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
+  q.rq_head++;
+}
+
 // Makes room for a new READ by dropping a duplicate READ's responses not yet sent (the
 // requester asks again if it still needs them). False when there is none.
 bool drop_reread(RcTransport::Qp& q) {
@@ -913,6 +929,12 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     t.invalid_requests++;
     return false;
   };
+  auto denied = [&] {
+    q.nak_pending = kSynAccess;
+    q.c.access_errors++;
+    t.access_errors++;
+    return false;
+  };
   if (!len_ok) return invalid();
 
   if (o.kind == OpKind::kSend || (o.kind == OpKind::kWrite && o.last && o.imm)) {
@@ -930,9 +952,7 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     if (uint64_t(q.msg_bytes) + x.len > r.len) {
       // The message is longer than the receive: an invalid request (IBTA 9.7.5.2.6); the
       // receive fails.
-      ctx.event({q.flow, EventKind::kRecvDone, -EMSGSIZE, q.msg_bytes, 0, r.wr_id});
-      if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
-      q.rq_head++;
+      consume_recv(q, {q.flow, EventKind::kRecvDone, -EMSGSIZE, q.msg_bytes, 0, 0}, ctx);
       q.in_send = false;
       q.resync = true;
       return invalid();
@@ -941,11 +961,10 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     q.msg_bytes += x.len;
     q.in_send = !o.last;
     if (o.last) {
-      const Event e{q.flow,  EventKind::kRecvDone,       0, q.msg_bytes, q.msg_bytes, r.wr_id,
-                    x.b.imm, uint8_t(o.imm ? kEvImm : 0)};
-      ctx.event(e);
-      if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
-      q.rq_head++;
+      consume_recv(q,
+                   {q.flow, EventKind::kRecvDone, 0, q.msg_bytes, q.msg_bytes, 0, x.b.imm,
+                    uint8_t(o.imm ? kEvImm : 0)},
+                   ctx);
       q.msn = psn_add(q.msn, 1);
     }
     return true;
@@ -956,14 +975,7 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
       q.msg_bytes = 0;
       uint16_t mr = 0;
       uint64_t off = 0;
-      if ((q.attr.access & kRemoteWrite) == 0 ||
-          (x.b.dma_len != 0 &&
-           ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, true, &mr, &off) != 0)) {
-        q.nak_pending = kSynAccess;
-        q.c.access_errors++;
-        t.access_errors++;
-        return false;
-      }
+      if (!remote_ok(q, x.b, true, ctx, &mr, &off)) return denied();
       q.wr_mr = mr;
       q.wr_off = off;
       q.wr_len = x.b.dma_len;
@@ -977,11 +989,10 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     q.in_write = !o.last;
     if (o.last) {
       if (o.imm) {
-        RecvWqe& r = q.rq[q.rq_head % q.rq.size()];
-        ctx.event({q.flow, EventKind::kRecvDone, 0, q.msg_bytes, q.msg_bytes, r.wr_id, x.b.imm,
-                   uint8_t(kEvImm | kEvWrite)});
-        if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
-        q.rq_head++;
+        consume_recv(q,
+                     {q.flow, EventKind::kRecvDone, 0, q.msg_bytes, q.msg_bytes, 0, x.b.imm,
+                      uint8_t(kEvImm | kEvWrite)},
+                     ctx);
         q.resync = true;  // the NIC counts SENDs only: tell it which receive the next one takes
       }
       q.msn = psn_add(q.msn, 1);
@@ -993,14 +1004,7 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
   if (q.rr_n >= q.attr.max_dest_rd_atomic && !drop_reread(q)) return invalid();
   uint16_t mr = 0;
   uint64_t off = 0;
-  if ((q.attr.access & kRemoteRead) == 0 ||
-      (x.b.dma_len != 0 &&
-       ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, false, &mr, &off) != 0)) {
-    q.nak_pending = kSynAccess;
-    q.c.access_errors++;
-    t.access_errors++;
-    return false;
-  }
+  if (!remote_ok(q, x.b, false, ctx, &mr, &off)) return denied();
   ReadResp& rr = q.rr[(q.rr_head + q.rr_n) % q.rr.size()];
   rr = ReadResp{false, x.b.psn, packets(x.b.dma_len, pmtu), 0, mr, x.b.dma_len, off};
   q.rr_n++;
@@ -1013,11 +1017,7 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
 void reread(RcTransport::Qp& q, const Rx& x, Context& ctx) {
   uint16_t mr = 0;
   uint64_t off = 0;
-  if (q.rr_n >= q.rr.size() || (q.attr.access & kRemoteRead) == 0) return;
-  if (x.b.dma_len != 0 &&
-      ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, false, &mr, &off) != 0) {
-    return;
-  }
+  if (q.rr_n >= q.rr.size() || !remote_ok(q, x.b, false, ctx, &mr, &off)) return;
   // Responses queued and not yet sent from that PSN on: they answer it, nothing to add. Ones
   // already past it stop there (the requester discards what follows a gap): the new responses
   // take over from the PSN asked.
@@ -1106,11 +1106,10 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
   OooPkt& e = q.ooo[x.b.psn % kSrWindow];
   if (e.valid && e.b.psn == x.b.psn) return true;  // a duplicate of one kept
   const OpInfo o = op_info(x.b.opcode);
-  if (o.kind == OpKind::kWrite && o.first && (q.attr.access & kRemoteWrite) != 0) {
+  if (o.kind == OpKind::kWrite && o.first) {
     // Where this WRITE goes: for its packets the NIC defers (it keeps one WRITE's context).
     WriteCtx c;
-    if (x.b.dma_len != 0 &&
-        ctx.rkey_check(q.flow, x.b.rkey, x.b.va, x.b.dma_len, true, &c.mr, &c.offset) == 0) {
+    if (x.b.dma_len != 0 && remote_ok(q, x.b, true, ctx, &c.mr, &c.offset)) {
       c.valid = true;
       c.first_psn = x.b.psn;
       c.npkts = packets(x.b.dma_len, q.attr.pmtu);
