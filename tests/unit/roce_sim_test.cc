@@ -555,6 +555,50 @@ TEST(RoceSim, SendLongerThanTheReceiveFailsBoth) {
   EXPECT_EQ(p.b.events[0].wr_id, 5u);
 }
 
+// WRITEs with immediate and SENDs alternating, each pair arriving in one burst (an infinitely
+// fast link): the NIC must not open a SEND before the transport has accepted the WRITE before
+// it, which takes a receive too; else the SEND lands in that receive's buffer.
+TEST(RoceSim, SendAfterAWriteWithImmediateTakesItsOwnReceive) {
+  RoceConfig c;
+  c.link.rate_bps = 0;
+  RocePair p(seed(13), c);
+  ASSERT_TRUE(p.ok);
+  p.fill(p.net->a(), 0, 8u << 20, 6);
+  const size_t kWriteAt = 32u << 20;
+  size_t off = 0;
+  std::vector<std::pair<size_t, uint32_t>> sends;
+  for (uint64_t i = 0; i < 40; i++) {
+    const auto len = uint32_t(1000 + i * 3000);
+    // Every receive has a buffer; a WRITE's receive must stay zero.
+    p.post(p.net->b(), {.kind = ReqKind::kRecv, .len = len, .offset = off, .wr_id = i});
+    AppRequest r{.kind = ReqKind::kSend, .len = len, .offset = off, .wr_id = i};
+    if (i % 2 == 1) {
+      r.kind = ReqKind::kWrite;
+      r.flags = kReqImm;
+      r.rkey = p.b.mr;
+      r.remote_addr = kWriteAt + off;
+    } else {
+      sends.emplace_back(off, len);
+    }
+    p.post(p.net->a(), r);
+    off += len;
+  }
+  ASSERT_TRUE(p.run_until_events(p.b, 40, 1'000'000'000)) << p.describe();
+  for (const auto& [o, len] : sends)
+    EXPECT_TRUE(p.same(p.net->b(), o, p.net->a(), o, len)) << "SEND at " << o;
+  size_t o = 0;
+  for (uint64_t i = 0; i < 40; i++) {
+    const auto len = uint32_t(1000 + i * 3000);
+    if (i % 2 == 1) {
+      std::span<uint8_t> buf = p.net->b().mr(p.b.mr).subspan(o, len);
+      EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](uint8_t x) { return x == 0; }))
+          << "a SEND's bytes in the receive of WRITE " << i;
+      EXPECT_TRUE(p.same(p.net->b(), kWriteAt + o, p.net->a(), o, len));
+    }
+    o += len;
+  }
+}
+
 // ---- DCQCN ------------------------------------------------------------------------------------
 
 class MapSink final : public InfoSink {

@@ -499,7 +499,14 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
     } else {
       // A SEND takes the next posted receive only where the previous message is known to end,
       // and once the cursor has passed that message, so its retransmissions still find it.
-      if (is_send && (!at_start || (c.valid && psn_diff(c.end_psn, f.cursor) >= 0))) {
+      // Also once it has passed a WRITE before it: a WRITE with immediate takes a receive too,
+      // which only the transport knows (it accepted the WRITE's last packet and said which
+      // receive is next, ROCE_RESYNC); a SEND opened earlier could take that receive's buffer.
+      const RoceCtx& w = f.write_ctx;
+      const bool write_pending =
+          w.valid && psn_diff(w.end_psn, psn) < 0 && psn_diff(w.end_psn, f.cursor) >= 0;
+      if (is_send &&
+          (!at_start || (c.valid && psn_diff(c.end_psn, f.cursor) >= 0) || write_pending)) {
         return defer(out, DeferReason::kNoMessage);
       }
       RoceCtx n;
