@@ -138,7 +138,7 @@ uint32_t roce_icrc(const uint8_t* ip, size_t len) {
   std::memset(m.data(), 0xFF, 8);
   const size_t hlen = len > 0 ? icrc_ip_hlen(ip) : 0;
   const size_t n = std::min(len, hlen + kIcrcUdpLen + kIcrcBthLen);
-  std::memcpy(m.data() + 8, ip, n);
+  if (n != 0) std::memcpy(m.data() + 8, ip, n);  // ip may be null when len is 0
   uint8_t* h = m.data() + 8;
   auto ones = [&](size_t at) {
     if (at < n) h[at] = 0xFF;
