@@ -725,8 +725,9 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
             {"mrs_quota", q.mrs}};
   if (c != nullptr) {
     json ops = json::object();
-    static constexpr const char* kOps[] = {"nop",       "copy",       "send",      "flow_send",
-                                           "flow_recv", "flow_close", "flow_abort"};
+    static constexpr const char* kOps[] = {"nop",        "copy",       "send",
+                                           "flow_send",  "flow_recv",  "flow_close",
+                                           "flow_abort", "rdma_write", "rdma_read"};
     static_assert(std::size(kOps) == abi::kOpCount);
     for (size_t i = 0; i < abi::kOpCount; i++)
       ops[kOps[i]] = c->ops[i];

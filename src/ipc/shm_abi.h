@@ -19,6 +19,10 @@
 //   Listen{ip, port, cq, transport}        ListenReply{listener}           (version 2)
 //   Unlisten{listener}                     Reply                           (version 2)
 //   Connect{ip, port, cq, transport}       ConnectReply{flow}              (version 2)
+//   QpCreate{cq, max wrs, params}          QpReply{qp, qpn, gid}           (version 3)
+//   QpModify{qp, mask, attr}               Reply                           (version 3)
+//   QpQuery{qp}                            QpQueryReply{attr}              (version 3)
+//   QpDestroy{qp}                          Reply                           (version 3)
 //                                          Notice{reason} (unsolicited, then the daemon closes)
 //
 // Region layout (one memfd per app, created, sealed and sized by the daemon):
@@ -33,7 +37,7 @@
 namespace cleave::abi {
 
 inline constexpr uint32_t kMagic = 0x314c5643;  // "CVL1" little-endian
-inline constexpr uint16_t kAbiVersion = 2;      // 2: flows (listen, connect, flow opcodes, events)
+inline constexpr uint16_t kAbiVersion = 3;      // 2: flows; 3: RoCEv2 queue pairs and RDMA
 inline constexpr uint16_t kAbiMinVersion = 1;   // oldest version this build still speaks
 inline constexpr size_t kCacheLine = 64;
 inline constexpr std::string_view kAppSocketName = "app.sock";
@@ -102,6 +106,12 @@ enum Opcode : uint8_t {
                      // when full, or shorter at the end of the stream or on an error
   kOpFlowClose = 5,  // graceful close after the queued sends; completes at once, events follow
   kOpFlowAbort = 6,  // reset at once; pending requests complete with CL_ECONNRESET
+  // RDMA on a queue pair (version 3): `target` is the QP (its flow id). kOpFlowSend and
+  // kOpFlowRecv also work on a QP (SEND, and a receive for SENDs and WRITEs with immediate).
+  kOpRdmaWrite = 7,  // write (mr, offset, length) to the peer's address remote_offset under the
+                     // rkey in remote_mr; completes when the peer has acknowledged it
+  kOpRdmaRead = 8,   // read `length` bytes from the peer's (remote_offset, rkey remote_mr) into
+                     // (mr, offset); completes when they are all in place
   kOpCount,
 };
 
@@ -123,11 +133,15 @@ struct SendEntry {
   uint32_t target;     // kOpSend: the receive pipe's id
   uint32_t imm;        // carried to the receive completion (kOpSend)
   uint8_t opcode;      // Opcode
-  uint8_t flags;       // none defined: must be 0
+  uint8_t flags;       // kSend*; 0 before version 3
   uint8_t reserved[17];
   uint8_t phase;
 };
 static_assert(sizeof(SendEntry) == kCacheLine);
+
+// SendEntry::flags (version 3)
+inline constexpr uint8_t kSendImm = 1u << 0;  // on a QP, kOpFlowSend and kOpRdmaWrite: carry
+                                              // `imm` to the peer (with immediate)
 static_assert(offsetof(SendEntry, opcode) == 44);
 static_assert(offsetof(SendEntry, phase) == 63);
 
@@ -147,6 +161,8 @@ static_assert(offsetof(RecvEntry, phase) == 15);
 inline constexpr uint8_t kCompRecv = 1u << 0;   // a receive completion: wr_id is the entry index
 inline constexpr uint8_t kCompImm = 1u << 1;    // imm is valid
 inline constexpr uint8_t kCompEvent = 1u << 2;  // a flow event: opcode is an EventCode
+inline constexpr uint8_t kCompRdmaWrite = 1u << 3;  // a QP receive an RDMA WRITE with immediate
+                                                    // consumed: length is what it wrote
 
 // Flow events (version 2), in Completion::opcode with kCompEvent. `flow` names the flow.
 enum EventCode : uint8_t {
@@ -213,6 +229,12 @@ enum class MsgType : uint16_t {
   kUnlisten = 13,
   kConnect = 14,
   kConnectReply = 15,
+  kQpCreate = 16,  // version 3
+  kQpReply = 17,
+  kQpModify = 18,
+  kQpQuery = 19,
+  kQpQueryReply = 20,
+  kQpDestroy = 21,
 };
 
 struct MsgHeader {
@@ -289,7 +311,7 @@ struct MrReg {
 struct MrReply {
   MsgHeader h;
   uint32_t mr;
-  uint32_t reserved;
+  uint32_t rkey;  // version 3: the key RoCE peers name the MR by (its remote access), else 0
 };
 
 struct MrDereg {
@@ -355,7 +377,104 @@ struct Unlisten {
   uint32_t reserved;
 };
 
+// ---- Queue pairs (version 3) -------------------------------------------------------------------
+//
+// A RoCEv2 RC queue pair is a flow of the rocev2 transport: its id is a flow id (SendEntry
+// target, Completion flow) and all its completions go to its `cq`. The app's protection domain
+// is the app: a QP's peer reaches the app's MRs registered with remote access (MrReply::rkey),
+// and no other app's. RDMA addresses are zero-based: a remote address is an offset into the MR
+// the rkey names.
+//
+// QpCreate: a QP in RESET with room for max_send_wr requests and max_recv_wr receives (1..4096
+//   each), and the rocev2 transport's parameters as text, "key value" pairs separated by spaces
+//   (`dcqcn on|off`, `dcqcn_*`: src/transport/rocev2/README.md). The reply has the QP's number
+//   (24 bits) and the daemon's IPv4 address (its first port's), which is the QP's GID as an
+//   IPv4-mapped IPv6 address.
+// QpModify: ibv_modify_qp with the mask bits of QpAttrMask; moving to RTR needs the peer's
+//   address (kQpAttrRemoteIp) besides pmtu, dest_qpn and rq_psn.
+// QpQuery: the attributes now. QpDestroy: pending requests complete with CL_ECANCELED first.
+
+inline constexpr size_t kQpParamsMax = 128;  // including the terminating NUL
+
+enum QpState : uint8_t { kQpReset = 0, kQpInit = 1, kQpRtr = 2, kQpRts = 3, kQpErr = 4 };
+
+enum QpAttrMask : uint32_t {
+  kQpAttrState = 1u << 0,
+  kQpAttrPmtu = 1u << 1,
+  kQpAttrDestQpn = 1u << 2,
+  kQpAttrRqPsn = 1u << 3,
+  kQpAttrSqPsn = 1u << 4,
+  kQpAttrTimeout = 1u << 5,
+  kQpAttrRetryCnt = 1u << 6,
+  kQpAttrRnrRetry = 1u << 7,
+  kQpAttrMinRnrTimer = 1u << 8,
+  kQpAttrMaxRdAtomic = 1u << 9,
+  kQpAttrMaxDestRdAtomic = 1u << 10,
+  kQpAttrAccess = 1u << 11,  // kAccessRemoteRead/Write bits
+  kQpAttrSelectiveRepeat = 1u << 12,
+  kQpAttrRateLimit = 1u << 13,
+  kQpAttrRemoteIp = 1u << 14,  // the peer's address (its GID), RTR
+  kQpAttrAll = (1u << 15) - 1,
+};
+
+struct QpAttr {
+  uint8_t state;  // QpState
+  uint8_t timeout;
+  uint8_t retry_cnt;
+  uint8_t rnr_retry;
+  uint8_t min_rnr_timer;
+  uint8_t max_rd_atomic;
+  uint8_t max_dest_rd_atomic;
+  uint8_t selective_repeat;  // 0 or 1
+  uint32_t access;           // kAccessRemote*
+  uint32_t pmtu;             // bytes: 256, 512, 1024, 2048 or 4096
+  uint32_t dest_qpn;
+  uint32_t rq_psn;
+  uint32_t sq_psn;
+  uint32_t remote_ip;  // host order
+  uint64_t rate_limit_kbps;
+};
+static_assert(sizeof(QpAttr) == 40);
+
+struct QpCreate {
+  MsgHeader h;
+  uint32_t cq;
+  uint32_t max_send_wr;
+  uint32_t max_recv_wr;
+  uint32_t reserved;
+  char params[kQpParamsMax];  // NUL-terminated
+};
+
+struct QpReply {
+  MsgHeader h;
+  uint32_t qp;   // the QP's flow id
+  uint32_t qpn;  // its number on the wire
+  uint32_t ip;   // the daemon's address (host order): the QP's GID
+  uint32_t reserved;
+};
+
+struct QpModify {
+  MsgHeader h;
+  uint32_t qp;
+  uint32_t mask;  // QpAttrMask
+  QpAttr attr;
+};
+
+struct QpId {
+  MsgHeader h;
+  uint32_t qp;
+  uint32_t reserved;
+};
+using QpQuery = QpId;
+using QpDestroy = QpId;
+
+struct QpQueryReply {
+  MsgHeader h;
+  QpAttr attr;
+};
+
 static_assert(sizeof(Hello) <= kMaxMessage && sizeof(HelloReply) <= kMaxMessage);
+static_assert(sizeof(QpCreate) <= kMaxMessage && sizeof(QpModify) <= kMaxMessage);
 static_assert(sizeof(FlowOpen) <= kMaxMessage);
 static_assert(sizeof(PipeCreate) <= kMaxMessage && sizeof(MrReg) <= kMaxMessage);
 

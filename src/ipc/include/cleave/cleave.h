@@ -55,6 +55,7 @@ enum {
   CL_OK = 0,
   CL_EPERM = -1,            /* not allowed to connect (uid/gid not in the daemon's config) */
   CL_ENOENT = -2,           /* no such pipe or MR, or no daemon socket */
+  CL_EIO = -5,              /* a QP's peer reported a remote operational error */
   CL_EAGAIN = -11,          /* nothing now; try again (queue full, nothing to poll) */
   CL_ENOMEM = -12,          /* out of memory (heap, or the daemon's) */
   CL_EACCES = -13,          /* MR access rights do not allow the operation; or an operator's
@@ -77,6 +78,7 @@ enum {
   CL_ECONNREFUSED = -111,   /* the peer refused the connection */
   CL_EHOSTUNREACH = -113,   /* the next hop did not answer ARP */
   CL_EDQUOT = -122,         /* over this app's quota */
+  CL_ECANCELED = -125,      /* a QP's work request flushed (the QP in ERR, or destroyed) */
   CL_EDAEMON = -1001,       /* cleaved is gone (exited, crashed or closed the connection) */
   CL_EVERSION = -1002,      /* no protocol version in common with cleaved */
   CL_EEVICTED = -1003,      /* cleaved disconnected this app for exceeding its error budget */
@@ -101,11 +103,20 @@ enum {
   CL_OP_FLOW_SEND = 3,  /* send (mr, offset, length); completes when acknowledged */
   CL_OP_FLOW_RECV = 4,  /* receive into (mr, offset, length) */
   CL_OP_FLOW_CLOSE = 5, /* graceful close after the queued sends (FIN) */
-  CL_OP_FLOW_ABORT = 6  /* reset now; pending requests and CL_EV_CLOSED carry CL_ECONNABORTED */
+  CL_OP_FLOW_ABORT = 6, /* reset now; pending requests and CL_EV_CLOSED carry CL_ECONNABORTED */
+  /* Completion opcodes of queue pairs (cl_qp_post_send); SENDs complete as CL_OP_FLOW_SEND and
+   * receives as CL_OP_FLOW_RECV. */
+  CL_OP_RDMA_WRITE = 7,
+  CL_OP_RDMA_READ = 8
 };
 
 /* cl_wc.flags */
-enum { CL_WC_RECV = 1 << 0, CL_WC_IMM = 1 << 1, CL_WC_EVENT = 1 << 2 };
+enum {
+  CL_WC_RECV = 1 << 0,
+  CL_WC_IMM = 1 << 1,
+  CL_WC_EVENT = 1 << 2,
+  CL_WC_RDMA_WRITE = 1 << 3 /* a QP receive consumed by an RDMA WRITE with immediate */
+};
 
 /* cl_wc.opcode when CL_WC_EVENT is set; cl_wc.flow names the flow. */
 enum {
@@ -304,6 +315,147 @@ CL_API int cl_listen_ex(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr,
                         const char* transport, unsigned flags, uint32_t* listener);
 CL_API int cl_connect_ex(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr,
                          const char* transport, unsigned flags, cl_flow* flow);
+
+/* ---- RDMA: RoCEv2 reliable-connection queue pairs, verbs-style ----
+ * A protection domain (PD) is the context's: cl_pd_alloc gives it once (CL_EBUSY for a second),
+ * and every MR of the context belongs to it. An MR registered with CL_ACCESS_REMOTE_READ or
+ * _WRITE has an rkey a peer names it by; remote addresses are zero-based (an offset into the
+ * MR), like IBV_ACCESS_ZERO_BASED. cl_mr_lkey is the MR's id.
+ *
+ * A queue pair is a flow of cleaved's rocev2 transport (cleavectl qp list shows it). It starts in
+ * RESET; cl_qp_modify moves it RESET -> INIT (qp_access_flags) -> RTR (path_mtu, dest_qp_num,
+ * rq_psn, and the peer's address: CL_QP_AV) -> RTS (sq_psn, timeout, retry_cnt, rnr_retry), as
+ * ibv_modify_qp does; any state may go to ERR or RESET. CL_EINVAL for a transition or value it
+ * does not take. All its completions go to init_attr.cq, whose room must cover max_send_wr +
+ * max_recv_wr; the daemon takes a request only while the CQ can hold its completion.
+ *
+ * Work requests: cl_qp_post_send takes SEND, SEND with immediate, RDMA WRITE (with immediate)
+ * and RDMA READ; cl_qp_post_recv posts receive buffers, consumed by the peer's SENDs and WRITEs
+ * with immediate, in order. Completions (cl_poll_cq on the QP's CQ): wc.flow is cl_qp_flow(qp);
+ * wc.opcode CL_OP_FLOW_SEND, CL_OP_RDMA_WRITE, CL_OP_RDMA_READ, or CL_OP_FLOW_RECV with
+ * CL_WC_RECV (and CL_WC_IMM with imm; CL_WC_RDMA_WRITE when a WRITE with immediate consumed it,
+ * length then being what it wrote). Status: 0, CL_ETIMEDOUT (retries ran out), CL_EBUSY (RNR
+ * retries ran out), CL_EACCES (the peer refused the rkey), CL_EINVAL (the peer found the request
+ * invalid, e.g. a SEND longer than its receive: that receive fails with CL_ETRUNC), CL_EIO, and
+ * CL_ECANCELED (flushed: the QP is in ERR, or destroyed). A failed request moves the QP to ERR.
+ *
+ * Connecting: cl_qp_local_dest fills this side's half (QP number, a random first PSN, the GID,
+ * and an MR's rkey, address and length to offer); cl_qp_exchange swaps halves over a connected
+ * stream socket, one text line each way as ibv_rc_pingpong does; cl_qp_connect moves the QP to
+ * RTS towards the peer's half. */
+typedef struct cl_pd cl_pd;
+typedef struct cl_qp cl_qp;
+
+enum cl_qp_state {
+  CL_QPS_RESET = 0,
+  CL_QPS_INIT = 1,
+  CL_QPS_RTR = 2,
+  CL_QPS_RTS = 3,
+  CL_QPS_ERR = 4
+};
+
+/* cl_qp_modify mask bits, and which fields of cl_qp_attr they set. */
+enum {
+  CL_QP_STATE = 1 << 0,
+  CL_QP_PATH_MTU = 1 << 1,
+  CL_QP_DEST_QPN = 1 << 2,
+  CL_QP_RQ_PSN = 1 << 3,
+  CL_QP_SQ_PSN = 1 << 4,
+  CL_QP_TIMEOUT = 1 << 5,
+  CL_QP_RETRY_CNT = 1 << 6,
+  CL_QP_RNR_RETRY = 1 << 7,
+  CL_QP_MIN_RNR_TIMER = 1 << 8,
+  CL_QP_MAX_QP_RD_ATOMIC = 1 << 9,
+  CL_QP_MAX_DEST_RD_ATOMIC = 1 << 10,
+  CL_QP_ACCESS_FLAGS = 1 << 11,
+  CL_QP_SELECTIVE_REPEAT = 1 << 12, /* Cleave's IRN-style recovery: both ends must set it */
+  CL_QP_RATE_LIMIT = 1 << 13,
+  CL_QP_AV = 1 << 14 /* remote_ip */
+};
+
+struct cl_qp_attr {
+  uint32_t qp_state;          /* enum cl_qp_state */
+  uint32_t path_mtu;          /* bytes: 256, 512, 1024, 2048, 4096 */
+  uint32_t dest_qp_num;       /* the peer's QP number */
+  uint32_t rq_psn;            /* the first PSN expected from the peer */
+  uint32_t sq_psn;            /* our first PSN */
+  uint32_t remote_ip;         /* the peer's IPv4 address (its GID), network order */
+  uint32_t qp_access_flags;   /* CL_ACCESS_REMOTE_READ | CL_ACCESS_REMOTE_WRITE */
+  uint8_t timeout;            /* local ACK timeout 4.096 us * 2^timeout; 0: none */
+  uint8_t retry_cnt;          /* 0..7 */
+  uint8_t rnr_retry;          /* 0..7, 7: forever */
+  uint8_t min_rnr_timer;      /* the RNR NAK timer code this side sends (IBTA table) */
+  uint8_t max_rd_atomic;      /* READs outstanding as requester, 1..16 */
+  uint8_t max_dest_rd_atomic; /* READs queued as responder, 1..16 */
+  uint8_t selective_repeat;   /* 0 or 1 */
+  uint8_t reserved;
+  uint64_t rate_limit_kbps; /* the sending rate's ceiling; 0: none */
+};
+
+struct cl_qp_init_attr {
+  cl_cq* cq;            /* every completion of the QP */
+  uint32_t max_send_wr; /* 1..4096 */
+  uint32_t max_recv_wr; /* 1..4096 */
+  const char* params;   /* NULL, or the transport's "key value ..." (e.g. "dcqcn on") */
+};
+
+enum {
+  CL_WR_SEND = 0,
+  CL_WR_SEND_WITH_IMM = 1,
+  CL_WR_RDMA_WRITE = 2,
+  CL_WR_RDMA_WRITE_WITH_IMM = 3,
+  CL_WR_RDMA_READ = 4
+};
+
+struct cl_qp_wr {
+  uint64_t wr_id;
+  const cl_mr* mr;      /* local memory: NULL is the heap */
+  uint64_t offset;      /* into mr */
+  uint32_t length;      /* 0 .. 1 GiB */
+  uint32_t opcode;      /* CL_WR_* */
+  uint32_t imm;         /* *_WITH_IMM */
+  uint32_t rkey;        /* RDMA: the peer's MR */
+  uint64_t remote_addr; /* RDMA: offset into the peer's MR */
+};
+
+/* This side's half of a connection, and the peer's. */
+struct cl_qp_dest {
+  uint32_t qpn;
+  uint32_t psn;
+  uint8_t gid[16]; /* IPv4-mapped: ::ffff:a.b.c.d */
+  uint32_t rkey;   /* an MR offered to the peer (0: none) */
+  uint64_t addr;   /* its first byte's remote address (zero-based: 0) */
+  uint64_t length; /* its length */
+};
+
+CL_API int cl_pd_alloc(cl_ctx* ctx, cl_pd** out);
+CL_API int cl_pd_dealloc(cl_pd* pd); /* CL_EBUSY while QPs of it exist */
+CL_API uint32_t cl_mr_lkey(const cl_mr* mr);
+CL_API uint32_t cl_mr_rkey(const cl_mr* mr); /* 0: no remote access */
+
+CL_API int cl_qp_create(cl_pd* pd, const struct cl_qp_init_attr* attr, cl_qp** out);
+CL_API int cl_qp_modify(cl_qp* qp, const struct cl_qp_attr* attr, unsigned mask);
+CL_API int cl_qp_query(cl_qp* qp, struct cl_qp_attr* attr);
+/* Pending requests complete with CL_ECANCELED on the CQ first; frees the handle. */
+CL_API int cl_qp_destroy(cl_qp* qp);
+CL_API uint32_t cl_qp_num(const cl_qp* qp);
+CL_API cl_flow cl_qp_flow(const cl_qp* qp);
+/* Post up to n requests; returns how many were posted (fewer when the QP's queue is full) or a
+ * negative code, as cl_post_send. One thread at a time per QP for both calls. */
+CL_API int cl_qp_post_send(cl_qp* qp, const struct cl_qp_wr* wr, unsigned n);
+CL_API int cl_qp_post_recv(cl_qp* qp, const struct cl_recv_wr* wr, unsigned n);
+
+/* mr may be NULL (rkey 0). The PSN is random (24 bits). */
+CL_API int cl_qp_local_dest(cl_qp* qp, const cl_mr* mr, struct cl_qp_dest* out);
+/* Writes local's line to fd, reads the peer's (waits at most timeout_ms; < 0 forever).
+ * CL_EPROTO for a line that does not parse, CL_ETIMEDOUT, or a negative errno of the socket. */
+CL_API int cl_qp_exchange(int fd, const struct cl_qp_dest* local, struct cl_qp_dest* remote,
+                          int timeout_ms);
+/* INIT (remote read and write allowed), RTR and RTS towards `remote`, with `local`'s PSN. `opt`
+ * (may be NULL) overrides the defaults for the fields in opt_mask (path_mtu 4096, timeout 14,
+ * retry_cnt 7, rnr_retry 7, min_rnr_timer 12, max_rd_atomic 16, qp_access_flags, ...). */
+CL_API int cl_qp_connect(cl_qp* qp, const struct cl_qp_dest* local, const struct cl_qp_dest* remote,
+                         const struct cl_qp_attr* opt, unsigned opt_mask);
 
 #ifdef __cplusplus
 }
