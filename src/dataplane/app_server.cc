@@ -383,6 +383,7 @@ int32_t AppServer::qp_create(Session& s, const abi::QpCreate& m, abi::QpReply& o
     out.qp = answer->flow_id;
     out.qpn = answer->qp_qpn;
     out.ip = answer->qp_ip;
+    out.max_pmtu = answer->qp_max_pmtu;
   }
   return st;
 }

@@ -136,13 +136,14 @@ struct CtlRequest {
   std::vector<TransportStats> transport_stats;  // kList: their counters, in the same order
   std::vector<FlowBinding> bindings;            // kList: the operator's bindings
   // kQp*: app_id and flow_id (the QP) in. kQpCreate: flow_cq, qp_send_wr, qp_recv_wr and
-  // qp_params in; flow_id, qp_qpn and qp_ip out. kQpModify: qp_attr and qp_mask in. kQpQuery:
-  // qp_attr out. flow_status (0 or CL_E*) out.
+  // qp_params in; flow_id, qp_qpn, qp_ip and qp_max_pmtu out. kQpModify: qp_attr and qp_mask in.
+  // kQpQuery: qp_attr out. flow_status (0 or CL_E*) out.
   uint32_t qp_send_wr = 0;
   uint32_t qp_recv_wr = 0;
   std::string qp_params;
   uint32_t qp_qpn = 0;
   uint32_t qp_ip = 0;
+  uint32_t qp_max_pmtu = 0;
   abi::QpAttr qp_attr{};
   uint32_t qp_mask = 0;
 

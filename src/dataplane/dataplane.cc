@@ -115,7 +115,7 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
   }
   std::vector<FlowPort> fports;
   for (Port& p : ports_)
-    fports.push_back(FlowPort{p.nic.get(), p.conf.ipv4.addr.host, p.mac});
+    fports.push_back(FlowPort{p.nic.get(), p.conf.ipv4.addr.host, p.mac, p.conf.mtu});
   FlowParams fp = params_.flows;
   fp.tsc_hz = tsc_hz_;
   flows_ = std::make_unique<FlowPath>(fp, std::move(fports), arp_, routes_, pool,

@@ -142,7 +142,7 @@ void Dataplane::answer_flow(CtlRequest* r, uint64_t now) {
       break;
     case FlowOp::kQpCreate:
       r->flow_status = flows_->qp_create(*a, r->flow_cq, r->qp_send_wr, r->qp_recv_wr, r->qp_params,
-                                         &r->flow_id, &r->qp_qpn, &r->qp_ip);
+                                         &r->flow_id, &r->qp_qpn, &r->qp_ip, &r->qp_max_pmtu);
       break;
     case FlowOp::kQpModify:
       r->flow_status = flows_->qp_modify(r->app_id, r->flow_id, r->qp_attr, r->qp_mask, now);

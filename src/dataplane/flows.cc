@@ -41,6 +41,16 @@ constexpr size_t kRing = 64;
 constexpr uint32_t kResolveCheckUs = 1000;
 constexpr uint32_t kMaxQpWr = 4096;  // a QP's send or receive queue
 
+// The largest IBTA PMTU whose packets, with the longest RC headers (IPv4, UDP, BTH, RETH,
+// ImmDt) and the ICRC, fit an IP MTU of `mtu`; 0 when not even 256 does.
+uint32_t max_pmtu_of(uint32_t mtu) {
+  constexpr uint32_t kOverhead = kIpLen + transport::roce::kMaxHeader + 4;
+  uint32_t pmtu = 4096;
+  while (pmtu >= 256 && pmtu + kOverhead > mtu)
+    pmtu /= 2;
+  return pmtu >= 256 ? pmtu : 0;
+}
+
 uint32_t load32(const uint8_t* p) {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
 }
@@ -1248,7 +1258,8 @@ FlowPath::Flow* FlowPath::own_qp(uint32_t app_id, uint32_t qp) {
 }
 
 int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t max_recv_wr,
-                        std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip) {
+                        std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip,
+                        uint32_t* max_pmtu) {
   if (max_send_wr == 0 || max_recv_wr == 0 || max_send_wr > kMaxQpWr || max_recv_wr > kMaxQpWr) {
     return CL_EINVAL;
   }
@@ -1296,6 +1307,7 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   *qp = id;
   *qpn = f.qpn;
   *ip = ports_[0].ip;
+  *max_pmtu = max_pmtu_of(ports_[0].mtu);
   return 0;
 }
 
@@ -1341,6 +1353,7 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
     }
     auto hop = routes_.lookup(Ipv4{attr.remote_ip});
     if (!hop || hop->port >= ports_.size()) return CL_ENETUNREACH;
+    if (attr.pmtu > max_pmtu_of(ports_[hop->port].mtu)) return CL_EINVAL;  // frames too long
     f.port = hop->port;
     f.next_hop = hop->addr.host;
     f.tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);

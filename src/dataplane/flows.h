@@ -49,6 +49,7 @@ struct FlowPort {
   Nic* nic = nullptr;
   uint32_t ip = 0;  // host order
   rte_ether_addr mac{};
+  uint32_t mtu = 1500;  // IP bytes per frame
 };
 
 // The dataplane services the flow path uses.
@@ -131,11 +132,13 @@ class FlowPath final : public FlowHandler {
   // peer's packets find it by QP number (qpn: generation << bits | flow id). Each returns 0 or a
   // negative CL_E* code. qp_create: a QP in RESET whose completions go to `cq`, with room for
   // max_send_wr + max_recv_wr requests; *qpn its number, *ip the address the app advertises
-  // (the first port's). qp_modify: abi::QpAttrMask bits; moving to RTR routes to the peer
-  // (kQpAttrRemoteIp), resolves its MAC and adds the QP's NIC flow before the transport moves.
-  // qp_destroy: pending requests complete with CL_ECANCELED, then the flow is freed.
+  // (the first port's), *max_pmtu the largest RoCE PMTU its MTU carries. qp_modify: abi::QpAttrMask
+  // bits; moving to RTR routes to the peer (kQpAttrRemoteIp), resolves its MAC and adds the QP's
+  // NIC flow before the transport moves. qp_destroy: pending requests complete with CL_ECANCELED,
+  // then the flow is freed.
   int qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t max_recv_wr,
-                std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip);
+                std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip,
+                uint32_t* max_pmtu);
   int qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, uint32_t mask, uint64_t now);
   int qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* attr) const;
   int qp_destroy(uint32_t app_id, uint32_t qp);

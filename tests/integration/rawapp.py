@@ -155,11 +155,14 @@ class RawApp:
         return (status, *struct.unpack_from("<II", payload)) if status == 0 else (status, 0, 0)
 
     def qp_create(self, cq, send_wr=64, recv_wr=64, params=b"", raw_params=None):
-        """Version 3: (status, qp id, qpn, ip)."""
+        """Version 3: (status, qp id, qpn, ip); the largest PMTU in self.max_pmtu."""
         body = struct.pack("<IIII", cq, send_wr, recv_wr, 0)
         body += raw_params if raw_params is not None else params.ljust(128, b"\0")
         (_, _, _, _, status), payload, _ = self.request(T_QP_CREATE, body)
-        return (status, *struct.unpack_from("<III", payload)) if status == 0 else (status, 0, 0, 0)
+        if status != 0:
+            return status, 0, 0, 0
+        qp, qpn, ip, self.max_pmtu = struct.unpack_from("<IIII", payload)
+        return status, qp, qpn, ip
 
     def qp_modify(self, qp, mask, **attr):
         """Version 3: the status. attr: QP_ATTR_FIELDS by name, the rest 0."""

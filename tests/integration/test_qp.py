@@ -7,7 +7,8 @@ cleaved runs on a net_null port (10.9.0.1/24): nothing ever answers, so a QP tow
 go through its states and send, but its requests can only run out of retries. Cases:
   - QpCreate: each bad argument refused with its code; a good one gives a QP number whose low bits
     are the QP's id and the daemon's address as the GID; the QP shows in `cleavectl flow list`;
-  - QpModify / QpQuery: transitions out of order, bad values and the RTR address rules refused;
+  - QpModify / QpQuery: transitions out of order, bad values, a PMTU the port's MTU cannot carry
+    and the RTR address rules refused;
     RESET -> INIT -> RTR -> RTS taken and read back by QpQuery; another app's QP is not found;
   - work requests: RDMA opcodes and the immediate flag only where they mean something; a WRITE
     that gets no answer fails with CL_ETIMEDOUT after retry_cnt retries, moves the QP to ERR, and
@@ -93,6 +94,7 @@ class QueuePairs(ct.TestCase):
         st, qp, qpn, ip = a.qp_create(cq.id, params=b"dcqcn off")
         self.assertEqual(st, 0)
         self.assertEqual(ip, 0x0A090001)
+        self.assertEqual(a.max_pmtu, 1024)  # MTU 1500: 2048 and the headers do not fit
         self.assertGreater(qpn, 1)
         self.assertLess(qpn, 1 << 24)
         self.assertEqual(qpn & 0x3FFF, qp)  # max_flows 16384: 14 bits of id
@@ -127,6 +129,8 @@ class QueuePairs(ct.TestCase):
                                      dest_qpn=5, remote_ip=0xC0000201), ra.ENETUNREACH)
         self.assertEqual(a.qp_modify(qp, rtr | ra.QP_REMOTE_IP, state=ra.QPS_RTR, pmtu=1000,
                                      dest_qpn=5, remote_ip=PEER), ra.EINVAL)
+        self.assertEqual(a.qp_modify(qp, rtr | ra.QP_REMOTE_IP, state=ra.QPS_RTR, pmtu=2048,
+                                     dest_qpn=5, remote_ip=PEER), ra.EINVAL)  # over the MTU
         # Another app sees no QP of that id.
         b, bcq, _ = self.app()
         self.assertEqual(b.qp_query(qp)[0], ra.ENOENT)
@@ -250,7 +254,7 @@ for i in range(4):
     st, qp, _, _ = a.qp_create(cq.id)
     assert st == 0
     assert a.qp_modify(qp, ra.QP_STATE | ra.QP_ACCESS, state=ra.QPS_INIT, access=12) == 0
-    assert a.qp_modify(qp, 1 | 2 | 4 | 8 | ra.QP_REMOTE_IP, state=ra.QPS_RTR, pmtu=4096,
+    assert a.qp_modify(qp, 1 | 2 | 4 | 8 | ra.QP_REMOTE_IP, state=ra.QPS_RTR, pmtu=1024,
                        dest_qpn=77, rq_psn=1, remote_ip={PEER}) == 0
     sq.produce(ra.send_entry(ra.OP_FLOW_RECV, wr_id=i, length=64, target=qp))
 print("ready", flush=True)
