@@ -160,8 +160,9 @@ class Roce(ct.TestCase):
                 continue
             r = json.loads(line)
             if "op" in r:
-                self.assertNotIn((r["op"], r["size"]), rows, line)
-                rows[r["op"], r["size"]] = r
+                key = r["op"], size_bytes(str(r["size"]))  # bytes, or as --sizes wrote it
+                self.assertNotIn(key, rows, line)
+                rows[key] = r
         return p.returncode, rows, err
 
     def run_pair(self, ops, sizes, *extra, timeout=120):
