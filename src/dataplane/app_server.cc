@@ -313,9 +313,79 @@ void AppServer::on_message(Session& s) {
       send(s, &r, sizeof r);
       return;
     }
+    case abi::MsgType::kQpCreate: {
+      abi::QpCreate m;
+      if (s.version < 3 || !size_ok(sizeof m) || fd >= 0) return bad("malformed QP create");
+      std::memcpy(&m, buf, sizeof m);
+      auto r = reply_for<abi::QpReply>(h, abi::MsgType::kQpReply);
+      r.h.status = qp_create(s, m, r);
+      send(s, &r, sizeof r);
+      return;
+    }
+    case abi::MsgType::kQpModify: {
+      abi::QpModify m;
+      if (s.version < 3 || !size_ok(sizeof m) || fd >= 0) return bad("malformed QP modify");
+      std::memcpy(&m, buf, sizeof m);
+      auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
+      auto req = qp_request(s, FlowOp::kQpModify, m.qp);
+      req->qp_attr = m.attr;
+      req->qp_mask = m.mask;
+      r.h.status = ctl_flow(std::move(req));
+      send(s, &r, sizeof r);
+      return;
+    }
+    case abi::MsgType::kQpQuery:
+    case abi::MsgType::kQpDestroy: {
+      abi::QpId m;
+      if (s.version < 3 || !size_ok(sizeof m) || fd >= 0) return bad("malformed QP message");
+      std::memcpy(&m, buf, sizeof m);
+      if (m.reserved != 0) return bad("malformed QP message");
+      if (type == abi::MsgType::kQpDestroy) {
+        auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
+        r.h.status = ctl_flow(qp_request(s, FlowOp::kQpDestroy, m.qp));
+        send(s, &r, sizeof r);
+        return;
+      }
+      auto r = reply_for<abi::QpQueryReply>(h, abi::MsgType::kQpQueryReply);
+      std::unique_ptr<CtlRequest> answer;
+      r.h.status = ctl_flow(qp_request(s, FlowOp::kQpQuery, m.qp), &answer);
+      if (r.h.status == 0) r.attr = answer->qp_attr;
+      send(s, &r, sizeof r);
+      return;
+    }
     default:
       return bad("unknown message type");
   }
+}
+
+std::unique_ptr<CtlRequest> AppServer::qp_request(const Session& s, FlowOp op, uint32_t qp) {
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kFlow;
+  req->flow_op = op;
+  req->app_id = s.id;
+  req->flow_id = qp;
+  return req;
+}
+
+int32_t AppServer::qp_create(Session& s, const abi::QpCreate& m, abi::QpReply& out) {
+  const char* end = static_cast<const char*>(std::memchr(m.params, 0, sizeof m.params));
+  if (end == nullptr || m.reserved != 0) return CL_EINVAL;
+  auto pipe = s.pipes.find(m.cq);
+  if (pipe == s.pipes.end() || pipe->second.kind != abi::PipeKind::kCompletion) return CL_ENOENT;
+  auto req = qp_request(s, FlowOp::kQpCreate, 0);
+  req->flow_cq = static_cast<uint16_t>(m.cq);
+  req->qp_send_wr = m.max_send_wr;
+  req->qp_recv_wr = m.max_recv_wr;
+  req->qp_params.assign(m.params, end);
+  std::unique_ptr<CtlRequest> answer;
+  int32_t st = ctl_flow(std::move(req), &answer);
+  if (st == 0) {
+    out.qp = answer->flow_id;
+    out.qpn = answer->qp_qpn;
+    out.ip = answer->qp_ip;
+    out.max_pmtu = answer->qp_max_pmtu;
+  }
+  return st;
 }
 
 int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, uint32_t& id) {
@@ -569,12 +639,14 @@ int32_t AppServer::mr_reg(Session& s, const abi::MrReg& m, int fd, abi::MrReply&
   req->app_id = s.id;
   req->app_index = id;
   req->mr = {mr.mem.base(), mr.mem.length(), mr.access};
-  if (!ctl(std::move(req))) {
+  std::unique_ptr<CtlRequest> answer;
+  if (!ctl(std::move(req), &answer)) {
     quarantine_.push_back(std::move(mr.mem));
     return CL_ENOSPC;
   }
   s.memory += m.length;
   out.mr = id;
+  out.rkey = s.version >= 3 ? answer->mr.rkey : 0;
   s.mrs.emplace(id, std::move(mr));
   return 0;
 }

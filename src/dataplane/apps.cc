@@ -146,7 +146,9 @@ bool AppPath::execute(DpApp& a, const abi::SendEntry& e, abi::Completion& c, boo
     c.status = fail(a, AppError::bad_opcode, CL_EOPNOTSUPP, now);
     return true;
   }
-  if (e.flags != 0 || !reserved_clear(e)) {
+  // kSendImm: flow opcodes only, and the flow path takes it only where it means something.
+  const uint8_t flags_ok = e.opcode >= abi::kOpFlowSend ? abi::kSendImm : 0;
+  if ((e.flags & ~flags_ok) != 0 || !reserved_clear(e)) {
     c.status = fail(a, AppError::bad_flags, CL_EINVAL, now);
     return true;
   }
@@ -205,8 +207,12 @@ FlowAdmit AppPath::flow_request(DpApp& a, const abi::SendEntry& e, abi::Completi
     return FlowAdmit::kDone;
   }
   uint16_t nic_mr = 0;
-  if (e.opcode == abi::kOpFlowSend || e.opcode == abi::kOpFlowRecv) {
-    uint32_t need = e.opcode == abi::kOpFlowSend ? abi::kAccessRead : abi::kAccessWrite;
+  if (e.opcode == abi::kOpFlowSend || e.opcode == abi::kOpFlowRecv ||
+      e.opcode == abi::kOpRdmaWrite || e.opcode == abi::kOpRdmaRead) {
+    // Sends and WRITEs read the app's memory; receives and READs write it.
+    const uint32_t need = e.opcode == abi::kOpFlowSend || e.opcode == abi::kOpRdmaWrite
+                              ? abi::kAccessRead
+                              : abi::kAccessWrite;
     int32_t st = 0;
     if (window(a, e.mr, e.offset, e.length, need, st, now) == nullptr) {
       c.status = st;

@@ -59,6 +59,7 @@ struct DpMr {
   uint64_t length = 0;      // registered bytes
   uint32_t access = 0;      // abi::kAccess*
   uint16_t nic_mr = 0;      // the NIC's MR id (flows.h), set by the dataplane; 0: none
+  uint32_t rkey = 0;        // RoCE peers' key for it (remote access), set likewise; 0: none
 };
 
 struct DpPipe {

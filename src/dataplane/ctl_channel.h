@@ -20,6 +20,7 @@
 #include "fault_params.h"
 #include "flow_info.h"
 #include "net.h"
+#include "shm_abi.h"
 #include "stats.h"
 
 struct rte_ring;
@@ -35,7 +36,18 @@ enum class CtlOp : uint8_t {
   kFlow,      // flows: an app's listen, unlisten or connect; management's list and attach
 };
 
-enum class FlowOp : uint8_t { kListen, kUnlisten, kConnect, kList, kAttach, kDetach };
+enum class FlowOp : uint8_t {
+  kListen,
+  kUnlisten,
+  kConnect,
+  kList,
+  kAttach,
+  kDetach,
+  kQpCreate,
+  kQpModify,
+  kQpQuery,
+  kQpDestroy,
+};
 
 // One NIC counter, its name copied (xstats names are at most 64 bytes with the NUL).
 struct NicCounterRow {
@@ -123,6 +135,17 @@ struct CtlRequest {
   std::vector<std::string> transports;          // kList: the transports instantiated
   std::vector<TransportStats> transport_stats;  // kList: their counters, in the same order
   std::vector<FlowBinding> bindings;            // kList: the operator's bindings
+  // kQp*: app_id and flow_id (the QP) in. kQpCreate: flow_cq, qp_send_wr, qp_recv_wr and
+  // qp_params in; flow_id, qp_qpn, qp_ip and qp_max_pmtu out. kQpModify: qp_attr and qp_mask in.
+  // kQpQuery: qp_attr out. flow_status (0 or CL_E*) out.
+  uint32_t qp_send_wr = 0;
+  uint32_t qp_recv_wr = 0;
+  std::string qp_params;
+  uint32_t qp_qpn = 0;
+  uint32_t qp_ip = 0;
+  uint32_t qp_max_pmtu = 0;
+  abi::QpAttr qp_attr{};
+  uint32_t qp_mask = 0;
 
   std::atomic<bool> done{false};
 };

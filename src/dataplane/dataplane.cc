@@ -16,6 +16,7 @@
 #include <rte_ip.h>
 #include <rte_lcore.h>
 #include <rte_prefetch.h>
+#include <rte_udp.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -114,7 +115,7 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
   }
   std::vector<FlowPort> fports;
   for (Port& p : ports_)
-    fports.push_back(FlowPort{p.nic.get(), p.conf.ipv4.addr.host, p.mac});
+    fports.push_back(FlowPort{p.nic.get(), p.conf.ipv4.addr.host, p.mac, p.conf.mtu});
   FlowParams fp = params_.flows;
   fp.tsc_hz = tsc_hz_;
   flows_ = std::make_unique<FlowPath>(fp, std::move(fports), arp_, routes_, pool,
@@ -327,6 +328,12 @@ void Dataplane::rx_ipv4(Port& p, rte_mbuf* m) {
   }
   if (ip->next_proto_id == IPPROTO_TCP) return rx_flow(p, m);
   if (ip->next_proto_id == IPPROTO_ICMP) return rx_icmp(p, m, off, ihl, len);
+  // RoCEv2 (UDP to 4791): the queue pairs, also those the NIC has no flow for.
+  if (ip->next_proto_id == IPPROTO_UDP && len >= ihl + sizeof(rte_udp_hdr) &&
+      m->data_len >= off + ihl + sizeof(rte_udp_hdr) &&
+      rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, off + ihl)->dst_port == RTE_BE16(4791)) {
+    return rx_flow(p, m);
+  }
   to_exception_or_drop(p, m, Drop::kNoHandler);
 }
 

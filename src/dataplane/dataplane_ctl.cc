@@ -78,6 +78,7 @@ void Dataplane::answer_app(CtlRequest* r, uint64_t now) {
           apps_.set_mr(a->id, r->app_index, DpMr{});
           r->app_ok = false;
         }
+        r->mr = a->mrs[r->app_index];  // with its rkey
       }
       break;
     }
@@ -105,7 +106,8 @@ void Dataplane::answer_app(CtlRequest* r, uint64_t now) {
 
 void Dataplane::answer_flow(CtlRequest* r, uint64_t now) {
   DpApp* a = nullptr;
-  if (r->flow_op == FlowOp::kListen || r->flow_op == FlowOp::kConnect) {
+  if (r->flow_op == FlowOp::kListen || r->flow_op == FlowOp::kConnect ||
+      r->flow_op == FlowOp::kQpCreate) {
     a = apps_.find(r->app_id);
     if (a == nullptr) {
       r->flow_status = CL_ENOENT;
@@ -137,6 +139,19 @@ void Dataplane::answer_flow(CtlRequest* r, uint64_t now) {
       break;
     case FlowOp::kDetach:
       r->flow_status = flows_->detach(r->binding, r->flow_error);
+      break;
+    case FlowOp::kQpCreate:
+      r->flow_status = flows_->qp_create(*a, r->flow_cq, r->qp_send_wr, r->qp_recv_wr, r->qp_params,
+                                         &r->flow_id, &r->qp_qpn, &r->qp_ip, &r->qp_max_pmtu);
+      break;
+    case FlowOp::kQpModify:
+      r->flow_status = flows_->qp_modify(r->app_id, r->flow_id, r->qp_attr, r->qp_mask, now);
+      break;
+    case FlowOp::kQpQuery:
+      r->flow_status = flows_->qp_query(r->app_id, r->flow_id, &r->qp_attr);
+      break;
+    case FlowOp::kQpDestroy:
+      r->flow_status = flows_->qp_destroy(r->app_id, r->flow_id);
       break;
   }
 }

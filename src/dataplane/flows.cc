@@ -16,7 +16,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rc.h"
 #include "rte_pmd_cleave.h"
+#include "wire.h"
 
 namespace cleave::dp {
 
@@ -37,6 +39,17 @@ constexpr size_t kRxStage = 512;
 constexpr size_t kAppStage = 64;
 constexpr size_t kRing = 64;
 constexpr uint32_t kResolveCheckUs = 1000;
+constexpr uint32_t kMaxQpWr = 4096;  // a QP's send or receive queue
+
+// The largest IBTA PMTU whose packets, with the longest RC headers (IPv4, UDP, BTH, RETH,
+// ImmDt) and the ICRC, fit an IP MTU of `mtu`; 0 when not even 256 does.
+uint32_t max_pmtu_of(uint32_t mtu) {
+  constexpr uint32_t kOverhead = kIpLen + transport::roce::kMaxHeader + 4;
+  uint32_t pmtu = 4096;
+  while (pmtu >= 256 && pmtu + kOverhead > mtu)
+    pmtu /= 2;
+  return pmtu >= 256 ? pmtu : 0;
+}
 
 uint32_t load32(const uint8_t* p) {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
@@ -90,6 +103,7 @@ struct FlowPath::Flow {
   bool message = false;   // the app asked for message mode (applied at connect)
   bool msg_flow = false;  // the transport said its segments name their messages
   bool nic_msg = false;   // ...and the NIC flow places by them (net_cleave only)
+  bool qp = false;        // a RoCEv2 queue pair (rocev2): found by qpn, not in the tuple hash
   uint8_t port = 0;
   uint8_t tp = 0;
   uint16_t cq = 0;
@@ -101,6 +115,7 @@ struct FlowPath::Flow {
   uint32_t data_pending = 0;
   uint32_t next_hop = 0;
   uint32_t next_free = 0;
+  uint32_t qpn = 0;  // qp: its number
   transport::FlowTuple tuple;
   alignas(8) std::array<uint8_t, kHdrTemplate> hdr{};
 };
@@ -153,6 +168,31 @@ class FlowPath::Ctx final : public transport::Context {
     fp_.synced(flow, initial_seq, messages);
   }
   void flow_closed(FlowId flow) override { fp_.closed(flow); }
+  // RoCE: the NIC keeps the MR table, so it answers for rkeys; RDMA addresses are zero-based.
+  int rkey_check(FlowId flow, uint32_t rkey, uint64_t va, uint32_t len, bool write, uint16_t* mr,
+                 uint64_t* offset) override {
+    const Flow& f = fp_.flows_[flow];
+    if (!f.on_nic) return -EACCES;
+    const uint8_t access = write ? RTE_PMD_CLEAVE_MR_REMOTE_WRITE : RTE_PMD_CLEAVE_MR_REMOTE_READ;
+    if (fp_.ports_[f.port].nic->rkey_check(flow, rkey, va, len, access, mr) != 0) return -EACCES;
+    *offset = va;
+    return 0;
+  }
+  int read_post(FlowId flow, uint32_t psn, uint16_t mr, uint64_t offset, uint32_t len) override {
+    const Flow& f = fp_.flows_[flow];
+    if (!f.on_nic) return -EOPNOTSUPP;  // the responses take the copy path
+    return fp_.ports_[f.port].nic->read_post(flow, psn, mr, offset, len);
+  }
+  int read_retire(FlowId flow, uint32_t psn) override {
+    const Flow& f = fp_.flows_[flow];
+    if (!f.on_nic) return -EOPNOTSUPP;
+    return fp_.ports_[f.port].nic->read_retire(flow, psn);
+  }
+  int roce_resync(FlowId flow, uint32_t psn, uint32_t next_msg) override {
+    const Flow& f = fp_.flows_[flow];
+    if (!f.on_nic) return -EOPNOTSUPP;
+    return fp_.nic_cmd(fp_.ports_[f.port].nic->roce_resync(flow, psn, next_msg));
+  }
   transport::Params flow_params(FlowId flow) override {
     if (flow != fp_.accept_params_flow_) return {};
     return fp_.accept_params_;
@@ -193,7 +233,8 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
       stats_(stats),
       flows_(params.max_flows),
       listeners_(params.max_listeners),
-      nic_mrs_(params.max_nic_mrs) {
+      nic_mrs_(params.max_nic_mrs),
+      qp_gen_(params.max_flows) {
   free_head_ = 0;
   for (uint32_t i = 0; i < flows_.size(); i++)
     flows_[i].next_free = i + 1;
@@ -209,6 +250,9 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
   shinfo_.free_cb = [](void*, void*) {};
   rte_mbuf_ext_refcnt_set(&shinfo_, 1);  // never reaches zero: app memory is not DPDK's
   placement_offset_ = rte_pmd_cleave_placement_offset();
+  if (const int bit = rte_pmd_cleave_tx_icrc_bit(); bit >= 0) icrc_flag_ = uint64_t(1) << bit;
+  while ((uint64_t(1) << qpn_bits_) < params.max_flows)
+    qpn_bits_++;
   std::string error;
   transport_for("tcp", 0, error);  // the default one exists from the start
 }
@@ -358,6 +402,12 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   const uint32_t ihl = (ip[0] & 0xF) * 4u;
   const uint32_t ip_len = load16(ip + 2);
   if ((ip[0] >> 4) != 4 || ihl < kIpLen || ip_len < ihl) return Drop::kTcpMalformed;
+  if (ip[9] == IPPROTO_UDP) {
+    if (m->data_len >= kEthLen + ihl + 4 && load16(ip + ihl + 2) == transport::roce::kUdpPort) {
+      return rx_roce(m, ip, ihl, ip_len);
+    }
+    return Drop::kNoTransport;
+  }
   if (ip[9] != IPPROTO_TCP) return Drop::kNoTransport;
   const uint8_t* tcp = ip + ihl;
   if (m->data_len < kEthLen + ihl + 20) return Drop::kTcpMalformed;
@@ -423,16 +473,23 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   h.l3_len = uint16_t(ihl);
   h.l4 = tcp;
   h.l4_len = uint16_t(thl);
-  h.ecn = ip[1] & 3;
   h.l4_csum = csum;
   h.payload_len = payload_len;
-  switch (pl->decision) {
+  stage_rx(*tp, h, m, *pl);
+  return Drop::kCount;
+}
+
+// The NIC's placement verdict into h, and h with its mbuf onto the transport's next burst.
+void FlowPath::stage_rx(Tp& tp, transport::RxHeader& h, rte_mbuf* m,
+                        const rte_pmd_cleave_placement& pl) {
+  h.ecn = h.l3[1] & 3;
+  switch (pl.decision) {
     case RTE_PMD_CLEAVE_PLACED:
       h.placed = transport::Placed::kPlaced;
       break;
     case RTE_PMD_CLEAVE_TRIMMED:
       h.placed = transport::Placed::kTrimmed;
-      h.trimmed = pl->trimmed;
+      h.trimmed = pl.trimmed;
       break;
     case RTE_PMD_CLEAVE_DROPPED:
       h.placed = transport::Placed::kDropped;
@@ -441,14 +498,68 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
       h.placed = transport::Placed::kNoPayload;
       break;
     default:
-      h.placed = payload_len != 0 ? transport::Placed::kDeferred : transport::Placed::kNoPayload;
-      if (payload_len != 0) h.payload = tcp + thl;
+      h.placed = h.payload_len != 0 ? transport::Placed::kDeferred : transport::Placed::kNoPayload;
+      if (h.payload_len != 0) h.payload = h.l4 + h.l4_len;
       break;
   }
-  h.out_of_order = (pl->flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER) != 0;
-  if (tp->hdrs.size() == kRxStage) rx_flush();
-  tp->hdrs.push_back(h);
-  tp->mbufs.push_back(m);
+  h.out_of_order = (pl.flags & RTE_PMD_CLEAVE_F_OUT_OF_ORDER) != 0;
+  if (tp.hdrs.size() == kRxStage) rx_flush();
+  tp.hdrs.push_back(h);
+  tp.mbufs.push_back(m);
+}
+
+// RoCEv2: UDP to 4791, found by (destination QP, source address). Headers are parsed from
+// untrusted bytes by the transport; here only what finding the QP and the payload needs.
+Drop FlowPath::rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip_len) {
+  namespace roce = transport::roce;
+  const rte_pmd_cleave_placement* pl = rte_pmd_cleave_placement_get(m, placement_offset_);
+  const uint8_t* udp = ip + ihl;
+  const uint32_t in_mbuf = m->data_len - kEthLen - ihl;  // L4 bytes the mbuf holds
+  constexpr uint32_t kMin = roce::kUdpLen + roce::kBthLen;
+  if (ip_len < ihl + kMin + 4 || in_mbuf < kMin || load16(udp + 2) != roce::kUdpPort) {
+    return Drop::kRoceMalformed;
+  }
+  // A whole frame (deferred, or no payload) is split here; a placed one was cut to its headers.
+  const bool whole = m->data_len >= kEthLen + ip_len;
+  if (pl->decision == RTE_PMD_CLEAVE_DEFERRED && !whole) return Drop::kRoceMalformed;
+  size_t hdr_len = in_mbuf;
+  uint32_t payload_len = pl->payload_len;
+  if (whole && !roce::split(udp, ip_len - ihl, &hdr_len, &payload_len)) {
+    return Drop::kRoceMalformed;
+  }
+  const uint32_t qpn = uint32_t(udp[roce::kUdpLen + 5]) << 16 |
+                       uint32_t(udp[roce::kUdpLen + 6]) << 8 | udp[roce::kUdpLen + 7];
+  uint32_t id = qpn & ((1u << qpn_bits_) - 1);
+  if ((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0) id = m->hash.fdir.hi;
+  if (id >= flows_.size()) return Drop::kRoceNoQp;
+  const Flow& f = flows_[id];
+  if (!f.qp || f.qpn != qpn || f.state != Flow::State::kOpen || f.gone ||
+      f.tuple.remote.ip.v4_host() != load32(ip + 12) || roce_tp_ == nullptr) {
+    return Drop::kRoceNoQp;
+  }
+  transport::Csum csum = transport::Csum::kNotChecked;
+  switch ((pl->flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3) {
+    case RTE_PMD_CLEAVE_CSUM_GOOD:
+      csum = transport::Csum::kGood;
+      break;
+    case RTE_PMD_CLEAVE_CSUM_BAD:
+      csum = transport::Csum::kBad;
+      break;
+    default:  // the software ICRC, when the NIC left the frame whole and did not check it
+      if (whole) {
+        csum = nic::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
+      }
+      break;
+  }
+  transport::RxHeader h;
+  h.flow = id;
+  h.l3 = ip;
+  h.l3_len = uint16_t(ihl);
+  h.l4 = udp;
+  h.l4_len = uint16_t(hdr_len);
+  h.l4_csum = csum;  // a bad ICRC is dropped and counted by the transport, per QP
+  h.payload_len = payload_len;
+  stage_rx(*roce_tp_, h, m, *pl);
   return Drop::kCount;
 }
 
@@ -581,12 +692,18 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     h->l2_len = kEthLen;
     h->l3_len = kIpLen;
     h->l4_len = d.l4_len;
+    ip->hdr_checksum = 0;
+    if ((d.flags & transport::kTxRoce) != 0) {
+      // RoCEv2: UDP checksum 0 (the transport's), the NIC appends the pad and the ICRC.
+      h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | icrc_flag_;
+      io_.flow_stage(f.port, h);
+      continue;
+    }
     h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
     if (tso) {
       h->ol_flags |= RTE_MBUF_F_TX_TCP_SEG;
       h->tso_segsz = d.mss;
     }
-    ip->hdr_checksum = 0;
     // DPDK's convention for checksum offload: the pseudo-header sum in the TCP checksum field.
     auto* th = reinterpret_cast<rte_tcp_hdr*>(p + kHdrTemplate);
     th->cksum = rte_ipv4_phdr_cksum(ip, h->ol_flags);
@@ -615,10 +732,19 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
     c.wr_id = e.wr_id;
     switch (e.kind) {
       case EventKind::kSendDone:
-      case EventKind::kWriteDone:  // RDMA requests are not taken from apps yet: none arrive
+      case EventKind::kWriteDone:
       case EventKind::kReadDone:
       case EventKind::kRecvDone:
-        c.opcode = e.kind == EventKind::kRecvDone ? abi::kOpFlowRecv : abi::kOpFlowSend;
+        c.opcode = e.kind == EventKind::kRecvDone    ? abi::kOpFlowRecv
+                   : e.kind == EventKind::kWriteDone ? abi::kOpRdmaWrite
+                   : e.kind == EventKind::kReadDone  ? abi::kOpRdmaRead
+                                                     : abi::kOpFlowSend;
+        if (f.qp && e.kind == EventKind::kRecvDone) {
+          // A QP's receive: the peer's immediate data, and whether a WRITE consumed it.
+          c.imm = (e.flags & transport::kEvImm) != 0 ? e.imm : 0;
+          if ((e.flags & transport::kEvImm) != 0) c.flags |= abi::kCompImm;
+          if ((e.flags & transport::kEvWrite) != 0) c.flags |= abi::kCompRdmaWrite;
+        }
         if (f.outstanding != 0) {
           f.outstanding--;
           release(f, 1);
@@ -788,18 +914,35 @@ FlowAdmit FlowPath::flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic
     c.status = f.state == Flow::State::kResolving ? CL_EAGAIN : CL_EPIPE;
     return FlowAdmit::kDone;
   }
+  // RDMA and immediate data are a QP's; close and abort are a stream's (a QP is destroyed).
+  const bool rdma = e.opcode == abi::kOpRdmaWrite || e.opcode == abi::kOpRdmaRead;
+  const bool stream_op = e.opcode == abi::kOpFlowClose || e.opcode == abi::kOpFlowAbort;
+  if ((!f.qp && (rdma || e.flags != 0)) || (f.qp && stream_op) ||
+      (e.flags != 0 && e.opcode != abi::kOpFlowSend && e.opcode != abi::kOpRdmaWrite)) {
+    c.status = CL_EOPNOTSUPP;
+    return FlowAdmit::kDone;
+  }
   transport::AppRequest r;
   r.flow = e.target;
   r.wr_id = e.wr_id;
   switch (e.opcode) {
     case abi::kOpFlowSend:
     case abi::kOpFlowRecv:
+    case abi::kOpRdmaWrite:
+    case abi::kOpRdmaRead:
       if (!reserve(a, f.cq, 1)) return FlowAdmit::kWait;
       f.outstanding++;
-      r.kind = e.opcode == abi::kOpFlowSend ? transport::ReqKind::kSend : transport::ReqKind::kRecv;
+      r.kind = e.opcode == abi::kOpFlowSend    ? transport::ReqKind::kSend
+               : e.opcode == abi::kOpFlowRecv  ? transport::ReqKind::kRecv
+               : e.opcode == abi::kOpRdmaWrite ? transport::ReqKind::kWrite
+                                               : transport::ReqKind::kRead;
       r.mr = nic_mr;
       r.offset = e.offset;
       r.len = e.length;
+      r.imm = e.imm;
+      r.flags = (e.flags & abi::kSendImm) != 0 ? transport::kReqImm : 0;
+      r.rkey = e.remote_mr;
+      r.remote_addr = e.remote_offset;
       break;
     case abi::kOpFlowClose:
       r.kind = transport::ReqKind::kClose;
@@ -811,7 +954,7 @@ FlowAdmit FlowPath::flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic
   Tp& tp = *transports_[f.tp];
   if (tp.reqs.size() == kAppStage) app_flush(tp, rte_rdtsc());
   tp.reqs.push_back(r);
-  if (r.kind == transport::ReqKind::kSend || r.kind == transport::ReqKind::kRecv) {
+  if (r.kind != transport::ReqKind::kClose && r.kind != transport::ReqKind::kAbort) {
     return FlowAdmit::kTaken;
   }
   c.status = 0;
@@ -1022,6 +1165,10 @@ void FlowPath::app_detached(DpApp& a) {
       continue;
     }
     f.app = nullptr;  // events from here on are dropped
+    if (f.qp) {
+      free_qp(id);
+      continue;
+    }
     if (!f.gone) {
       Tp& tp = *transports_[f.tp];
       transport::AppRequest r;
@@ -1056,8 +1203,9 @@ bool FlowPath::app_mr(DpApp& a, uint32_t mr, const DpMr& v) {
     }
     for (const FlowPort& p : ports_)
       nic_cmd(p.nic->mr_remove(cur.nic_mr));
-    nic_mrs_[cur.nic_mr] = NicMr{};
+    nic_mrs_[cur.nic_mr] = NicMr{.tag = nic_mrs_[cur.nic_mr].tag};  // the next rkey differs
     cur.nic_mr = 0;
+    cur.rkey = 0;
   }
   if (v.length == 0) return true;
   uint16_t id = 0;
@@ -1068,16 +1216,230 @@ bool FlowPath::app_mr(DpApp& a, uint32_t mr, const DpMr& v) {
     }
   }
   if (id == 0) return false;
+  // RoCE peers of the app's QPs reach it by rkey = tag << 16 | id; a new tag on each reuse of
+  // the id, so an old rkey never names new memory.
+  uint8_t remote = 0;
+  if ((v.access & abi::kAccessRemoteRead) != 0) remote |= RTE_PMD_CLEAVE_MR_REMOTE_READ;
+  if ((v.access & abi::kAccessRemoteWrite) != 0) remote |= RTE_PMD_CLEAVE_MR_REMOTE_WRITE;
+  const auto tag = uint16_t(nic_mrs_[id].tag == 0xFFFF ? 1 : nic_mrs_[id].tag + 1);
   for (size_t i = 0; i < ports_.size(); i++) {
-    if (nic_cmd(ports_[i].nic->mr_add(id, v.base, v.length, a.id)) != 0) {
+    if (nic_cmd(ports_[i].nic->mr_add(id, v.base, v.length, a.id, remote, tag)) != 0) {
       for (size_t j = 0; j < i; j++)
         ports_[j].nic->mr_remove(id);
       return false;
     }
   }
-  nic_mrs_[id] = NicMr{v.base, v.length, a.id};
+  nic_mrs_[id] = NicMr{v.base, v.length, a.id, tag};
   cur.nic_mr = id;
+  cur.rkey = remote != 0 ? uint32_t(tag) << 16 | id : 0;
   return true;
+}
+
+// ---- queue pairs
+// -------------------------------------------------------------------------------------
+
+transport::roce::RcTransport* FlowPath::roce(std::string& error) {
+  if (roce_tp_ == nullptr) {
+    Tp* tp = transport_for("rocev2", 0, error);
+    if (tp == nullptr) return nullptr;
+    if (dynamic_cast<transport::roce::RcTransport*>(tp->t.get()) == nullptr) {
+      error = "the transport named rocev2 is not Cleave's RoCEv2 RC";
+      return nullptr;
+    }
+    roce_tp_ = tp;
+  }
+  return static_cast<transport::roce::RcTransport*>(roce_tp_->t.get());
+}
+
+FlowPath::Flow* FlowPath::own_qp(uint32_t app_id, uint32_t qp) {
+  if (qp >= flows_.size()) return nullptr;
+  Flow& f = flows_[qp];
+  return f.qp && f.owner == app_id && f.app != nullptr && !f.gone ? &f : nullptr;
+}
+
+int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t max_recv_wr,
+                        std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip,
+                        uint32_t* max_pmtu) {
+  if (max_send_wr == 0 || max_recv_wr == 0 || max_send_wr > kMaxQpWr || max_recv_wr > kMaxQpWr) {
+    return CL_EINVAL;
+  }
+  if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
+  if (ports_.empty() || qpn_bits_ > 20) return CL_ENOSPC;  // room for 4 generation bits at least
+  std::string error;
+  transport::roce::RcTransport* rc = roce(error);
+  if (rc == nullptr) return CL_ENOENT;
+  // "key value key value ...": views into `params`, which outlives the call.
+  std::vector<transport::Param> p;
+  std::vector<std::string_view> words;
+  for (size_t i = 0; i < params.size();) {
+    const size_t end = std::min(params.find(' ', i), params.size());
+    if (end > i) words.push_back(params.substr(i, end - i));
+    i = end + 1;
+  }
+  if (words.size() % 2 != 0) return CL_EINVAL;
+  for (size_t i = 0; i < words.size(); i += 2)
+    p.push_back({words[i], words[i + 1]});
+  if (!rc->check_params(p).empty()) return CL_EINVAL;
+  const uint32_t id = alloc_flow();
+  if (id == kNoFlow) return CL_ENOSPC;
+  // The generation in the high bits: a stale packet for the QP the id held before finds none.
+  const uint32_t gens = 1u << (24 - qpn_bits_);
+  qp_gen_[id] = qp_gen_[id] + 1 == gens ? 1 : qp_gen_[id] + 1;
+  Flow& f = flows_[id];
+  f.qpn = qp_gen_[id] << qpn_bits_ | id;
+  transport::roce::QpCaps caps;
+  caps.max_send_wr = max_send_wr;
+  caps.max_recv_wr = max_recv_wr;
+  if (rc->create_qp(id, f.qpn, caps, p) != 0) {
+    free_flow(id);
+    return CL_EINVAL;
+  }
+  f.state = Flow::State::kOpen;
+  f.qp = true;
+  f.app = &a;
+  f.owner = a.id;
+  f.cq = cq;
+  f.tp = roce_tp_->index;
+  f.msg_flow = true;
+  f.tuple.proto = IPPROTO_UDP;
+  f.tuple.local = {transport::IpAddr::v4(ports_[0].ip), transport::roce::kUdpPort};
+  stats_.flows_opened++;
+  *qp = id;
+  *qpn = f.qpn;
+  *ip = ports_[0].ip;
+  *max_pmtu = max_pmtu_of(ports_[0].mtu);
+  return 0;
+}
+
+int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, uint32_t mask,
+                        uint64_t now) {
+  namespace roce = transport::roce;
+  Flow* fp = own_qp(app_id, qp);
+  if (fp == nullptr) return CL_ENOENT;
+  Flow& f = *fp;
+  if ((mask & ~abi::kQpAttrAll) != 0) return CL_EINVAL;
+  roce::QpAttr cur;
+  roce::RcTransport& rc = *static_cast<roce::RcTransport*>(roce_tp_->t.get());
+  rc.query_qp(qp, &cur);
+  roce::QpAttr x;
+  x.state = roce::QpState(std::min<uint8_t>(attr.state, uint8_t(roce::QpState::kErr)));
+  if (attr.state > abi::kQpErr) return CL_EINVAL;
+  x.pmtu = attr.pmtu;
+  x.dest_qpn = attr.dest_qpn;
+  x.rq_psn = attr.rq_psn;
+  x.sq_psn = attr.sq_psn;
+  x.timeout = attr.timeout;
+  x.retry_cnt = attr.retry_cnt;
+  x.rnr_retry = attr.rnr_retry;
+  x.min_rnr_timer = attr.min_rnr_timer;
+  x.max_rd_atomic = attr.max_rd_atomic;
+  x.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+  if ((attr.access & ~(abi::kAccessRemoteRead | abi::kAccessRemoteWrite)) != 0) return CL_EINVAL;
+  x.access = uint8_t(((attr.access & abi::kAccessRemoteRead) != 0 ? roce::kRemoteRead : 0) |
+                     ((attr.access & abi::kAccessRemoteWrite) != 0 ? roce::kRemoteWrite : 0));
+  if (attr.selective_repeat > 1) return CL_EINVAL;
+  x.selective_repeat = attr.selective_repeat != 0;
+  x.rate_limit_kbps = attr.rate_limit_kbps;
+  const uint32_t tmask = mask & ~abi::kQpAttrRemoteIp;  // the transport's bits are the same
+
+  // To RTR: the route to the peer, its MAC, and the NIC flow that places its packets, first.
+  const bool to_rtr = (mask & abi::kQpAttrState) != 0 && attr.state == abi::kQpRtr &&
+                      cur.state == roce::QpState::kInit;
+  bool added = false;
+  if (to_rtr) {
+    if ((mask & abi::kQpAttrRemoteIp) == 0 || attr.remote_ip == 0 ||
+        (mask & abi::kQpAttrPmtu) == 0) {
+      return CL_EINVAL;
+    }
+    auto hop = routes_.lookup(Ipv4{attr.remote_ip});
+    if (!hop || hop->port >= ports_.size()) return CL_ENETUNREACH;
+    if (attr.pmtu > max_pmtu_of(ports_[hop->port].mtu)) return CL_EINVAL;  // frames too long
+    f.port = hop->port;
+    f.next_hop = hop->addr.host;
+    f.tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
+    f.tuple.remote = {transport::IpAddr::v4(attr.remote_ip), roce::kUdpPort};
+    f.l2_ready = false;
+    fill_l2(f, now);  // else ARP is asked now, and TX waits for it (retransmission covers it)
+    rte_pmd_cleave_flow spec{};
+    spec.src_ip = attr.remote_ip;
+    spec.dst_ip = ports_[hop->port].ip;
+    spec.dst_port = roce::kUdpPort;
+    spec.proto = IPPROTO_UDP;
+    spec.mode = RTE_PMD_CLEAVE_ZERO_COPY;
+    spec.parser = RTE_PMD_CLEAVE_PARSER_ROCE;
+    spec.reliable = 1;
+    spec.messages = 1;
+    spec.initial_seq = attr.rq_psn & roce::kPsnMask;
+    spec.pmtu = attr.pmtu;
+    spec.qpn = f.qpn;
+    spec.owner = f.owner;
+    // Without a NIC flow the QP still works: every payload takes the copy path, and READ and
+    // WRITE targets are refused (the NIC holds the MR table).
+    if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(qp));
+    f.on_nic = nic_cmd(ports_[f.port].nic->flow_add(qp, spec)) == 0;
+    f.nic_msg = f.on_nic;
+    added = f.on_nic;
+  }
+  roce_tp_->ctx->at(rte_rdtsc());
+  const int rc_status = rc.modify_qp(qp, x, tmask, *roce_tp_->ctx);
+  roce_tp_->ctx->flush();
+  if (rc_status != 0) {
+    if (added) {
+      nic_cmd(ports_[f.port].nic->flow_remove(qp));
+      f.on_nic = f.nic_msg = false;
+    }
+    return CL_EINVAL;
+  }
+  // Back to RESET: the peer is forgotten, and so is the NIC flow.
+  if ((mask & abi::kQpAttrState) != 0 && attr.state == abi::kQpReset && f.on_nic) {
+    nic_cmd(ports_[f.port].nic->flow_remove(qp));
+    f.on_nic = f.nic_msg = false;
+    f.tuple.remote = {};
+  }
+  return 0;
+}
+
+int FlowPath::qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* out) const {
+  namespace roce = transport::roce;
+  if (qp >= flows_.size()) return CL_ENOENT;
+  const Flow& f = flows_[qp];
+  if (!f.qp || f.owner != app_id || f.app == nullptr || f.gone) return CL_ENOENT;
+  roce::QpAttr a;
+  static_cast<const roce::RcTransport*>(roce_tp_->t.get())->query_qp(qp, &a);
+  *out = abi::QpAttr{};
+  out->state = uint8_t(a.state);
+  out->timeout = a.timeout;
+  out->retry_cnt = a.retry_cnt;
+  out->rnr_retry = a.rnr_retry;
+  out->min_rnr_timer = a.min_rnr_timer;
+  out->max_rd_atomic = a.max_rd_atomic;
+  out->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  out->selective_repeat = a.selective_repeat ? 1 : 0;
+  out->access = ((a.access & roce::kRemoteRead) != 0 ? abi::kAccessRemoteRead : 0) |
+                ((a.access & roce::kRemoteWrite) != 0 ? abi::kAccessRemoteWrite : 0);
+  out->pmtu = a.pmtu;
+  out->dest_qpn = a.dest_qpn;
+  out->rq_psn = a.rq_psn;
+  out->sq_psn = a.sq_psn;
+  out->remote_ip = f.tuple.remote.ip.v4_host();
+  out->rate_limit_kbps = a.rate_limit_kbps;
+  return 0;
+}
+
+int FlowPath::qp_destroy(uint32_t app_id, uint32_t qp) {
+  if (own_qp(app_id, qp) == nullptr) return CL_ENOENT;
+  free_qp(qp);
+  return 0;
+}
+
+// Pending requests complete with -ECANCELED (delivered while the app is there), then the flow
+// and its NIC flow go.
+void FlowPath::free_qp(uint32_t id) {
+  roce_tp_->ctx->at(rte_rdtsc());
+  static_cast<transport::roce::RcTransport*>(roce_tp_->t.get())->destroy_qp(id, *roce_tp_->ctx);
+  roce_tp_->ctx->flush();
+  stats_.flows_closed++;
+  free_flow(id);
 }
 
 bool FlowPath::cq_in_use(const DpApp& a, uint16_t cq) const {

@@ -34,8 +34,13 @@
 #include "net.h"
 #include "nic.h"
 #include "route.h"
+#include "shm_abi.h"
 #include "stats.h"
 #include "transport.h"
+
+namespace cleave::transport::roce {
+class RcTransport;
+}
 
 namespace cleave::dp {
 
@@ -44,6 +49,7 @@ struct FlowPort {
   Nic* nic = nullptr;
   uint32_t ip = 0;  // host order
   rte_ether_addr mac{};
+  uint32_t mtu = 1500;  // IP bytes per frame
 };
 
 // The dataplane services the flow path uses.
@@ -122,6 +128,21 @@ class FlowPath final : public FlowHandler {
   // Port bindings, then tuple bindings, each in the order attached (allocates: management).
   std::vector<FlowBinding> bindings() const;
 
+  // Queue pairs (RoCEv2 RC, the rocev2 transport): a QP is a flow with no tuple hash entry; its
+  // peer's packets find it by QP number (qpn: generation << bits | flow id). Each returns 0 or a
+  // negative CL_E* code. qp_create: a QP in RESET whose completions go to `cq`, with room for
+  // max_send_wr + max_recv_wr requests; *qpn its number, *ip the address the app advertises
+  // (the first port's), *max_pmtu the largest RoCE PMTU its MTU carries. qp_modify: abi::QpAttrMask
+  // bits; moving to RTR routes to the peer (kQpAttrRemoteIp), resolves its MAC and adds the QP's
+  // NIC flow before the transport moves. qp_destroy: pending requests complete with CL_ECANCELED,
+  // then the flow is freed.
+  int qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t max_recv_wr,
+                std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip,
+                uint32_t* max_pmtu);
+  int qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, uint32_t mask, uint64_t now);
+  int qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* attr) const;
+  int qp_destroy(uint32_t app_id, uint32_t qp);
+
   // Management.
   void rows(std::vector<FlowRow>& out, uint32_t only_flow) const;
   std::vector<std::string> transport_names() const;
@@ -142,6 +163,11 @@ class FlowPath final : public FlowHandler {
   void hash_remove(uint32_t id);
   uint32_t hash_find(uint32_t remote_ip, uint16_t remote_port, uint32_t local_ip,
                      uint16_t local_port) const;
+  Drop rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip_len);
+  void stage_rx(Tp& tp, transport::RxHeader& h, rte_mbuf* m, const rte_pmd_cleave_placement& pl);
+  Flow* own_qp(uint32_t app_id, uint32_t qp);
+  transport::roce::RcTransport* roce(std::string& error);
+  void free_qp(uint32_t id);
   bool reserve(DpApp& a, uint16_t cq, uint32_t n);
   void release(Flow& f, uint32_t n);
   bool fill_l2(Flow& f, uint64_t now);
@@ -185,6 +211,7 @@ class FlowPath final : public FlowHandler {
     uint8_t* base = nullptr;
     uint64_t length = 0;
     uint32_t app = 0;  // 0: free
+    uint16_t tag = 0;  // RoCE: the rkey's high bits, a new one each time the id is reused
   };
   std::vector<NicMr> nic_mrs_;  // by NIC MR id; id 0 is never used
   std::vector<uint32_t> resolving_;
@@ -198,6 +225,10 @@ class FlowPath final : public FlowHandler {
   uint32_t accept_params_flow_ = transport::kNoFlow;
   rte_mbuf_ext_shared_info shinfo_{};  // app memory under TX extbufs: never freed by DPDK
   uint16_t next_ephemeral_ = 0;
+  Tp* roce_tp_ = nullptr;         // the rocev2 transport, once a QP was created
+  uint32_t qpn_bits_ = 0;         // a QP number's low bits are its flow id
+  std::vector<uint32_t> qp_gen_;  // by flow id: the generation of the QP number last given
+  uint64_t icrc_flag_ = 0;        // the mbuf TX flag asking the NIC for the RoCE ICRC
   uint64_t next_resolve_check_ = 0;
   int placement_offset_ = -1;
 };

@@ -388,10 +388,11 @@ struct Unlisten {
 // QpCreate: a QP in RESET with room for max_send_wr requests and max_recv_wr receives (1..4096
 //   each), and the rocev2 transport's parameters as text, "key value" pairs separated by spaces
 //   (`dcqcn on|off`, `dcqcn_*`: src/transport/rocev2/README.md). The reply has the QP's number
-//   (24 bits) and the daemon's IPv4 address (its first port's), which is the QP's GID as an
-//   IPv4-mapped IPv6 address.
+//   (24 bits), the daemon's IPv4 address (its first port's), which is the QP's GID as an
+//   IPv4-mapped IPv6 address, and the largest PMTU that port's MTU carries.
 // QpModify: ibv_modify_qp with the mask bits of QpAttrMask; moving to RTR needs the peer's
-//   address (kQpAttrRemoteIp) besides pmtu, dest_qpn and rq_psn.
+//   address (kQpAttrRemoteIp) besides pmtu, dest_qpn and rq_psn, and a pmtu whose packets fit
+//   the MTU of the port towards it (CL_EINVAL otherwise: no fragmentation, no silent loss).
 // QpQuery: the attributes now. QpDestroy: pending requests complete with CL_ECANCELED first.
 
 inline constexpr size_t kQpParamsMax = 128;  // including the terminating NUL
@@ -447,10 +448,10 @@ struct QpCreate {
 
 struct QpReply {
   MsgHeader h;
-  uint32_t qp;   // the QP's flow id
-  uint32_t qpn;  // its number on the wire
-  uint32_t ip;   // the daemon's address (host order): the QP's GID
-  uint32_t reserved;
+  uint32_t qp;        // the QP's flow id
+  uint32_t qpn;       // its number on the wire
+  uint32_t ip;        // the daemon's address (host order): the QP's GID
+  uint32_t max_pmtu;  // the largest PMTU its MTU carries (RTR refuses more): 256..4096, 0 none
 };
 
 struct QpModify {

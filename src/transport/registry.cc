@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "rc.h"
 #include "tcp.h"
 #include "transport.h"
 #include "transport_abi.h"
@@ -119,6 +120,9 @@ struct Registry::Impl {
 static void add_builtins(Registry& reg) {
   reg.add("tcp", "TCP on headers, interoperates with Linux (RFC 9293, SACK, NewReno/CUBIC/DCTCP)",
           tcp::make_transport);
+  // Queue pairs are made by their owner (the dataplane's qp_create), never by listen or connect.
+  reg.add("rocev2", "RoCEv2 reliable connection (IBTA), go-back-N or selective repeat, DCQCN",
+          [] { return std::unique_ptr<Transport>(std::make_unique<roce::RcTransport>()); });
 }
 
 Registry& Registry::global() {

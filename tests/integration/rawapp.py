@@ -13,12 +13,25 @@ HDR = struct.Struct("<IHHIi")  # magic, version, type, seq, status
 T_HELLO, T_HELLO_REPLY, T_PIPE_CREATE, T_PIPE_REPLY, T_PIPE_DESTROY = 1, 2, 3, 4, 5
 T_MR_REG, T_MR_REPLY, T_MR_DEREG, T_REPLY, T_NOTICE = 6, 7, 8, 9, 10
 T_LISTEN, T_LISTEN_REPLY, T_UNLISTEN, T_CONNECT, T_CONNECT_REPLY = 11, 12, 13, 14, 15  # version 2
+T_QP_CREATE, T_QP_REPLY, T_QP_MODIFY, T_QP_QUERY, T_QP_QUERY_REPLY, T_QP_DESTROY = (  # version 3
+    16, 17, 18, 19, 20, 21)
 SUBMIT, RECV, COMPLETION = 1, 2, 3
 OP_NOP, OP_COPY, OP_SEND = 0, 1, 2
 OP_FLOW_SEND, OP_FLOW_RECV, OP_FLOW_CLOSE, OP_FLOW_ABORT = 3, 4, 5, 6
-COMP_RECV, COMP_IMM, COMP_EVENT = 1, 2, 4
+OP_RDMA_WRITE, OP_RDMA_READ = 7, 8  # version 3
+SEND_IMM = 1  # SendEntry flags, version 3
+COMP_RECV, COMP_IMM, COMP_EVENT, COMP_RDMA_WRITE = 1, 2, 4, 8
 EV_CONNECTED, EV_ACCEPTED, EV_PEER_CLOSED, EV_CLOSED, EV_REFUSED, EV_DATA = 1, 2, 3, 4, 5, 6
-READ, WRITE = 1, 2
+READ, WRITE, REMOTE_READ, REMOTE_WRITE = 1, 2, 4, 8
+# Queue pairs (version 3): states, attribute mask bits, the QpAttr wire struct.
+QPS_RESET, QPS_INIT, QPS_RTR, QPS_RTS, QPS_ERR = 0, 1, 2, 3, 4
+(QP_STATE, QP_PMTU, QP_DEST_QPN, QP_RQ_PSN, QP_SQ_PSN, QP_TIMEOUT, QP_RETRY_CNT, QP_RNR_RETRY,
+ QP_MIN_RNR_TIMER, QP_MAX_RD_ATOMIC, QP_MAX_DEST_RD_ATOMIC, QP_ACCESS, QP_SELECTIVE_REPEAT,
+ QP_RATE_LIMIT, QP_REMOTE_IP) = (1 << i for i in range(15))
+QP_ATTR = struct.Struct("<8BIIIIIIQ")
+QP_ATTR_FIELDS = ("state", "timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "max_rd_atomic",
+                  "max_dest_rd_atomic", "selective_repeat", "access", "pmtu", "dest_qpn", "rq_psn",
+                  "sq_psn", "remote_ip", "rate_limit_kbps")
 DOORBELL = 1
 PIPE_CTL = 128
 SEND_ENTRY = struct.Struct("<QQQIIIIIBB17x")  # without the phase byte (63 bytes)
@@ -27,6 +40,7 @@ COMPLETION_ENTRY = struct.Struct("<QIiIHBBI3xB")
 EPERM, ENOENT, EAGAIN, EACCES, EFAULT, EBUSY, EINVAL = -1, -2, -11, -13, -14, -16, -22
 EPROTO, EOPNOTSUPP, EDQUOT, EVERSION = -71, -95, -122, -1002
 EPIPE, EADDRINUSE, ECONNRESET, ECONNREFUSED = -32, -98, -104, -111
+ENOSPC, ENETUNREACH, ETIMEDOUT, ECANCELED = -28, -101, -110, -125
 NOTICE_SHUTDOWN, NOTICE_EVICTED = 1, 2
 
 
@@ -133,6 +147,39 @@ class RawApp:
         (_, _, _, _, status), payload, _ = self.request(T_MR_REG, struct.pack("<QII", length, access,
                                                                               0), [fd])
         return status if status != 0 else struct.unpack_from("<I", payload)[0]
+
+    def reg_mr_rkey(self, fd, length, access):
+        """Version 3: (status, mr id, rkey)."""
+        (_, _, _, _, status), payload, _ = self.request(T_MR_REG, struct.pack("<QII", length, access,
+                                                                              0), [fd])
+        return (status, *struct.unpack_from("<II", payload)) if status == 0 else (status, 0, 0)
+
+    def qp_create(self, cq, send_wr=64, recv_wr=64, params=b"", raw_params=None):
+        """Version 3: (status, qp id, qpn, ip); the largest PMTU in self.max_pmtu."""
+        body = struct.pack("<IIII", cq, send_wr, recv_wr, 0)
+        body += raw_params if raw_params is not None else params.ljust(128, b"\0")
+        (_, _, _, _, status), payload, _ = self.request(T_QP_CREATE, body)
+        if status != 0:
+            return status, 0, 0, 0
+        qp, qpn, ip, self.max_pmtu = struct.unpack_from("<IIII", payload)
+        return status, qp, qpn, ip
+
+    def qp_modify(self, qp, mask, **attr):
+        """Version 3: the status. attr: QP_ATTR_FIELDS by name, the rest 0."""
+        values = [attr.pop(f, 0) for f in QP_ATTR_FIELDS]
+        assert not attr, attr
+        body = struct.pack("<II", qp, mask) + QP_ATTR.pack(*values)
+        return self.request(T_QP_MODIFY, body)[0][4]
+
+    def qp_query(self, qp):
+        """Version 3: (status, dict of the attributes)."""
+        (_, _, _, _, status), payload, _ = self.request(T_QP_QUERY, struct.pack("<II", qp, 0))
+        if status != 0:
+            return status, None
+        return 0, dict(zip(QP_ATTR_FIELDS, QP_ATTR.unpack_from(payload)))
+
+    def qp_destroy(self, qp):
+        return self.request(T_QP_DESTROY, struct.pack("<II", qp, 0))[0][4]
 
     def dereg_mr(self, mr):
         return self.request(T_MR_DEREG, struct.pack("<II", mr, 0))[0][4]

@@ -74,7 +74,8 @@ class AppSocket(ct.TestCase):
         [a] = self.apps()
         self.assertEqual((a["name"], a["pid"], a["uid"], a["pipes"]), ("probe", os.getpid(), 0, 2))
         self.assertEqual(a["counters"]["ops"], {"nop": 1, "copy": 1, "send": 0, "flow_send": 0,
-                                                "flow_recv": 0, "flow_close": 0, "flow_abort": 0})
+                                                "flow_recv": 0, "flow_close": 0, "flow_abort": 0,
+                                                "rdma_write": 0, "rdma_read": 0})
         self.assertEqual(a["counters"]["bytes"], 1024)
         self.assertTrue(a["dpdk_external_memory"])  # DPDK itself knows the region
         shown = self.d.ctl("app", "show", str(a["id"]))[1]
@@ -149,11 +150,11 @@ class AppSocket(ct.TestCase):
         self.assertEqual(self.apps(), [])
 
     def test_version_negotiation(self):
-        app = ra.RawApp(self.path, versions=(3, 5))
+        app = ra.RawApp(self.path, versions=(4, 5))
         self.assertEqual(app.status, ra.EVERSION)
-        self.assertEqual(app.versions, (1, 2))
+        self.assertEqual(app.versions, (1, 3))
         ok = ra.RawApp(self.path, versions=(1, 9))
-        self.assertEqual((ok.status, ok.version), (0, 2))
+        self.assertEqual((ok.status, ok.version), (0, 3))
         v1 = ra.RawApp(self.path, versions=(1, 1))  # version 1 apps still connect
         self.assertEqual((v1.status, v1.version), (0, 1))
 

@@ -503,7 +503,8 @@ TEST(Config, BindingsAreCheckedByTheirTransport) {
   e = load("  bindings:\n    - {port: 1, transport: solar}\n", builtins);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].str(),
-            "t.yaml:3:28: transports.bindings[0].transport: no transport named 'solar' (have tcp)");
+            "t.yaml:3:28: transports.bindings[0].transport: no transport named 'solar' (have tcp, "
+            "rocev2)");
   e = load("  bindings:\n    - port: 1\n      params: {mss: 9}\n", builtins);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].line, 4);
