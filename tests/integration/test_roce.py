@@ -47,7 +47,7 @@ OPS = ["send", "send_imm", "write", "write_imm", "read"]  # cleave-rdma --ops, i
 SMALL = ["1", "4095", "4096", "4097", "1m"]
 BIG = os.environ.get("CLEAVE_RDMA_BIG", "1g")
 # The largest PMTU a port of MTU 1500 carries (af_packet's limit on the veth): cleaved refuses
-# more at RTR, so every case names one (cleave-rdma's default is 4096).
+# more at RTR. Every case names its PMTU, so that what it runs at does not depend on a default.
 PMTU = 1024
 
 # Apps hold an MR of the largest size on each side (1 GiB), besides their shared region.
@@ -71,8 +71,8 @@ def size_bytes(text):
 
 def pattern_seed(op, size):
     """The seed of the bytes cleave-rdma moves for operation `op` (a name of OPS) and `size`
-    bytes, as its --help gives it: (K + 1) * 2^48 + SIZE, K the op's number in OPS."""
-    return ((OPS.index(op) + 1) << 48) + size
+    bytes, as its --help gives it: SIZE * 8 + K + 1, K the op's number in OPS."""
+    return size * 8 + OPS.index(op) + 1
 
 
 _digests = {}

@@ -138,6 +138,7 @@ class FakeDaemon {
   static constexpr uint32_t kRkeyTag = 0x5a;
   std::atomic<int> qp_msgs{0}, live_qps{0};
   std::atomic<int32_t> qp_create_status{0};   // e.g. CL_ENOSPC: refuse QpCreate
+  std::atomic<uint32_t> max_pmtu{4096};       // QpReply::max_pmtu
   std::vector<abi::QpCreate> qp_creates;      // under rec_mu
   std::vector<abi::QpModify> qp_modifies;     // under rec_mu
   std::vector<abi::PipeCreate> pipe_creates;  // under rec_mu
@@ -465,6 +466,7 @@ class FakeDaemon {
     r.qp = next_flow_++;
     r.qpn = kQpnBase + static_cast<uint32_t>(qps_.size());
     r.ip = kDaemonIp;
+    r.max_pmtu = max_pmtu;
     qps_[r.qp] = {req.cq, {}};
     live_qps++;
     reply(r, req.h, abi::MsgType::kQpReply, 0);
@@ -1992,6 +1994,17 @@ TEST_F(QpTest, ConnectWalksToRtsWithTheDefaultsAndTheOverrides) {
   EXPECT_EQ(m[5].attr.rate_limit_kbps, 5000u);
   EXPECT_EQ(m[5].attr.retry_cnt, 2);
 
+  // A port with a smaller MTU: the largest PMTU it carries is the default.
+  d_->max_pmtu = 1024;
+  cl_qp* qp3 = nullptr;
+  ASSERT_EQ(create(&qp3), 0);
+  ASSERT_EQ(cl_qp_connect(qp3, &local, &remote, nullptr, 0), 0);
+  m = modifies();
+  ASSERT_EQ(m.size(), 9u);
+  EXPECT_EQ(m[7].mask & abi::kQpAttrPmtu, abi::kQpAttrPmtu);
+  EXPECT_EQ(m[7].attr.pmtu, 1024u);
+  EXPECT_EQ(cl_qp_destroy(qp3), 0);
+
   // Refused before anything is sent.
   EXPECT_EQ(cl_qp_connect(qp2, &local, &remote, &opt, CL_QP_STATE), CL_EINVAL);
   EXPECT_EQ(cl_qp_connect(qp2, &local, &remote, nullptr, CL_QP_PATH_MTU), CL_EINVAL);
@@ -2002,7 +2015,7 @@ TEST_F(QpTest, ConnectWalksToRtsWithTheDefaultsAndTheOverrides) {
   bad = remote;
   bad.psn = 1u << 24;
   EXPECT_EQ(cl_qp_connect(qp2, &local, &bad, nullptr, 0), CL_EINVAL);
-  EXPECT_EQ(modifies().size(), 6u);
+  EXPECT_EQ(modifies().size(), 9u);
   EXPECT_EQ(cl_qp_destroy(qp), 0);
   EXPECT_EQ(cl_qp_destroy(qp2), 0);
 }

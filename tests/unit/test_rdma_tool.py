@@ -58,7 +58,7 @@ class CleaveRdmaCommandLine(unittest.TestCase):
                      "--iters N", "--timeout SEC", "--json",
                      "send, send_imm, write, write_imm, read",
                      "op=write size=1048576 sha256=HEX peer=HEX match=yes us=US MBps=RATE",
-                     "seed = (K + 1) * 2^48 + SIZE", "send=0, send_imm=1, write=2",
+                     "seed = SIZE * 8 + K + 1", "send=0, send_imm=1, write=2",
                      "Exit status: 0"]:
             self.assertIn(want, p.stdout)
 

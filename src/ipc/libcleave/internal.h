@@ -151,9 +151,10 @@ struct cl_qp {
   cl_pd* pd;
   cl_cq* cq;
   cl_sq* sq;
-  uint32_t id;   // its flow id: SendEntry::target, Completion::flow
-  uint32_t qpn;  // 24 bits
-  uint32_t ip;   // the daemon's address, host order: the QP's GID
+  uint32_t id;        // its flow id: SendEntry::target, Completion::flow
+  uint32_t qpn;       // 24 bits
+  uint32_t ip;        // the daemon's address, host order: the QP's GID
+  uint32_t max_pmtu;  // the largest PMTU its port carries (QpReply), 0 if the daemon said none
 };
 
 // A receive ring (ring.cc): `size` bytes at (mr, offset) cut into `nchunks` consecutive chunks,

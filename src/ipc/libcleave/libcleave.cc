@@ -948,6 +948,7 @@ int cl_qp_create(cl_pd* pd, const cl_qp_init_attr* attr, cl_qp** out) {
   qp->id = rep.qp;
   qp->qpn = rep.qpn;
   qp->ip = rep.ip;
+  qp->max_pmtu = rep.max_pmtu;
   pd->qps++;
   ctx->qps.push_back(qp);
   *out = qp;

@@ -210,7 +210,8 @@ int cl_qp_connect(cl_qp* qp, const cl_qp_dest* local, const cl_qp_dest* remote,
 
   cl_qp_attr a{};
   a.qp_access_flags = CL_ACCESS_REMOTE_READ | CL_ACCESS_REMOTE_WRITE;
-  a.path_mtu = 4096;
+  // 4096, or less when the port towards the peer carries less (RTR refuses a PMTU over it).
+  a.path_mtu = qp->max_pmtu >= 256 && qp->max_pmtu < 4096 ? qp->max_pmtu : 4096;
   a.dest_qp_num = remote->qpn;
   a.rq_psn = remote->psn;
   std::memcpy(&a.remote_ip, remote->gid + 12, 4);  // network order, as the GID has it

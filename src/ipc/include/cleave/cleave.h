@@ -480,14 +480,17 @@ CL_API int cl_qp_local_dest(cl_qp* qp, const cl_mr* mr, struct cl_qp_dest* out);
 CL_API int cl_qp_exchange(int fd, const struct cl_qp_dest* local, struct cl_qp_dest* remote,
                           int timeout_ms);
 /* INIT (remote read and write allowed), RTR and RTS towards `remote`, with `local`'s PSN. `opt`
- * (may be NULL) overrides the defaults for the fields in opt_mask (path_mtu 4096, timeout 14,
- * retry_cnt 7, rnr_retry 7, min_rnr_timer 12, max_rd_atomic 16, qp_access_flags, ...). The steps:
+ * (may be NULL) overrides the defaults for the fields in opt_mask. The steps and the defaults:
+ *
  *   INIT  CL_QP_ACCESS_FLAGS (CL_ACCESS_REMOTE_READ | CL_ACCESS_REMOTE_WRITE)
- *   RTR   CL_QP_PATH_MTU (4096), CL_QP_DEST_QPN (remote->qpn), CL_QP_RQ_PSN (remote->psn),
- *         CL_QP_AV (the last 4 bytes of remote->gid), CL_QP_MAX_DEST_RD_ATOMIC (16),
- *         CL_QP_MIN_RNR_TIMER (12), and CL_QP_SELECTIVE_REPEAT only if in opt_mask
- *   RTS   CL_QP_SQ_PSN (local->psn), CL_QP_TIMEOUT (14), CL_QP_RETRY_CNT (7), CL_QP_RNR_RETRY
- *         (7), CL_QP_MAX_QP_RD_ATOMIC (16), and CL_QP_RATE_LIMIT only if in opt_mask
+ *   RTR   CL_QP_PATH_MTU (4096, or the largest the daemon's port carries if less),
+ *         CL_QP_DEST_QPN (remote->qpn), CL_QP_RQ_PSN (remote->psn), CL_QP_AV (the last 4
+ *         bytes of remote->gid), CL_QP_MAX_DEST_RD_ATOMIC (16), CL_QP_MIN_RNR_TIMER (12),
+ *         CL_QP_SELECTIVE_REPEAT (only if in opt_mask)
+ *   RTS   CL_QP_SQ_PSN (local->psn), CL_QP_TIMEOUT (14), CL_QP_RETRY_CNT (7),
+ *         CL_QP_RNR_RETRY (7), CL_QP_MAX_QP_RD_ATOMIC (16), CL_QP_RATE_LIMIT (only if in
+ *         opt_mask)
+ *
  * CL_EINVAL for CL_QP_STATE in opt_mask, a remote GID that is not IPv4-mapped (unless CL_QP_AV
  * is in opt_mask), or a QPN or PSN over 24 bits; else the first failing step's error (the QP
  * stays where that step found it). */
