@@ -371,6 +371,154 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertEqual(p.stdout.splitlines(), [
             "flow 9: datagram 10.0.0.1:7 -> 10.0.0.2:7  app -", "  info        b 1  a x"])
 
+    # A queue pair as the rocev2 transport reports it (RcTransport::flow_info: its keys in order).
+    QP_KEYS = ["state", "recovery", "dcqcn", "qpn", "dest_qpn", "pmtu", "sq_psn", "una_psn",
+               "epsn", "msn", "send_queued", "recv_posted", "reads_outstanding",
+               "outstanding_psns", "retries_left", "rnr_retries_left", "rate_limit_bps",
+               "rate_bps", "target_rate_bps", "alpha_ppm", "rate_decreases", "tx_packets",
+               "tx_bytes", "rx_packets", "retransmits", "timeouts", "naks_sent",
+               "naks_received", "rnr_naks_sent", "rnr_naks_received", "acks_sent",
+               "acks_received", "duplicates", "out_of_sequence", "read_responses",
+               "access_errors", "invalid_requests", "bad_icrc", "bad_packets", "copied_bytes",
+               "placed_bytes", "qp_errors", "ce_received", "cnps_sent", "cnps_received"]
+
+    def qp(self, flow_id, qpn, **info):
+        values = dict.fromkeys(self.QP_KEYS, 0)
+        values.update(state="RTS", recovery="go-back-n", dcqcn="on", qpn=qpn, dest_qpn=qpn + 1,
+                      pmtu=4096, sq_psn=0x10020, una_psn=0x10010, epsn=0xABCDEF, msn=7,
+                      send_queued=3, recv_posted=16, outstanding_psns=16, retries_left=7,
+                      rnr_retries_left=6, rate_limit_bps=100_000_000_000,
+                      rate_bps=12_500_000_000, target_rate_bps=25_000_000_000,
+                      alpha_ppm=31250, tx_packets=900, cnps_sent=4, cnps_received=11)
+        values.update(info)
+        return {"id": flow_id, "app": 2, "transport": "rocev2",
+                "local": "10.99.0.1:4791", "remote": "10.99.0.2:4791",
+                "info": values, "info_keys": [k for k in self.QP_KEYS if k in values]}
+
+    def qp_daemon(self):
+        """A fake daemon with a TCP flow (3) and two queue pairs (5, 6); 6 is an older rocev2
+        without DCQCN's values."""
+        qp6 = self.qp(6, 0x20, state="ERR", rate_bps=100_000_000_000, alpha_ppm=1_000_000,
+                      retries_left=0)
+        for k in ("alpha_ppm", "cnps_sent", "cnps_received", "rate_bps"):
+            del qp6["info"][k]
+            qp6["info_keys"].remove(k)
+        qp6["remote"] = "[fd00::2]:4791"
+        flows = [self.FLOW, self.qp(5, 0x11), qp6]
+        listing = {"flows": flows, "listeners": [], "transports": ["tcp", "rocev2"],
+                   "bindings": []}
+
+        def reply(r):
+            if r["command"] == "flow.list":
+                return ok(r, listing)
+            for f in flows:
+                if f["id"] == r["args"]["id"]:
+                    return ok(r, f)
+            return {"version": 1, "id": r["id"], "ok": False,
+                    "error": {"code": "not_found", "message": f"no flow with id {r['args']['id']}"}}
+        return self.fake(reply), flows
+
+    def test_qp_list(self):
+        d, flows = self.qp_daemon()
+        p = self.ctl(d, "qp")  # the verb defaults to list
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "flow.list")
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0].split(), [
+            "ID", "APP", "QPN", "DEST-QPN", "PEER", "STATE", "SQ-PSN", "UNA-PSN", "EPSN",
+            "OUTSTANDING", "SEND-Q", "RECV-POSTED", "RETRIES", "RNR-RETRIES", "RATE", "ALPHA",
+            "CNPS-SENT", "CNPS-RECV"])
+        self.assertEqual(lines[1].split(), [
+            "5", "2", "17", "18", "10.99.0.2", "RTS", str(0x10020), str(0x10010), str(0xABCDEF),
+            "16", "3", "16", "7", "6", "12.5G", "0.031", "4", "11"])
+        # Keys the transport does not report are "-"; the peer of an IPv6 tuple has no brackets.
+        self.assertEqual(lines[2].split(), [
+            "6", "2", "32", "33", "fd00::2", "ERR", str(0x10020), str(0x10010), str(0xABCDEF),
+            "16", "3", "16", "0", "6", "-", "-", "-", "-"])
+        self.assertEqual(lines[3], "2 queue pair(s)")
+        self.assertEqual(len(lines), 4)  # the TCP flow is not a queue pair
+        # -j: the queue pairs' rows as the daemon gave them.
+        p = self.ctl(d, "-j", "qp", "list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), flows[1:])
+
+    def test_qp_list_rates_and_alpha(self):
+        cases = [(100_000_000_000, 1_000_000, "100G", "1.000"),
+                 (40_000_000_000, 500_000, "40G", "0.500"),
+                 (1_234_000_000, 2, "1.234G", "0.000"),  # 4 significant digits
+                 (800_000_000, 999_499, "800M", "0.999"),
+                 (1_500, 0, "1.5K", "0.000"),
+                 (10, 0, "10", "0.000")]
+        for bps, ppm, rate, alpha in cases:
+            listing = {"flows": [self.qp(1, 1, rate_bps=bps, alpha_ppm=ppm)], "listeners": [],
+                       "transports": ["rocev2"], "bindings": []}
+            d = self.fake(lambda r: ok(r, listing))
+            p = self.ctl(d, "qp", "list")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(p.stdout.splitlines()[1].split()[14:16], [rate, alpha], bps)
+
+    def test_qp_list_when_none(self):
+        d = self.fake(lambda r: ok(r, {"flows": [self.FLOW], "listeners": [],
+                                       "transports": ["tcp"], "bindings": []}))
+        p = self.ctl(d, "qp", "list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.splitlines()[1:], ["0 queue pair(s)"])
+        p = self.ctl(d, "-j", "qp", "list")
+        self.assertEqual(json.loads(p.stdout), [])
+
+    def test_qp_show_groups_every_value(self):
+        d, flows = self.qp_daemon()
+        p = self.ctl(d, "qp", "show", "5")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(d.requests[-1]["command"], "flow.show")
+        self.assertEqual(d.requests[-1]["args"], {"id": 5})
+        lines = p.stdout.splitlines()
+        self.assertEqual(lines[0], "qp 5: qpn 17 -> 10.99.0.2 qpn 18  RTS  app 2 "
+                                   "(flow 10.99.0.1:4791 -> 10.99.0.2:4791)")
+        self.assertEqual(lines[1].split(), ["qp", "state", "RTS", "qpn", "17", "dest_qpn", "18",
+                                            "pmtu", "4096", "recovery", "go-back-n"])
+        self.assertEqual(lines[2].split(), [
+            "requester", "sq_psn", str(0x10020), "una_psn", str(0x10010), "outstanding_psns",
+            "16", "send_queued", "3", "reads_outstanding", "0"])
+        self.assertEqual(lines[3].split(), ["responder", "epsn", str(0xABCDEF), "msn", "7",
+                                            "recv_posted", "16"])
+        self.assertEqual(lines[4].split()[:5], ["retries", "retries_left", "7",
+                                                "rnr_retries_left", "6"])
+        self.assertEqual(lines[5], "  dcqcn       dcqcn on  rate_bps 12500000000 (12.5G)  "
+                         "target_rate_bps 25000000000 (25G)  rate_limit_bps 100000000000 (100G)"
+                         "  alpha_ppm 31250 (0.031)  rate_decreases 0  ce_received 0  "
+                         "cnps_sent 4  cnps_received 11")
+        self.assertEqual(lines[6].split()[:3], ["counters", "tx_packets", "900"])
+        self.assertEqual(lines[7].split()[0], "errors")
+        self.assertEqual(len(lines), 8)  # no key left over
+        # Every key the transport reported is printed once (after each line's theme).
+        words = [w for line in lines[1:] for w in line.split()[1:]]
+        for k in self.QP_KEYS:
+            self.assertEqual(words.count(k), 1, k)
+        p = self.ctl(d, "-j", "qp", "show", "6")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), flows[2])
+
+    def test_qp_show_errors(self):
+        d, _ = self.qp_daemon()
+        # A flow of another transport is not a queue pair; -j changes nothing.
+        for args in (["qp", "show", "3"], ["-j", "qp", "show", "3"]):
+            p = self.ctl(d, *args)
+            self.assertEqual(p.returncode, 1, args)
+            self.assertEqual(p.stdout, "")
+            self.assertEqual(p.stderr, "cleavectl: flow 3 is not a queue pair (its transport is "
+                                       "tcp, not rocev2)\n")
+        p = self.ctl(d, "qp", "show", "4")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "cleavectl: no flow with id 4\n")
+        sent = len(d.requests)
+        for bad in ("x", "-1", "4294967295", "1.5"):
+            p = self.ctl(d, "qp", "show", bad)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(f"qp show: expected a queue pair's flow id (a number), got '{bad}'",
+                          p.stderr)
+        self.assertEqual(len(d.requests), sent)  # usage errors send nothing
+
     def test_flow_show_errors(self):
         d = self.fake(lambda r: {"version": 1, "id": r["id"], "ok": False,
                                  "error": {"code": "not_found", "message": "no flow with id 4"}})
@@ -577,7 +725,9 @@ class CleavectlUsage(unittest.TestCase):
                      ["status", "now"], ["--frobnicate", "status"], ["flow", "frob"],
                      ["flow", "show"], ["flow", "list", "x"], ["flow", "attach"],
                      ["transport", "list", "x"], ["transport", "show"], ["transport", "attach"],
-                     ["transport", "attach", "a.so", "b.so"], ["flow", "detach"]):
+                     ["transport", "attach", "a.so", "b.so"], ["flow", "detach"],
+                     ["qp", "show"], ["qp", "list", "x"], ["qp", "show", "1", "2"],
+                     ["qp", "frob"]):
             p = run([CLEAVECTL, "-s", "/nonexistent.sock"] + args)
             self.assertEqual(p.returncode, 2, args)
             self.assertTrue(p.stderr.startswith("cleavectl: ") or p.stderr.startswith("Usage"),

@@ -26,6 +26,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cleave_pattern.h"
+
 static const char usage[] =
     "Usage: cleave-tcp [OPTIONS] (--listen PORT | --connect IPv4:PORT)\n"
     "       cleave-tcp --pattern BYTES [--seed N]\n"
@@ -122,44 +124,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* ---- The pattern ---- */
-
-struct pattern {
-  uint64_t x;
-  uint8_t tail[8]; /* the last word's bytes; the final `ntail` of them not emitted yet */
-  unsigned ntail;
-};
-
-static void pattern_init(struct pattern* p, uint64_t seed) {
-  p->x = seed != 0 ? seed : 0x9E3779B97F4A7C15ull;
-  p->ntail = 0;
-}
-
-static uint64_t pattern_word(struct pattern* p) {
-  uint64_t x = p->x;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  p->x = x;
-  return x * 0x2545F4914F6CDD1Dull;
-}
-
-static void put_le64(uint8_t* d, uint64_t w) {
-  for (int i = 0; i < 8; i++)
-    d[i] = (uint8_t)(w >> (8 * i));
-}
-
-static void pattern_fill(struct pattern* p, uint8_t* d, size_t n) {
-  for (; n > 0 && p->ntail > 0; n--)
-    *d++ = p->tail[8 - p->ntail--];
-  for (; n >= 8; n -= 8, d += 8)
-    put_le64(d, pattern_word(p));
-  if (n > 0) {
-    put_le64(p->tail, pattern_word(p));
-    memcpy(d, p->tail, n);
-    p->ntail = 8 - (unsigned)n;
-  }
-}
+/* ---- The pattern (cleave_pattern.h) ---- */
 
 /* Message sizes (--messages): spread evenly over the powers of two in [min, max]; --help has
  * the definition, tests/integration/test_tcp_msg.py the Python one. */

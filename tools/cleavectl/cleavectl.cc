@@ -558,10 +558,44 @@ void show_flows(const json& r) {
   }
 }
 
-// flow show: the transport's values by theme; keys in no theme (another transport's) follow in
-// the order the transport gave them.
+// Themes of a flow's info: a title and the keys under it.
+using InfoGroups = std::vector<std::pair<const char*, std::vector<std::string>>>;
+
+// The flow's info keys line by line, by theme, "key value" each (value_of may add a human form);
+// keys in no theme (another transport's) follow in the order the transport gave them.
+void show_info_groups(const json& f, const InfoGroups& groups,
+                      const std::function<std::string(const std::string&, const json&)>& value_of) {
+  const json& i = f["info"];
+  std::vector<std::string> keys;
+  if (f.contains("info_keys") && f["info_keys"].is_array()) {
+    for (const json& k : f["info_keys"])
+      keys.push_back(str(k));
+  } else {
+    for (const auto& [k, v] : i.items())
+      keys.push_back(k);
+  }
+  auto group_line = [&](const char* title, const std::vector<std::string>& names) {
+    std::string line;
+    for (const std::string& k : names) {
+      if (i.contains(k)) line += "  " + k + " " + value_of(k, i[k]);
+    }
+    if (!line.empty()) std::printf("  %-10s%s\n", title, line.c_str());
+  };
+  std::vector<std::string> other;
+  for (const std::string& k : keys) {
+    bool grouped = false;
+    for (const auto& [title, names] : groups)
+      grouped |= std::find(names.begin(), names.end(), k) != names.end();
+    if (!grouped) other.push_back(k);
+  }
+  for (const auto& [title, names] : groups)
+    group_line(title, names);
+  group_line(other.size() == keys.size() ? "info" : "other", other);
+}
+
+// flow show: the transport's values by theme.
 void show_flow(const json& f) {
-  static const std::vector<std::pair<const char*, std::vector<std::string>>> kGroups = {
+  static const InfoGroups kGroups = {
       {"flow", {"state", "cc"}},
       {"window", {"mss", "cwnd", "ssthresh", "snd_wnd", "rcv_wnd", "snd_wscale", "rcv_wscale"}},
       {"rtt", {"srtt_us", "rttvar_us", "rto_ms"}},
@@ -575,32 +609,101 @@ void show_flow(const json& f) {
   };
   std::printf("flow %s: %s %s -> %s  app %s\n", str(f["id"]).c_str(), str(f["transport"]).c_str(),
               str(f["local"]).c_str(), str(f["remote"]).c_str(), str(f["app"]).c_str());
-  const json& i = f["info"];
-  std::vector<std::string> keys;
-  if (f.contains("info_keys") && f["info_keys"].is_array()) {
-    for (const json& k : f["info_keys"])
-      keys.push_back(str(k));
-  } else {
-    for (const auto& [k, v] : i.items())
-      keys.push_back(k);
-  }
-  auto group_line = [&](const char* title, const std::vector<std::string>& names) {
-    std::string line;
-    for (const std::string& k : names) {
-      if (i.contains(k)) line += "  " + k + " " + str(i[k]);
+  show_info_groups(f, kGroups, [](const std::string&, const json& v) { return str(v); });
+}
+
+// ---- queue pairs: flows of the rocev2 transport ----
+
+constexpr const char* kQpTransport = "rocev2";
+
+// bits/s for humans: "100G", "12.5G", "800M"; "-" when not a number.
+std::string rate_str(const json& bps) {
+  if (!bps.is_number()) return "-";
+  auto v = bps.get<double>();
+  static const std::pair<double, const char*> kUnits[] = {
+      {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "K"}};
+  for (const auto& [scale, unit] : kUnits) {
+    if (v >= scale) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.4g%s", v / scale, unit);
+      return buf;
     }
-    if (!line.empty()) std::printf("  %-10s%s\n", title, line.c_str());
-  };
-  std::vector<std::string> other;
-  for (const std::string& k : keys) {
-    bool grouped = false;
-    for (const auto& [title, names] : kGroups)
-      grouped |= std::find(names.begin(), names.end(), k) != names.end();
-    if (!grouped) other.push_back(k);
   }
-  for (const auto& [title, names] : kGroups)
-    group_line(title, names);
-  group_line(other.size() == keys.size() ? "info" : "other", other);
+  return str(bps);
+}
+
+// DCQCN's alpha from parts per million: "0.031"; "-" when not a number.
+std::string alpha_str(const json& ppm) {
+  if (!ppm.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", ppm.get<double>() / 1e6);
+  return buf;
+}
+
+// The address of "ip:port" or "[ip6]:port".
+std::string peer_ip(const json& endpoint) {
+  std::string e = str(endpoint);
+  size_t colon = e.rfind(':');
+  if (colon == std::string::npos || e == "-") return e;
+  e.resize(colon);
+  if (e.size() >= 2 && e.front() == '[' && e.back() == ']') e = e.substr(1, e.size() - 2);
+  return e;
+}
+
+// qp list: the flow listing's queue pairs, as JSON rows (the flows, as flow list gives them).
+json qp_rows(const json& listing) {
+  json rows = json::array();
+  for (const json& f : listing["flows"]) {
+    if (f["transport"] == kQpTransport) rows.push_back(f);
+  }
+  return rows;
+}
+
+void show_qps(const json& rows) {
+  std::vector<std::vector<std::string>> table;
+  for (const json& f : rows) {
+    const json& i = f["info"];
+    auto num = [&](const char* key) { return i.contains(key) ? i[key] : json(nullptr); };
+    table.push_back({str(f["id"]), str(f["app"]), info(f, "qpn"), info(f, "dest_qpn"),
+                     peer_ip(f["remote"]), info(f, "state"), info(f, "sq_psn"), info(f, "una_psn"),
+                     info(f, "epsn"), info(f, "outstanding_psns"), info(f, "send_queued"),
+                     info(f, "recv_posted"), info(f, "retries_left"), info(f, "rnr_retries_left"),
+                     rate_str(num("rate_bps")), alpha_str(num("alpha_ppm")), info(f, "cnps_sent"),
+                     info(f, "cnps_received")});
+  }
+  print_table({"ID", "APP", "QPN", "DEST-QPN", "PEER", "STATE", "SQ-PSN", "UNA-PSN", "EPSN",
+               "OUTSTANDING", "SEND-Q", "RECV-POSTED", "RETRIES", "RNR-RETRIES", "RATE", "ALPHA",
+               "CNPS-SENT", "CNPS-RECV"},
+              table);
+  std::printf("%zu queue pair(s)\n", rows.size());
+}
+
+// qp show: every value the QP reports, by theme; rates and alpha also for humans.
+void show_qp(const json& f) {
+  static const InfoGroups kGroups = {
+      {"qp", {"state", "qpn", "dest_qpn", "pmtu", "recovery"}},
+      {"requester", {"sq_psn", "una_psn", "outstanding_psns", "send_queued", "reads_outstanding"}},
+      {"responder", {"epsn", "msn", "recv_posted"}},
+      {"retries",
+       {"retries_left", "rnr_retries_left", "retransmits", "timeouts", "naks_sent", "naks_received",
+        "rnr_naks_sent", "rnr_naks_received", "duplicates", "out_of_sequence"}},
+      {"dcqcn",
+       {"dcqcn", "rate_bps", "target_rate_bps", "rate_limit_bps", "alpha_ppm", "rate_decreases",
+        "ce_received", "cnps_sent", "cnps_received"}},
+      {"counters",
+       {"tx_packets", "tx_bytes", "rx_packets", "acks_sent", "acks_received", "read_responses",
+        "placed_bytes", "copied_bytes"}},
+      {"errors", {"access_errors", "invalid_requests", "bad_icrc", "bad_packets", "qp_errors"}},
+  };
+  std::printf("qp %s: qpn %s -> %s qpn %s  %s  app %s (flow %s -> %s)\n", str(f["id"]).c_str(),
+              info(f, "qpn").c_str(), peer_ip(f["remote"]).c_str(), info(f, "dest_qpn").c_str(),
+              info(f, "state").c_str(), str(f["app"]).c_str(), str(f["local"]).c_str(),
+              str(f["remote"]).c_str());
+  show_info_groups(f, kGroups, [](const std::string& k, const json& v) {
+    if (k.ends_with("_bps") && v.is_number()) return str(v) + " (" + rate_str(v) + ")";
+    if (k == "alpha_ppm" && v.is_number()) return str(v) + " (" + alpha_str(v) + ")";
+    return str(v);
+  });
 }
 
 void show_transports(const json& r) {
@@ -694,7 +797,7 @@ json route_get(Connection& c, const std::string& addr, int wait_ms) {
 
 const char* kHelp = R"(Usage: cleavectl [OPTIONS] OBJECT [VERB] [ARGS]
 
-Objects and verbs (the verb defaults to show; for app, flow and transport to list):
+Objects and verbs (the verb defaults to show; for app, flow, qp and transport to list):
   status                  daemon version, uptime, configuration, dataplane state
   port show [NAME]        ports: device, link, MAC, IPv4, MTU, NIC counters, xstats, faults
   port fault NAME [rx|tx] [loss P] [reorder P] [duplicate P] [seed S]
@@ -731,6 +834,11 @@ Objects and verbs (the verb defaults to show; for app, flow and transport to lis
                           e.g. flow attach tuple 10.0.0.1:5001 10.0.0.2:* cc dctcp
   flow detach port PORT | tuple LOCAL REMOTE
                           remove a binding; flows that exist keep what they have
+  qp list                 RoCEv2 queue pairs (the flows of transport rocev2): QP numbers, peer,
+                          state, PSNs (next to send, oldest unacknowledged, expected),
+                          outstanding PSNs, queued sends, posted receives, retries left, DCQCN
+                          rate and alpha, CNPs sent and received
+  qp show ID              one queue pair (ID: its flow id): every value it reports, by theme
   transport list          transports cleaved knows (built-in and plugins), which run, and
                           their flows and listeners; then each running transport's counters
                           over all its flows (tcp: segments, retransmits, placed_bytes and
@@ -877,6 +985,22 @@ int run(int argc, char** argv) {
          std::printf("removed ");
          show_binding(r);
        }},
+      {"qp", "list", 0, 0, [](Connection& c, const auto&) { return qp_rows(c.call("flow.list")); },
+       [](const json& r, const auto&) { show_qps(r); }},
+      {"qp", "show", 1, 1,
+       [&](Connection& c, const auto& a) {
+         auto id = number(a[0], 0, UINT32_MAX - 1);
+         if (!id)
+           throw usage("qp show: expected a queue pair's flow id (a number), got '" + a[0] + "'");
+         json f = c.call("flow.show", {{"id", *id}});
+         if (f["transport"] != kQpTransport) {
+           throw Fatal{kExitDaemonError, "flow " + a[0] +
+                                             " is not a queue pair (its transport is " +
+                                             str(f["transport"]) + ", not " + kQpTransport + ")"};
+         }
+         return f;
+       },
+       [](const json& r, const auto&) { show_qp(r); }},
       {"transport", "list", 0, 0, simple("transport.list"),
        [](const json& r, const auto&) { show_transports(r); }},
       {"transport", "attach", 1, 1,
@@ -910,7 +1034,8 @@ int run(int argc, char** argv) {
     const std::string& object = words[0];
     std::string verb = words.size() > 1 ? words[1] : "show";
     if (object == "log" && words.size() == 1) verb = "level";
-    if ((object == "app" || object == "flow" || object == "transport") && words.size() == 1) {
+    if ((object == "app" || object == "flow" || object == "qp" || object == "transport") &&
+        words.size() == 1) {
       verb = "list";
     }
     std::vector<std::string> args(words.begin() + std::min<size_t>(words.size(), 2), words.end());

@@ -1,5 +1,5 @@
-// datapath.cc - libcleave's data path: posting sends and receive buffers, polling and waiting on
-// completion queues.
+// datapath.cc - libcleave's data path: posting sends and receive buffers (on submit and receive
+// queues, and a queue pair's work requests), polling and waiting on completion queues.
 //
 // Post and poll touch only shared memory and the queue's private state: no locks, no
 // allocation, no syscalls. The exceptions are on idle paths: a poll that finds nothing reads the
@@ -100,12 +100,85 @@ int to_entry(const cl_sq* sq, const cl_send_wr& wr, abi::SendEntry* e) {
   }
 }
 
+// A QP's work request as a SendEntry on the QP's own submit queue, `target` the QP's flow.
+constexpr uint32_t kQpMaxLength = 1u << 30;
+
+int qp_entry(const cl_qp* qp, const cl_qp_wr& wr, abi::SendEntry* e) {
+  std::memset(e, 0, sizeof *e);
+  e->wr_id = wr.wr_id;
+  e->target = qp->id;
+  uint32_t need = abi::kAccessRead;  // SEND and WRITE read the local memory
+  switch (wr.opcode) {
+    case CL_WR_SEND:
+    case CL_WR_SEND_WITH_IMM:
+      e->opcode = abi::kOpFlowSend;
+      break;
+    case CL_WR_RDMA_WRITE:
+    case CL_WR_RDMA_WRITE_WITH_IMM:
+      e->opcode = abi::kOpRdmaWrite;
+      break;
+    case CL_WR_RDMA_READ:
+      e->opcode = abi::kOpRdmaRead;
+      need = abi::kAccessWrite;  // a READ lands in the local memory
+      break;
+    default:
+      return CL_EOPNOTSUPP;
+  }
+  if (wr.length > kQpMaxLength) return CL_EINVAL;
+  if (int r = check_range(qp->ctx, wr.mr, wr.offset, wr.length, need, &e->mr)) return r;
+  if (e->opcode != abi::kOpFlowSend) {
+    if (wr.remote_addr > UINT64_MAX - wr.length) return CL_EFAULT;
+    e->remote_offset = wr.remote_addr;
+    e->remote_mr = wr.rkey;
+  }
+  if (wr.opcode == CL_WR_SEND_WITH_IMM || wr.opcode == CL_WR_RDMA_WRITE_WITH_IMM) {
+    e->flags = abi::kSendImm;
+    e->imm = wr.imm;
+  }
+  e->offset = wr.offset;
+  e->length = wr.length;
+  return 0;
+}
+
+// A QP's receive: a flow receive on the QP.
+int qp_recv_entry(const cl_qp* qp, const cl_recv_wr& wr, abi::SendEntry* e) {
+  std::memset(e, 0, sizeof *e);
+  e->wr_id = wr.wr_id;
+  e->opcode = abi::kOpFlowRecv;
+  e->target = qp->id;
+  if (int r = check_range(qp->ctx, wr.mr, wr.offset, wr.length, abi::kAccessWrite, &e->mr))
+    return r;
+  e->offset = wr.offset;
+  e->length = wr.length;
+  return 0;
+}
+
+// Posts n requests on sq, each made into a SendEntry by to(w, &entry) (0, or the request's
+// error). All or nothing: a bad request anywhere rejects the call before anything is posted, so
+// the caller never has to work out which prefix went out.
+template <class W, class To>
+int post_entries(cl_sq* sq, const W* wr, unsigned n, To to) {
+  abi::SendEntry staged[kBurst];
+  for (unsigned i = 0; i < n; i++)
+    if (int e = to(wr[i], &staged[0])) return e;
+  unsigned done = 0;
+  while (done < n) {
+    unsigned want = std::min(n - done, kBurst);
+    for (unsigned i = 0; i < want; i++)
+      to(wr[done + i], &staged[i]);
+    unsigned put = sq->prod.produce(staged, want);
+    done += put;
+    if (put < want) break;
+  }
+  return static_cast<int>(done);
+}
+
 // A completion of a receive-queue entry names the entry by its index (kCompRecv), mapped back to
-// the app's wr_id here. Flow requests (a CL_OP_FLOW_RECV included) carry the app's own wr_id and
-// events the listener id (accepted) or nothing: those pass through untouched.
+// the app's wr_id here. Flow and QP requests (a CL_OP_FLOW_RECV included) carry the app's own
+// wr_id and events the listener id (accepted) or nothing: those pass through untouched.
 bool rq_completion(const abi::Completion& c) {
   return (c.flags & abi::kCompRecv) != 0 && (c.flags & abi::kCompEvent) == 0 &&
-         (c.opcode < abi::kOpFlowSend || c.opcode > abi::kOpFlowAbort);
+         (c.opcode < abi::kOpFlowSend || c.opcode > abi::kOpRdmaRead);
 }
 
 // Called when a poll found nothing: at most every kLivenessCheckNs, looks for EOF or a notice.
@@ -123,21 +196,23 @@ int idle_check(cl_cq* cq) {
 int cl_post_send(cl_sq* sq, const cl_send_wr* wr, unsigned n) {
   if (sq == nullptr || (wr == nullptr && n != 0)) return CL_EINVAL;
   if (int e = sq->ctx->check()) return e;
-  // All or nothing: a bad request anywhere rejects the call before anything is posted, so the
-  // caller never has to work out which prefix went out.
-  abi::SendEntry staged[kBurst];
-  for (unsigned i = 0; i < n; i++)
-    if (int e = to_entry(sq, wr[i], &staged[0])) return e;
-  unsigned done = 0;
-  while (done < n) {
-    unsigned want = std::min(n - done, kBurst);
-    for (unsigned i = 0; i < want; i++)
-      to_entry(sq, wr[done + i], &staged[i]);
-    unsigned put = sq->prod.produce(staged, want);
-    done += put;
-    if (put < want) break;
-  }
-  return static_cast<int>(done);
+  return post_entries(sq, wr, n,
+                      [sq](const cl_send_wr& w, abi::SendEntry* e) { return to_entry(sq, w, e); });
+}
+
+int cl_qp_post_send(cl_qp* qp, const cl_qp_wr* wr, unsigned n) {
+  if (qp == nullptr || (wr == nullptr && n != 0)) return CL_EINVAL;
+  if (int e = qp->ctx->check()) return e;
+  return post_entries(qp->sq, wr, n,
+                      [qp](const cl_qp_wr& w, abi::SendEntry* e) { return qp_entry(qp, w, e); });
+}
+
+int cl_qp_post_recv(cl_qp* qp, const cl_recv_wr* wr, unsigned n) {
+  if (qp == nullptr || (wr == nullptr && n != 0)) return CL_EINVAL;
+  if (int e = qp->ctx->check()) return e;
+  return post_entries(qp->sq, wr, n, [qp](const cl_recv_wr& w, abi::SendEntry* e) {
+    return qp_recv_entry(qp, w, e);
+  });
 }
 
 int cl_post_recv(cl_rq* rq, const cl_recv_wr* wr, unsigned n) {
@@ -191,7 +266,8 @@ int cl_poll_cq(cl_cq* cq, cl_wc* wc, unsigned n) {
       w.flow = c.flow;
       w.flags = ((c.flags & abi::kCompRecv) ? uint32_t{CL_WC_RECV} : 0u) |
                 ((c.flags & abi::kCompImm) ? uint32_t{CL_WC_IMM} : 0u) |
-                ((c.flags & abi::kCompEvent) ? uint32_t{CL_WC_EVENT} : 0u);
+                ((c.flags & abi::kCompEvent) ? uint32_t{CL_WC_EVENT} : 0u) |
+                ((c.flags & abi::kCompRdmaWrite) ? uint32_t{CL_WC_RDMA_WRITE} : 0u);
       if (rq_completion(c)) {
         if (rqs == nullptr) rqs = cq->rq_table.load(std::memory_order_acquire);
         const lib::RqRing* r = rqs != nullptr ? rqs->find(c.pipe) : nullptr;

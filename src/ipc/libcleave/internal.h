@@ -27,6 +27,9 @@ inline constexpr int64_t kLivenessCheckNs = 50'000'000;
 // The first ABI version with flows (listen, connect, CL_OP_FLOW_*, events): an older daemon gets
 // none of them, and the calls fail with CL_EOPNOTSUPP before anything is sent.
 inline constexpr uint16_t kFlowVersion = 2;
+// The first ABI version with queue pairs (QpCreate..., kOpRdma*, MrReply::rkey): with an older
+// daemon cl_pd_alloc and the cl_qp_* calls fail with CL_EOPNOTSUPP before anything is sent.
+inline constexpr uint16_t kQpVersion = 3;
 
 // The receive side of an RQ that completions are mapped back through. Outlives its RQ while a
 // poller might still hold it: retired into the CQ and freed with the CQ.
@@ -76,6 +79,8 @@ struct cl_ctx {
   std::vector<cl_sq*> sqs;
   std::vector<cl_rq*> rqs;
   std::vector<cl_ring*> rings;
+  std::vector<cl_qp*> qps;
+  cl_pd* pd = nullptr;        // the one protection domain, once allocated
   uint16_t next_ring_id = 0;  // tags the rings' wr_ids
 
   int fail(int code);  // makes `code` sticky (first one wins) and returns the sticky code
@@ -92,6 +97,7 @@ struct cl_mr {
   uint32_t access;
   void* addr;
   uint64_t length;
+  uint32_t rkey;  // MrReply::rkey (version 3), else 0
 };
 
 struct cl_cq {
@@ -116,6 +122,7 @@ struct cl_sq {
   cl_cq* cq;
   uint32_t pipe;
   uint32_t entries;
+  uint32_t room;  // of cq->attached_entries: `entries`, or a QP's max_send_wr + max_recv_wr
   cleave::ipc::PipeProducer<cleave::abi::SendEntry> prod;
 };
 
@@ -124,8 +131,30 @@ struct cl_rq {
   cl_cq* cq;
   uint32_t pipe;
   uint32_t entries;
+  uint32_t room;  // of cq->attached_entries: `entries`
   cleave::ipc::PipeProducer<cleave::abi::RecvEntry> prod;
   cleave::lib::RqRing* ring;  // owned by cq->rings
+};
+
+// The context's protection domain: the daemon knows none (an app's MRs are its PD), so this only
+// counts the QPs created on it. Guarded by ctx->ctl_mu.
+struct cl_pd {
+  cl_ctx* ctx;
+  uint32_t qps = 0;
+};
+
+// A RoCEv2 RC queue pair: a flow of the daemon's rocev2 transport, and a submit queue of the
+// library's own (`sq`, in ctx->sqs, bound to the QP's CQ) that carries its work requests and
+// receives. Immutable after cl_qp_create; posting on it is one thread at a time.
+struct cl_qp {
+  cl_ctx* ctx;
+  cl_pd* pd;
+  cl_cq* cq;
+  cl_sq* sq;
+  uint32_t id;        // its flow id: SendEntry::target, Completion::flow
+  uint32_t qpn;       // 24 bits
+  uint32_t ip;        // the daemon's address, host order: the QP's GID
+  uint32_t max_pmtu;  // the largest PMTU its port carries (QpReply), 0 if the daemon said none
 };
 
 // A receive ring (ring.cc): `size` bytes at (mr, offset) cut into `nchunks` consecutive chunks,

@@ -211,6 +211,9 @@ bool region_ok(const abi::HelloReply& r, const abi::RegionHeader& rh) {
 }
 
 void destroy_ctx(cl_ctx* ctx) {
+  for (cl_qp* q : ctx->qps)
+    delete q;  // its submit queue is in ctx->sqs
+  delete ctx->pd;
   for (cl_ring* r : ctx->rings)
     delete r;  // its memory goes with the region or its MR below
   for (cl_sq* q : ctx->sqs)
@@ -377,6 +380,8 @@ const char* cl_strerror(int err) {
       return "not allowed to connect to cleaved";
     case CL_ENOENT:
       return "no such pipe or memory region, or no cleaved socket";
+    case CL_EIO:
+      return "the queue pair's peer reported a remote operational error";
     case CL_EAGAIN:
       return "nothing now, try again";
     case CL_ENOMEM:
@@ -415,6 +420,8 @@ const char* cl_strerror(int err) {
       return "host unreachable: the next hop did not answer ARP";
     case CL_EDQUOT:
       return "over this application's quota";
+    case CL_ECANCELED:
+      return "work request flushed: the queue pair is in the error state or destroyed";
     case CL_EDAEMON:
       return "cleaved is gone";
     case CL_EVERSION:
@@ -480,7 +487,7 @@ int cl_mr_reg(cl_ctx* ctx, int memfd, uint64_t length, unsigned access, cl_mr** 
     return CL_EINVAL;
   void* addr = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   if (addr == MAP_FAILED) return errno == ENOMEM ? CL_ENOMEM : CL_EINVAL;
-  auto* mr = new (std::nothrow) cl_mr{ctx, 0, access, addr, length};
+  auto* mr = new (std::nothrow) cl_mr{ctx, 0, access, addr, length, 0};
   if (mr == nullptr) {
     munmap(addr, length);
     return CL_ENOMEM;
@@ -502,6 +509,8 @@ int cl_mr_reg(cl_ctx* ctx, int memfd, uint64_t length, unsigned access, cl_mr** 
     return e;
   }
   mr->id = rep.mr;
+  // Before version 3 the field was reserved: whatever it holds is no key.
+  mr->rkey = ctx->version >= kQpVersion ? rep.rkey : 0;
   ctx->mrs.push_back(mr);
   *out = mr;
   return 0;
@@ -535,6 +544,12 @@ uint64_t cl_mr_length(const cl_mr* mr) {
 }
 uint32_t cl_mr_id(const cl_mr* mr) {
   return mr != nullptr ? mr->id : UINT32_MAX;
+}
+uint32_t cl_mr_lkey(const cl_mr* mr) {
+  return cl_mr_id(mr);
+}
+uint32_t cl_mr_rkey(const cl_mr* mr) {
+  return mr != nullptr ? mr->rkey : 0;
 }
 
 // ---- Queues ----
@@ -591,18 +606,20 @@ int cl_cq_destroy(cl_cq* cq) {
 
 namespace {
 
-// Common part of SQ and RQ creation: the CQ must have room for a completion per entry. The
-// room is reserved before asking the daemon so two threads cannot both take the last of it.
+// Common part of SQ and RQ creation: the CQ must have room for a completion per entry (`room`:
+// the entries, or for a QP's submit queue its max_send_wr + max_recv_wr, the completions it can
+// have outstanding). The room is reserved before asking the daemon so two threads cannot both
+// take the last of it.
 template <class Q>
-int create_queue(cl_ctx* ctx, cl_cq* cq, uint32_t entries, abi::PipeKind kind, Q** out,
-                 abi::PipeReply* rep) {
+int create_queue(cl_ctx* ctx, cl_cq* cq, uint32_t entries, uint32_t room, abi::PipeKind kind,
+                 Q** out, abi::PipeReply* rep) {
   if (ctx == nullptr || cq == nullptr || out == nullptr) return CL_EINVAL;
   *out = nullptr;
   if (cq->ctx != ctx) return CL_EINVAL;
   if (int e = ctx->check()) return e;
   if (int e = check_entries(ctx, entries)) return e;
-  if (cq->attached_entries + entries > cq->entries) return CL_EINVAL;
-  cq->attached_entries += entries;
+  if (cq->attached_entries + room > cq->entries) return CL_EINVAL;
+  cq->attached_entries += room;
   cq->attached++;
   int e = create_pipe(ctx, kind, entries, cq->pipe, -1, rep);
   auto* q = e == 0 ? new (std::nothrow) Q : nullptr;
@@ -612,7 +629,7 @@ int create_queue(cl_ctx* ctx, cl_cq* cq, uint32_t entries, abi::PipeKind kind, Q
     e = CL_ENOMEM;
   }
   if (e != 0) {
-    cq->attached_entries -= entries;
+    cq->attached_entries -= room;
     cq->attached--;
     return e;
   }
@@ -620,6 +637,7 @@ int create_queue(cl_ctx* ctx, cl_cq* cq, uint32_t entries, abi::PipeKind kind, Q
   q->cq = cq;
   q->pipe = rep->pipe;
   q->entries = entries;
+  q->room = room;
   *out = q;
   return 0;
 }
@@ -629,26 +647,31 @@ int destroy_queue(Q* q, std::vector<Q*>& list) {
   cl_ctx* ctx = q->ctx;
   int e;
   destroy_pipe(ctx, q->pipe, &e);
-  q->cq->attached_entries -= q->entries;
+  q->cq->attached_entries -= q->room;
   q->cq->attached--;
   erase_one(list, q);
   return e;
 }
 
-}  // namespace
-
-int cl_sq_create(cl_ctx* ctx, cl_cq* cq, uint32_t entries, cl_sq** out) {
-  if (ctx == nullptr) return CL_EINVAL;
+// A submit queue on `cq` (caller holds ctx->ctl_mu): cl_sq_create's, and a QP's own.
+int create_sq_locked(cl_ctx* ctx, cl_cq* cq, uint32_t entries, uint32_t room, cl_sq** out) {
   abi::PipeReply rep{};
-  std::lock_guard lk(ctx->ctl_mu);
   cl_sq* sq;
-  if (int e = create_queue(ctx, cq, entries, abi::PipeKind::kSubmit, &sq, &rep)) return e;
+  if (int e = create_queue(ctx, cq, entries, room, abi::PipeKind::kSubmit, &sq, &rep)) return e;
   ipc::PipeView v = ipc::pipe_at(ctx->base, rep.offset);
   sq->prod =
       ipc::PipeProducer<abi::SendEntry>(v.ctl, static_cast<abi::SendEntry*>(v.ring), entries);
   ctx->sqs.push_back(sq);
   *out = sq;
   return 0;
+}
+
+}  // namespace
+
+int cl_sq_create(cl_ctx* ctx, cl_cq* cq, uint32_t entries, cl_sq** out) {
+  if (ctx == nullptr) return CL_EINVAL;
+  std::lock_guard lk(ctx->ctl_mu);
+  return create_sq_locked(ctx, cq, entries, entries, out);
 }
 
 int cl_sq_destroy(cl_sq* sq) {
@@ -666,7 +689,7 @@ int cl_rq_create(cl_ctx* ctx, cl_cq* cq, uint32_t entries, cl_rq** out) {
   abi::PipeReply rep{};
   std::lock_guard lk(ctx->ctl_mu);
   cl_rq* rq;
-  if (int e = create_queue(ctx, cq, entries, abi::PipeKind::kRecv, &rq, &rep)) return e;
+  if (int e = create_queue(ctx, cq, entries, entries, abi::PipeKind::kRecv, &rq, &rep)) return e;
   ring->pipe = rep.pipe;
   ring->wr_ids.reset(new (std::nothrow) uint64_t[entries]());
   if (ring->wr_ids == nullptr) {
@@ -762,4 +785,224 @@ int cl_connect(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* tran
 int cl_connect_ex(cl_ctx* ctx, cl_cq* cq, const sockaddr_in* addr, const char* transport,
                   unsigned flags, cl_flow* flow) {
   return open_flow(ctx, cq, addr, transport, flags, /*connect=*/true, flow);
+}
+
+// ---- Queue pairs (version 3) ----
+
+// The public names and the wire's have the same values (compared as integers: the enums differ).
+constexpr bool same(long a, long b) {
+  return a == b;
+}
+static_assert(same(CL_QPS_RESET, abi::kQpReset) && same(CL_QPS_INIT, abi::kQpInit) &&
+              same(CL_QPS_RTR, abi::kQpRtr) && same(CL_QPS_RTS, abi::kQpRts) &&
+              same(CL_QPS_ERR, abi::kQpErr));
+static_assert(same(CL_QP_STATE, abi::kQpAttrState) && same(CL_QP_PATH_MTU, abi::kQpAttrPmtu) &&
+              same(CL_QP_DEST_QPN, abi::kQpAttrDestQpn) && same(CL_QP_RQ_PSN, abi::kQpAttrRqPsn) &&
+              same(CL_QP_SQ_PSN, abi::kQpAttrSqPsn) && same(CL_QP_TIMEOUT, abi::kQpAttrTimeout) &&
+              same(CL_QP_RETRY_CNT, abi::kQpAttrRetryCnt) &&
+              same(CL_QP_RNR_RETRY, abi::kQpAttrRnrRetry) &&
+              same(CL_QP_MIN_RNR_TIMER, abi::kQpAttrMinRnrTimer) &&
+              same(CL_QP_MAX_QP_RD_ATOMIC, abi::kQpAttrMaxRdAtomic) &&
+              same(CL_QP_MAX_DEST_RD_ATOMIC, abi::kQpAttrMaxDestRdAtomic) &&
+              same(CL_QP_ACCESS_FLAGS, abi::kQpAttrAccess) &&
+              same(CL_QP_SELECTIVE_REPEAT, abi::kQpAttrSelectiveRepeat) &&
+              same(CL_QP_RATE_LIMIT, abi::kQpAttrRateLimit) &&
+              same(CL_QP_AV, abi::kQpAttrRemoteIp));
+static_assert(same(CL_ACCESS_REMOTE_READ, abi::kAccessRemoteRead) &&
+              same(CL_ACCESS_REMOTE_WRITE, abi::kAccessRemoteWrite));
+static_assert(same(CL_OP_RDMA_WRITE, abi::kOpRdmaWrite) && same(CL_OP_RDMA_READ, abi::kOpRdmaRead));
+
+namespace {
+
+constexpr uint32_t kQpMaxWr = 4096;
+
+uint32_t next_pow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v)
+    p <<= 1;
+  return p;
+}
+
+// The public attributes and the wire's: the same fields, the address in network order outside
+// and host order inside.
+abi::QpAttr to_wire(const cl_qp_attr& a) {
+  abi::QpAttr w{};
+  w.state = static_cast<uint8_t>(a.qp_state);
+  w.timeout = a.timeout;
+  w.retry_cnt = a.retry_cnt;
+  w.rnr_retry = a.rnr_retry;
+  w.min_rnr_timer = a.min_rnr_timer;
+  w.max_rd_atomic = a.max_rd_atomic;
+  w.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  w.selective_repeat = a.selective_repeat;
+  w.access = a.qp_access_flags;
+  w.pmtu = a.path_mtu;
+  w.dest_qpn = a.dest_qp_num;
+  w.rq_psn = a.rq_psn;
+  w.sq_psn = a.sq_psn;
+  w.remote_ip = ntohl(a.remote_ip);
+  w.rate_limit_kbps = a.rate_limit_kbps;
+  return w;
+}
+
+cl_qp_attr from_wire(const abi::QpAttr& w) {
+  cl_qp_attr a{};
+  a.qp_state = w.state;
+  a.path_mtu = w.pmtu;
+  a.dest_qp_num = w.dest_qpn;
+  a.rq_psn = w.rq_psn;
+  a.sq_psn = w.sq_psn;
+  a.remote_ip = htonl(w.remote_ip);
+  a.qp_access_flags = w.access;
+  a.timeout = w.timeout;
+  a.retry_cnt = w.retry_cnt;
+  a.rnr_retry = w.rnr_retry;
+  a.min_rnr_timer = w.min_rnr_timer;
+  a.max_rd_atomic = w.max_rd_atomic;
+  a.max_dest_rd_atomic = w.max_dest_rd_atomic;
+  a.selective_repeat = w.selective_repeat;
+  a.rate_limit_kbps = w.rate_limit_kbps;
+  return a;
+}
+
+int qp_call(cl_qp* qp, abi::MsgType type, abi::MsgType reply_type, void* reply, size_t reply_len) {
+  abi::QpId req{};
+  req.h.type = static_cast<uint16_t>(type);
+  req.qp = qp->id;
+  int e = call_locked(qp->ctx, &req, sizeof req, -1, reply_type, reply, reply_len, nullptr);
+  return e != 0 ? e : reply_status(*static_cast<abi::MsgHeader*>(reply));
+}
+
+}  // namespace
+
+int cl_pd_alloc(cl_ctx* ctx, cl_pd** out) {
+  if (ctx == nullptr || out == nullptr) return CL_EINVAL;
+  *out = nullptr;
+  if (int e = ctx->check()) return e;
+  if (ctx->version < kQpVersion) return CL_EOPNOTSUPP;
+  std::lock_guard lk(ctx->ctl_mu);
+  if (ctx->pd != nullptr) return CL_EBUSY;
+  auto* pd = new (std::nothrow) cl_pd{ctx};
+  if (pd == nullptr) return CL_ENOMEM;
+  ctx->pd = pd;
+  *out = pd;
+  return 0;
+}
+
+int cl_pd_dealloc(cl_pd* pd) {
+  if (pd == nullptr) return CL_EINVAL;
+  cl_ctx* ctx = pd->ctx;
+  std::lock_guard lk(ctx->ctl_mu);
+  if (pd->qps != 0) return CL_EBUSY;
+  ctx->pd = nullptr;
+  delete pd;
+  return 0;
+}
+
+int cl_qp_create(cl_pd* pd, const cl_qp_init_attr* attr, cl_qp** out) {
+  if (pd == nullptr || attr == nullptr || out == nullptr) return CL_EINVAL;
+  *out = nullptr;
+  cl_ctx* ctx = pd->ctx;
+  if (int e = ctx->check()) return e;
+  if (ctx->version < kQpVersion) return CL_EOPNOTSUPP;
+  cl_cq* cq = attr->cq;
+  if (cq == nullptr || cq->ctx != ctx) return CL_EINVAL;
+  if (attr->max_send_wr < 1 || attr->max_send_wr > kQpMaxWr || attr->max_recv_wr < 1 ||
+      attr->max_recv_wr > kQpMaxWr)
+    return CL_EINVAL;
+  size_t plen = attr->params != nullptr ? strnlen(attr->params, abi::kQpParamsMax) : 0;
+  if (plen >= abi::kQpParamsMax) return CL_EINVAL;
+  auto* qp = new (std::nothrow) cl_qp{};
+  if (qp == nullptr) return CL_ENOMEM;
+
+  abi::QpCreate req{};
+  req.h.type = static_cast<uint16_t>(abi::MsgType::kQpCreate);
+  req.cq = cq->pipe;
+  req.max_send_wr = attr->max_send_wr;
+  req.max_recv_wr = attr->max_recv_wr;
+  if (plen != 0) std::memcpy(req.params, attr->params, plen);  // the rest stays NUL
+  // Sends and receives share one submit queue, with room for all of both.
+  uint32_t wrs = attr->max_send_wr + attr->max_recv_wr;
+  uint32_t entries = next_pow2(std::max(abi::kPipeMinEntries, wrs));
+
+  std::lock_guard lk(ctx->ctl_mu);
+  cl_sq* sq = nullptr;
+  if (int e = create_sq_locked(ctx, cq, entries, wrs, &sq)) {
+    delete qp;
+    return e;
+  }
+  abi::QpReply rep{};
+  int e = call_locked(ctx, &req, sizeof req, -1, abi::MsgType::kQpReply, &rep, sizeof rep, nullptr);
+  if (e == 0) e = reply_status(rep.h);
+  if (e == 0 && rep.qpn > 0xffffff) e = ctx->fail(CL_EPROTO);
+  if (e != 0) {
+    destroy_queue(sq, ctx->sqs);  // its own failure adds nothing to the first
+    delete sq;
+    delete qp;
+    return e;
+  }
+  qp->ctx = ctx;
+  qp->pd = pd;
+  qp->cq = cq;
+  qp->sq = sq;
+  qp->id = rep.qp;
+  qp->qpn = rep.qpn;
+  qp->ip = rep.ip;
+  qp->max_pmtu = rep.max_pmtu;
+  pd->qps++;
+  ctx->qps.push_back(qp);
+  *out = qp;
+  return 0;
+}
+
+int cl_qp_modify(cl_qp* qp, const cl_qp_attr* attr, unsigned mask) {
+  if (qp == nullptr || attr == nullptr) return CL_EINVAL;
+  cl_ctx* ctx = qp->ctx;
+  if (int e = ctx->check()) return e;
+  if ((mask & ~unsigned{abi::kQpAttrAll}) != 0) return CL_EOPNOTSUPP;
+  // Values the wire's narrower fields would cut: refused here rather than changed.
+  if ((mask & CL_QP_STATE) != 0 && attr->qp_state > CL_QPS_ERR) return CL_EINVAL;
+  abi::QpModify req{};
+  req.h.type = static_cast<uint16_t>(abi::MsgType::kQpModify);
+  req.qp = qp->id;
+  req.mask = mask;
+  req.attr = to_wire(*attr);
+  abi::Reply rep{};
+  std::lock_guard lk(ctx->ctl_mu);
+  int e = call_locked(ctx, &req, sizeof req, -1, abi::MsgType::kReply, &rep, sizeof rep, nullptr);
+  return e != 0 ? e : reply_status(rep.h);
+}
+
+int cl_qp_query(cl_qp* qp, cl_qp_attr* attr) {
+  if (qp == nullptr || attr == nullptr) return CL_EINVAL;
+  if (int e = qp->ctx->check()) return e;
+  abi::QpQueryReply rep{};
+  std::lock_guard lk(qp->ctx->ctl_mu);
+  int e = qp_call(qp, abi::MsgType::kQpQuery, abi::MsgType::kQpQueryReply, &rep, sizeof rep);
+  if (e == 0) *attr = from_wire(rep.attr);
+  return e;
+}
+
+int cl_qp_destroy(cl_qp* qp) {
+  if (qp == nullptr) return CL_EINVAL;
+  cl_ctx* ctx = qp->ctx;
+  std::lock_guard lk(ctx->ctl_mu);
+  abi::Reply rep{};
+  // The daemon flushes the QP's requests onto its CQ before it answers; then the submit queue
+  // that carried them goes. The handle goes whatever the daemon says, as other destroys do.
+  int e = qp_call(qp, abi::MsgType::kQpDestroy, abi::MsgType::kReply, &rep, sizeof rep);
+  int e2 = destroy_queue(qp->sq, ctx->sqs);
+  delete qp->sq;
+  qp->pd->qps--;
+  erase_one(ctx->qps, qp);
+  delete qp;
+  return e != 0 ? e : e2;
+}
+
+uint32_t cl_qp_num(const cl_qp* qp) {
+  return qp != nullptr ? qp->qpn : 0;
+}
+
+cl_flow cl_qp_flow(const cl_qp* qp) {
+  return qp != nullptr ? qp->id : UINT32_MAX;
 }

@@ -31,6 +31,11 @@
  *   cl_connect                   - any thread (serialised on the context's socket)
  *   cl_post_send, cl_post_recv   - one thread at a time per queue
  *   cl_ring_*                    - one thread at a time per ring, the one posting on its sq
+ *   cl_pd_*, cl_qp_create/modify/
+ *   query/destroy                - any thread (serialised on the context's socket)
+ *   cl_qp_post_send/post_recv    - one thread at a time per QP (both calls together)
+ *   cl_qp_local_dest, _exchange,
+ *   _connect                     - any thread (connect: as cl_qp_modify)
  *   cl_poll_cq, cl_cq_wait       - one thread at a time per completion queue
  *   cl_strerror, accessors       - any thread
  */
@@ -339,10 +344,32 @@ CL_API int cl_connect_ex(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr,
  * invalid, e.g. a SEND longer than its receive: that receive fails with CL_ETRUNC), CL_EIO, and
  * CL_ECANCELED (flushed: the QP is in ERR, or destroyed). A failed request moves the QP to ERR.
  *
+ * Library side: the QP's requests and receives travel to cleaved on a submit queue of the
+ * library's own, bound to the CQ, of the next power of two >= max(64, max_send_wr + max_recv_wr)
+ * entries; the CQ's room (as for cl_sq_create: CL_EINVAL when it lacks it) counts max_send_wr +
+ * max_recv_wr. A QP needs a cleaved that speaks ABI version 3: with an older one cl_pd_alloc,
+ * cl_qp_create and the others fail with CL_EOPNOTSUPP and nothing is sent. cl_qp_post_send and
+ * cl_qp_post_recv check what the library can, all or nothing as cl_post_send: CL_EOPNOTSUPP for
+ * an unknown opcode, CL_EINVAL for a length over 1 GiB, CL_EFAULT for (offset, length) outside
+ * the local MR (or remote_addr + length past 2^64), CL_EACCES when the local MR lacks the right
+ * (SEND and WRITE read it: CL_ACCESS_READ; READ and receives write it: CL_ACCESS_WRITE). The
+ * daemon checks again, and the peer checks the rkey. cl_qp_modify: CL_EOPNOTSUPP for mask bits
+ * it does not know, CL_EINVAL for a qp_state past CL_QPS_ERR; cl_qp_query reads everything.
+ *
  * Connecting: cl_qp_local_dest fills this side's half (QP number, a random first PSN, the GID,
  * and an MR's rkey, address and length to offer); cl_qp_exchange swaps halves over a connected
  * stream socket, one text line each way as ibv_rc_pingpong does; cl_qp_connect moves the QP to
- * RTS towards the peer's half. */
+ * RTS towards the peer's half.
+ *
+ * The line (version 1) is 101 characters and a newline, as printf would make it from
+ *
+ *   "CLEAVE-RC 1 %06x:%06x:%s:%08x:%016llx:%016llx\n", qpn, psn, gid, rkey, addr, length
+ *
+ * where %s is the 16 GID bytes in order, two hex digits each (32). Every field has exactly that
+ * many hex digits; written in lowercase, read in either case. Anything else is CL_EPROTO:
+ * another prefix or version, another length, a character that is not a hex digit or ':' where
+ * one belongs, or no newline within 128 bytes. The peer's line is read a byte at a time, so no
+ * byte after its newline is taken from the socket. EOF before the newline: CL_ECONNRESET. */
 typedef struct cl_pd cl_pd;
 typedef struct cl_qp cl_qp;
 
@@ -429,17 +456,17 @@ struct cl_qp_dest {
 };
 
 CL_API int cl_pd_alloc(cl_ctx* ctx, cl_pd** out);
-CL_API int cl_pd_dealloc(cl_pd* pd); /* CL_EBUSY while QPs of it exist */
-CL_API uint32_t cl_mr_lkey(const cl_mr* mr);
-CL_API uint32_t cl_mr_rkey(const cl_mr* mr); /* 0: no remote access */
+CL_API int cl_pd_dealloc(cl_pd* pd);         /* CL_EBUSY while QPs of it exist */
+CL_API uint32_t cl_mr_lkey(const cl_mr* mr); /* cl_mr_id: UINT32_MAX for NULL */
+CL_API uint32_t cl_mr_rkey(const cl_mr* mr); /* 0: no remote access (or a daemon before v3) */
 
 CL_API int cl_qp_create(cl_pd* pd, const struct cl_qp_init_attr* attr, cl_qp** out);
 CL_API int cl_qp_modify(cl_qp* qp, const struct cl_qp_attr* attr, unsigned mask);
 CL_API int cl_qp_query(cl_qp* qp, struct cl_qp_attr* attr);
 /* Pending requests complete with CL_ECANCELED on the CQ first; frees the handle. */
 CL_API int cl_qp_destroy(cl_qp* qp);
-CL_API uint32_t cl_qp_num(const cl_qp* qp);
-CL_API cl_flow cl_qp_flow(const cl_qp* qp);
+CL_API uint32_t cl_qp_num(const cl_qp* qp); /* 0 for NULL */
+CL_API cl_flow cl_qp_flow(const cl_qp* qp); /* UINT32_MAX for NULL */
 /* Post up to n requests; returns how many were posted (fewer when the QP's queue is full) or a
  * negative code, as cl_post_send. One thread at a time per QP for both calls. */
 CL_API int cl_qp_post_send(cl_qp* qp, const struct cl_qp_wr* wr, unsigned n);
@@ -447,13 +474,26 @@ CL_API int cl_qp_post_recv(cl_qp* qp, const struct cl_recv_wr* wr, unsigned n);
 
 /* mr may be NULL (rkey 0). The PSN is random (24 bits). */
 CL_API int cl_qp_local_dest(cl_qp* qp, const cl_mr* mr, struct cl_qp_dest* out);
-/* Writes local's line to fd, reads the peer's (waits at most timeout_ms; < 0 forever).
- * CL_EPROTO for a line that does not parse, CL_ETIMEDOUT, or a negative errno of the socket. */
+/* Writes local's line to fd, reads the peer's (both within timeout_ms; < 0 forever); *remote is
+ * written only on success. CL_EPROTO for a line that does not parse, CL_ETIMEDOUT,
+ * CL_ECONNRESET at EOF, or a negative errno of the socket. */
 CL_API int cl_qp_exchange(int fd, const struct cl_qp_dest* local, struct cl_qp_dest* remote,
                           int timeout_ms);
 /* INIT (remote read and write allowed), RTR and RTS towards `remote`, with `local`'s PSN. `opt`
- * (may be NULL) overrides the defaults for the fields in opt_mask (path_mtu 4096, timeout 14,
- * retry_cnt 7, rnr_retry 7, min_rnr_timer 12, max_rd_atomic 16, qp_access_flags, ...). */
+ * (may be NULL) overrides the defaults for the fields in opt_mask. The steps and the defaults:
+ *
+ *   INIT  CL_QP_ACCESS_FLAGS (CL_ACCESS_REMOTE_READ | CL_ACCESS_REMOTE_WRITE)
+ *   RTR   CL_QP_PATH_MTU (4096, or the largest the daemon's port carries if less),
+ *         CL_QP_DEST_QPN (remote->qpn), CL_QP_RQ_PSN (remote->psn), CL_QP_AV (the last 4
+ *         bytes of remote->gid), CL_QP_MAX_DEST_RD_ATOMIC (16), CL_QP_MIN_RNR_TIMER (12),
+ *         CL_QP_SELECTIVE_REPEAT (only if in opt_mask)
+ *   RTS   CL_QP_SQ_PSN (local->psn), CL_QP_TIMEOUT (14), CL_QP_RETRY_CNT (7),
+ *         CL_QP_RNR_RETRY (7), CL_QP_MAX_QP_RD_ATOMIC (16), CL_QP_RATE_LIMIT (only if in
+ *         opt_mask)
+ *
+ * CL_EINVAL for CL_QP_STATE in opt_mask, a remote GID that is not IPv4-mapped (unless CL_QP_AV
+ * is in opt_mask), or a QPN or PSN over 24 bits; else the first failing step's error (the QP
+ * stays where that step found it). */
 CL_API int cl_qp_connect(cl_qp* qp, const struct cl_qp_dest* local, const struct cl_qp_dest* remote,
                          const struct cl_qp_attr* opt, unsigned opt_mask);
 

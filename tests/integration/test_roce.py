@@ -1,0 +1,308 @@
+#!/usr/bin/python3
+"""test_roce.py - RoCEv2 RC queue pairs end to end: two cleaved daemons, cleave-rdma on both.
+
+The set-up of test_tcp_c2c.py: namespaces a and b joined by a veth, cleaved in each (a at
+10.99.0.1, b at 10.99.0.2), both on the cleave backend (net_cleave over net_af_packet). The app is
+cleave-rdma (tools/cleave-rdma): both processes run in the root namespace, each on its daemon's
+app socket, and exchange their QPs' halves over kernel TCP on 127.0.0.1; the RoCE packets go
+between the daemons over the veth. The connector (on a) is the requester, the listener (on b) the
+responder. For each operation and size the tool moves size bytes of cleave-tcp's seeded pattern
+(cleave_pattern.py; the seed from the operation and size, see pattern_seed) and both sides print
+the SHA-256 of their MR's first size bytes and the peer's; both must be the pattern's, and each
+side must agree with the other. Cases:
+  - all five operations (SEND, SEND with immediate, WRITE, WRITE with immediate, READ) at 1, 4095,
+    4096, 4097 bytes and 1 MiB; then 1 GiB, for SEND, WRITE and READ only (the immediate variants
+    move the same bytes the same way, and 1 GiB takes time: the file stays well under 5 minutes);
+  - selective repeat on both QPs, a few sizes, on a clean wire and on one with seeded loss and
+    reordering on a's side (`cleavectl port fault`), where the transport must retransmit;
+  - PMTU 1024 (the largest the veth's MTU of 1500 carries; every case uses it unless it says
+    otherwise) and 256 with sizes that are not multiples of them, the QPs seen meanwhile in
+    `cleavectl qp list` at that PMTU, in RTS, towards the other daemon; PMTU 2048 is refused on
+    both sides and leaves no QP;
+  - afterwards, on both daemons: `cleavectl qp list` shows no queue pair left (each was
+    destroyed), and the rocev2 transport's counters over all QPs (`cleavectl transport list`) show
+    packets sent, as many payload bytes as the operations moved, and no bad packet, bad ICRC,
+    access error, invalid request or failed QP.
+Not here: a READ or WRITE naming a wrong rkey (remote access error); cleave-rdma has no way to ask
+for one (tests/unit/roce_sim_test.cc covers it in the transport).
+CLEAVE_RDMA_BIG sets the largest size (default 1g, as cleave-rdma --sizes takes it).
+"""
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import cleave_pattern
+import cleavetest as ct
+
+RDMA = os.environ.get("CLEAVE_RDMA", "build/tools/cleave-rdma")
+TCP_TOOL = os.environ.get("CLEAVE_TCP", "build/tools/cleave-tcp")
+IP = {"a": "10.99.0.1", "b": "10.99.0.2"}
+MAC = {"a": "02:c1:ea:0e:0a:01", "b": "02:c1:ea:0e:0b:01"}
+OPS = ["send", "send_imm", "write", "write_imm", "read"]  # cleave-rdma --ops, in its order
+SMALL = ["1", "4095", "4096", "4097", "1m"]
+BIG = os.environ.get("CLEAVE_RDMA_BIG", "1g")
+# The largest PMTU a port of MTU 1500 carries (af_packet's limit on the veth): cleaved refuses
+# more at RTR. Every case names its PMTU, so that what it runs at does not depend on a default.
+PMTU = 1024
+
+# Apps hold an MR of the largest size on each side (1 GiB), besides their shared region.
+RDMA_APPS = """apps:
+  quota:
+    memory_mb: 3072
+    region_mb: 64
+    pipe_entries: 4096
+  allow:
+    - uid: 0
+"""
+CONFIG = ct.CONFIG_HEAD + RDMA_APPS + ct.port_yaml(
+    "net_cleave0,wire=net_af_packet0,wire_args=iface=%(iface)s", "%(mac)s", "%(ip)s")
+
+
+def size_bytes(text):
+    """A size as cleave-rdma --sizes takes it: a number with k, m or g (powers of 1024)."""
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1].lower(), 1)
+    return int(text[:-1] if scale != 1 else text) * scale
+
+
+def pattern_seed(op, size):
+    """The seed of the bytes cleave-rdma moves for operation `op` (a name of OPS) and `size`
+    bytes, as its --help gives it: SIZE * 8 + K + 1, K the op's number in OPS."""
+    return size * 8 + OPS.index(op) + 1
+
+
+_digests = {}
+
+
+def pattern_sha256(seed, n):
+    """SHA-256 of the pattern's first n bytes; past 64 MiB from cleave-tcp --pattern (C speed;
+    the tcp-tool test checks it against cleave_pattern.py), when it is built."""
+    if (seed, n) not in _digests:
+        if n > 64 << 20 and os.access(TCP_TOOL, os.X_OK):
+            h = hashlib.sha256()
+            p = subprocess.Popen([TCP_TOOL, "--pattern", str(n), "--seed", str(seed)],
+                                 stdout=subprocess.PIPE)
+            got = 0
+            while chunk := p.stdout.read(1 << 20):
+                h.update(chunk)
+                got += len(chunk)
+            if p.wait() != 0 or got != n:
+                raise AssertionError(f"cleave-tcp --pattern {n} --seed {seed} failed")
+            _digests[seed, n] = h.hexdigest()
+        else:
+            _digests[seed, n] = cleave_pattern.sha256(seed, n)
+    return _digests[seed, n]
+
+
+def expected_sha256(op, size):
+    return pattern_sha256(pattern_seed(op, size), size)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing uses now, for the out-of-band exchange."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class QpWatch(threading.Thread):
+    """Samples `cleavectl qp list` on a daemon until stopped: every row seen."""
+
+    def __init__(self, d):
+        super().__init__(daemon=True)
+        self.d, self.rows, self.done = d, [], threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            code, out, _ = self.d.ctl("qp", "list", check=False)
+            if code == 0 and out:
+                self.rows += out
+            time.sleep(0.02)
+
+    def stop(self):
+        self.done.set()
+        self.join(timeout=30)
+        return self.rows
+
+
+class Roce(ct.TestCase):
+    def setUp(self):
+        self.net = ct.Net("r", peer_addr=None)
+        ifaces = {"a": self.net.va, "b": self.net.vb}
+        ns = {"a": self.net.a, "b": self.net.b}
+        self.d = {side: ct.Daemon(CONFIG % {"iface": ifaces[side], "mac": MAC[side],
+                                            "ip": IP[side]}, ns=ns[side])
+                  for side in ("a", "b")}
+
+    # ---- cleave-rdma: each process is registered and killed by its pid in teardown
+
+    def tool(self, side, timeout, *args):
+        sock = os.path.join(self.d[side].run_dir, "app.sock")
+        return ct.spawn([RDMA, "--socket", sock, "--json", "--timeout", str(timeout),
+                         *map(str, args)],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def why(self, err, extra=""):
+        logs = "".join(f"cleaved {s} log (tail):\n{d.logs()[-2000:]}\n" for s, d in self.d.items())
+        return f"cleave-rdma: {err.strip()}\n{extra}\n{logs}"
+
+    def results(self, p, timeout):
+        """cleave-rdma's exit code, its lines by (op, size), and its stderr."""
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            self.fail(self.why(err, f"cleave-rdma did not finish in {timeout} s:\n{out}"))
+        rows = {}
+        for line in out.splitlines():
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            if "op" in r:
+                key = r["op"], size_bytes(str(r["size"]))  # bytes, or as --sizes wrote it
+                self.assertNotIn(key, rows, line)
+                rows[key] = r
+        return p.returncode, rows, err
+
+    def run_pair(self, ops, sizes, *extra, mtu=PMTU, timeout=120):
+        """cleave-rdma --listen on b and --connect on a, the same --ops, --sizes, --mtu and
+        `extra` on both; checks every line of both and returns the rows of (a, b)."""
+        port = free_port()
+        common = ["--ops", ",".join(ops), "--sizes", ",".join(sizes), "--mtu", mtu, *extra]
+        rsp = self.tool("b", timeout, "--listen", port, *common)
+
+        def listening():
+            if rsp.poll() is not None:
+                out, err = rsp.communicate()
+                self.fail(self.why(err, f"the listener exited with {rsp.returncode}:\n{out}"))
+            ss = ct.sh(["ss", "-Hltn", f"sport = :{port}"]).stdout
+            return ss.strip() != ""
+        ct.wait_until(listening, timeout=15, what=f"cleave-rdma to listen on port {port}")
+        req = self.tool("a", timeout, "--connect", f"127.0.0.1:{port}", *common)
+        code_a, rows_a, err_a = self.results(req, timeout + 30)
+        code_b, rows_b, err_b = self.results(rsp, timeout + 30)
+        both = self.why(f"requester (a): {err_a.strip()}\nresponder (b): {err_b.strip()}",
+                        {"a": rows_a, "b": rows_b})
+        self.assertEqual((code_a, code_b), (0, 0), both)
+        want = {(op, size_bytes(s)) for op in ops for s in sizes}
+        self.assertEqual(set(rows_a), want, self.why(err_a))
+        self.assertEqual(set(rows_b), want, self.why(err_b))
+        for key in sorted(want):
+            a, b = rows_a[key], rows_b[key]
+            self.assertEqual((a["status"], b["status"]), (0, 0), (a, b))
+            # Both sides hold the same bytes, each says so, and they are the pattern's.
+            self.assertEqual(a["sha256"], b["sha256"], (a, b))
+            self.assertEqual((a["peer"], b["peer"]), (b["sha256"], a["sha256"]), (a, b))
+            self.assertIs(a["match"], True, a)
+            self.assertIs(b["match"], True, b)
+            self.assertEqual(a["sha256"], expected_sha256(*key), (key, a))
+        return rows_a, rows_b
+
+    # ---- the daemons afterwards
+
+    def roce_stats(self, side):
+        """The rocev2 transport's counters over all QPs of daemon `side`."""
+        for t in self.d[side].ctl("transport", "list")[1]["transports"]:
+            if t["name"] == "rocev2":
+                self.assertIn("stats", t, t)
+                return t["stats"]
+        self.fail(f"daemon {side} lists no rocev2 transport")
+
+    def assert_clean_daemons(self, ops, sizes):
+        """No QP left on either daemon; the transport moved at least the bytes of `ops` x
+        `sizes` and saw nothing bad."""
+        for side in ("a", "b"):
+            self.assertEqual(self.d[side].ctl("qp", "list")[1], [], f"{side} keeps QPs")
+            flows = self.d[side].ctl("flow", "list")[1]["flows"]
+            self.assertEqual([f for f in flows if f["transport"] == "rocev2"], [], side)
+        # The requester (a) sends the payload of SENDs and WRITEs, the responder (b) that of READs.
+        total = sum(size_bytes(s) for s in sizes)
+        payload = {"a": total * sum(op != "read" for op in ops), "b": total * ("read" in ops)}
+        for side in ("a", "b"):
+            t = self.roce_stats(side)
+            self.assertGreater(t["tx_packets"], 0, t)
+            self.assertGreater(t["rx_packets"], 0, t)
+            self.assertGreaterEqual(t["tx_bytes"], payload[side], t)
+            for k in ("bad_packets", "bad_icrc", "access_errors", "invalid_requests",
+                      "qp_errors"):
+                self.assertEqual(t[k], 0, (side, k, t))
+        return {side: self.roce_stats(side) for side in ("a", "b")}
+
+    # ---- cases
+
+    def test_every_operation_small_sizes(self):
+        self.run_pair(OPS, SMALL)
+        self.assert_clean_daemons(OPS, SMALL)
+
+    def test_one_gib(self):
+        ops = ["send", "write", "read"]
+        big = size_bytes(BIG)
+        for op in ops:
+            expected_sha256(op, big)  # before the clock starts
+        rows, _ = self.run_pair(ops, [BIG], timeout=60 + 3 * big // 10_000_000)
+        self.assert_clean_daemons(ops, [BIG])
+        for op in ops:  # for the log, asserted nothing
+            print(f"  {op} of {BIG}: {rows[op, big]['MBps']:.0f} MB/s", flush=True)
+
+    def test_selective_repeat(self):
+        sizes = ["1", "4097", "1m", "8m"]
+        self.run_pair(OPS, sizes, "--selective-repeat")
+        self.assert_clean_daemons(OPS, sizes)
+
+    def test_selective_repeat_recovers_from_loss(self):
+        # Seeded loss and reordering both ways on a's side of the wire.
+        self.d["a"].ctl("port", "fault", "p0", "loss", "0.01", "reorder", "0.01", "seed", "7")
+        sizes = ["4097", "1m", "8m"]
+        self.run_pair(OPS, sizes, "--selective-repeat", timeout=240)
+        stats = self.assert_clean_daemons(OPS, sizes)
+        self.assertGreater(stats["a"]["retransmits"] + stats["b"]["retransmits"], 0, stats)
+        dropped = self.d["a"].ctl("port", "show", "p0")[1][0]["faults"]
+        self.assertGreater(dropped["rx"]["dropped"] + dropped["tx"]["dropped"], 0, dropped)
+
+    def pmtu_case(self, mtu, sizes):
+        watch = {side: QpWatch(self.d[side]) for side in ("a", "b")}
+        for w in watch.values():
+            w.start()
+        self.run_pair(OPS, sizes, mtu=mtu)
+        seen = {side: w.stop() for side, w in watch.items()}
+        self.assert_clean_daemons(OPS, sizes)
+        # While they ran, `cleavectl qp list` showed the QPs ready to send (RTS) at that PMTU,
+        # each towards the other daemon (before RTR a QP has neither).
+        for side, peer in (("a", "b"), ("b", "a")):
+            rts = [r for r in seen[side] if r["info"]["state"] == "RTS"]
+            self.assertTrue(rts, f"no QP in RTS seen on {side}: {seen[side][:3]}")
+            self.assertEqual({r["info"]["pmtu"] for r in rts}, {mtu}, rts[:3])
+            self.assertEqual({r["remote"].split(":")[0] for r in rts}, {IP[peer]}, rts[:3])
+
+    def test_pmtu_1024(self):
+        self.pmtu_case(1024, ["1023", "1025", "3000", "65537", "1000001", "33554433"])
+
+    def test_pmtu_256(self):
+        self.pmtu_case(256, ["255", "257", "1000", "65537", "8388609"])
+
+    def test_a_pmtu_the_wire_cannot_carry_is_refused(self):
+        # 2048-byte packets and their headers do not fit the port's MTU of 1500: the QP does
+        # not connect, on either side, and nothing is left behind.
+        port = free_port()
+        common = ["--ops", "write", "--sizes", "4k", "--mtu", "2048", "--timeout", "10"]
+        rsp = self.tool("b", 10, "--listen", port, *common)
+        req = self.tool("a", 10, "--connect", f"127.0.0.1:{port}", *common)
+        for p in (req, rsp):
+            code, rows, err = self.results(p, 40)
+            self.assertNotEqual(code, 0, err)
+            self.assertEqual(rows, {}, err)
+            self.assertIn("cannot connect the queue pair", err)
+        for side in ("a", "b"):
+            self.assertEqual(self.d[side].ctl("qp", "list")[1], [], f"{side} keeps QPs")
+
+
+if __name__ == "__main__":
+    if not os.access(RDMA, os.X_OK):
+        print(f"skipped: {RDMA} is not built", flush=True)
+        raise SystemExit(ct.SKIP)
+    ct.main()
