@@ -4,6 +4,7 @@
 #include "pacer.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace cleave::transport::roce {
@@ -25,9 +26,10 @@ bool valid_pmtu(uint32_t m) {
 }
 
 // PSNs a message of `len` bytes takes (a PMTU is at least 256: modify_qp checks it).
+// PMTUs are powers of two (modify_qp checks): a shift, not a division, on the send path.
 uint32_t packets(uint32_t len, uint32_t pmtu) {
-  const uint32_t m = std::max(pmtu, 256u);
-  return len == 0 ? 1 : uint32_t((uint64_t(len) + m - 1) / m);
+  const int shift = std::countr_zero(std::max(pmtu, 256u));
+  return len == 0 ? 1 : uint32_t((uint64_t(len) + (uint64_t(1) << shift) - 1) >> shift);
 }
 
 struct SendWqe {
@@ -110,7 +112,9 @@ struct RcTransport::Qp {
   RcCounters c;
 
   // ---- requester ----
-  std::vector<SendWqe> sq;
+  QpCaps caps;              // what the owner asked for: the queues' capacity
+  std::vector<SendWqe> sq;  // a power of two at least caps.max_send_wr: indexes are masked
+  uint64_t sq_mask = 0;
   uint64_t sq_head = 0;    // oldest incomplete
   uint64_t sq_tail = 0;    // next free
   uint64_t send_wqe = 0;   // next to transmit from
@@ -143,7 +147,8 @@ struct RcTransport::Qp {
   bool cnp_due = false;
 
   // ---- responder ----
-  std::vector<RecvWqe> rq;
+  std::vector<RecvWqe> rq;  // likewise for caps.max_recv_wr
+  uint64_t rq_mask = 0;
   uint64_t rq_head = 0;  // next to consume; also its message number on the NIC
   uint64_t rq_tail = 0;
   uint64_t rq_nic = 0;  // receives posted to the NIC (message numbers < rq_nic)
@@ -274,6 +279,17 @@ uint32_t RcTransport::qp_number(FlowId flow) const {
   return q == nullptr ? 0 : q->qpn;
 }
 
+namespace {
+void size_queues(RcTransport::Qp& q, const QpCaps& caps) {
+  q.caps = caps;
+  q.sq.resize(std::bit_ceil(caps.max_send_wr));
+  q.sq_mask = q.sq.size() - 1;
+  q.rq.resize(std::bit_ceil(caps.max_recv_wr));
+  q.rq_mask = q.rq.size() - 1;
+  q.rr.resize(kMaxReadQueue);
+}
+}  // namespace
+
 int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params) {
   if (flow == kNoFlow || qpn > kPsnMask || qpn < 2 || caps.max_send_wr == 0 ||
       caps.max_recv_wr == 0 || caps.max_send_wr > 65536 || caps.max_recv_wr > 65536) {
@@ -285,9 +301,7 @@ int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params
   if (!apply_params(params, &q->dcqcn, &q->dcqcn_params).empty()) return -EINVAL;
   q->flow = flow;
   q->qpn = qpn;
-  q->sq.resize(caps.max_send_wr);
-  q->rq.resize(caps.max_recv_wr);
-  q->rr.resize(kMaxReadQueue);
+  size_queues(*q, caps);
   qps_[flow] = std::move(q);
   live_.push_back(flow);
   return 0;
@@ -320,13 +334,13 @@ EventKind done_kind(ReqKind k) {
 void flush_all(RcTransport::Qp& q, int first_status, Context& ctx) {
   int status = first_status;
   for (; q.sq_head != q.sq_tail; q.sq_head++) {
-    SendWqe& w = q.sq[q.sq_head % q.sq.size()];
+    SendWqe& w = q.sq[(q.sq_head) & q.sq_mask];
     if (w.kind == ReqKind::kRead && w.read_counted) ctx.read_retire(q.flow, w.first_psn);
     ctx.event({q.flow, done_kind(w.kind), status, 0, 0, w.wr_id});
     status = -ECANCELED;
   }
   for (; q.rq_head != q.rq_tail; q.rq_head++) {
-    const RecvWqe& r = q.rq[q.rq_head % q.rq.size()];
+    const RecvWqe& r = q.rq[(q.rq_head) & q.rq_mask];
     if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
     ctx.event({q.flow, EventKind::kRecvDone, -ECANCELED, 0, 0, r.wr_id});
   }
@@ -414,7 +428,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     flush_all(*q, -ECANCELED, ctx);
     const FlowId f = q->flow;
     const uint32_t n = q->qpn;
-    const QpCaps caps{uint32_t(q->sq.size()), uint32_t(q->rq.size())};
+    const QpCaps caps = q->caps;
     const bool dcqcn = q->dcqcn;
     const cc::DcqcnParams dp = q->dcqcn_params;
     *q = Qp{};
@@ -422,9 +436,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     q->qpn = n;
     q->dcqcn = dcqcn;
     q->dcqcn_params = dp;
-    q->sq.resize(caps.max_send_wr);
-    q->rq.resize(caps.max_recv_wr);
-    q->rr.resize(kMaxReadQueue);
+    size_queues(*q, caps);
     return 0;
   }
   if (to == QpState::kRtr && from == QpState::kInit) {
@@ -439,7 +451,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     q->sport = udp_sport(q->qpn, s.dest_qpn);
     // Receives posted before RTR go to the NIC now that the flow is steered.
     for (; q->rq_nic < q->rq_tail; q->rq_nic++) {
-      const RecvWqe& r = q->rq[q->rq_nic % q->rq.size()];
+      const RecvWqe& r = q->rq[(q->rq_nic) & q->rq_mask];
       if (ctx.ms_post(flow, r.mr, r.offset, r.len, uint32_t(q->rq_nic)) == -ENOBUFS) break;
     }
   }
@@ -553,7 +565,7 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
 void rewind(RcTransport::Qp& q, uint32_t psn) {
   uint64_t i = q.sq_head;
   for (; i != q.sq_tail; i++) {
-    SendWqe& w = q.sq[i % q.sq.size()];
+    SendWqe& w = q.sq[(i)&q.sq_mask];
     if (!w.started) break;
     if (w.done) continue;
     if (!w.covers(psn) && psn_diff(psn, w.first_psn) >= 0) continue;
@@ -590,7 +602,7 @@ void queue_resend(RcTransport::Qp& q, uint32_t psn) {
 // missing responses is asked again even when the responder has its request.
 void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all = false) {
   for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
-    const SendWqe& w = q.sq[i % q.sq.size()];
+    const SendWqe& w = q.sq[(i)&q.sq_mask];
     if (!w.started || psn_diff(w.first_psn, to) >= 0) break;
     if (psn_diff(w.last_psn(), from) < 0) continue;
     if (w.kind == ReqKind::kRead) {
@@ -646,7 +658,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
   while (q.attr.selective_repeat && q.resend_head < q.resend.size() && pace(q, now) &&
          next_resend(q, &p)) {
     for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
-      SendWqe& w = q.sq[i % q.sq.size()];
+      SendWqe& w = q.sq[(i)&q.sq_mask];
       if (!w.started) break;
       if (!w.covers(p)) continue;
       uint32_t k = uint32_t(psn_diff(p, w.first_psn));
@@ -665,7 +677,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
   while (q.send_wqe != q.sq_tail) {
     if (psn_diff(q.snd_nxt, q.una) >= int32_t(kMaxInflight)) break;
     if (!pace(q, now)) break;
-    SendWqe& w = q.sq[q.send_wqe % q.sq.size()];
+    SendWqe& w = q.sq[(q.send_wqe) & q.sq_mask];
     if (!w.started) {
       w.started = true;
       w.first_psn = q.snd_nxt;
@@ -712,7 +724,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
 // Completes finished requests from the oldest, in order.
 void complete(RcTransport::Qp& q, Context& ctx) {
   while (q.sq_head != q.sq_tail) {
-    SendWqe& w = q.sq[q.sq_head % q.sq.size()];
+    SendWqe& w = q.sq[(q.sq_head) & q.sq_mask];
     if (!w.started) break;
     if (w.kind == ReqKind::kRead) {
       if (!w.done) break;
@@ -736,7 +748,7 @@ void complete(RcTransport::Qp& q, Context& ctx) {
 bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
   if (psn_diff(next, q.snd_max) > 0) return false;  // acknowledges what was never sent
   for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
-    SendWqe& w = q.sq[i % q.sq.size()];
+    SendWqe& w = q.sq[(i)&q.sq_mask];
     if (!w.started || psn_diff(w.first_psn, next) >= 0) break;
     if (w.kind == ReqKind::kRead && !w.done) {
       const uint32_t missing = psn_add(w.first_psn, w.read_got);
@@ -789,11 +801,11 @@ void RcTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
           refuse(EventKind::kRecvDone, q == nullptr ? -ENOTCONN : -ECANCELED);
           break;
         }
-        if (q->rq_tail - q->rq_head == q->rq.size()) {
+        if (q->rq_tail - q->rq_head == q->caps.max_recv_wr) {
           refuse(EventKind::kRecvDone, -ENOBUFS);
           break;
         }
-        q->rq[q->rq_tail % q->rq.size()] = RecvWqe{r.mr, r.len, r.offset, r.wr_id};
+        q->rq[(q->rq_tail) & q->rq_mask] = RecvWqe{r.mr, r.len, r.offset, r.wr_id};
         q->rq_tail++;
         if (q->rq_nic + 1 == q->rq_tail &&
             (q->attr.state == QpState::kRtr || q->attr.state == QpState::kRts)) {
@@ -817,11 +829,11 @@ void RcTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
           refuse(k, -EINVAL);
           break;
         }
-        if (q->sq_tail - q->sq_head == q->sq.size()) {
+        if (q->sq_tail - q->sq_head == q->caps.max_send_wr) {
           refuse(k, -ENOBUFS);
           break;
         }
-        SendWqe& w = q->sq[q->sq_tail % q->sq.size()];
+        SendWqe& w = q->sq[(q->sq_tail) & q->sq_mask];
         w = SendWqe{};
         w.kind = r.kind;
         w.imm = (r.flags & kReqImm) != 0;
@@ -887,7 +899,7 @@ bool remote_ok(const RcTransport::Qp& q, const Headers& b, bool write, Context& 
 
 // The receive at the head completes with `e` (its MS leaves the NIC) and the next one is up.
 void consume_recv(RcTransport::Qp& q, Event e, Context& ctx) {
-  e.wr_id = q.rq[q.rq_head % q.rq.size()].wr_id;
+  e.wr_id = q.rq[(q.rq_head) & q.rq_mask].wr_id;
   ctx.event(e);
   if (q.rq_head < q.rq_nic) ctx.ms_retire_msg(q.flow, uint32_t(q.rq_head));
   q.rq_head++;
@@ -947,7 +959,7 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     }
   }
   if (o.kind == OpKind::kSend) {
-    RecvWqe& r = q.rq[q.rq_head % q.rq.size()];
+    RecvWqe& r = q.rq[(q.rq_head) & q.rq_mask];
     if (o.first) q.msg_bytes = 0;
     if (uint64_t(q.msg_bytes) + x.len > r.len) {
       // The message is longer than the receive: an invalid request (IBTA 9.7.5.2.6); the
@@ -1218,7 +1230,7 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
         // The READ it answers, and in order?
         SendWqe* w = nullptr;
         for (uint64_t i = q->sq_head; i != q->sq_tail; i++) {
-          SendWqe& c = q->sq[i % q->sq.size()];
+          SendWqe& c = q->sq[(i)&q->sq_mask];
           if (!c.started) break;
           if (c.kind == ReqKind::kRead && c.covers(b.psn) && !c.done) {
             w = &c;
