@@ -95,14 +95,15 @@ bool hex_field(const char** p, unsigned digits, uint64_t* out) {
   for (unsigned i = 0; i < digits; i++) {
     char c = (*p)[i];
     unsigned d;
-    if (c >= '0' && c <= '9')
+    if (c >= '0' && c <= '9') {
       d = static_cast<unsigned>(c - '0');
-    else if (c >= 'a' && c <= 'f')
+    } else if (c >= 'a' && c <= 'f') {
       d = static_cast<unsigned>(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F')
+    } else if (c >= 'A' && c <= 'F') {
       d = static_cast<unsigned>(c - 'A' + 10);
-    else
+    } else {
       return false;
+    }
     v = v << 4 | d;
   }
   *p += digits;
