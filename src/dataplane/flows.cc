@@ -741,6 +741,7 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
                                                      : abi::kOpFlowSend;
         if (f.qp && e.kind == EventKind::kRecvDone) {
           // A QP's receive: the peer's immediate data, and whether a WRITE consumed it.
+          c.flags |= abi::kCompRecv;
           c.imm = (e.flags & transport::kEvImm) != 0 ? e.imm : 0;
           if ((e.flags & transport::kEvImm) != 0) c.flags |= abi::kCompImm;
           if ((e.flags & transport::kEvWrite) != 0) c.flags |= abi::kCompRdmaWrite;

@@ -159,6 +159,7 @@ static_assert(kCacheLine % sizeof(RecvEntry) == 0);
 static_assert(offsetof(RecvEntry, phase) == 15);
 
 inline constexpr uint8_t kCompRecv = 1u << 0;   // a receive completion: wr_id is the entry index
+                                                // (a QP's receive, opcode kOpFlowRecv: the app's)
 inline constexpr uint8_t kCompImm = 1u << 1;    // imm is valid
 inline constexpr uint8_t kCompEvent = 1u << 2;  // a flow event: opcode is an EventCode
 inline constexpr uint8_t kCompRdmaWrite = 1u << 3;  // a QP receive an RDMA WRITE with immediate

@@ -22,7 +22,10 @@ side must agree with the other. Cases:
   - afterwards, on both daemons: `cleavectl qp list` shows no queue pair left (each was
     destroyed), and the rocev2 transport's counters over all QPs (`cleavectl transport list`) show
     packets sent, as many payload bytes as the operations moved, and no bad packet, bad ICRC,
-    access error, invalid request or failed QP.
+    access error, invalid request or failed QP;
+  - 200 moves in flight per size with selective repeat and DCQCN on;
+  - the tool's own rules: options that differ between the sides are refused by both (exit 1),
+    and a requester with nobody to talk to gives up after --timeout.
 Not here: a READ or WRITE naming a wrong rkey (remote access error); cleave-rdma has no way to ask
 for one (tests/unit/roce_sim_test.cc covers it in the transport).
 CLEAVE_RDMA_BIG sets the largest size (default 1g, as cleave-rdma --sizes takes it).
@@ -299,6 +302,30 @@ class Roce(ct.TestCase):
             self.assertIn("cannot connect the queue pair", err)
         for side in ("a", "b"):
             self.assertEqual(self.d[side].ctl("qp", "list")[1], [], f"{side} keeps QPs")
+
+    def test_many_in_flight_with_dcqcn(self):
+        rows, _ = self.run_pair(OPS, ["1", "64k"], "--iters", 200, "--selective-repeat",
+                                "--params", "dcqcn on")
+        self.assertTrue(all(r["iters"] == 200 for r in rows.values()), rows)
+        self.assert_clean_daemons(OPS, ["1", "64k"])
+
+    def test_options_that_differ_are_refused(self):
+        port = free_port()
+        rsp = self.tool("b", 10, "--listen", port, "--ops", "write", "--sizes", "8k")
+        ct.wait_until(lambda: ct.sh(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip(),
+                      timeout=15, what="cleave-rdma to listen")
+        req = self.tool("a", 10, "--connect", f"127.0.0.1:{port}", "--ops", "write")
+        for p in (req, rsp):
+            code, rows, err = self.results(p, 40)
+            self.assertEqual((code, rows), (1, {}), err)
+            self.assertIn("the peer's options differ", err)
+
+    def test_nobody_to_talk_to_times_out(self):
+        port = free_port()
+        code, rows, err = self.results(self.tool("a", 1, "--connect", f"127.0.0.1:{port}"), 30)
+        self.assertEqual((code, rows), (1, {}), err)
+        self.assertIn(f"timed out after 1 s connecting to 127.0.0.1:{port}", err)
+        self.assertEqual(self.d["a"].ctl("qp", "list")[1], [])
 
 
 if __name__ == "__main__":

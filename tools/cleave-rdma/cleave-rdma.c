@@ -57,6 +57,8 @@ static const char usage[] =
     "      --timeout SEC      the longest wait for anything: the peer, a completion, a line on\n"
     "                         the side channel (default 30)\n"
     "      --json             one JSON object per line instead of the text lines\n"
+    "      --hold SEC         keep the queue pair up SEC seconds after the moves (0-3600,\n"
+    "                         default 0), to look at it with cleavectl qp list|show\n"
     "  -h, --help             this text\n"
     "\n";
 /* The rest of --help (C99 string literals stop at 4095 characters). */
@@ -113,6 +115,7 @@ struct opts {
   uint32_t mtu; /* 0: cl_qp_connect's default */
   uint64_t iters;
   double timeout;
+  unsigned hold; /* seconds the QP stays up after the moves */
 };
 
 struct rdma {
@@ -474,11 +477,8 @@ static int serve(struct rdma* r, int op, uint64_t size, struct result* res) {
         if (w->status != 0)
           return failed(res, w->status, "%s of %" PRIu64 ": a receive failed: %s", op_names[op],
                         size, errtext(w->status));
-        /* CL_WC_RECV is not required: cleaved (354eaf0) completes a QP's receives without it,
-         * as it does a flow's, though cleave.h promises it. */
-        if (w->wr_id != done + i || w->opcode != CL_OP_FLOW_RECV ||
-            (w->flags | CL_WC_RECV) != want_flags || w->length != len ||
-            (op != OP_SEND && w->imm != len))
+        if (w->wr_id != done + i || w->opcode != CL_OP_FLOW_RECV || w->flags != want_flags ||
+            w->length != len || (op != OP_SEND && w->imm != len))
           return failed(res, CL_EPROTO,
                         "%s of %" PRIu64 ": receive %" PRIu64
                         " completed with opcode %u flags %#x length %u imm %u",
@@ -704,7 +704,7 @@ static void tear_down(struct rdma* r) {
 int main(int argc, char** argv) {
   struct opts o = {.iters = 1, .timeout = 30};
   bool ops_given = false, sizes_given = false;
-  enum { O_OPS = 256, O_SIZES, O_MTU, O_SR, O_PARAMS, O_ITERS, O_JSON, O_TIMEOUT };
+  enum { O_OPS = 256, O_SIZES, O_MTU, O_SR, O_PARAMS, O_ITERS, O_JSON, O_TIMEOUT, O_HOLD };
   static const struct option longopts[] = {{"listen", required_argument, NULL, 'l'},
                                            {"connect", required_argument, NULL, 'c'},
                                            {"socket", required_argument, NULL, 's'},
@@ -716,6 +716,7 @@ int main(int argc, char** argv) {
                                            {"iters", required_argument, NULL, O_ITERS},
                                            {"json", no_argument, NULL, O_JSON},
                                            {"timeout", required_argument, NULL, O_TIMEOUT},
+                                           {"hold", required_argument, NULL, O_HOLD},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   for (int c; (c = getopt_long(argc, argv, "l:c:s:h", longopts, NULL)) != -1;) {
@@ -772,6 +773,13 @@ int main(int argc, char** argv) {
         char* end = NULL;
         o.timeout = strtod(optarg, &end);
         ok = end != optarg && *end == '\0' && o.timeout > 0 && o.timeout <= 86400;
+        break;
+      }
+      case O_HOLD: {
+        char* end = NULL;
+        unsigned long v = strtoul(optarg, &end, 10);
+        ok = end != optarg && *end == '\0' && v <= 3600;
+        o.hold = (unsigned)v;
         break;
       }
       case 'h':
@@ -834,6 +842,11 @@ int main(int argc, char** argv) {
       print_result(&o, op, size, &res, match);
       if (!match) code = 1;
     }
+  }
+  if (code == 0 && o.hold != 0) {
+    /* The moves are done and printed: the QP stays in RTS for cleavectl qp list|show. */
+    fflush(stdout);
+    sleep(o.hold);
   }
   tear_down(&r);
   return code;
