@@ -433,8 +433,9 @@ print(f"    cleaved answered {s['icmp']['echo_replies']} of {s['icmp']['echo_req
 print(f"    {s['drops']['no_handler']} unmatched packet(s) dropped as no_handler; "
       f"{s['drops_total']} drop(s) in all")
 f = s["flows"]
-print(f"    TCP: {f['flows_opened']} flow(s) opened, {f['flows_closed']} closed; "
-      f"{f['rx_segments']} segment header(s) to the transport, {f['tx_descs']} descriptor(s) "
+print(f"    flows (TCP, and a RoCE queue pair): {f['flows_opened']} opened, "
+      f"{f['flows_closed']} closed; {f['rx_segments']} header(s) to the transports, "
+      f"{f['tx_descs']} descriptor(s) "
       f"out; {f['rx_copied_bytes']} payload byte(s) copied by the daemon")
 print(f"    the dataplane lcore ran {l['iterations']} loop iterations, busy "
       f"{l['busy_percent']:.3f}% of its cycles")
