@@ -58,6 +58,18 @@ uint16_t load16(const uint8_t* p) {
   return uint16_t(p[0] << 8 | p[1]);
 }
 
+// The NIC's verdict on a frame's L4 checksum (TCP, UDP) or ICRC (RoCE).
+transport::Csum nic_csum(const rte_pmd_cleave_placement& pl) {
+  switch ((pl.flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3) {
+    case RTE_PMD_CLEAVE_CSUM_GOOD:
+      return transport::Csum::kGood;
+    case RTE_PMD_CLEAVE_CSUM_BAD:
+      return transport::Csum::kBad;
+    default:
+      return transport::Csum::kNotChecked;
+  }
+}
+
 uint8_t event_code(EventKind k) {
   switch (k) {
     case EventKind::kConnected:
@@ -419,21 +431,11 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   if (deferred && m->data_len < kEthLen + ip_len) return Drop::kTcpMalformed;
 
   // Checksum: the NIC's verdict, else ours (the frame is whole when the NIC did not check it).
-  transport::Csum csum = transport::Csum::kNotChecked;
-  switch ((pl->flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3) {
-    case RTE_PMD_CLEAVE_CSUM_GOOD:
-      csum = transport::Csum::kGood;
-      break;
-    case RTE_PMD_CLEAVE_CSUM_BAD:
-      csum = transport::Csum::kBad;
-      break;
-    default:
-      if (deferred || payload_len == 0) {
-        csum = rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), tcp) == 0
-                   ? transport::Csum::kGood
-                   : transport::Csum::kBad;
-      }
-      break;
+  transport::Csum csum = nic_csum(*pl);
+  if (csum == transport::Csum::kNotChecked && (deferred || payload_len == 0)) {
+    csum = rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), tcp) == 0
+               ? transport::Csum::kGood
+               : transport::Csum::kBad;
   }
   if (csum == transport::Csum::kBad) return Drop::kTcpBadChecksum;
 
@@ -537,19 +539,10 @@ Drop FlowPath::rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip
       f.tuple.remote.ip.v4_host() != load32(ip + 12) || roce_tp_ == nullptr) {
     return Drop::kRoceNoQp;
   }
-  transport::Csum csum = transport::Csum::kNotChecked;
-  switch ((pl->flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3) {
-    case RTE_PMD_CLEAVE_CSUM_GOOD:
-      csum = transport::Csum::kGood;
-      break;
-    case RTE_PMD_CLEAVE_CSUM_BAD:
-      csum = transport::Csum::kBad;
-      break;
-    default:  // the software ICRC, when the NIC left the frame whole and did not check it
-      if (whole) {
-        csum = nic::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
-      }
-      break;
+  // The software ICRC, when the NIC left the frame whole and did not check it.
+  transport::Csum csum = nic_csum(*pl);
+  if (csum == transport::Csum::kNotChecked && whole) {
+    csum = nic::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
   }
   transport::RxHeader h;
   h.flow = id;

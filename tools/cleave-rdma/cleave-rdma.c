@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "cleave_pattern.h"
+#include "tool_util.h"
 
 static const char usage[] =
     "Usage: cleave-rdma (--listen PORT | --connect IPv4:PORT) [OPTIONS]\n"
@@ -135,18 +136,6 @@ struct rdma {
 
 /* ---- Helpers ---- */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static const char* errtext(int code) {
-  static char buf[128];
-  snprintf(buf, sizeof buf, "%s (%d)", cl_strerror(code), code);
-  return buf;
-}
-
 static void say(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -161,46 +150,6 @@ static int ms_left(double deadline) {
   double left = (deadline - now_s()) * 1000;
   if (left <= 0) return 0;
   return left > 1e9 ? 1000000000 : (int)left + 1;
-}
-
-static bool parse_bytes(const char* s, const char* end_at, uint64_t* out) {
-  char* end = NULL;
-  if (s == end_at || *s < '0' || *s > '9') return false;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0 || end == s) return false;
-  unsigned shift = 0;
-  if (end < end_at && (*end == 'k' || *end == 'K')) shift = 10;
-  if (end < end_at && (*end == 'm' || *end == 'M')) shift = 20;
-  if (end < end_at && (*end == 'g' || *end == 'G')) shift = 30;
-  if (shift != 0) end++;
-  if (end != end_at || v > (UINT64_MAX >> shift)) return false;
-  *out = (uint64_t)v << shift;
-  return true;
-}
-
-static bool parse_port(const char* s, uint16_t* out) {
-  char* end = NULL;
-  errno = 0;
-  if (*s < '0' || *s > '9') return false;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v == 0 || v > 65535) return false;
-  *out = (uint16_t)v;
-  return true;
-}
-
-static bool parse_peer(const char* s, struct sockaddr_in* a) {
-  const char* colon = strrchr(s, ':');
-  if (colon == NULL || colon - s >= 16) return false;
-  char ip[16];
-  memcpy(ip, s, (size_t)(colon - s));
-  ip[colon - s] = '\0';
-  uint16_t port;
-  if (!parse_port(colon + 1, &port)) return false;
-  memset(a, 0, sizeof *a);
-  a->sin_family = AF_INET;
-  a->sin_port = htons(port);
-  return inet_pton(AF_INET, ip, &a->sin_addr) == 1;
 }
 
 static bool parse_ops(const char* s, struct opts* o) {
@@ -560,20 +509,6 @@ static int request(struct rdma* r, int op, uint64_t size, struct result* res) {
       oob_send(r, "sha256 %s\n", res->sha) != 0)
     return failed(res, CL_EPROTO, "%s of %" PRIu64 ": no digest from the peer", op_names[op], size);
   return peer_digest(res, line + 7);
-}
-
-static void json_string(const char* s) {
-  putchar('"');
-  for (; *s != '\0'; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
 }
 
 static void print_result(const struct opts* o, int op, uint64_t size, const struct result* res,

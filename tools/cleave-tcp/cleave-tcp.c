@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "cleave_pattern.h"
+#include "tool_util.h"
 
 static const char usage[] =
     "Usage: cleave-tcp [OPTIONS] (--listen PORT | --connect IPv4:PORT)\n"
@@ -118,12 +119,6 @@ static void print_usage(FILE* f) {
   fputs(usage_more, f);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- The pattern (cleave_pattern.h) ---- */
 
 /* Message sizes (--messages): spread evenly over the powers of two in [min, max]; --help has
@@ -156,47 +151,6 @@ struct opts {
   double timeout;
   char peer_text[32];
 };
-
-/* A byte count with an optional k/m/g suffix; false if it is not one. */
-static bool parse_bytes(const char* s, uint64_t* out) {
-  char* end = NULL;
-  errno = 0;
-  if (*s == '-' || *s == '\0') return false;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0 || end == s) return false;
-  unsigned shift = 0;
-  if (*end == 'k' || *end == 'K') shift = 10;
-  if (*end == 'm' || *end == 'M') shift = 20;
-  if (*end == 'g' || *end == 'G') shift = 30;
-  if (shift != 0) end++;
-  if (*end != '\0' || v > (UINT64_MAX >> shift)) return false;
-  *out = (uint64_t)v << shift;
-  return true;
-}
-
-static bool parse_port(const char* s, uint16_t* out) {
-  char* end = NULL;
-  errno = 0;
-  if (*s < '0' || *s > '9') return false;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v == 0 || v > 65535) return false;
-  *out = (uint16_t)v;
-  return true;
-}
-
-static bool parse_peer(const char* s, struct sockaddr_in* a) {
-  const char* colon = strrchr(s, ':');
-  if (colon == NULL || colon - s >= 16) return false;
-  char ip[16];
-  memcpy(ip, s, (size_t)(colon - s));
-  ip[colon - s] = '\0';
-  uint16_t port;
-  if (!parse_port(colon + 1, &port)) return false;
-  memset(a, 0, sizeof *a);
-  a->sin_family = AF_INET;
-  a->sin_port = htons(port);
-  return inet_pton(AF_INET, ip, &a->sin_addr) == 1;
-}
 
 /* ---- The run ---- */
 
@@ -268,13 +222,6 @@ static int fail(struct tcp* t, int code, const char* fmt, ...) {
   vsnprintf(t->msg, sizeof t->msg, fmt, ap);
   va_end(ap);
   return t->err;
-}
-
-/* cl_strerror with the number, also for codes the library does not name. */
-static const char* errtext(int code) {
-  static char buf[128];
-  snprintf(buf, sizeof buf, "%s (%d)", cl_strerror(code), code);
-  return buf;
 }
 
 static uint8_t* tx_buf(const struct tcp* t, uint32_t slot) {
@@ -800,20 +747,6 @@ static void hex_digest(EVP_MD_CTX* md, char* out) {
   out[2 * len] = '\0';
 }
 
-static void json_string(const char* s) {
-  putchar('"');
-  for (; *s != '\0'; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
-}
-
 static void report(struct tcp* t) {
   char tx_hex[2 * EVP_MAX_MD_SIZE + 1], rx_hex[2 * EVP_MAX_MD_SIZE + 1];
   hex_digest(t->tx_sha, tx_hex);
@@ -1029,14 +962,14 @@ int main(int argc, char** argv) {
         o.connect = true;
         break;
       case O_SEND:
-        ok = parse_bytes(optarg, &o.send_bytes);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &o.send_bytes);
         o.send = true;
         break;
       case O_RECV:
         o.recv = true;
         break;
       case O_HTTP:
-        ok = parse_bytes(optarg, &o.http_bytes);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &o.http_bytes);
         o.http = true;
         break;
       case O_SEED: {
@@ -1047,10 +980,12 @@ int main(int argc, char** argv) {
         break;
       }
       case O_CHUNK:
-        ok = parse_bytes(optarg, &o.chunk) && o.chunk >= 1 && o.chunk <= (1u << 30);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &o.chunk) && o.chunk >= 1 &&
+             o.chunk <= (1u << 30);
         break;
       case O_WINDOW:
-        ok = parse_bytes(optarg, &o.window) && o.window >= 1 && o.window <= (1ull << 40);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &o.window) && o.window >= 1 &&
+             o.window <= (1ull << 40);
         break;
       case O_CLOSE:
         close_opt = true;
@@ -1071,11 +1006,12 @@ int main(int argc, char** argv) {
         o.verbose = true;
         break;
       case O_PATTERN:
-        ok = parse_bytes(optarg, &pattern_bytes);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &pattern_bytes);
         pattern = true;
         break;
       case O_RING:
-        ok = parse_bytes(optarg, &o.ring) && o.ring >= 1 && o.ring <= (1ull << 40);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &o.ring) && o.ring >= 1 &&
+             o.ring <= (1ull << 40);
         o.recv = true;
         break;
       case O_MESSAGES: {
@@ -1088,13 +1024,16 @@ int main(int argc, char** argv) {
         break;
       }
       case O_MSG_MIN:
-        ok = parse_bytes(optarg, &o.msg_min) && o.msg_min >= 1 && o.msg_min <= (1u << 30);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &o.msg_min) && o.msg_min >= 1 &&
+             o.msg_min <= (1u << 30);
         break;
       case O_MSG_MAX:
-        ok = parse_bytes(optarg, &o.msg_max) && o.msg_max >= 1 && o.msg_max <= (1u << 30);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &o.msg_max) && o.msg_max >= 1 &&
+             o.msg_max <= (1u << 30);
         break;
       case O_MSG_BUF:
-        ok = parse_bytes(optarg, &o.msg_buf) && o.msg_buf >= 1 && o.msg_buf <= (1u << 30);
+        ok = parse_bytes(optarg, optarg + strlen(optarg), &o.msg_buf) && o.msg_buf >= 1 &&
+             o.msg_buf <= (1u << 30);
         break;
       case 'h':
         print_usage(stdout);
