@@ -40,6 +40,12 @@ constexpr size_t kAppStage = 64;
 constexpr size_t kRing = 64;
 constexpr uint32_t kResolveCheckUs = 1000;
 constexpr uint32_t kMaxQpWr = 4096;  // a QP's send or receive queue
+// The app socket's QP states and attribute mask bits are the transport's, number for number.
+static_assert(uint8_t(transport::roce::QpState::kRtr) == abi::kQpRtr &&
+              uint8_t(transport::roce::QpState::kErr) == abi::kQpErr);
+static_assert(uint32_t(transport::roce::kAttrState) == abi::kQpAttrState &&
+              uint32_t(transport::roce::kAttrAccess) == abi::kQpAttrAccess &&
+              uint32_t(transport::roce::kAttrRateLimit) == abi::kQpAttrRateLimit);
 
 // The largest IBTA PMTU whose packets, with the longest RC headers (IPv4, UDP, BTH, RETH,
 // ImmDt) and the ICRC, fit an IP MTU of `mtu`; 0 when not even 256 does.
@@ -1311,13 +1317,15 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
   Flow* fp = own_qp(app_id, qp);
   if (fp == nullptr) return CL_ENOENT;
   Flow& f = *fp;
-  if ((mask & ~abi::kQpAttrAll) != 0) return CL_EINVAL;
+  if ((mask & ~abi::kQpAttrAll) != 0 || attr.state > abi::kQpErr || attr.selective_repeat > 1 ||
+      (attr.access & ~(abi::kAccessRemoteRead | abi::kAccessRemoteWrite)) != 0) {
+    return CL_EINVAL;
+  }
   roce::QpAttr cur;
   roce::RcTransport& rc = *static_cast<roce::RcTransport*>(roce_tp_->t.get());
   rc.query_qp(qp, &cur);
   roce::QpAttr x;
-  x.state = roce::QpState(std::min<uint8_t>(attr.state, uint8_t(roce::QpState::kErr)));
-  if (attr.state > abi::kQpErr) return CL_EINVAL;
+  x.state = roce::QpState(attr.state);  // the same numbers
   x.pmtu = attr.pmtu;
   x.dest_qpn = attr.dest_qpn;
   x.rq_psn = attr.rq_psn;
@@ -1328,10 +1336,8 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
   x.min_rnr_timer = attr.min_rnr_timer;
   x.max_rd_atomic = attr.max_rd_atomic;
   x.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-  if ((attr.access & ~(abi::kAccessRemoteRead | abi::kAccessRemoteWrite)) != 0) return CL_EINVAL;
   x.access = uint8_t(((attr.access & abi::kAccessRemoteRead) != 0 ? roce::kRemoteRead : 0) |
                      ((attr.access & abi::kAccessRemoteWrite) != 0 ? roce::kRemoteWrite : 0));
-  if (attr.selective_repeat > 1) return CL_EINVAL;
   x.selective_repeat = attr.selective_repeat != 0;
   x.rate_limit_kbps = attr.rate_limit_kbps;
   const uint32_t tmask = mask & ~abi::kQpAttrRemoteIp;  // the transport's bits are the same
