@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""rdma_goodput.py - RoCEv2 goodput against message size between two cleaved daemons, like
+ib_write_bw / ib_read_bw, with cleave TCP between the same daemons as the baseline of each round.
+
+The set-up of test_roce.py: namespaces a and b joined by a veth, cleaved in each (a 10.99.0.1, b
+10.99.0.2) on the cleave backend (net_cleave over net_af_packet), PMTU 1024 (the most a 1500-byte
+port carries). Each round runs, in turn:
+  write SIZE, read SIZE  cleave-rdma --ops write|read --sizes SIZE --iters N (N x SIZE >= --bytes,
+                         at most 64 moves in flight): the requester's MB/s from posting to the
+                         last completion (its `MBps`);
+  tcp                    cleave-tcp a -> b, --bytes: bytes / seconds of the sender's report.
+Prints every run, then per case the median MB/s, the spread and the median of its ratio to the
+same round's tcp. Asserts nothing. Root; a veth, two daemons and the two cores they poll.
+
+Usage: rdma_goodput.py [--runs N] [--bytes N] [--sizes 4k,64k,1m,16m] [--selective-repeat]
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import cleavetest as ct  # noqa: E402
+import test_roce as tr  # noqa: E402  the daemons' configuration and size parsing
+
+RDMA = os.environ.get("CLEAVE_RDMA", "build/tools/cleave-rdma")
+TCP = os.environ.get("CLEAVE_TCP", "build/tools/cleave-tcp")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rdma(d, op, size, iters, sr):
+    port = free_port()
+    args = ["--json", "--timeout", "120", "--ops", op, "--sizes", str(size), "--iters",
+            str(iters), "--mtu", "1024"] + (["--selective-repeat"] if sr else [])
+    srv = ct.spawn([RDMA, "-s", d["b"], "--listen", str(port)] + args, stdout=subprocess.PIPE,
+                   text=True)
+    ct.wait_until(lambda: ct.sh(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip(), timeout=15,
+                  what="cleave-rdma to listen")
+    out = subprocess.run([RDMA, "-s", d["a"], "--connect", f"127.0.0.1:{port}"] + args,
+                         capture_output=True, text=True, timeout=600)
+    srv.communicate(timeout=60)
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or len(rows) != 1 or not rows[0]["match"]:
+        raise SystemExit(f"cleave-rdma {op} {size} failed: {out.stderr}{out.stdout}")
+    return rows[0]["MBps"]
+
+
+def tcp(d, daemon_b, nbytes):
+    port = free_port() % 10000 + 20000
+    rx = ct.spawn([TCP, "-s", d["b"], "--listen", str(port), "--recv", "--json", "--timeout",
+                   "120"], stdout=subprocess.PIPE, text=True)
+    ct.wait_until(lambda: any(l["local"].endswith(f":{port}") for l in
+                              daemon_b.ctl("flow", "list")[1]["listeners"]),
+                  timeout=15, what="cleave-tcp to listen")
+    tx = subprocess.run([TCP, "-s", d["a"], "--connect", f"{tr.IP['b']}:{port}", "--send",
+                         str(nbytes), "--json", "--timeout", "120"], capture_output=True,
+                        text=True, timeout=600)
+    rx.communicate(timeout=60)
+    r = json.loads(tx.stdout.splitlines()[-1])
+    if tx.returncode != 0 or r["error"] != 0:
+        raise SystemExit(f"cleave-tcp failed: {tx.stderr}")
+    return nbytes / r["seconds"] / 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--bytes", type=int, default=64 << 20)
+    ap.add_argument("--sizes", default="4k,64k,1m,16m")
+    ap.add_argument("--selective-repeat", action="store_true")
+    a = ap.parse_args()
+    ct.require_root()
+    sizes = [tr.size_bytes(s) for s in a.sizes.split(",")]
+    net = ct.Net("g", peer_addr=None)
+    try:
+        ifaces, nss = {"a": net.va, "b": net.vb}, {"a": net.a, "b": net.b}
+        daemons = {s: ct.Daemon(tr.CONFIG % {"iface": ifaces[s], "mac": tr.MAC[s], "ip": tr.IP[s]},
+                                ns=nss[s]) for s in ("a", "b")}
+        sock = {s: os.path.join(daemons[s].run_dir, "app.sock") for s in ("a", "b")}
+        results = {}
+        for run in range(a.runs):
+            base = tcp(sock, daemons["b"], a.bytes)
+            results.setdefault("tcp", []).append((base, 1.0))
+            print(f"run {run}: tcp {base:.1f} MB/s", flush=True)
+            for op in ("write", "read"):
+                for size in sizes:
+                    iters = max(1, a.bytes // size)
+                    mbps = rdma(sock, op, size, iters, a.selective_repeat)
+                    results.setdefault(f"{op} {size}", []).append((mbps, mbps / base))
+                    print(f"run {run}: {op} {size} x{iters}: {mbps:.1f} MB/s", flush=True)
+        print(f"\nmedians over {a.runs} runs (MB/s; ratio to cleave tcp a->b of the same round)")
+        for case, v in results.items():
+            rates = [x for x, _ in v]
+            print(f"  {case:>14}: {statistics.median(rates):8.1f} MB/s  (spread "
+                  f"{min(rates):.1f}-{max(rates):.1f})  ratio {statistics.median(r for _, r in v):.2f}")
+    finally:
+        ct._run_cleanups()
+
+
+if __name__ == "__main__":
+    main()
