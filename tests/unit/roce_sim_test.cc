@@ -540,6 +540,11 @@ TEST(RoceSim, RemoteAccessErrors) {
     EXPECT_EQ(p.a.events[1].status, -ECANCELED);
     EXPECT_EQ(p.b.rc->counters().access_errors, 1u);
     EXPECT_TRUE(std::equal(before.begin(), before.end(), p.net->b().mr(p.b.mr).begin()));
+    // The responder's QP goes to ERR too (an RC class C error), once its NAK is out.
+    QpAttr qa;
+    ASSERT_EQ(p.b.rc->query_qp(p.b.qp, &qa), 0);
+    EXPECT_EQ(qa.state, QpState::kErr);
+    EXPECT_EQ(p.b.rc->counters().qp_errors, 1u);
   }
 }
 
@@ -547,12 +552,21 @@ TEST(RoceSim, SendLongerThanTheReceiveFailsBoth) {
   RocePair p(seed(10), RoceConfig{});
   ASSERT_TRUE(p.ok);
   p.post(p.net->b(), {.kind = ReqKind::kRecv, .len = 100, .wr_id = 5});
+  p.post(p.net->b(), {.kind = ReqKind::kRecv, .len = 100, .wr_id = 6});
   p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 5000, .wr_id = 1});
   ASSERT_TRUE(p.run_until_events(p.a, 1, 1'000'000'000)) << p.describe();
-  ASSERT_TRUE(p.run_until_events(p.b, 1, 1'000'000'000)) << p.describe();
+  ASSERT_TRUE(p.run_until_events(p.b, 2, 1'000'000'000)) << p.describe();
   EXPECT_EQ(p.a.events[0].status, -EINVAL);
   EXPECT_EQ(p.b.events[0].status, -EMSGSIZE);
   EXPECT_EQ(p.b.events[0].wr_id, 5u);
+  // Both QPs end in ERR: the responder's next receive is flushed.
+  EXPECT_EQ(p.b.events[1].status, -ECANCELED);
+  EXPECT_EQ(p.b.events[1].wr_id, 6u);
+  QpAttr qa;
+  ASSERT_EQ(p.b.rc->query_qp(p.b.qp, &qa), 0);
+  EXPECT_EQ(qa.state, QpState::kErr);
+  ASSERT_EQ(p.a.rc->query_qp(p.a.qp, &qa), 0);
+  EXPECT_EQ(qa.state, QpState::kErr);
 }
 
 // WRITEs with immediate and SENDs alternating, each pair arriving in one burst (an infinitely

@@ -1392,6 +1392,7 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       // Selective repeat names no PSN it has (MSN = ePSN): everything missing goes again.
       const bool sr = q.attr.selective_repeat && q.nak_pending == kSynPsnError;
       send_ack(q, q.nak_pending, q.epsn, sr ? q.epsn : q.msn, ctx, total_);
+      const bool fatal = q.nak_pending == kSynInvalid || q.nak_pending == kSynAccess;
       if (q.nak_pending == kSynPsnError) {
         q.nak_sent = true;
         q.c.naks_sent++;
@@ -1399,6 +1400,9 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       }
       q.nak_pending = 0;
       q.ack_pending = false;
+      // An invalid request or a remote access error is fatal to the responder's QP too (an RC
+      // class C error; Linux rxe does the same): ERR once the NAK is out, receives flushed.
+      if (fatal) fail(q, -ECANCELED, ctx, total_);
     } else if (q.rnr_code_pending != 0xFF) {
       send_ack(q, uint8_t(kSynRnr | q.rnr_code_pending), q.epsn, q.msn, ctx, total_);
       q.nak_sent = true;  // no PSN-sequence NAK for the packets behind it

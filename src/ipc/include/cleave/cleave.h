@@ -342,7 +342,8 @@ CL_API int cl_connect_ex(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr,
  * length then being what it wrote). Status: 0, CL_ETIMEDOUT (retries ran out), CL_EBUSY (RNR
  * retries ran out), CL_EACCES (the peer refused the rkey), CL_EINVAL (the peer found the request
  * invalid, e.g. a SEND longer than its receive: that receive fails with CL_ETRUNC), CL_EIO, and
- * CL_ECANCELED (flushed: the QP is in ERR, or destroyed). A failed request moves the QP to ERR.
+ * CL_ECANCELED (flushed: the QP is in ERR, or destroyed). A failed request moves the QP to ERR;
+ * the peer's QP goes to ERR as well when it refused the request (CL_EACCES, CL_EINVAL).
  *
  * Library side: the QP's requests and receives travel to cleaved on a submit queue of the
  * library's own, bound to the CQ, of the next power of two >= max(64, max_send_wr + max_recv_wr)
