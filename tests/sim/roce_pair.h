@@ -44,6 +44,7 @@ struct RoceConfig {
   std::vector<std::pair<std::string, std::string>> params;  // both QPs' (create_qp)
   size_t mr_bytes = 64u << 20;
   transport::roce::QpCaps caps{1024, 1024};
+  uint64_t rate_limit_kbps = 0;  // both QPs' rate cap; 0: the link's rate
 };
 
 struct RoceSide {
@@ -160,7 +161,8 @@ class RocePair {
     at.retry_cnt = cfg_.retry_cnt;
     at.rnr_retry = cfg_.rnr_retry;
     // The link's rate: the sim's queue has no bound, and nothing else (DCQCN) slows a sender.
-    at.rate_limit_kbps = cfg_.link.rate_bps / 1000;
+    at.rate_limit_kbps =
+        cfg_.rate_limit_kbps != 0 ? cfg_.rate_limit_kbps : cfg_.link.rate_bps / 1000;
     return s.rc->modify_qp(s.qp, at,
                            kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry |
                                kAttrRateLimit,
