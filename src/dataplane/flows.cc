@@ -187,29 +187,26 @@ class FlowPath::Ctx final : public transport::Context {
   }
   void flow_closed(FlowId flow) override { fp_.closed(flow); }
   // RoCE: the NIC keeps the MR table, so it answers for rkeys; RDMA addresses are zero-based.
+  // A QP without a NIC flow has its payloads copied, and no remote access.
   int rkey_check(FlowId flow, uint32_t rkey, uint64_t va, uint32_t len, bool write, uint16_t* mr,
                  uint64_t* offset) override {
-    const Flow& f = fp_.flows_[flow];
-    if (!f.on_nic) return -EACCES;
+    Nic* nic = flow_nic(flow);
     const uint8_t access = write ? RTE_PMD_CLEAVE_MR_REMOTE_WRITE : RTE_PMD_CLEAVE_MR_REMOTE_READ;
-    if (fp_.ports_[f.port].nic->rkey_check(flow, rkey, va, len, access, mr) != 0) return -EACCES;
+    if (nic == nullptr || nic->rkey_check(flow, rkey, va, len, access, mr) != 0) return -EACCES;
     *offset = va;
     return 0;
   }
   int read_post(FlowId flow, uint32_t psn, uint16_t mr, uint64_t offset, uint32_t len) override {
-    const Flow& f = fp_.flows_[flow];
-    if (!f.on_nic) return -EOPNOTSUPP;  // the responses take the copy path
-    return fp_.ports_[f.port].nic->read_post(flow, psn, mr, offset, len);
+    Nic* nic = flow_nic(flow);
+    return nic != nullptr ? nic->read_post(flow, psn, mr, offset, len) : -EOPNOTSUPP;
   }
   int read_retire(FlowId flow, uint32_t psn) override {
-    const Flow& f = fp_.flows_[flow];
-    if (!f.on_nic) return -EOPNOTSUPP;
-    return fp_.ports_[f.port].nic->read_retire(flow, psn);
+    Nic* nic = flow_nic(flow);
+    return nic != nullptr ? nic->read_retire(flow, psn) : -EOPNOTSUPP;
   }
   int roce_resync(FlowId flow, uint32_t psn, uint32_t next_msg) override {
-    const Flow& f = fp_.flows_[flow];
-    if (!f.on_nic) return -EOPNOTSUPP;
-    return fp_.nic_cmd(fp_.ports_[f.port].nic->roce_resync(flow, psn, next_msg));
+    Nic* nic = flow_nic(flow);
+    return nic != nullptr ? fp_.nic_cmd(nic->roce_resync(flow, psn, next_msg)) : -EOPNOTSUPP;
   }
   transport::Params flow_params(FlowId flow) override {
     if (flow != fp_.accept_params_flow_) return {};
@@ -221,6 +218,12 @@ class FlowPath::Ctx final : public transport::Context {
   void drain_events(std::span<const transport::Event> events) override { fp_.deliver(events); }
 
  private:
+  // The NIC holding the flow's NIC flow, or null when it has none.
+  Nic* flow_nic(FlowId flow) const {
+    const Flow& f = fp_.flows_[flow];
+    return f.on_nic ? fp_.ports_[f.port].nic : nullptr;
+  }
+
   std::array<transport::TxDesc, kRing> tx_{};
   std::array<transport::Event, kRing> ev_{};
   FlowPath& fp_;
@@ -328,7 +331,7 @@ void FlowPath::free_flow(uint32_t id) {
   Flow& f = flows_[id];
   release(f, f.outstanding + f.events_left);
   if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(id));
-  hash_remove(id);
+  if (!f.qp) hash_remove(id);  // a QP is found by its number, never in the tuple hash
   f = Flow{};
   f.next_free = free_head_;
   free_head_ = id;

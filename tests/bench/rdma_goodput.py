@@ -18,7 +18,6 @@ Usage: rdma_goodput.py [--runs N] [--bytes N] [--sizes 4k,64k,1m,16m] [--selecti
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,14 +30,8 @@ RDMA = os.environ.get("CLEAVE_RDMA", "build/tools/cleave-rdma")
 TCP = os.environ.get("CLEAVE_TCP", "build/tools/cleave-tcp")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rdma(d, op, size, iters, sr):
-    port = free_port()
+    port = tr.free_port()
     args = ["--json", "--timeout", "120", "--ops", op, "--sizes", str(size), "--iters",
             str(iters), "--mtu", "1024"] + (["--selective-repeat"] if sr else [])
     srv = ct.spawn([RDMA, "-s", d["b"], "--listen", str(port)] + args, stdout=subprocess.PIPE,
@@ -55,7 +48,7 @@ def rdma(d, op, size, iters, sr):
 
 
 def tcp(d, daemon_b, nbytes):
-    port = free_port() % 10000 + 20000
+    port = tr.free_port() % 10000 + 20000
     rx = ct.spawn([TCP, "-s", d["b"], "--listen", str(port), "--recv", "--json", "--timeout",
                    "120"], stdout=subprocess.PIPE, text=True)
     ct.wait_until(lambda: any(l["local"].endswith(f":{port}") for l in
