@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -575,6 +576,49 @@ TEST(RoceSim, LargeReadsThroughTailDrops) {
     EXPECT_TRUE(std::equal(p.net->b().mr(p.b.mr).begin(),
                            p.net->b().mr(p.b.mr).begin() + (16u << 20),
                            p.net->a().mr(p.a.mr).begin() + (32u << 20)));
+  }
+}
+
+// One response of the first of two READs is lost and the second READ's responses all come
+// before the first's again: the second is done first. Once the first is done, both complete and
+// the requester has nothing outstanding: no timeout fires later, the QP stays in RTS.
+TEST(RoceSim, ReadDoneBeforeAnEarlierOne) {
+  for (const bool sr : {false, true}) {
+    SCOPED_TRACE(sr ? "selective repeat" : "go-back-n");
+    RoceConfig c;
+    c.pmtu = 1024;
+    c.timeout = 8;  // ~1 ms
+    c.retry_cnt = 2;
+    c.selective_repeat = sr;
+    auto seen = std::make_shared<std::set<uint32_t>>();
+    c.ba.drop_if = [seen, first = std::optional<uint32_t>()](std::span<const uint8_t> f) mutable {
+      if (!opcode_is(f, kReadRespFirst, kReadRespOnly)) return false;
+      if (!first) first = psn_of(f);
+      return psn_of(f) == psn_add(*first, 10) && seen->insert(psn_of(f)).second;
+    };
+    RocePair p(seed(15), c);
+    ASSERT_TRUE(p.ok);
+    p.fill(p.net->b(), 0, 128u << 10, 9);
+    for (uint64_t i = 0; i < 2; i++) {
+      p.post(p.net->a(), {.kind = ReqKind::kRead,
+                          .len = 64u << 10,
+                          .offset = (32u << 20) + (i << 16),
+                          .wr_id = i,
+                          .rkey = p.b.mr,
+                          .remote_addr = i << 16});
+    }
+    ASSERT_TRUE(p.run_until_events(p.a, 2, 1'000'000'000)) << p.describe();
+    EXPECT_EQ(seen->size(), 1u) << "the response was not lost";
+    for (uint64_t i = 0; i < 2; i++) {
+      EXPECT_EQ(p.a.events[i].wr_id, i);
+      EXPECT_EQ(p.a.events[i].status, 0) << p.describe();
+    }
+    EXPECT_TRUE(p.same(p.net->a(), 32u << 20, p.net->b(), 0, 128u << 10));
+    p.net->run_for(4 * (c.retry_cnt + 1) * ack_timeout_ns(c.timeout));
+    EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
+    QpAttr qa;
+    ASSERT_EQ(p.a.rc->query_qp(p.a.qp, &qa), 0);
+    EXPECT_EQ(qa.state, QpState::kRts);
   }
 }
 

@@ -744,13 +744,17 @@ void complete(RcTransport::Qp& q, Context& ctx) {
 
 // Everything before `next` is acknowledged. A READ whose responses stop short of it is missing
 // some: the acknowledgment stops there and the READ is asked again from its first missing
-// response. Returns true on progress.
+// response. A READ from `next` on whose responses all came (before those of an earlier one
+// that was missing some) acknowledges itself too. Returns true on progress.
 bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
   if (psn_diff(next, q.snd_max) > 0) return false;  // acknowledges what was never sent
   for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
     SendWqe& w = q.sq[(i)&q.sq_mask];
-    if (!w.started || psn_diff(w.first_psn, next) >= 0) break;
-    if (w.kind == ReqKind::kRead && !w.done) {
+    if (!w.started || psn_diff(w.first_psn, next) > 0) break;
+    if (w.kind == ReqKind::kRead && w.done) {
+      const uint32_t end = psn_add(w.last_psn(), 1);
+      if (psn_diff(end, next) > 0) next = end;
+    } else if (w.kind == ReqKind::kRead) {
       const uint32_t missing = psn_add(w.first_psn, w.read_got);
       if (psn_diff(next, missing) > 0) {
         next = missing;
