@@ -276,7 +276,12 @@ ns ip link set cleave1 up
 ns ip link set cleave1 master br0
 ns ip addr add 198.18.0.2/24 dev br0
 ns ip link set br0 up
-say "ip link add br0 type bridge; cleave0 and cleave1 are its ports; 198.18.0.2 moves to br0"
+# A tap holds txqueuelen frames for its daemon to read (1000 by default): fewer than the READ
+# responses a queue pair may send at once, and RoCE expects a lossless fabric.
+ns ip link set cleave0 txqueuelen 4096
+ns ip link set cleave1 txqueuelen 4096
+say "ip link add br0 type bridge; cleave0 and cleave1 are its ports; 198.18.0.2 moves to br0;"
+say "each tap queues 4096 frames for its daemon (ip link set cleave1 txqueuelen 4096)"
 
 say "cleave-tcp on the second daemon listens on 5003; one on the first connects and sends"
 say "$((TCP_BYTES >> 20)) MiB: both ends are cleave apps, both TCPs run on headers only."
