@@ -343,6 +343,9 @@ void BM_RoceAcksIn(benchmark::State& state) {
             ctx.write_done == acks * 2 && ctx.write_done + kSq == posted,
         "the requester did not complete two WRITEs per ACK");
   state.SetItemsProcessed(int64_t(acks));
+  // Header events both ways: each ACK parsed in, each packet header built out.
+  state.counters["headers_in_out"] =
+      benchmark::Counter(double(acks + ctx.descs), benchmark::Counter::kIsRate);
   state.counters["done_per_ack"] = benchmark::Counter(double(ctx.write_done) / double(acks));
   state.counters["descs_per_ack"] = benchmark::Counter(double(ctx.data) / double(acks));
 }

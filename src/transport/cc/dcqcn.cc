@@ -9,7 +9,6 @@
 namespace cleave::transport::cc {
 namespace {
 
-constexpr uint64_t kNever = ~0ull;
 constexpr uint64_t kMaxMbps = DcqcnParams::kMaxRateBps / 1'000'000;
 
 bool parse_u64(std::string_view v, uint64_t lo, uint64_t hi, uint64_t& out) {
@@ -173,9 +172,8 @@ bool DcqcnRp::on_cnp(uint64_t now_ns) {
   return rc_ != old;
 }
 
-bool DcqcnRp::on_sent(uint32_t bytes, uint64_t /*now_ns*/) {
-  if (increase_due_ns_ == kNever) return false;  // at line rate the byte counter rests
-  bytes_ += bytes;
+// The byte counter reached B (once or more): an increase event each time.
+bool DcqcnRp::byte_events() {
   bool changed = false;
   while (bytes_ >= b_bytes_) {
     bytes_ -= b_bytes_;

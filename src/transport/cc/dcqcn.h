@@ -96,7 +96,12 @@ class DcqcnRp {
 
   void init(const DcqcnParams& p, uint64_t now_ns);
   bool on_cnp(uint64_t now_ns);
-  bool on_sent(uint32_t bytes, uint64_t now_ns);
+  // Inline up to the byte counter's check: every packet the QP sends asks.
+  bool on_sent(uint32_t bytes, uint64_t /*now_ns*/) {
+    if (increase_due_ns_ == kNever) return false;  // at line rate the byte counter rests
+    bytes_ += bytes;
+    return bytes_ >= b_bytes_ && byte_events();
+  }
   bool tick(uint64_t now_ns);
 
   uint64_t rate_bps() const { return rc_; }     // R_C, the rate to send at
@@ -108,7 +113,10 @@ class DcqcnRp {
   const DcqcnRpCounters& counters() const { return c_; }
 
  private:
+  static constexpr uint64_t kNever = ~0ull;  // a timer that is stopped
+
   bool increase_event();
+  bool byte_events();
 
   // Copied from the params at init (one cache line of constants beside the state).
   uint64_t line_bps_ = 0;

@@ -270,10 +270,6 @@ std::string RcTransport::check_params(Params params) const {
   return apply_params(params, &on, &p);
 }
 
-RcTransport::Qp* RcTransport::find(FlowId flow) const {
-  return flow < qps_.size() ? qps_[flow].get() : nullptr;
-}
-
 uint32_t RcTransport::qp_number(FlowId flow) const {
   const Qp* q = find(flow);
   return q == nullptr ? 0 : q->qpn;

@@ -160,7 +160,7 @@ class RcTransport final : public Transport {
   struct Qp;
 
  private:
-  Qp* find(FlowId flow) const;
+  Qp* find(FlowId flow) const { return flow < qps_.size() ? qps_[flow].get() : nullptr; }
 
   std::vector<std::unique_ptr<Qp>> qps_;  // by flow id
   std::vector<FlowId> live_;              // flows with a QP, for tick()

@@ -2,6 +2,8 @@
 
 namespace cleave::transport::roce {
 
+using K = OpKind;
+
 namespace {
 
 uint16_t load16(const uint8_t* p) {
@@ -27,30 +29,6 @@ void store32(uint8_t* p, uint32_t v) {
   store16(p + 2, uint16_t(v));
 }
 
-using K = OpKind;
-// RC opcodes 0x00-0x11 (kind, first, last, RETH, AETH, ImmDt). Atomics, SEND with invalidate
-// and the atomic ACK are not supported: a peer that sends them gets an invalid-request NAK.
-constexpr std::array<OpInfo, 0x12> kOps = {{
-    {K::kSend, true, false, false, false, false},           // SEND first
-    {K::kSend, false, false, false, false, false},          // SEND middle
-    {K::kSend, false, true, false, false, false},           // SEND last
-    {K::kSend, false, true, false, false, true},            // SEND last + imm
-    {K::kSend, true, true, false, false, false},            // SEND only
-    {K::kSend, true, true, false, false, true},             // SEND only + imm
-    {K::kWrite, true, false, true, false, false},           // WRITE first
-    {K::kWrite, false, false, false, false, false},         // WRITE middle
-    {K::kWrite, false, true, false, false, false},          // WRITE last
-    {K::kWrite, false, true, false, false, true},           // WRITE last + imm
-    {K::kWrite, true, true, true, false, false},            // WRITE only
-    {K::kWrite, true, true, true, false, true},             // WRITE only + imm
-    {K::kReadRequest, true, true, true, false, false},      // READ request
-    {K::kReadResponse, true, false, false, true, false},    // READ response first
-    {K::kReadResponse, false, false, false, false, false},  // READ response middle
-    {K::kReadResponse, false, true, false, true, false},    // READ response last
-    {K::kReadResponse, true, true, false, true, false},     // READ response only
-    {K::kAck, true, true, false, true, false},              // ACK
-}};
-
 constexpr std::array<std::string_view, 0x12> kOpNames = {
     "SEND_FIRST",     "SEND_MIDDLE",    "SEND_LAST",    "SEND_LAST_IMM",   "SEND_ONLY",
     "SEND_ONLY_IMM",  "WRITE_FIRST",    "WRITE_MIDDLE", "WRITE_LAST",      "WRITE_LAST_IMM",
@@ -67,11 +45,6 @@ constexpr std::array<uint32_t, 32> kRnrTimer10ns = {
 };
 
 }  // namespace
-
-OpInfo op_info(uint8_t opcode) {
-  if (opcode == kCnp) return OpInfo{K::kCnp, true, true, false, false, false};
-  return opcode < kOps.size() ? kOps[opcode] : OpInfo{};
-}
 
 std::string_view op_name(uint8_t opcode) {
   if (opcode == kCnp) return "CNP";

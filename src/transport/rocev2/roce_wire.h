@@ -69,7 +69,36 @@ struct OpInfo {
   bool aeth = false;
   bool imm = false;
 };
-OpInfo op_info(uint8_t opcode);
+
+// RC opcodes 0x00-0x11 (kind, first, last, RETH, AETH, ImmDt). Atomics, SEND with invalidate
+// and the atomic ACK are not supported: a peer that sends them gets an invalid-request NAK.
+inline constexpr std::array<OpInfo, 0x12> kOps = {{
+    {OpKind::kSend, true, false, false, false, false},           // SEND first
+    {OpKind::kSend, false, false, false, false, false},          // SEND middle
+    {OpKind::kSend, false, true, false, false, false},           // SEND last
+    {OpKind::kSend, false, true, false, false, true},            // SEND last + imm
+    {OpKind::kSend, true, true, false, false, false},            // SEND only
+    {OpKind::kSend, true, true, false, false, true},             // SEND only + imm
+    {OpKind::kWrite, true, false, true, false, false},           // WRITE first
+    {OpKind::kWrite, false, false, false, false, false},         // WRITE middle
+    {OpKind::kWrite, false, true, false, false, false},          // WRITE last
+    {OpKind::kWrite, false, true, false, false, true},           // WRITE last + imm
+    {OpKind::kWrite, true, true, true, false, false},            // WRITE only
+    {OpKind::kWrite, true, true, true, false, true},             // WRITE only + imm
+    {OpKind::kReadRequest, true, true, true, false, false},      // READ request
+    {OpKind::kReadResponse, true, false, false, true, false},    // READ response first
+    {OpKind::kReadResponse, false, false, false, false, false},  // READ response middle
+    {OpKind::kReadResponse, false, true, false, true, false},    // READ response last
+    {OpKind::kReadResponse, true, true, false, true, false},     // READ response only
+    {OpKind::kAck, true, true, false, true, false},              // ACK
+}};
+
+// Inline: every packet in and out asks.
+inline OpInfo op_info(uint8_t opcode) {
+  if (opcode == kCnp) return OpInfo{OpKind::kCnp, true, true, false, false, false};
+  return opcode < kOps.size() ? kOps[opcode] : OpInfo{};
+}
+
 std::string_view op_name(uint8_t opcode);
 
 // ---- AETH syndromes ----
