@@ -9,10 +9,15 @@ port carries). Each round runs, in turn:
                          at most 64 moves in flight): the requester's MB/s from posting to the
                          last completion (its `MBps`);
   tcp                    cleave-tcp a -> b, --bytes: bytes / seconds of the sender's report.
+With --loss P,...: each write and read runs again with each daemon's port dropping P of the
+frames it sends (`cleavectl port fault p0 tx loss P seed S`, seeded per run), right after the
+lossless one.
 Prints every run, then per case the median MB/s, the spread and the median of its ratio to the
-same round's tcp. Asserts nothing. Root; a veth, two daemons and the two cores they poll.
+same round's tcp (a lossy case: to the same round's lossless one). Asserts nothing. Root; a veth,
+two daemons and the two cores they poll.
 
 Usage: rdma_goodput.py [--runs N] [--bytes N] [--sizes 4k,64k,1m,16m] [--selective-repeat]
+                       [--loss 0.001,0.01]
 """
 
 import argparse
@@ -70,7 +75,9 @@ def main():
     ap.add_argument("--bytes", type=int, default=64 << 20)
     ap.add_argument("--sizes", default="4k,64k,1m,16m")
     ap.add_argument("--selective-repeat", action="store_true")
+    ap.add_argument("--loss", default="", help="loss rates to run each case at too, e.g. 0.01")
     a = ap.parse_args()
+    losses = [float(x) for x in a.loss.split(",") if x]
     ct.require_root()
     sizes = [tr.size_bytes(s) for s in a.sizes.split(",")]
     net = ct.Net("g", peer_addr=None)
@@ -90,10 +97,22 @@ def main():
                     mbps = rdma(sock, op, size, iters, a.selective_repeat)
                     results.setdefault(f"{op} {size}", []).append((mbps, mbps / base))
                     print(f"run {run}: {op} {size} x{iters}: {mbps:.1f} MB/s", flush=True)
-        print(f"\nmedians over {a.runs} runs (MB/s; ratio to cleave tcp a->b of the same round)")
+                    for p in losses:
+                        for d in daemons.values():
+                            d.ctl("port", "fault", "p0", "tx", "loss", str(p), "seed", str(run + 1))
+                        try:
+                            lossy = rdma(sock, op, size, iters, a.selective_repeat)
+                        finally:
+                            for d in daemons.values():
+                                d.ctl("port", "fault", "p0", "off")
+                        results.setdefault(f"{op} {size} loss {p}", []).append((lossy, lossy / mbps))
+                        print(f"run {run}: {op} {size} x{iters} loss {p}: {lossy:.1f} MB/s "
+                              f"({lossy / mbps:.2f} of lossless)", flush=True)
+        print(f"\nmedians over {a.runs} runs (MB/s; ratio to cleave tcp a->b of the same round, "
+              "a lossy case's to its lossless one)")
         for case, v in results.items():
             rates = [x for x, _ in v]
-            print(f"  {case:>14}: {statistics.median(rates):8.1f} MB/s  (spread "
+            print(f"  {case:>26}: {statistics.median(rates):8.1f} MB/s  (spread "
                   f"{min(rates):.1f}-{max(rates):.1f})  ratio {statistics.median(r for _, r in v):.2f}")
     finally:
         ct._run_cleanups()
