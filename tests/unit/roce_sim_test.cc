@@ -622,6 +622,103 @@ TEST(RoceSim, ReadDoneBeforeAnEarlierOne) {
   }
 }
 
+// Selective repeat asks again for exactly the READ responses that were lost (each gap once,
+// when a later response reveals it), and the responder sends just those; go-back-N's READ asks
+// for everything from the gap on.
+TEST(RoceSim, SelectiveRepeatRereadsOnlyLostResponses) {
+  uint64_t extra[2] = {};
+  uint64_t dropped[2] = {};
+  for (bool sr : {false, true}) {
+    SCOPED_TRACE(sr ? "selective repeat" : "go-back-n");
+    RoceConfig c;
+    c.pmtu = 1024;
+    c.selective_repeat = sr;
+    c.ba.drop_if = first_copies(kReadRespFirst, kReadRespOnly, 50);
+    RocePair p(seed(16), c);
+    ASSERT_TRUE(p.ok);
+    p.fill(p.net->b(), 0, 8u << 20, 10);
+    for (uint64_t i = 0; i < 8; i++) {
+      p.post(p.net->a(), {.kind = ReqKind::kRead,
+                          .len = 1u << 20,
+                          .offset = (32u << 20) + (i << 20),
+                          .wr_id = i,
+                          .rkey = p.b.mr,
+                          .remote_addr = i << 20});
+    }
+    ASSERT_TRUE(p.run_until_events(p.a, 8, 10'000'000'000)) << p.describe();
+    for (uint64_t i = 0; i < 8; i++)
+      EXPECT_EQ(p.a.events[i].status, 0) << i << p.describe();
+    EXPECT_TRUE(p.same(p.net->a(), 32u << 20, p.net->b(), 0, 8u << 20));
+    extra[sr] = p.b.rc->counters().read_responses - 8 * 1024;
+    dropped[sr] = p.net->stats(Dir::kBtoA).dropped_filter;
+    EXPECT_GT(dropped[sr], 100u);
+  }
+  EXPECT_EQ(extra[1], dropped[1]);
+  EXPECT_GT(extra[0], 20 * dropped[0]);
+}
+
+// A lost tail (the last packet of the last WRITE: nothing after it reveals the loss) costs
+// go-back-N the local ACK timeout (67 ms at 14); selective repeat's RTO comes from the round
+// trip it measured, a few ms at most.
+TEST(RoceSim, SelectiveRepeatTimesOutOnTheRoundTrip) {
+  uint64_t took[2] = {};
+  for (bool sr : {false, true}) {
+    SCOPED_TRACE(sr ? "selective repeat" : "go-back-n");
+    RoceConfig c;
+    c.timeout = 14;
+    c.selective_repeat = sr;
+    auto armed = std::make_shared<bool>(false);
+    c.ab.drop_if = [armed](std::span<const uint8_t> f) {
+      const bool drop = *armed && opcode_is(f, kWriteLast, kWriteLast);
+      if (drop) *armed = false;
+      return drop;
+    };
+    RocePair p(seed(17), c);
+    ASSERT_TRUE(p.ok);
+    // A round trip to measure first.
+    p.post(p.net->a(), {.kind = ReqKind::kWrite, .len = 100, .wr_id = 0, .rkey = p.b.mr});
+    ASSERT_TRUE(p.run_until_events(p.a, 1, 1'000'000'000)) << p.describe();
+    *armed = true;
+    const uint64_t t0 = p.net->now_ns();
+    p.post(p.net->a(), {.kind = ReqKind::kWrite, .len = 64u << 10, .wr_id = 1, .rkey = p.b.mr});
+    ASSERT_TRUE(p.run_until_events(p.a, 2, 1'000'000'000)) << p.describe();
+    EXPECT_FALSE(*armed) << "the last packet was not lost";
+    EXPECT_EQ(p.a.events[1].status, 0);
+    EXPECT_EQ(p.a.rc->counters().timeouts, 1u);
+    took[sr] = p.net->now_ns() - t0;
+  }
+  EXPECT_GE(took[0], ack_timeout_ns(14));
+  EXPECT_LT(took[1], ack_timeout_ns(14) / 10);
+}
+
+// A dead peer: selective repeat's short timeouts back off up to the local ACK timeout, and only
+// those count against retry_cnt, so the request fails no sooner than go-back-N's would.
+TEST(RoceSim, SelectiveRepeatRetryExhaustionTakesTheFullTimeouts) {
+  for (bool sr : {false, true}) {
+    SCOPED_TRACE(sr ? "selective repeat" : "go-back-n");
+    RoceConfig c;
+    c.timeout = 12;  // ~16.8 ms
+    c.retry_cnt = 2;
+    c.selective_repeat = sr;
+    RocePair p(seed(18), c);
+    ASSERT_TRUE(p.ok);
+    p.post(p.net->a(), {.kind = ReqKind::kWrite, .len = 100, .wr_id = 0, .rkey = p.b.mr});
+    ASSERT_TRUE(p.run_until_events(p.a, 1, 1'000'000'000)) << p.describe();
+    p.net->faults(Dir::kAtoB).down = true;
+    const uint64_t t0 = p.net->now_ns();
+    p.post(p.net->a(), {.kind = ReqKind::kWrite, .len = 100, .wr_id = 1, .rkey = p.b.mr});
+    ASSERT_TRUE(p.run_until_events(p.a, 2, 10'000'000'000)) << p.describe();
+    EXPECT_EQ(p.a.events[1].status, -ETIMEDOUT);
+    EXPECT_GE(p.net->now_ns() - t0, 3 * ack_timeout_ns(12));
+    const uint64_t timeouts = p.a.rc->counters().timeouts;
+    if (sr) {
+      EXPECT_GT(timeouts, 3u);  // 1, 2, 4, 8 ms before the full 16.8
+    } else {
+      EXPECT_EQ(timeouts, 3u);
+    }
+  }
+}
+
 TEST(RoceSim, SendLongerThanTheReceiveFailsBoth) {
   RocePair p(seed(10), RoceConfig{});
   ASSERT_TRUE(p.ok);

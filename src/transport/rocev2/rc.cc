@@ -14,9 +14,13 @@ namespace {
 constexpr uint32_t kAckEvery = 64;            // AckReq at least every this many packets (rxe)
 constexpr uint32_t kMaxInflight = 1024;       // packets sent and not acknowledged
 constexpr uint32_t kSrWindow = kMaxInflight;  // selective repeat: PSNs tracked past the oldest
-constexpr uint32_t kMaxSrNaks = 32;           // selective-repeat NAKs a QP sends per burst
-constexpr uint32_t kMaxReadQueue = 16;        // READs a responder holds (max_dest_rd_atomic)
-constexpr uint32_t kRespBurst = 64;           // READ response packets per call, per QP
+constexpr uint64_t kSrRtoMinNs = 1'000'000;   // selective repeat: the shortest RTO
+// Selective repeat: READ responses kept past a gap, up to this many PSNs past the oldest
+// unacknowledged (the window and a READ of up to 3072 responses begun at its edge).
+constexpr uint32_t kSrReadWindow = 4 * kSrWindow;
+constexpr uint32_t kMaxSrNaks = 32;     // selective-repeat NAKs a QP sends per burst
+constexpr uint32_t kMaxReadQueue = 16;  // READs a responder holds (max_dest_rd_atomic)
+constexpr uint32_t kRespBurst = 64;     // READ response packets per call, per QP
 constexpr uint64_t kDefaultRateBps = 100'000'000'000ull;
 constexpr uint8_t kEct0 = 2;            // the IP ECN field of data packets under DCQCN
 constexpr uint32_t kWireOverhead = 64;  // Ethernet, IP, UDP, BTH, ICRC, preamble: the pacer's cost
@@ -46,6 +50,7 @@ struct SendWqe {
   uint32_t npkts = 0;
   uint32_t read_got = 0;    // READ: responses received in order
   uint32_t read_retry = 0;  // READ: the PSN of the last rewind for a gap (one per gap)
+  uint32_t read_max = 0;    // READ, selective repeat: one past the furthest response in
   uint64_t offset = 0;
   uint64_t va = 0;
   uint64_t wr_id = 0;
@@ -128,16 +133,26 @@ struct RcTransport::Qp {
   uint64_t rnr_until = 0;  // waiting out an RNR NAK until then, 0: not
   uint8_t retries_left = 7;
   uint8_t rnr_left = 7;
-  // Pacing: the QP's rate cap (rate_limit_kbps), DCQCN's rate under it, and the pacer that
-  // spaces every packet the QP sends at the lower of the two.
-  // Selective repeat, requester: PSNs the responder has (a set, see bit()), PSNs queued to be
-  // sent again (and a set of them, so a PSN is queued once), and where the next NAK's search for
-  // holes starts.
+  // The round trip (RFC 6298's estimator, selective repeat's RTO): one packet timed at a time,
+  // from its first sending to the acknowledgment past it (rtt_end); a timed packet sent again is
+  // no sample. backoff: timeouts in a row.
+  uint32_t rtt_end = 0;
+  bool timing = false;  // a packet is timed
+  uint64_t rtt_sent_ns = 0;
+  uint64_t srtt_ns = 0;  // 0: no sample yet
+  uint64_t rttvar_ns = 0;
+  uint32_t backoff = 0;
+  // Selective repeat, requester: PSNs the responder has (a set, see bit()), READ responses in
+  // past a gap (a set over kSrReadWindow), PSNs queued to be sent again (and a set of them, so
+  // a PSN is queued once), and where the next NAK's search for holes starts.
   std::vector<uint32_t> sacked;
+  std::vector<uint32_t> read_in;
   std::vector<uint32_t> queued;
   std::vector<uint32_t> resend;
   size_t resend_head = 0;
   uint32_t recover_next = 0;
+  // Pacing: the QP's rate cap (rate_limit_kbps), DCQCN's rate under it, and the pacer that
+  // spaces every packet the QP sends at the lower of the two.
   uint64_t rate_bps = kDefaultRateBps;
   cc::Pacer pacer{kDefaultRateBps};
   bool dcqcn = true;
@@ -185,13 +200,14 @@ struct RcTransport::Qp {
 
 namespace {
 
-// A set of PSNs in a ring by psn % kSrWindow, each slot holding psn + 1 (0: none), so a PSN
-// kSrWindow later (a READ takes many PSNs) never reads as a member: it takes the slot over.
+// A set of PSNs in a ring of a power-of-two size by psn % size, each slot holding psn + 1
+// (0: none), so a PSN a ring later (a READ takes many PSNs) never reads as a member: it takes
+// the slot over.
 bool bit(const std::vector<uint32_t>& v, uint32_t psn) {
-  return v[psn % kSrWindow] == psn + 1;
+  return v[psn & (v.size() - 1)] == psn + 1;
 }
 void set_bit(std::vector<uint32_t>& v, uint32_t psn, bool on) {
-  uint32_t& slot = v[psn % kSrWindow];
+  uint32_t& slot = v[psn & (v.size() - 1)];
   if (on) {
     slot = psn + 1;
   } else if (slot == psn + 1) {
@@ -219,6 +235,31 @@ void count_tx(RcTransport::Qp& q, uint32_t len, RcCounters& total) {
   q.c.tx_bytes += len;
   total.tx_packets++;
   total.tx_bytes += len;
+}
+
+// The local ACK timer. Go-back-N: the QP's timeout attribute, as IBTA defines it. Selective
+// repeat (IRN's point: a lossy fabric cannot wait 67 ms for each lost retransmission or tail):
+// the RTO of the measured round trip, srtt + 4 rttvar, at least kSrRtoMinNs, doubled for each
+// timeout in a row, never above the attribute's.
+uint64_t rto_ns(const RcTransport::Qp& q) {
+  const uint64_t cap = ack_timeout_ns(q.attr.timeout);
+  if (!q.attr.selective_repeat || q.srtt_ns == 0) return cap;
+  const uint64_t r = std::max(kSrRtoMinNs, q.srtt_ns + 4 * q.rttvar_ns);
+  return std::min(cap, r << std::min(q.backoff, 16u));
+}
+
+// The timed packet is acknowledged: a round-trip sample (RFC 6298 2.2, 2.3).
+void rtt_sample(RcTransport::Qp& q, uint64_t now) {
+  const uint64_t r = std::max<uint64_t>(now - q.rtt_sent_ns, 1);
+  q.timing = false;
+  if (q.srtt_ns == 0) {
+    q.srtt_ns = r;
+    q.rttvar_ns = r / 2;
+    return;
+  }
+  const uint64_t err = q.srtt_ns > r ? q.srtt_ns - r : r - q.srtt_ns;
+  q.rttvar_ns = (3 * q.rttvar_ns + err) / 4;
+  q.srtt_ns = (7 * q.srtt_ns + r) / 8;
 }
 
 }  // namespace
@@ -439,6 +480,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     q->epsn = q->cursor = s.rq_psn;
     if (s.selective_repeat) {
       q->sacked.assign(kSrWindow, 0);
+      q->read_in.assign(kSrReadWindow, 0);
       q->queued.assign(kSrWindow, 0);
       q->resend.reserve(kSrWindow);
       q->ooo.assign(kSrWindow, OooPkt{});
@@ -453,6 +495,9 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
   }
   if (to == QpState::kRts && from == QpState::kRtr) {
     q->snd_nxt = q->snd_max = q->una = q->recover_next = s.sq_psn;
+    q->timing = false;
+    q->srtt_ns = q->rttvar_ns = 0;
+    q->backoff = 0;
     // DCQCN starts at the QP's rate (its "line rate") and never goes above it.
     cc::DcqcnParams p = q->dcqcn_params;
     p.line_rate_bps = q->rate_bps;
@@ -519,6 +564,13 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
     h.va = w.va + uint64_t(k) * pmtu;
     h.rkey = w.rkey;
     h.dma_len = w.len - std::min(w.len, k * pmtu);
+    if (q.attr.selective_repeat && psn_diff(w.first_psn, q.snd_max) < 0) {
+      // Asked again: only up to the next response already in.
+      uint32_t n = 1;
+      while (k + n < w.npkts && !bit(q.read_in, psn_add(h.psn, n)))
+        n++;
+      h.dma_len = std::min(h.dma_len, n * pmtu);
+    }
     h.ack_req = true;
     header(q, h, ctx);
     q.since_ackreq = 0;
@@ -603,11 +655,16 @@ void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all = fals
     if (psn_diff(w.last_psn(), from) < 0) continue;
     if (w.kind == ReqKind::kRead) {
       // Its first missing response: asked for when the responder lacks the request, or (after
-      // a timeout) when the responses stopped.
+      // a timeout) when the responses stopped; then every other gap below the furthest
+      // response in.
       const uint32_t missing = psn_add(w.first_psn, w.read_got);
       if (!w.done && psn_diff(missing, from) >= 0 && psn_diff(missing, to) < 0 &&
           (all || !bit(q.sacked, w.first_psn))) {
         queue_resend(q, missing);
+        for (uint32_t k = w.read_got + 1; all && k < w.read_max; k++) {
+          const uint32_t p = psn_add(w.first_psn, k);
+          if (!bit(q.read_in, p) && bit(q.read_in, psn_add(p, kPsnMask))) queue_resend(q, p);
+        }
       }
       continue;
     }
@@ -666,9 +723,13 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
       spend(q, w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu), now);
       q.c.retransmits++;
       t.retransmits++;
+      const uint32_t timed = psn_add(q.rtt_end, kPsnMask);
+      if (timed == p || (w.kind == ReqKind::kRead && w.covers(timed))) {
+        q.timing = false;  // the timed packet goes again: no sample (Karn)
+      }
       break;
     }
-    if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + ack_timeout_ns(q.attr.timeout);
+    if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + rto_ns(q);
   }
   while (q.send_wqe != q.sq_tail) {
     if (psn_diff(q.snd_nxt, q.una) >= int32_t(kMaxInflight)) break;
@@ -696,6 +757,11 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
       }
       send_packet(q, w, q.send_pkt, ctx, t);
       spend(q, 0, now);
+      if (!again && !q.timing) {  // timed to its first response, not its last
+        q.timing = true;
+        q.rtt_end = psn_add(w.first_psn, 1);
+        q.rtt_sent_ns = now;
+      }
       q.snd_nxt = psn_add(w.first_psn, w.npkts);
       q.send_wqe++;
       q.send_pkt = 0;
@@ -711,9 +777,14 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
     if (again) {
       q.c.retransmits++;
       t.retransmits++;
+      q.timing = false;  // going back: Karn's rule
+    } else if (!q.timing) {
+      q.timing = true;
+      q.rtt_end = q.snd_nxt;
+      q.rtt_sent_ns = now;
     }
     if (psn_diff(q.snd_nxt, q.snd_max) > 0) q.snd_max = q.snd_nxt;
-    if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + ack_timeout_ns(q.attr.timeout);
+    if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + rto_ns(q);
   }
 }
 
@@ -754,7 +825,8 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
       const uint32_t missing = psn_add(w.first_psn, w.read_got);
       if (psn_diff(next, missing) > 0) {
         next = missing;
-        if (w.read_retry != missing + 1) {
+        // (Selective repeat asked for gaps below the furthest response in as they showed.)
+        if (w.read_retry != missing + 1 && w.read_got >= w.read_max) {
           w.read_retry = missing + 1;
           go_back(q, missing);
         }
@@ -768,13 +840,14 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
       set_bit(q.sacked, p, false);  // the bits are reused for PSNs kSrWindow later
   }
   q.una = next;
+  if (q.timing && psn_diff(q.una, q.rtt_end) >= 0) rtt_sample(q, ctx.now_ns());
   // Acknowledged while being sent again (an ACK that overtook a rewind): resume past it.
   if (psn_diff(q.una, q.snd_nxt) > 0) rewind(q, q.una);
   q.retries_left = q.attr.retry_cnt;
   q.rnr_left = q.attr.rnr_retry;
+  q.backoff = 0;
   complete(q, ctx);
-  q.timer_ns =
-      q.outstanding() && q.attr.timeout != 0 ? ctx.now_ns() + ack_timeout_ns(q.attr.timeout) : 0;
+  q.timer_ns = q.outstanding() && q.attr.timeout != 0 ? ctx.now_ns() + rto_ns(q) : 0;
   return true;
 }
 
@@ -1031,17 +1104,21 @@ void reread(RcTransport::Qp& q, const Rx& x, Context& ctx) {
   uint64_t off = 0;
   if (q.rr_n >= q.rr.size() || !remote_ok(q, x.b, false, ctx, &mr, &off)) return;
   // Responses queued and not yet sent from that PSN on: they answer it, nothing to add. Ones
-  // already past it stop there (the requester discards what follows a gap): the new responses
-  // take over from the PSN asked.
+  // already past it stop there (go-back-N: the requester discards what follows a gap), and the
+  // new responses take over from the PSN asked. Selective repeat asks for the gap only; the
+  // rest still goes, after it (what was lost goes first).
+  const auto n = uint32_t(q.rr.size());
   for (uint32_t i = 0; i < q.rr_n; i++) {
-    ReadResp& r = q.rr[(q.rr_head + i) % q.rr.size()];
+    ReadResp& r = q.rr[(q.rr_head + i) % n];
     const int32_t k = psn_diff(x.b.psn, r.first_psn);
     if (k < 0 || k >= int32_t(r.npkts)) continue;
     if (uint32_t(k) >= r.next) return;
+    if (q.attr.selective_repeat) continue;
     r.npkts = r.next;
     r.len = std::min(r.len, r.next * q.attr.pmtu);
   }
-  ReadResp& rr = q.rr[(q.rr_head + q.rr_n) % q.rr.size()];
+  if (q.attr.selective_repeat) q.rr_head = (q.rr_head + n - 1) % n;
+  ReadResp& rr = q.rr[q.attr.selective_repeat ? q.rr_head : (q.rr_head + q.rr_n) % n];
   rr = ReadResp{true, x.b.psn, packets(x.b.dma_len, q.attr.pmtu), 0, mr, x.b.dma_len, off};
   q.rr_n++;
 }
@@ -1239,8 +1316,12 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
         }
         if (w == nullptr) continue;  // a late duplicate
         const uint32_t expect = psn_add(w->first_psn, w->read_got);
-        if (b.psn != expect) {
-          if (psn_diff(b.psn, expect) > 0 && w->read_retry != expect + 1) {
+        const bool sr = q->attr.selective_repeat;
+        const int32_t ahead = psn_diff(b.psn, expect);
+        if (ahead < 0 || (ahead > 0 && (!sr || bit(q->read_in, b.psn) ||
+                                        psn_diff(b.psn, q->una) >= int32_t(kSrReadWindow)))) {
+          // A duplicate, or (go-back-N) past a gap: dropped.
+          if (ahead > 0 && !sr && w->read_retry != expect + 1) {
             w->read_retry = expect + 1;  // a gap: ask again from the first missing response
             q->c.naks_received++;
             total_.naks_received++;
@@ -1248,9 +1329,13 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
           }
           continue;
         }
-        const uint32_t k = w->read_got;
+        // Selective repeat keeps a response past a gap too (in `read_in`). Each carries
+        // PMTU bytes but the READ's last; the last ends with it. A re-asked range (selective
+        // repeat) may end anywhere.
+        const uint32_t k = uint32_t(psn_diff(b.psn, w->first_psn));
+        const bool end = k + 1 == w->npkts;
         const uint32_t want = std::min(q->attr.pmtu, w->len - std::min(w->len, k * q->attr.pmtu));
-        if (x.len != want || (o.last != (k + 1 == w->npkts))) {
+        if (x.len != want || (end && !o.last) || (o.last && !end && !sr)) {
           fail(*q, -EIO, ctx, total_);
           continue;
         }
@@ -1258,10 +1343,28 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
           fail(*q, -EFAULT, ctx, total_);
           continue;
         }
+        if (sr) {
+          // Responses still come, so the ones asked for again are queued behind them (another
+          // READ's, or past a gap): no timeout yet. A gap this one reveals is asked for once,
+          // at once.
+          if (q->timer_ns != 0) q->timer_ns = now + rto_ns(*q);
+          if (k > w->read_max) {
+            q->c.naks_received++;
+            total_.naks_received++;
+            queue_resend(*q, psn_add(w->first_psn, w->read_max));
+          }
+          w->read_max = std::max(w->read_max, k + 1);
+        }
+        if (ahead > 0) {
+          set_bit(q->read_in, b.psn, true);
+          continue;
+        }
         w->read_got++;
+        while (sr && w->read_got < w->npkts && bit(q->read_in, psn_add(w->first_psn, w->read_got)))
+          w->read_got++;
         if (w->read_got == w->npkts) w->done = true;
         // Responses acknowledge everything before them; the last one its READ too.
-        ack_upto(*q, w->done ? psn_add(b.psn, 1) : b.psn, ctx);
+        ack_upto(*q, psn_add(w->first_psn, w->done ? w->npkts : w->read_got - 1), ctx);
         complete(*q, ctx);
         continue;
       }
@@ -1427,18 +1530,25 @@ void RcTransport::tick(Context& ctx) {
     if (q.timer_ns != 0 && now >= q.timer_ns) {
       q.c.timeouts++;
       total_.timeouts++;
-      if (q.retries_left == 0) {
+      q.timing = false;
+      // Selective repeat's short timeouts back off first; retry_cnt counts those of the full
+      // local ACK timeout, so a dead peer is declared no sooner than IBTA's timer would.
+      if (rto_ns(q) < ack_timeout_ns(q.attr.timeout)) {
+        q.backoff++;
+      } else if (q.retries_left == 0) {
         fail(q, -ETIMEDOUT, ctx, total_);
         continue;
+      } else {
+        q.retries_left--;
+        q.backoff++;
       }
-      q.retries_left--;
       if (q.attr.selective_repeat) {
         q.recover_next = q.una;  // everything the responder does not have goes again
         queue_holes(q, q.una, q.snd_max, true);
       } else {
         rewind(q, q.una);
       }
-      q.timer_ns = now + ack_timeout_ns(q.attr.timeout);
+      q.timer_ns = now + rto_ns(q);
     }
     if (q.rr_n != 0) respond(q, ctx, total_);
     // An ACK held back by queued READ responses goes once they are out.
@@ -1498,6 +1608,8 @@ bool RcTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("retries_left", q->retries_left);
   out.number("rnr_retries_left", q->rnr_left);
   out.text("recovery", q->attr.selective_repeat ? "selective-repeat" : "go-back-n");
+  out.number("srtt_us", q->srtt_ns / 1000);
+  out.number("rto_us", rto_ns(*q) / 1000);
   out.text("dcqcn", q->dcqcn ? "on" : "off");
   out.number("rate_limit_bps", q->rate_bps);
   out.number("rate_bps", q->dcqcn ? std::min(q->rp.rate_bps(), q->rate_bps) : q->rate_bps);
