@@ -107,6 +107,9 @@ class QueuePairs(ct.TestCase):
         st, qp2, qpn2, _ = a.qp_create(cq.id)
         self.assertEqual((st, qp2), (0, qp))
         self.assertNotEqual(qpn2, qpn)
+        # DCQCN (on by default) runs from RTS on; before, the QP shows the rate it would start at.
+        info = [f for f in self.qps() if f["id"] == qp2][0]["info"]
+        self.assertEqual((info["dcqcn"], info["rate_bps"]), ("on", 100 * 10**9))
         self.assertEqual(a.qp_destroy(qp2), 0)
         self.assertEqual(a.qp_destroy(qp2), ra.ENOENT)
 

@@ -1533,15 +1533,13 @@ void RcTransport::tick(Context& ctx) {
       q.timing = false;
       // Selective repeat's short timeouts back off first; retry_cnt counts those of the full
       // local ACK timeout, so a dead peer is declared no sooner than IBTA's timer would.
-      if (rto_ns(q) < ack_timeout_ns(q.attr.timeout)) {
-        q.backoff++;
-      } else if (q.retries_left == 0) {
+      const bool full = rto_ns(q) >= ack_timeout_ns(q.attr.timeout);
+      if (full && q.retries_left == 0) {
         fail(q, -ETIMEDOUT, ctx, total_);
         continue;
-      } else {
-        q.retries_left--;
-        q.backoff++;
       }
+      if (full) q.retries_left--;
+      q.backoff++;
       if (q.attr.selective_repeat) {
         q.recover_next = q.una;  // everything the responder does not have goes again
         queue_holes(q, q.una, q.snd_max, true);
@@ -1612,8 +1610,10 @@ bool RcTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("rto_us", rto_ns(*q) / 1000);
   out.text("dcqcn", q->dcqcn ? "on" : "off");
   out.number("rate_limit_bps", q->rate_bps);
-  out.number("rate_bps", q->dcqcn ? std::min(q->rp.rate_bps(), q->rate_bps) : q->rate_bps);
-  out.number("target_rate_bps", q->dcqcn ? q->rp.target_bps() : q->rate_bps);
+  // DCQCN's rates exist from RTS on; before, the QP would start at its cap.
+  const bool rp = q->dcqcn && q->attr.state == QpState::kRts;
+  out.number("rate_bps", rp ? std::min(q->rp.rate_bps(), q->rate_bps) : q->rate_bps);
+  out.number("target_rate_bps", rp ? q->rp.target_bps() : q->rate_bps);
   out.number("alpha_ppm", uint64_t(q->rp.alpha_fp()) * 1'000'000 >> cc::DcqcnParams::kOneShift);
   out.number("rate_decreases", q->rp.counters().decreases);
   put_counters(q->c, out);
