@@ -712,7 +712,7 @@ TEST(RoceSim, SelectiveRepeatRetryExhaustionTakesTheFullTimeouts) {
     EXPECT_GE(p.net->now_ns() - t0, 3 * ack_timeout_ns(12));
     const uint64_t timeouts = p.a.rc->counters().timeouts;
     if (sr) {
-      EXPECT_GT(timeouts, 3u);  // 1, 2, 4, 8 ms before the full 16.8
+      EXPECT_GT(timeouts, 3u);  // short ones, doubling, before the full 16.8 ms
     } else {
       EXPECT_EQ(timeouts, 3u);
     }
