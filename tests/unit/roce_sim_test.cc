@@ -549,6 +549,26 @@ TEST(RoceSim, RemoteAccessErrors) {
   }
 }
 
+// `n` READs of `len` bytes each, B's [0, n x len) (filled) into A's from 32 MiB, all posted at
+// once; runs until they complete (within `max_ns`), each with status 0 in order, the bytes equal.
+void reads_complete(RocePair& p, uint64_t n, uint32_t len, uint64_t max_ns) {
+  p.fill(p.net->b(), 0, n * len, uint8_t(n));
+  for (uint64_t i = 0; i < n; i++) {
+    p.post(p.net->a(), {.kind = ReqKind::kRead,
+                        .len = len,
+                        .offset = (32u << 20) + i * len,
+                        .wr_id = i,
+                        .rkey = p.b.mr,
+                        .remote_addr = i * len});
+  }
+  ASSERT_TRUE(p.run_until_events(p.a, n, max_ns)) << p.describe();
+  for (uint64_t i = 0; i < n; i++) {
+    EXPECT_EQ(p.a.events[i].wr_id, i);
+    EXPECT_EQ(p.a.events[i].status, 0) << i << p.describe();
+  }
+  EXPECT_TRUE(p.same(p.net->a(), 32u << 20, p.net->b(), 0, n * len));
+}
+
 // A sender ten times faster than its link, which holds 64 KiB: every burst of READ responses
 // loses its tail. Large READs back to back still complete, with either recovery.
 TEST(RoceSim, LargeReadsThroughTailDrops) {
@@ -561,21 +581,7 @@ TEST(RoceSim, LargeReadsThroughTailDrops) {
     c.selective_repeat = sr;
     RocePair p(seed(14), c);
     ASSERT_TRUE(p.ok);
-    p.fill(p.net->b(), 0, 16u << 20, 8);
-    for (uint64_t i = 0; i < 16; i++) {
-      p.post(p.net->a(), {.kind = ReqKind::kRead,
-                          .len = 1u << 20,
-                          .offset = (32u << 20) + (i << 20),
-                          .wr_id = i,
-                          .rkey = p.b.mr,
-                          .remote_addr = i << 20});
-    }
-    ASSERT_TRUE(p.run_until_events(p.a, 16, 20'000'000'000)) << p.describe();
-    for (uint64_t i = 0; i < 16; i++)
-      EXPECT_EQ(p.a.events[i].status, 0) << i << p.describe();
-    EXPECT_TRUE(std::equal(p.net->b().mr(p.b.mr).begin(),
-                           p.net->b().mr(p.b.mr).begin() + (16u << 20),
-                           p.net->a().mr(p.a.mr).begin() + (32u << 20)));
+    reads_complete(p, 16, 1u << 20, 20'000'000'000);
   }
 }
 
@@ -598,22 +604,8 @@ TEST(RoceSim, ReadDoneBeforeAnEarlierOne) {
     };
     RocePair p(seed(15), c);
     ASSERT_TRUE(p.ok);
-    p.fill(p.net->b(), 0, 128u << 10, 9);
-    for (uint64_t i = 0; i < 2; i++) {
-      p.post(p.net->a(), {.kind = ReqKind::kRead,
-                          .len = 64u << 10,
-                          .offset = (32u << 20) + (i << 16),
-                          .wr_id = i,
-                          .rkey = p.b.mr,
-                          .remote_addr = i << 16});
-    }
-    ASSERT_TRUE(p.run_until_events(p.a, 2, 1'000'000'000)) << p.describe();
+    reads_complete(p, 2, 64u << 10, 1'000'000'000);
     EXPECT_EQ(seen->size(), 1u) << "the response was not lost";
-    for (uint64_t i = 0; i < 2; i++) {
-      EXPECT_EQ(p.a.events[i].wr_id, i);
-      EXPECT_EQ(p.a.events[i].status, 0) << p.describe();
-    }
-    EXPECT_TRUE(p.same(p.net->a(), 32u << 20, p.net->b(), 0, 128u << 10));
     p.net->run_for(4 * (c.retry_cnt + 1) * ack_timeout_ns(c.timeout));
     EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
     QpAttr qa;
@@ -636,19 +628,7 @@ TEST(RoceSim, SelectiveRepeatRereadsOnlyLostResponses) {
     c.ba.drop_if = first_copies(kReadRespFirst, kReadRespOnly, 50);
     RocePair p(seed(16), c);
     ASSERT_TRUE(p.ok);
-    p.fill(p.net->b(), 0, 8u << 20, 10);
-    for (uint64_t i = 0; i < 8; i++) {
-      p.post(p.net->a(), {.kind = ReqKind::kRead,
-                          .len = 1u << 20,
-                          .offset = (32u << 20) + (i << 20),
-                          .wr_id = i,
-                          .rkey = p.b.mr,
-                          .remote_addr = i << 20});
-    }
-    ASSERT_TRUE(p.run_until_events(p.a, 8, 10'000'000'000)) << p.describe();
-    for (uint64_t i = 0; i < 8; i++)
-      EXPECT_EQ(p.a.events[i].status, 0) << i << p.describe();
-    EXPECT_TRUE(p.same(p.net->a(), 32u << 20, p.net->b(), 0, 8u << 20));
+    reads_complete(p, 8, 1u << 20, 10'000'000'000);
     extra[sr] = p.b.rc->counters().read_responses - 8 * 1024;
     dropped[sr] = p.net->stats(Dir::kBtoA).dropped_filter;
     EXPECT_GT(dropped[sr], 100u);
