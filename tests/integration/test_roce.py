@@ -72,9 +72,10 @@ RDMA_APPS = """apps:
     - uid: 0
 """
 # RoCE expects a lossless fabric. On the veth the loss is af_packet's receive ring overflowing
-# while the other daemon sends a window's READ responses at once. 4096 frames (DPDK's default is
-# 512) hold more than a requester can have outstanding (its window is 1024 PSNs, and a READ that
-# starts at the window's edge adds up to 1024), so only injected faults lose frames.
+# while the other daemon sends a window of packets or READ responses at once. 4096 frames (DPDK's
+# default is 512) hold a requester's window of 1024 PSNs four times over; measured, the cases here
+# then lose only the frames the port's faults drop. (A long READ's responses are not bounded by
+# the window; on a real fabric PFC or DCQCN's ECN marks keep them.)
 CONFIG = ct.CONFIG_HEAD + RDMA_APPS + ct.port_yaml(
     "net_cleave0,wire=net_af_packet0,wire_args=iface=%(iface)s,framecnt=4096", "%(mac)s", "%(ip)s")
 
