@@ -14,7 +14,7 @@ namespace {
 constexpr uint32_t kAckEvery = 64;            // AckReq at least every this many packets (rxe)
 constexpr uint32_t kMaxInflight = 1024;       // packets sent and not acknowledged
 constexpr uint32_t kSrWindow = kMaxInflight;  // selective repeat: PSNs tracked past the oldest
-constexpr uint64_t kSrRtoMinNs = 250'000;  // selective repeat: the shortest RTO
+constexpr uint64_t kSrRtoMinNs = 250'000;     // selective repeat: the shortest RTO
 // Selective repeat: READ responses kept past a gap, up to this many PSNs past the oldest
 // unacknowledged (the window and a READ of up to 3072 responses begun at its edge).
 constexpr uint32_t kSrReadWindow = 4 * kSrWindow;
