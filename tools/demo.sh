@@ -68,6 +68,15 @@ wait_kernel_listener() {
   echo "demo.sh: nothing listens on the kernel's port $1" >&2
   exit 1
 }
+# wait_host_listener PORT: until a socket listens on PORT here (cleave-rdma's side channel).
+wait_host_listener() {
+  for _ in $(seq 250); do
+    ss -Hltn "sport = :$1" | grep -q . && return 0
+    sleep 0.02
+  done
+  echo "demo.sh: nothing listens on port $1" >&2
+  exit 1
+}
 
 if ip netns list | grep -qw "$NS"; then
   echo "demo.sh: namespace $NS exists (an earlier demo was interrupted?); removing it" >&2
@@ -348,10 +357,7 @@ RDMA_ARGS=(--ops write,read --sizes 4k,1m,64m --hold 2 --timeout 30)
 before2=$("${CTL2[@]}" -j transport list)
 build/tools/cleave-rdma -s "$RUN2/app.sock" --listen 18515 "${RDMA_ARGS[@]}" >"$RDMA_SRV" &
 rdma_pid=$!
-for _ in $(seq 250); do
-  ss -Hltn "sport = :18515" | grep -q . && break
-  sleep 0.02
-done
+wait_host_listener 18515
 build/tools/cleave-rdma -s "$RUN/app.sock" --connect 127.0.0.1:18515 "${RDMA_ARGS[@]}" \
   >"$RDMA_OUT" &
 rdma_cli=$!
@@ -395,10 +401,7 @@ for mode in go-back-n selective-repeat; do
   before=$("${CTL[@]}" -j transport list)
   build/tools/cleave-rdma -s "$RUN2/app.sock" --listen "$port" "${args[@]}" >"$RDMA_SRV" &
   rdma_pid=$!
-  for _ in $(seq 250); do
-    ss -Hltn "sport = :$port" | grep -q . && break
-    sleep 0.02
-  done
+  wait_host_listener "$port"
   build/tools/cleave-rdma -s "$RUN/app.sock" --connect "127.0.0.1:$port" "${args[@]}" \
     >"$RDMA_OUT" || { cat "$RDMA_OUT"; echo "demo.sh: cleave-rdma --connect failed" >&2; exit 1; }
   wait "$rdma_pid" || { cat "$RDMA_SRV"; echo "demo.sh: cleave-rdma --listen failed" >&2; exit 1; }
