@@ -321,6 +321,35 @@ TEST(TcpMsgSend, NoCreditAndNothingInFlightProbes) {
   EXPECT_EQ(sent, 99u);  // the rest of the message (the probe byte is in flight)
 }
 
+// A tail loss probe sends new data only inside the peer's credit, as the regular output does:
+// a message the peer has no receive for must not go, even though the byte window allows it
+// (the peer's NIC has nowhere to place it, and a receive posted while the segment waits in its
+// queue would turn it into a copy).
+TEST(TcpMsgSend, TailLossProbeKeepsInsideTheCredit) {
+  MsgActive a;
+  a.ctx.at_ms(1010);  // a 10 ms RTT sample: the probe timeout is well before the RTO
+  a.synack(true, 1);  // one receive posted at the peer
+  a.ctx.take_events();
+  a.app(ReqKind::kSend, 100, 0, 1);
+  a.app(ReqKind::kSend, 5000, 100, 2);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.msg_no, 0u);
+  EXPECT_EQ(out[0].desc.len, 100u);
+  // No ACK comes: the probe goes (ahead of the RTO), and it is the last segment sent, again.
+  out.clear();
+  for (uint64_t ms = 1011; out.empty() && ms < 1500; ms++) {
+    a.ctx.at_ms(ms);
+    a.tp.tick(a.ctx);
+    out = a.ctx.take_out();
+  }
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.msg_no, 0u);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(out[0].desc.len, 100u);
+  EXPECT_EQ(info(a.tp, kFlow).n["tlp_probes"], 1u);
+}
+
 // ---- receiving ----
 
 TEST(TcpMsgRecv, EachBufferTakesOneMessageInAnyArrivalOrder) {

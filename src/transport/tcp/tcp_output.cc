@@ -329,10 +329,10 @@ void TcpTransport::output(Conn& c, Context& ctx) {
   arm_tlp(c);
 }
 
-// The tail loss probe (RFC 8985 7.3): one segment of new data when the windows allow it, else
-// the last segment sent again. Returns whether it went.
+// The tail loss probe (RFC 8985 7.3): one segment of new data when the window and the peer's
+// message credit allow it, else the last segment sent again. Returns whether it went.
 bool TcpTransport::send_tlp(Conn& c, Context& ctx) {
-  const uint32_t limit = seq_min(c.snd_end, c.snd_una + c.snd_wnd);
+  const uint32_t limit = seq_min(c.msg_send_right(), c.snd_una + c.snd_wnd);
   uint32_t n = 0;
   if (c.snd_nxt == c.snd_max && seq_lt(c.snd_nxt, limit)) {
     n = send_data(*this, c, ctx, c.snd_nxt, std::min<uint32_t>(limit - c.snd_nxt, c.eff_mss),
