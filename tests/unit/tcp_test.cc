@@ -660,6 +660,43 @@ TEST(TcpSend, SlowStartAfterRtoGrowsBeforeTheOldFlightIsAcked) {
   EXPECT_EQ(info(a.tp, kFlow).n["cwnd"], ssthresh);
 }
 
+// The peer's window counts from the ACK it came with. A segment that acknowledges new data
+// carries the peer's window as of that ACK, even when its sequence number is older than the
+// last window update's (the peer resending a segment lost on the way here; RFC 9293's WL1 rule
+// alone would keep the old window, and the old window from the new ACK reaches past the peer's
+// buffers). As Linux (tcp_may_update_window), an ACK that advances SND.UNA updates the window.
+TEST(TcpSend, NeverPastThePeersRightEdge) {
+  Active a;
+  a.establish(40, 7);  // 40 << 7 = 5120 bytes
+  a.app(ReqKind::kRecv, 100000);
+  a.app(ReqKind::kSend, 100000, 0, 1);
+  uint32_t sent = 0;
+  for (const Out& o : a.ctx.take_out())
+    sent += o.desc.len;
+  ASSERT_EQ(sent, 5120u);  // window-limited (the initial cwnd is 10 segments)
+  // The peer's data arrives with a hole: its second segment first (a window update, from the
+  // higher sequence number), then the first, resent, with an ACK of half of ours and the window
+  // that keeps the peer's right edge where it was.
+  BuildSpec second = a.ack_spec(1000, 0);
+  second.window = 40;
+  a.peer(second, std::vector<uint8_t>(1000, 7));
+  BuildSpec first = a.ack_spec(0, 2560);
+  first.window = 20;
+  auto out = a.peer(first, std::vector<uint8_t>(1000, 7));
+  for (const Out& o : out) {
+    EXPECT_TRUE(seq_leq(o.seg.seq + o.desc.len, a.iss + 1 + 5120))
+        << "sent " << o.desc.len << " bytes at " << o.seg.seq - a.iss - 1;
+  }
+  // The peer's next ACK opens the window: the data goes on.
+  BuildSpec more = a.ack_spec(2000, 5120);
+  more.window = 40;
+  out = a.peer(more);
+  uint32_t again = 0;
+  for (const Out& o : out)
+    again += o.desc.len;
+  EXPECT_EQ(again, 5120u);
+}
+
 TEST(TcpSend, ZeroWindowProbesCarryOneByte) {
   Active a;
   a.establish(0, 7);  // the peer's window is zero

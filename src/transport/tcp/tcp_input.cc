@@ -349,7 +349,8 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
 
   uint32_t acked = 0;
   uint64_t rtt_ns = 0;
-  if (seq_gt(ack, c.snd_una)) {
+  const bool advanced = seq_gt(ack, c.snd_una);
+  if (advanced) {
     acked = ack - c.snd_una;
     const bool fin_acked = c.fin_sent && seq_gt(ack, c.snd_end);
     c.snd_una = ack;
@@ -410,8 +411,13 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     c.dupacks++;  // RFC 5681 duplicate ACK (answers to zero-window probes are not)
   }
 
-  // Window update (RFC 9293 3.10.7.4): only from segments newer than the last update.
-  if (seq_lt(c.snd_wl1, s.seq) || (c.snd_wl1 == s.seq && seq_leq(c.snd_wl2, ack))) {
+  // Window update (RFC 9293 3.10.7.4): from segments newer than the last update, and, as in
+  // Linux (tcp_may_update_window), from any that acknowledges new data. The window counts from
+  // its segment's ACK: kept while SND.UNA moves on, it would reach past the peer's buffers (a
+  // resent segment of the peer's, older than the last update, carries a new ACK). An older ACK's
+  // window is not taken, for the same reason.
+  if (seq_geq(ack, c.snd_una) &&
+      (advanced || seq_lt(c.snd_wl1, s.seq) || (c.snd_wl1 == s.seq && seq_leq(c.snd_wl2, ack)))) {
     c.snd_wnd = uint32_t(s.window) << c.snd_wscale;
     c.max_snd_wnd = std::max(c.max_snd_wnd, c.snd_wnd);
     c.snd_wl1 = s.seq;
