@@ -13,15 +13,14 @@ constexpr uint32_t kMaxTso = 65536 - 1024;  // payload per descriptor, well insi
 
 // The window field we advertise, and the right edge it promises (rcv_adv: the furthest yet).
 //
-// Scaled, the window is rounded down to the scale unit, so the peer sends nothing past the posted
-// buffers: the NIC could not place it, and a segment reaching past them goes whole to the copy
-// path. An edge promised before is kept, also rounded down: the window shrinks by less than a unit
-// at most, which RFC 7323 (appendix F) allows for and senders handle (Linux shrinks it too, with
-// tcp_shrink_window). Rounding the kept edge up instead, as RFC 9293's "do not shrink" would have
-// it, moves the edge up to a unit further with every ACK that does not end on a unit: it creeps
-// past the buffers. Less than a unit left is rounded up to one (as Linux's ALIGN in
-// __tcp_select_window): announced as zero, the last bytes of a buffer that completes only when
-// full would wait forever. What arrives past the buffers then is trimmed on input.
+// Scaled, the posted space is rounded up to the scale unit (as Linux's ALIGN in
+// __tcp_select_window): rounded down, the last bytes of the posted buffers would be announced only
+// by the ACK of the data before them, which a delayed ACK holds for 40 ms (tcp_sim_loss showed
+// those waits), and a buffer that completes only when full could wait for them. What arrives past
+// the buffers is trimmed on input. An edge promised before is kept, rounded down: the window may
+// shrink by less than a unit (RFC 7323 appendix F; Linux's tcp_shrink_window). Rounded up, as
+// RFC 9293's "do not shrink" would have it, the kept edge moved up to a unit further with every ACK
+// that did not end on a unit, and crept far past the buffers, where the NIC can place nothing.
 uint16_t advertise(Conn& c, bool syn) {
   const uint32_t space = std::min(c.rcv_space(), 1u << 30);
   if (syn) {
@@ -29,9 +28,10 @@ uint16_t advertise(Conn& c, bool syn) {
     c.rcv_adv = c.rcv_nxt + w;
     return uint16_t(w);
   }
+  const uint32_t unit = (1u << c.rcv_wscale) - 1;
   const uint32_t kept = seq_gt(c.rcv_adv, c.rcv_nxt) ? c.rcv_adv - c.rcv_nxt : 0;
-  uint32_t w = std::min<uint32_t>(std::max(space, kept) >> c.rcv_wscale, 0xFFFF);
-  if (w == 0 && space != 0) w = 1;
+  const uint32_t w = uint32_t(std::min<uint64_t>(
+      std::max<uint64_t>((uint64_t(space) + unit) >> c.rcv_wscale, kept >> c.rcv_wscale), 0xFFFF));
   c.rcv_adv = seq_max(c.rcv_adv, c.rcv_nxt + (w << c.rcv_wscale));
   return uint16_t(w);
 }
