@@ -315,10 +315,7 @@ TEST(TcpMsgSend, NoCreditAndNothingInFlightProbes) {
   PeerSeg s(ack, {}, kFlow);
   a.tp.rx_burst({&s.h, 1}, a.ctx);
   out = a.ctx.take_out();
-  uint32_t sent = 0;
-  for (const Out& o : out)
-    sent += o.desc.len;
-  EXPECT_EQ(sent, 99u);  // the rest of the message (the probe byte is in flight)
+  EXPECT_EQ(payload_of(out), 99u);  // the rest of the message (the probe byte is in flight)
 }
 
 // A tail loss probe sends new data only inside the peer's credit, as the regular output does:

@@ -27,6 +27,14 @@ struct Out {
   Segment seg;
 };
 
+// The payload bytes of emitted segments (a TSO descriptor counts all of its segments).
+inline uint64_t payload_of(const std::vector<Out>& out) {
+  uint64_t n = 0;
+  for (const Out& o : out)
+    n += o.desc.len;
+  return n;
+}
+
 class ScriptCtx final : public Context {
  public:
   ScriptCtx() : Context(txbuf_, evbuf_) { mrs.emplace_back(1 << 20); }

@@ -626,17 +626,14 @@ TEST(TcpSend, SegmentsAreTsoDescriptorsOverAppMemory) {
   EXPECT_EQ(sent, 10u * 1448);
   // The ACK of all of it completes nothing yet (the send is 100000) but opens the window.
   out = a.peer(a.ack_spec(0, uint32_t(sent)));
-  uint64_t more = 0;
-  for (const Out& o : out)
-    more += o.desc.len;
+  const uint64_t more = payload_of(out);
   EXPECT_GT(more, sent);  // slow start
   EXPECT_TRUE(a.ctx.take_events().empty());
   sent += more;
   while (sent < 100000) {
     out = a.peer(a.ack_spec(0, uint32_t(sent)));
     ASSERT_FALSE(out.empty());
-    for (const Out& o : out)
-      sent += o.desc.len;
+    sent += payload_of(out);
   }
   EXPECT_EQ(sent, 100000u);
   a.peer(a.ack_spec(0, 100000));
@@ -653,9 +650,7 @@ TEST(TcpSend, SlowStartAfterRtoGrowsBeforeTheOldFlightIsAcked) {
   Active a;
   a.establish(65535, 7);
   a.app(ReqKind::kSend, 1 << 20, 0, 51);
-  uint64_t sent = 0;
-  for (const Out& o : a.ctx.take_out())
-    sent += o.desc.len;
+  const uint64_t sent = payload_of(a.ctx.take_out());
   ASSERT_EQ(sent, 10u * 1448);
   // Nothing comes back: a tail loss probe first, then the RTO (the 1 s initial one: no RTT
   // sample yet) resends the first segment with the window collapsed to one.
@@ -676,9 +671,7 @@ TEST(TcpSend, SlowStartAfterRtoGrowsBeforeTheOldFlightIsAcked) {
   uint32_t acked = 1448;
   for (uint64_t expect : {uint64_t{2 * 1448}, uint64_t{4 * 1448}, ssthresh}) {
     out = a.peer(a.ack_spec(0, acked));
-    uint64_t bytes = 0;
-    for (const Out& o : out)
-      bytes += o.desc.len;
+    const uint64_t bytes = payload_of(out);
     EXPECT_EQ(bytes, expect) << "after " << acked << " bytes acknowledged";
     acked += uint32_t(bytes);
   }
@@ -696,9 +689,7 @@ TEST(TcpSend, NeverPastThePeersRightEdge) {
   a.establish(40, 7);  // 40 << 7 = 5120 bytes
   a.app(ReqKind::kRecv, 100000);
   a.app(ReqKind::kSend, 100000, 0, 1);
-  uint32_t sent = 0;
-  for (const Out& o : a.ctx.take_out())
-    sent += o.desc.len;
+  const uint64_t sent = payload_of(a.ctx.take_out());
   ASSERT_EQ(sent, 5120u);  // window-limited (the initial cwnd is 10 segments)
   // The peer's data arrives with a hole: its second segment first (a window update, from the
   // higher sequence number), then the first, resent, with an ACK of half of ours and the window
@@ -717,10 +708,7 @@ TEST(TcpSend, NeverPastThePeersRightEdge) {
   BuildSpec more = a.ack_spec(2000, 5120);
   more.window = 40;
   out = a.peer(more);
-  uint32_t again = 0;
-  for (const Out& o : out)
-    again += o.desc.len;
-  EXPECT_EQ(again, 5120u);
+  EXPECT_EQ(payload_of(out), 5120u);
 }
 
 TEST(TcpSend, ZeroWindowProbesCarryOneByte) {
@@ -765,9 +753,7 @@ TEST(TcpSend, ZeroWindowProbesCarryOneByte) {
   BuildSpec open = a.ack_spec(0, 1);
   open.window = 100;
   out = a.peer(open);
-  uint64_t sent = 0;
-  for (const Out& o : out)
-    sent += o.desc.len;
+  const uint64_t sent = payload_of(out);
   EXPECT_EQ(sent, 4999u);
   EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
 }
@@ -1166,9 +1152,7 @@ TEST(TcpWrap, TransferAcrossTheWrap) {
   a.establish(65535, 7);
   a.app(ReqKind::kSend, 3000, 0, 51);
   auto out = a.ctx.take_out();
-  uint64_t sent = 0;
-  for (const Out& o : out)
-    sent += o.desc.len;
+  const uint64_t sent = payload_of(out);
   EXPECT_EQ(sent, 3000u);
   a.peer(a.ack_spec(0, 3000));  // iss + 1 + 3000 wraps past 2^32
   auto ev = a.ctx.take_events();
