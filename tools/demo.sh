@@ -59,22 +59,16 @@ wait_listener() {
   echo "demo.sh: nothing listens on port $2 of cleaved ($1)" >&2
   exit 1
 }
-# wait_kernel_listener PORT: until a kernel socket listens on PORT in the namespace.
+# wait_kernel_listener PORT [here]: until a kernel socket listens on PORT in the namespace, or
+# with "here" in this one (cleave-rdma's side channel).
 wait_kernel_listener() {
+  local where=(ns)
+  [ "${2:-}" = here ] && where=()
   for _ in $(seq 250); do
-    ns ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
+    "${where[@]}" ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
     sleep 0.02
   done
-  echo "demo.sh: nothing listens on the kernel's port $1" >&2
-  exit 1
-}
-# wait_host_listener PORT: until a socket listens on PORT here (cleave-rdma's side channel).
-wait_host_listener() {
-  for _ in $(seq 250); do
-    ss -Hltn "sport = :$1" | grep -q . && return 0
-    sleep 0.02
-  done
-  echo "demo.sh: nothing listens on port $1" >&2
+  echo "demo.sh: nothing listens on port $1 ${2:-in the namespace}" >&2
   exit 1
 }
 
@@ -357,7 +351,7 @@ RDMA_ARGS=(--ops write,read --sizes 4k,1m,64m --hold 2 --timeout 30)
 before2=$("${CTL2[@]}" -j transport list)
 build/tools/cleave-rdma -s "$RUN2/app.sock" --listen 18515 "${RDMA_ARGS[@]}" >"$RDMA_SRV" &
 rdma_pid=$!
-wait_host_listener 18515
+wait_kernel_listener 18515 here
 build/tools/cleave-rdma -s "$RUN/app.sock" --connect 127.0.0.1:18515 "${RDMA_ARGS[@]}" \
   >"$RDMA_OUT" &
 rdma_cli=$!
@@ -401,7 +395,7 @@ for mode in go-back-n selective-repeat; do
   before=$("${CTL[@]}" -j transport list)
   build/tools/cleave-rdma -s "$RUN2/app.sock" --listen "$port" "${args[@]}" >"$RDMA_SRV" &
   rdma_pid=$!
-  wait_host_listener "$port"
+  wait_kernel_listener "$port" here
   build/tools/cleave-rdma -s "$RUN/app.sock" --connect "127.0.0.1:$port" "${args[@]}" \
     >"$RDMA_OUT" || { cat "$RDMA_OUT"; echo "demo.sh: cleave-rdma --connect failed" >&2; exit 1; }
   wait "$rdma_pid" || { cat "$RDMA_SRV"; echo "demo.sh: cleave-rdma --listen failed" >&2; exit 1; }
