@@ -195,11 +195,10 @@ class C2C:
         self.assertEqual(a["sent_sha256"], b["received_sha256"])
         self.assertEqual((b["sent"], a["received"]), (n_back, n_back))
         self.assertEqual(a["received_sha256"], cleave_pattern.sha256(11, n_back))
-        for side, n in (("b", N), ("a", n_back)):
-            if side == "b" or self.backend_a == "cleave":
-                t = self.tcp_stats(side)
-                self.assertEqual((t["placed_bytes"], t["copied_bytes"]), (n, 0),
-                                 (t, self.defers(side)))
+        placing = [("b", N)] + ([("a", n_back)] if self.backend_a == "cleave" else [])
+        for side, n in placing:
+            t = self.tcp_stats(side)
+            self.assertEqual((t["placed_bytes"], t["copied_bytes"]), (n, 0), (t, self.defers(side)))
 
     # ---- resets
 
