@@ -227,6 +227,15 @@ class Daemon:
         return json.loads(buf.split(b"\n", 1)[0])
 
 
+def builds(baseline):
+    """The cleaved binaries a benchmark compares, as (name, path): this build's, and with
+    `baseline` (the build dir of another revision, e.g. main's) that one's before it."""
+    out = [("this", CLEAVED)]
+    if baseline:
+        out.insert(0, ("baseline", os.path.join(baseline, "src/dataplane/cleaved")))
+    return out
+
+
 NOBODY = 65534  # the user no configuration admits, for local-user tests
 
 
