@@ -820,8 +820,9 @@ Objects and verbs (the verb defaults to show; for app, flow, qp and transport to
                           path, drops
   nic show [NAME]         each port's NIC: backend (cleave: the header-split NIC; generic:
                           software placement), placement counters, table memory
-  app list                connected apps (libcleave): memory, pipes, MRs, requests, errors
-  app show ID             one app: its pipes, MRs, request counters and errors by kind
+  app list                connected apps (libcleave): memory, pipes, MRs, flows, requests,
+                          errors
+  app show ID             one app: its pipes, MRs, flows, request counters and errors by kind
   flow list               flows (state, cwnd, srtt, bytes in flight, retransmits), then
                           listeners and bindings (port and tuple)
   flow show ID            one flow: every value its transport reports, by theme
