@@ -537,6 +537,7 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   dp->id = id;
   dp->uid = s.cred.uid;
   dp->error_budget = q.error_budget;
+  dp->max_flows = q.flows;
   dp->mrs.resize(size_t{q.mrs} + 1);
   dp->mrs[abi::kHeapMr] = {s.region.base() + s.heap_offset, s.heap_size,
                            abi::kAccessRead | abi::kAccessWrite};
@@ -951,7 +952,8 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
             {"pipes", s.pipes.size()},
             {"pipes_quota", q.pipes},
             {"mrs", s.mrs.size()},
-            {"mrs_quota", q.mrs}};
+            {"mrs_quota", q.mrs},
+            {"flows_quota", q.flows}};
   if (c != nullptr) {
     json ops = json::object();
     static constexpr const char* kOps[] = {"nop",        "copy",       "send",
@@ -970,6 +972,8 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
                      {"no_recv", c->no_recv},
                      {"cq_full", c->cq_full},
                      {"doorbells", c->doorbells},
+                     {"flows", c->flows},
+                     {"flows_over_quota", c->flows_over_quota},
                      {"errors_total", c->errors_total}};
     j["errors"] = errors;
   }

@@ -267,6 +267,11 @@ void check_arp(Checker& c, const YAML::Node& n, Config& cfg) {
   c.number(n, "failed_hold_ms", "arp", a.failed_hold_ms, 0, 3600000);
 }
 
+void check_tcp(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "tcp", {"max_time_wait"})) return;
+  c.number(n, "max_time_wait", "tcp", cfg.tcp.max_time_wait, 0, 1 << 22);
+}
+
 void check_nic(Checker& c, const YAML::Node& n, Config& cfg) {
   if (!c.mapping(n, "nic", {"max_flows", "max_mrs", "ms_committed", "ms_store"})) return;
   auto& g = cfg.nic;
@@ -736,8 +741,8 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   Config cfg;
   cfg.source = name;
   if (!c.mapping(root, "",
-                 {"runtime_dir", "log", "eal", "dataplane", "arp", "nic", "management", "apps",
-                  "transports", "ports"}))
+                 {"runtime_dir", "log", "eal", "dataplane", "arp", "nic", "tcp", "management",
+                  "apps", "transports", "ports"}))
     return r;
 
   if (YAML::Node v = c.string(root, "runtime_dir", "", cfg.runtime_dir); v.IsDefined()) {
@@ -751,6 +756,7 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   if (YAML::Node n = Checker::value(root, "dataplane"); n.IsDefined()) check_dataplane(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "arp"); n.IsDefined()) check_arp(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "nic"); n.IsDefined()) check_nic(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "tcp"); n.IsDefined()) check_tcp(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "management"); n.IsDefined()) {
     check_management(c, n, cfg);
   }

@@ -129,6 +129,12 @@ struct Config {
     uint32_t ms_committed = 32;  // MS entries each flow owns (a multiple of 16)
     uint32_t ms_store = 65536;   // MS entries shared by all flows (a multiple of 16)
   } nic;
+  // TCP's daemon-wide limits; per-listener and per-flow settings are transport parameters.
+  struct {
+    // TIME-WAIT records kept at most (Linux's tcp_max_tw_buckets). Each keeps a flow id, so at
+    // most half of nic.max_flows are used; past it a closing connection skips TIME-WAIT.
+    uint32_t max_time_wait = 4096;
+  } tcp;
   // The control socket (cleavectl): connections from local users, capped and served in turns.
   struct {
     uint32_t max_clients = 64;          // connections at once

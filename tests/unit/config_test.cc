@@ -337,6 +337,17 @@ TEST(Config, GenericNicTablesAreReadAndChecked) {
   expect_error(std::string("nic:\n  max_flow: 8\n") + kPort, 2, 3, "max_flow");
 }
 
+TEST(Config, TcpTimeWaitBoundIsReadAndChecked) {
+  ConfigResult r = parse(kPort);
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->tcp.max_time_wait, 4096u);
+  r = parse(std::string("tcp: {max_time_wait: 0}\n") + kPort);
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
+  EXPECT_EQ(r.config->tcp.max_time_wait, 0u);
+  expect_error(std::string("tcp:\n  max_time_wait: 99999999\n") + kPort, 2, 18, "max_time_wait");
+  expect_error(std::string("tcp:\n  max_tw_buckets: 8\n") + kPort, 2, 3, "max_tw_buckets");
+}
+
 TEST(Config, TransportsDefaultToNone) {
   ConfigResult r = parse(kPort);
   ASSERT_TRUE(r.config);

@@ -449,9 +449,12 @@ void show_apps(const json& r) {
         {str(a["id"]), str(a["name"]), str(a["pid"]), str(a["uid"]),
          mib(a["memory_bytes"]) + " / " + mib(a["memory_quota_bytes"]),
          str(a["pipes"]) + "/" + str(a["pipes_quota"]), str(a["mrs"]) + "/" + str(a["mrs_quota"]),
-         c.is_null() ? "-" : str(c["completions"]), c.is_null() ? "-" : str(c["errors_total"])});
+         (c.is_null() ? "-" : str(c["flows"])) + "/" + str(a["flows_quota"]),
+         c.is_null() ? "-" : str(c["flows_over_quota"]), c.is_null() ? "-" : str(c["completions"]),
+         c.is_null() ? "-" : str(c["errors_total"])});
   }
-  print_table({"ID", "NAME", "PID", "UID", "MEMORY", "PIPES", "MRS", "COMPLETIONS", "ERRORS"},
+  print_table({"ID", "NAME", "PID", "UID", "MEMORY", "PIPES", "MRS", "FLOWS", "OVER_QUOTA",
+               "COMPLETIONS", "ERRORS"},
               rows);
   std::printf("%zu of at most %s apps; socket %s\n", r["apps"].size(), str(r["max_apps"]).c_str(),
               str(r["socket"]).c_str());
@@ -483,6 +486,9 @@ void show_app(const json& a) {
   }
   const json& c = a["counters"];
   if (c.is_null()) return;
+  std::printf("  flows    %s of %s (flows and QPs; refused over the quota: %s)\n",
+              str(c["flows"]).c_str(), str(a["flows_quota"]).c_str(),
+              str(c["flows_over_quota"]).c_str());
   std::printf("  requests nop %s  copy %s  send %s  bytes %s  completions %s\n",
               str(c["ops"]["nop"]).c_str(), str(c["ops"]["copy"]).c_str(),
               str(c["ops"]["send"]).c_str(), str(c["bytes"]).c_str(),
@@ -833,8 +839,9 @@ Objects and verbs (the verb defaults to show; for app, flow, qp and transport to
                           path, drops
   nic show [NAME]         each port's NIC: backend (cleave: the header-split NIC; generic:
                           software placement), placement counters, table memory
-  app list                connected apps (libcleave): memory, pipes, MRs, requests, errors
-  app show ID             one app: its pipes, MRs, request counters and errors by kind
+  app list                connected apps (libcleave): memory, pipes, MRs, flows, requests,
+                          errors
+  app show ID             one app: its pipes, MRs, flows, request counters and errors by kind
   flow list               flows (state, cwnd, srtt, bytes in flight, retransmits), then
                           listeners and bindings (port and tuple)
   flow show ID            one flow: every value its transport reports, by theme

@@ -239,6 +239,9 @@ CL_API int cl_cq_wait(cl_cq* cq, int timeout_ms);
  *   CL_EV_CONNECTED or CL_EV_REFUSED follows on cq. Requests on the flow may be posted before
  *   CL_EV_CONNECTED, except while cleaved still resolves the next hop by ARP (before the SYN
  *   leaves): then they complete with CL_EAGAIN, to be posted again after CL_EV_CONNECTED.
+ * Every flow counts in the app's quota of flows (with its QPs, and its listeners' accepted flows
+ * from their SYN on) until the app gets its CL_EV_CLOSED or CL_EV_REFUSED: past it cl_connect
+ * (and cl_qp_create) fail with CL_EDQUOT, and a listener accepts no more until a flow ends.
  * A CQ bound to flows must have room for their completions: the daemon takes a flow request
  * only while the flow's CQ can hold its completion, so a CQ that is not polled stalls its flows'
  * submit queues, never loses a completion.
