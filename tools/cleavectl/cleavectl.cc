@@ -203,6 +203,25 @@ void show_status(const json& s) {
               str(s["ports"]["total"]).c_str());
   std::printf("  hugepages    %s\n", str(s["hugepages"]).c_str());
   std::printf("  log level    %s\n", str(s["log_level"]).c_str());
+  // Local users on the sockets (a daemon before these counters sends none).
+  if (const json& c = s.value("control_socket", json()); c.is_object()) {
+    std::printf(
+        "  control      %s clients (max %s, %s per uid), %s requests; %s oversized, %s evicted, "
+        "%s refused\n",
+        str(c["clients"]).c_str(), str(c["max_clients"]).c_str(),
+        str(c["max_clients_per_uid"]).c_str(), str(c["requests"]).c_str(),
+        str(c["oversized"]).c_str(), str(c["evicted"]).c_str(), str(c["refused"]).c_str());
+  }
+  if (const json& a = s.value("app_socket", json()); a.is_object()) {
+    std::printf(
+        "  app socket   %s apps (max %s), %s waiting for hello (max %s, %s per uid); %s refused "
+        "(not allowed), %s refused or evicted (busy), %s dataplane timeouts\n",
+        str(a["apps"]).c_str(), str(a["max_apps"]).c_str(), str(a["pending"]).c_str(),
+        str(a["max_pending"]).c_str(), str(a["max_pending_per_uid"]).c_str(),
+        str(a["refused_not_allowed"]).c_str(),
+        std::to_string(a["refused"].get<uint64_t>() + a["evicted"].get<uint64_t>()).c_str(),
+        str(a["dataplane_timeouts"]).c_str());
+  }
 }
 
 // A port's seeded wire faults, one line per direction: settings and what they did.
@@ -805,7 +824,7 @@ json route_get(Connection& c, const std::string& addr, int wait_ms) {
 const char* kHelp = R"(Usage: cleavectl [OPTIONS] OBJECT [VERB] [ARGS]
 
 Objects and verbs (the verb defaults to show; for app, flow, qp and transport to list):
-  status                  daemon version, uptime, configuration, dataplane state
+  status                  daemon version, uptime, configuration, dataplane state, sockets
   port show [NAME]        ports: device, link, MAC, IPv4, MTU, NIC counters, xstats, faults
   port fault NAME [rx|tx] [loss P] [reorder P] [duplicate P] [seed S]
   port fault NAME [rx|tx] off

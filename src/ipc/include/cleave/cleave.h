@@ -61,7 +61,8 @@ enum {
   CL_EPERM = -1,            /* not allowed to connect (uid/gid not in the daemon's config) */
   CL_ENOENT = -2,           /* no such pipe or MR, or no daemon socket */
   CL_EIO = -5,              /* a QP's peer reported a remote operational error */
-  CL_EAGAIN = -11,          /* nothing now; try again (queue full, nothing to poll) */
+  CL_EAGAIN = -11,          /* nothing now; try again (queue full, nothing to poll; cl_open:
+                               too many of this user's connections wait for cleaved) */
   CL_ENOMEM = -12,          /* out of memory (heap, or the daemon's) */
   CL_EACCES = -13,          /* MR access rights do not allow the operation; or an operator's
                                binding reserves the port or flow for another user (listen,
@@ -79,7 +80,10 @@ enum {
   CL_ECONNABORTED = -103,   /* this app aborted the flow (CL_OP_FLOW_ABORT) */
   CL_ECONNRESET = -104,     /* the peer reset the flow */
   CL_ENOBUFS = -105,        /* the flow's send queue is full */
-  CL_ETIMEDOUT = -110,      /* cl_cq_wait timed out; a flow gave up retransmitting */
+  CL_ETIMEDOUT = -110,      /* cl_cq_wait timed out; a flow gave up retransmitting; cleaved's
+                               dataplane did not answer a control call in time (cl_open, pipe,
+                               MR, flow and QP calls: nothing was done unless the app was then
+                               disconnected; try again) */
   CL_ECONNREFUSED = -111,   /* the peer refused the connection */
   CL_EHOSTUNREACH = -113,   /* the next hop did not answer ARP */
   CL_EDQUOT = -122,         /* over this app's quota */
