@@ -189,6 +189,18 @@ int reply_status(const abi::MsgHeader& h) {
   return h.status > 0 ? CL_EPROTO : h.status;
 }
 
+}  // namespace
+
+int ctl_timeout_ms() {
+  const char* v = std::getenv("CLEAVE_CTL_TIMEOUT_MS");
+  if (v == nullptr) return kCtlTimeoutMs;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return end != v && *end == '\0' && n >= 100 && n <= 600000 ? static_cast<int>(n) : kCtlTimeoutMs;
+}
+
+namespace {
+
 int connect_socket(const char* path, int* out) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
@@ -196,7 +208,8 @@ int connect_socket(const char* path, int* out) {
   std::memcpy(a.sun_path, path, std::strlen(path) + 1);
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno == EMFILE || errno == ENFILE ? CL_ENOMEM : CL_EDAEMON;
-  timeval tv{kCtlTimeoutMs / 1000, suseconds_t{kCtlTimeoutMs % 1000} * 1000};
+  const int ms = ctl_timeout_ms();
+  timeval tv{ms / 1000, suseconds_t{ms % 1000} * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // also bounds connect()
   int r;

@@ -182,7 +182,10 @@ struct cl_wc {
   cl_flow flow; /* CL_OP_FLOW_* completions and events */
 };
 
-/* ---- Context ---- */
+/* ---- Context ----
+ * Every control call (cl_open, registration, queue and flow set-up) waits for the daemon's reply
+ * up to $CLEAVE_CTL_TIMEOUT_MS milliseconds as read at cl_open (100 to 600000; default 30000),
+ * then fails with CL_EDAEMON for good. A daemon that dies is noticed at once. */
 CL_API int cl_open(const struct cl_open_attr* attr /* may be NULL */, cl_ctx** out);
 CL_API int cl_close(cl_ctx* ctx); /* frees every queue, MR and heap block of the context */
 CL_API uint32_t cl_app_id(const cl_ctx* ctx);
