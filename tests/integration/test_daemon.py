@@ -209,11 +209,12 @@ class DaemonTest(ct.TestCase):
         self.assertEqual(ports["p0"]["ipv4"], "10.99.0.1/24")
         self.assertEqual(ports["p0"]["link"]["up"], 1)
 
-    def test_sigterm_stops_cleanly_within_two_seconds(self):
+    # Within the systemd unit's TimeoutStopSec (5 s), past which systemd kills it.
+    def test_sigterm_stops_cleanly_within_the_units_stop_timeout(self):
         d = self.start()
         code, took = d.stop()
         self.assertEqual(code, 0)
-        self.assertLess(took, 2.0)
+        self.assertLess(took, 5.0)
         self.assertFalse(os.path.exists(d.socket))
         logs = d.logs()
         self.assertIn("shutting down", logs)
@@ -225,7 +226,7 @@ class DaemonTest(ct.TestCase):
         d = self.start()
         code, took = d.stop(sig=2)
         self.assertEqual(code, 0)
-        self.assertLess(took, 2.0)
+        self.assertLess(took, 5.0)
 
     def test_second_instance_is_refused(self):
         d = self.start()

@@ -186,7 +186,7 @@ class FlowLimits(ct.TestCase):
         self.assertEqual(st, 0)
         client = self.kernel(KERNEL_CLIENT, 5001, 4096, 10)
         self.assertTrue(client.stdout.readline().startswith("connected"))
-        ct.wait_until(lambda: self.tcp_stats()["listen_overflows"] >= 1, timeout=20,
+        ct.wait_until(lambda: self.tcp_stats()["listen_overflows"] >= 1,
                       what="the handshake's ACK dropped for the quota")
         self.assertGreaterEqual(self.tcp_stats()["syncookies_sent"], 1)
         self.assertFalse(any(e["flags"] & ra.COMP_EVENT and e["opcode"] == ra.EV_ACCEPTED
@@ -291,7 +291,7 @@ class FlowLimits(ct.TestCase):
         self.app.close()
         ct.wait_until(lambda: not self.d.ctl("app", "list")[1]["apps"], what="the app gone")
         segs = self.d.stats()["flows"]["rx_segments"]
-        ct.wait_until(lambda: self.d.stats()["flows"]["rx_segments"] >= segs + 2, timeout=20,
+        ct.wait_until(lambda: self.d.stats()["flows"]["rx_segments"] >= segs + 2,
                       what="the kernel's FIN sent twice more")
         self.assertEqual(self.d.stats()["flows"]["rst_sent"], 0)
         last_ack = ["ip", "netns", "exec", self.net.b, "ss", "-Htn", "state", "last-ack"]
@@ -301,7 +301,7 @@ class FlowLimits(ct.TestCase):
         self.assertGreaterEqual(s["time_wait_acks"], 2)
         # Once the ACK gets through, the kernel's side closes, without a RST.
         ct.sh(tc + ["qdisc", "del"] + dev + ["root"])
-        ct.wait_until(lambda: ct.sh(last_ack).stdout.strip() == "", timeout=20,
+        ct.wait_until(lambda: ct.sh(last_ack).stdout.strip() == "",
                       what="the kernel's LAST-ACK ended")
         self.assertEqual(self.d.stats()["flows"]["rst_sent"], 0)
 

@@ -95,7 +95,7 @@ class C2C:
             # A busy machine may keep the dataplane from answering in time: ask again.
             code, out, _ = self.d[side].ctl("flow", "list", check=False)
             return code == 0 and any(l["local"].endswith(f":{port}") for l in out["listeners"])
-        ct.wait_until(listed, timeout=10, what=f"the listener on {side}:{port}")
+        ct.wait_until(listed, what=f"the listener on {side}:{port}")
         return p
 
     def result(self, p):
