@@ -33,6 +33,9 @@ constexpr uint32_t kIpLen = sizeof(rte_ipv4_hdr);
 constexpr uint32_t kHdrTemplate = kEthLen + kIpLen;
 constexpr uint32_t kFlowEvents = 3;  // connected or accepted, peer closed, closed or refused
 constexpr uint32_t kExtSeg = 32768;  // payload bytes per extbuf segment
+// A descriptor's extbuf segments, built on the lcore's stack: enough for the longest payload
+// the transport ABI allows (send() refuses longer descriptors).
+constexpr uint32_t kMaxExtSegs = (transport::kMaxTxLen + kExtSeg - 1) / kExtSeg;
 constexpr uint32_t kTombstone = 0xFFFFFFFFu;
 constexpr uint16_t kEphemeralLo = 49152;
 constexpr size_t kRxStage = 512;
@@ -652,6 +655,10 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
       stats_.tx_no_neighbour++;
       continue;
     }
+    if (d.len > transport::kMaxTxLen) {
+      stats_.tx_too_long++;
+      continue;
+    }
     const NicMr* mr = nullptr;
     if (d.len != 0) {
       mr = d.mr < nic_mrs_.size() ? &nic_mrs_[d.mr] : nullptr;
@@ -662,7 +669,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     }
     rte_mbuf* h = rte_pktmbuf_alloc(pool_);
     const uint32_t nseg = (d.len + kExtSeg - 1) / kExtSeg;
-    std::array<rte_mbuf*, 4> segs;
+    std::array<rte_mbuf*, kMaxExtSegs> segs;
     if (h == nullptr || (nseg != 0 && rte_pktmbuf_alloc_bulk(pool_, segs.data(), nseg) != 0)) {
       if (h != nullptr) rte_pktmbuf_free(h);
       stats_.tx_no_mbuf++;

@@ -96,6 +96,7 @@ struct ProtoStats {
   X(tx_no_neighbour, "descriptors dropped: next hop not resolved yet")                      \
   X(tx_no_mbuf, "descriptors dropped: no mbuf")                                             \
   X(tx_bad_desc, "descriptors dropped: unknown flow, MR or bad lengths")                    \
+  X(tx_too_long, "descriptors dropped: payload over transport::kMaxTxLen")                  \
   X(rst_sent, "RSTs sent for segments that matched no flow")                                \
   X(flows_opened, "flows created (accepted or connecting)")                                 \
   X(flows_closed, "flows released by their transport")                                      \

@@ -653,7 +653,7 @@ void Host::send_desc(const transport::TxDesc& d) {
     return;
   }
   Flow& fl = flows_[d.flow];
-  if (d.l4_len < 8 || d.l4_len > transport::kMaxL4Header) {
+  if (d.l4_len < 8 || d.l4_len > transport::kMaxL4Header || d.len > transport::kMaxTxLen) {
     stats_.tx_bad_desc++;
     return;
   }

@@ -187,7 +187,7 @@ struct HostStats {
   uint64_t tx_frames = 0;
   uint64_t tx_bytes = 0;
   uint64_t tx_no_flow = 0;   // descriptors for an unknown flow (dropped)
-  uint64_t tx_bad_desc = 0;  // l4_len out of range (dropped)
+  uint64_t tx_bad_desc = 0;  // l4_len out of range, or len over kMaxTxLen (dropped)
   uint64_t tx_errors = 0;    // the NIC refused the request (bad header, DMA fault, too long)
   uint64_t cmd_errors = 0;   // NIC commands that failed
   uint64_t app_requests = 0;
