@@ -1383,6 +1383,10 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
     spec.pmtu = attr.pmtu;
     spec.qpn = f.qpn;
     spec.owner = f.owner;
+    // The NIC places a go-back-N QP's requests in order only: it must know which way it recovers.
+    const bool sr = (mask & abi::kQpAttrSelectiveRepeat) != 0 ? attr.selective_repeat != 0
+                                                              : cur.selective_repeat;
+    spec.selective_repeat = sr ? 1 : 0;
     // Without a NIC flow the QP still works: every payload takes the copy path, and READ and
     // WRITE targets are refused (the NIC holds the MR table).
     if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(qp));

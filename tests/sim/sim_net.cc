@@ -580,7 +580,8 @@ void Host::flow_synced(FlowId flow, uint32_t initial_seq, bool messages) {
   }
 }
 
-FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu) {
+FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu,
+                       bool selective_repeat) {
   FlowTuple t{
       endpoint(transport::roce::kUdpPort), {transport::IpAddr::v4(remote_ip), uint16_t(qpn)}, 17};
   FlowId id = alloc_flow(t);
@@ -595,6 +596,7 @@ FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, u
   spec.messages = true;
   spec.initial_seq = initial_psn;
   spec.pmtu = pmtu;
+  spec.selective_repeat = selective_repeat;
   if (nic_.flow_add(id, spec) != nic::Err::kOk) {
     stats_.cmd_errors++;
     free_flow(id);

@@ -243,9 +243,11 @@ class Host final : private HostRings, public transport::Context {
                  int* err = nullptr);
   // RoCEv2: a flow for a local QP `qpn` talking to `remote_ip`, steered on the NIC (RoCE parser,
   // zero-copy or copy mode as configured, SENDs by message number) from `initial_psn` on with
-  // `pmtu`. The owner's half of an RTR transition; the transport's is modify_qp. Its tuple is
-  // (this host:4791) <-> (remote_ip:4791). kNoFlow when the NIC refuses it.
-  FlowId roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu);
+  // `pmtu`, placing as the QP recovers (go-back-N: in order only). The owner's half of an RTR
+  // transition; the transport's is modify_qp. Its tuple is (this host:4791) <-> (remote_ip:4791).
+  // kNoFlow when the NIC refuses it.
+  FlowId roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu,
+                   bool selective_repeat = false);
   // What the peer may do to an MR through its rkey (nic::MrAccess; add_mr allows both).
   void set_mr_access(uint16_t mr, uint8_t access);
 

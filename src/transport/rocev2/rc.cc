@@ -992,22 +992,26 @@ bool drop_reread(RcTransport::Qp& q) {
   return false;
 }
 
+// IBTA's packet lengths: a first or middle packet carries exactly one PMTU, a last one
+// 1..PMTU, an only one 0..PMTU (a READ request's payload is none of its business).
+bool lengths_ok(const OpInfo& o, uint32_t len, uint32_t pmtu) {
+  if (o.kind == OpKind::kReadRequest) return true;
+  if (o.first && o.last) return len <= pmtu;
+  if (o.last) return len != 0 && len <= pmtu;
+  return len == pmtu;
+}
+
+// A RETH's DMA length: no message is longer than 2^31 bytes, and a WRITE cut into packets is
+// longer than one PMTU.
+bool reth_ok(const OpInfo& o, const Headers& b, uint32_t pmtu) {
+  return b.dma_len <= kMaxMessage && (o.kind != OpKind::kWrite || o.last || b.dma_len > pmtu);
+}
+
 // The responder's side of one request packet at ePSN. Returns false (with a NAK or RNR pending)
 // when it was not accepted.
 bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
   const OpInfo o = op_info(x.b.opcode);
   const uint32_t pmtu = q.attr.pmtu;
-  // Lengths: first and middle carry exactly one PMTU, last 1..PMTU, only 0..PMTU.
-  bool len_ok = true;
-  if (o.kind == OpKind::kReadRequest) {
-    len_ok = true;
-  } else if (o.first && o.last) {
-    len_ok = x.len <= pmtu;
-  } else if (o.last) {
-    len_ok = x.len != 0 && x.len <= pmtu;
-  } else {
-    len_ok = x.len == pmtu;
-  }
   auto invalid = [&] {
     q.nak_pending = kSynInvalid;
     q.c.invalid_requests++;
@@ -1020,11 +1024,17 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     t.access_errors++;
     return false;
   };
-  if (!len_ok) return invalid();
+  if (!lengths_ok(o, x.len, pmtu)) return invalid();
+  // Opcode order (IBTA 9.7.5.1.2, as rxe's check_op_seq): a SEND or WRITE in progress takes only
+  // its own middle or last packets; none in progress, only a first or only packet.
+  if ((o.kind == OpKind::kSend && (o.first == q.in_send || q.in_write)) ||
+      (o.kind == OpKind::kWrite && (o.first == q.in_write || q.in_send))) {
+    return invalid();
+  }
+  if (o.reth && !reth_ok(o, x.b, pmtu)) return invalid();
 
   if (o.kind == OpKind::kSend || (o.kind == OpKind::kWrite && o.last && o.imm)) {
     // Consumes a receive.
-    if (o.kind == OpKind::kSend && o.first == q.in_send) return invalid();
     const bool need_recv = o.kind == OpKind::kSend ? o.first : true;
     if (need_recv && q.rq_head == q.rq_tail) {
       q.rnr_code_pending = q.attr.min_rnr_timer;
@@ -1055,7 +1065,6 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     return true;
   }
   if (o.kind == OpKind::kWrite) {
-    if (o.first == q.in_write) return invalid();
     if (o.first) {
       q.msg_bytes = 0;
       uint16_t mr = 0;
@@ -1198,7 +1207,8 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
   if (o.kind == OpKind::kWrite && o.first) {
     // Where this WRITE goes: for its packets the NIC defers (it keeps one WRITE's context).
     WriteCtx c;
-    if (x.b.dma_len != 0 && remote_ok(q, x.b, true, ctx, &c.mr, &c.offset)) {
+    if (x.b.dma_len != 0 && reth_ok(o, x.b, q.attr.pmtu) &&
+        remote_ok(q, x.b, true, ctx, &c.mr, &c.offset)) {
       c.valid = true;
       c.first_psn = x.b.psn;
       c.npkts = packets(x.b.dma_len, q.attr.pmtu);
@@ -1217,8 +1227,10 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
       }
     }
     if (c == nullptr) return false;
+    // Copied only when IBTA's lengths hold: the packet's own, and a last one ends the WRITE.
     const uint64_t at = uint64_t(psn_diff(x.b.psn, c->first_psn)) * q.attr.pmtu;
-    if (x.len > q.attr.pmtu || at + x.len > c->len || !land(q, x, c->mr, c->offset + at, ctx, t)) {
+    if (!lengths_ok(o, x.len, q.attr.pmtu) || at + x.len > c->len ||
+        (o.last && at + x.len != c->len) || !land(q, x, c->mr, c->offset + at, ctx, t)) {
       return false;
     }
   }

@@ -101,6 +101,9 @@ inline OpInfo op_info(uint8_t opcode) {
 
 std::string_view op_name(uint8_t opcode);
 
+// The IBTA's largest message (and RETH DMA length): 2^31 bytes.
+inline constexpr uint32_t kMaxMessage = 1u << 31;
+
 // ---- AETH syndromes ----
 enum Syndrome : uint8_t {
   kSynAck = 0x1F,       // ACK, credits "unlimited" (what Linux rxe sends)
