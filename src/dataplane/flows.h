@@ -66,6 +66,7 @@ struct FlowParams {
   uint32_t max_listeners = 1024;
   uint32_t max_nic_mrs = 4096;  // NIC MR ids used (below the NIC's max_mrs)
   uint64_t tsc_hz = 0;
+  uint8_t cnp_dscp = 48;  // every QP's dcqcn_cnp_dscp unless its own parameters say otherwise
 };
 
 class FlowPath final : public FlowHandler {

@@ -37,6 +37,8 @@ namespace cleave::dp {
   X(kTcpBadChecksum, "tcp_bad_checksum", "TCP checksum mismatch")                              \
   X(kTcpNoFlow, "tcp_no_flow", "TCP segment for no flow or listener (answered with RST)")      \
   X(kRoceMalformed, "roce_malformed", "RoCEv2 UDP or BTH truncated, or lengths that disagree") \
+  X(kRoceBadUdpChecksum, "roce_bad_udp_checksum",                                              \
+    "RoCEv2 with a UDP checksum (optional there) that is wrong")                               \
   X(kRoceNoQp, "roce_no_qp", "RoCEv2 packet for no queue pair of this peer")
 
 enum class Drop : uint8_t {

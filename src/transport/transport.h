@@ -128,7 +128,7 @@ struct TxDesc {
   uint8_t l4_len = 0;  // bytes used in l4
   uint8_t ecn = 0;     // the IP ECN field to send
   uint8_t flags = 0;   // TxFlag
-  uint8_t reserved = 0;
+  uint8_t dscp = 0;    // the IP DSCP to send (0-63), 0: best effort
   std::array<uint8_t, kMaxL4Header> l4{};
 };
 
@@ -233,6 +233,7 @@ class Context {
     d.mss = 0;
     d.ecn = 0;
     d.flags = 0;
+    d.dscp = 0;
     return d;
   }
 

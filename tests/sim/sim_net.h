@@ -181,6 +181,7 @@ struct HostStats {
   uint64_t rx_truncated = 0;      // dropped: the frame ends before its headers or IP length
   uint64_t rx_bad_l4_header = 0;  // dropped: TCP data offset or UDP length inconsistent
   uint64_t rx_bad_csum = 0;       // L4 checksum bad (delivered with kBad unless drop_bad_csum)
+  uint64_t rx_bad_udp_csum = 0;   // dropped: RoCEv2 with a UDP checksum that is wrong
   uint64_t rx_sw_csum = 0;        // L4 checksums the host checked because the NIC did not
   uint64_t rx_no_flow = 0;        // dropped: no flow and no listener
   uint64_t tx_descs = 0;

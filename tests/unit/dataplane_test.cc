@@ -423,6 +423,19 @@ TEST_F(DataplaneTest, DropsByReason) {
       {test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 1, Bytes(4, 0)), Drop::kIcmpMalformed});
   cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, test::udp(1000, 2000, 10)),
                    Drop::kNoHandler});
+  {
+    // RoCEv2: a SEND only (BTH, 16 bytes, an ICRC) for a QP nobody has; then the same with a
+    // UDP checksum that is filled in and wrong, which the UDP layer drops first.
+    Bytes u = test::udp(49152, 4791, 12 + 16 + 4);
+    std::fill(u.begin() + 8, u.begin() + 20, 0);
+    u[8] = 0x04;                 // SEND only
+    test::put16(u, 10, 0xFFFF);  // P_Key
+    test::put16(u, 14, 0x0123);  // DestQP 0x000123
+    cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, u), Drop::kRoceNoQp});
+    test::put16(u, 6, 0x1234);
+    cases.push_back(
+        {test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, u), Drop::kRoceBadUdpChecksum});
+  }
   for (const Case& c : cases) {
     uint64_t before = drops(c.reason);
     wire->send(c.frame);

@@ -843,6 +843,31 @@ TEST_F(ModelRoce, RequestsBreakingIbtaLengthsWriteNothing) {
   EXPECT_EQ(roce(0x08, p + 1, pattern(44)).decision, Decision::kPlaced);
 }
 
+// IBTA 10.9.3: the QP is in the default partition. A P_Key of another (or an invalid one) is
+// deferred untouched; a limited member of the default partition (0x7FFF) matches ours.
+TEST_F(ModelRoce, PkeyOutsideTheDefaultPartitionWritesNothing) {
+  for (uint16_t pkey : {0x1234, 0x0000, 0x8000, 0x7FFE}) {
+    RxEntry e = roce(0x0A, kFirstPsn, pattern(64), test::reth(0x3000, kMr, 64), kQp, pkey);
+    EXPECT_EQ(e.reason, DeferReason::kBadPkey) << pkey;
+  }
+  EXPECT_EQ(untouched(), mem.size());
+  EXPECT_EQ(nic->defer_count(DeferReason::kBadPkey), 4u);
+  EXPECT_EQ(roce(0x0A, kFirstPsn, pattern(64), test::reth(0x3000, kMr, 64), kQp, 0x7FFF).decision,
+            Decision::kPlaced);
+}
+
+// What the transport refuses with an invalid-request NAK is never placed: SEND with invalidate
+// (into a posted receive), atomics, UC's opcodes on an RC QP. Nor do they move the expected PSN.
+TEST_F(ModelRoce, UnsupportedOpcodesAreNeverPlaced) {
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 4096, 0}), Err::kOk);
+  const Bytes ieth = {0, 0, 0, 9};
+  EXPECT_EQ(roce(0x17, kFirstPsn, pattern(64), ieth).reason, DeferReason::kUnsupported);
+  EXPECT_EQ(roce(0x13, kFirstPsn, {}, Bytes(28, 0)).decision, Decision::kNoPayload);
+  EXPECT_EQ(roce(0x24, kFirstPsn, pattern(64)).reason, DeferReason::kUnsupported);  // UC SEND
+  EXPECT_EQ(untouched(), mem.size());
+  EXPECT_EQ(roce(0x04, kFirstPsn, pattern(64)).decision, Decision::kPlaced);
+}
+
 TEST_F(ModelRoceSr, SendMessagesAcrossPsnWrapSelectPostedReceives) {
   ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 1024, 0}), Err::kOk);
   ASSERT_EQ(nic->ms_post(4, {kMr, 0x20000, 1024, 1}), Err::kOk);
@@ -1272,8 +1297,9 @@ TEST(ModelCounters, NamesAreUniqueAndStable) {
   EXPECT_TRUE(names.count("defer_remote_access"));
   EXPECT_TRUE(names.count("cmd_err_access_denied"));
   EXPECT_TRUE(names.count("defer_out_of_sequence"));
+  EXPECT_TRUE(names.count("defer_bad_pkey"));
   EXPECT_TRUE(names.count("defer_bad_length"));
-  EXPECT_EQ(kCounterCount, 61u);
+  EXPECT_EQ(kCounterCount, 62u);
 }
 
 }  // namespace

@@ -387,6 +387,20 @@ INSTANTIATE_TEST_SUITE_P(Matrix, RoceFaults,
                                   (std::get<1>(tp.param) ? "SelectiveRepeat" : "GoBackN");
                          });
 
+// RoCEv2 senders leave the UDP checksum 0 and the ICRC leaves the field out; one that is filled
+// in and wrong is the UDP layer's to drop (as a UDP stack does), counted apart from the ICRC:
+// bad_icrc stays for what the ICRC caught.
+TEST(RoceSim, BadUdpChecksumIsNotABadIcrc) {
+  RoceConfig c;
+  c.ab.corrupt_checksum = 0.02;
+  RocePair p(seed(15), c);
+  run_workload(p, workload(30, 65536));
+  EXPECT_GT(p.net->stats(Dir::kAtoB).corrupted_checksum, 0u);
+  EXPECT_GT(p.net->b().stats().rx_bad_udp_csum, 0u) << p.describe();
+  EXPECT_LE(p.net->b().stats().rx_bad_udp_csum, p.net->stats(Dir::kAtoB).corrupted_checksum);
+  EXPECT_EQ(p.b.rc->counters().bad_icrc, 0u) << p.describe();
+}
+
 // Recovery paths that only some loss patterns reach (an ACK for everything sent overtaking a
 // rewind, READs re-executed while their first responses are still queued): more seeds of the
 // loss bursts case, both ways of recovering.
@@ -1011,6 +1025,56 @@ class RoceResponder : public ::testing::Test {
   uint64_t now = 1'000'000;
 };
 
+// IBTA 10.9.3: the QP is in the default partition (0xFFFF). A packet of another partition is
+// dropped without a word and counted; a limited member of the same one (0x7FFF) is taken.
+TEST_F(RoceResponder, PkeyOfAnotherPartitionIsDroppedAndCounted) {
+  for (uint16_t pkey : {0x1234, 0x0000, 0x8000, 0x7FFE}) {
+    Headers h = write_only(kEpsn, 64);
+    h.pkey = pkey;
+    deliver(h, 64);
+  }
+  EXPECT_EQ(rc.counters().bad_pkey, 4u);
+  EXPECT_EQ(ctx.copied, 0u) << "a WRITE of another partition was executed";
+  EXPECT_TRUE(ctx.sent.empty()) << "no NAK for a P_Key violation";
+  Headers h = write_only(kEpsn, 64);
+  h.pkey = 0x7FFF;
+  deliver(h, 64);
+  EXPECT_EQ(ctx.copied, 64u);
+  ASSERT_EQ(ctx.sent.size(), 1u);
+  EXPECT_EQ(aeth(0), std::pair(uint8_t(kSynAck), kEpsn));
+  EXPECT_EQ(rc.counters().bad_pkey, 4u);
+}
+
+// Every RC request this transport does not implement is answered with NAK invalid request
+// (0x61) at its PSN, as rxe answers what it does not support, and the responder's QP goes to
+// ERR; nothing of it is executed. Silently dropped, a real peer would wait out its timeouts.
+TEST_F(RoceResponder, UnsupportedOpcodesGetAnInvalidRequestNak) {
+  struct Case {
+    uint8_t op;
+    uint8_t ext;
+    uint32_t payload;
+  };
+  const Case cases[] = {{kCompareSwap, 28, 0}, {kFetchAdd, 28, 0},    {kSendOnlyInv, 4, 40},
+                        {kSendLastInv, 4, 40}, {0x15, 0, 0},          {0x18, 0, 8},
+                        {kFlush, 20, 0},       {kAtomicWrite, 16, 8}, {0x1F, 0, 0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(op_name(c.op)));
+    rc.destroy_qp(kFlow, ctx);
+    ctx.sent.clear();
+    make_qp();
+    Headers h;
+    h.opcode = c.op;
+    h.psn = kEpsn;
+    deliver(h, c.payload, c.ext);
+    ASSERT_EQ(ctx.sent.size(), 1u);
+    EXPECT_EQ(aeth(0), std::pair(uint8_t(kSynInvalid), kEpsn));
+    EXPECT_EQ(state(), QpState::kErr);
+    EXPECT_EQ(ctx.copied, 0u);
+  }
+  EXPECT_EQ(rc.counters().invalid_requests, std::size(cases));
+  EXPECT_EQ(rc.counters().bad_packets, 0u);
+}
+
 // IBTA's lengths and opcode order, checked before a byte of the request is taken.
 TEST_F(RoceResponder, RequestsBreakingLengthsOrOrderAreInvalid) {
   auto invalid = [&](const char* what, auto&& send) {
@@ -1061,6 +1125,42 @@ TEST_F(RoceResponder, RequestsBreakingLengthsOrOrderAreInvalid) {
     deliver(s, kPmtu);
     EXPECT_EQ(ctx.copied, 0u);
   });
+}
+
+// Under DCQCN every packet the QP sends is ECT(0): READ requests, WRITEs, ACKs; a CE-marked
+// packet draws a CNP at DSCP 48 (mlx5's), or the DSCP the QP's dcqcn_cnp_dscp names. Without
+// DCQCN nothing is ECN-capable.
+TEST_F(RoceResponder, EveryPacketIsEctUnderDcqcnAndCnpsHaveTheirDscp) {
+  for (const char* dscp : {"", "26", "off"}) {
+    SCOPED_TRACE(dscp);
+    rc.destroy_qp(kFlow, ctx);
+    ctx.sent.clear();
+    std::vector<Param> params;
+    if (std::string_view(dscp) == "off") {
+      params.push_back({"dcqcn", "off"});
+    } else if (*dscp != 0) {
+      params.push_back({"dcqcn_cnp_dscp", dscp});
+    }
+    make_qp(params);
+    const bool on = std::string_view(dscp) != "off";
+    rc.app_burst(std::array{AppRequest{.flow = kFlow, .kind = ReqKind::kRead, .len = 100},
+                            AppRequest{.flow = kFlow, .kind = ReqKind::kWrite, .len = 100}},
+                 ctx);
+    ctx.flush();
+    deliver(write_only(kEpsn, 8), 8, 0, 3);  // CE-marked: an ACK and (under DCQCN) a CNP
+    ASSERT_EQ(ctx.sent.size(), on ? 4u : 3u);
+    size_t cnps = 0;
+    for (const TxDesc& d : ctx.sent) {
+      EXPECT_EQ(d.ecn, on ? 2 : 0) << op_name(d.l4[8]);
+      if (d.l4[8] == kCnp) {
+        cnps++;
+        EXPECT_EQ(d.dscp, *dscp != 0 ? 26 : 48);
+      } else {
+        EXPECT_EQ(d.dscp, 0);
+      }
+    }
+    EXPECT_EQ(cnps, on ? 1u : 0u);
+  }
 }
 
 // ---- the QP state machine ---------------------------------------------------------------------

@@ -694,7 +694,8 @@ void show_qp(const json& f) {
       {"counters",
        {"tx_packets", "tx_bytes", "rx_packets", "acks_sent", "acks_received", "read_responses",
         "placed_bytes", "copied_bytes"}},
-      {"errors", {"access_errors", "invalid_requests", "bad_icrc", "bad_packets", "qp_errors"}},
+      {"errors",
+       {"access_errors", "invalid_requests", "bad_icrc", "bad_pkey", "bad_packets", "qp_errors"}},
   };
   std::printf("qp %s: qpn %s -> %s qpn %s  %s  app %s (flow %s -> %s)\n", str(f["id"]).c_str(),
               info(f, "qpn").c_str(), peer_ip(f["remote"]).c_str(), info(f, "dest_qpn").c_str(),

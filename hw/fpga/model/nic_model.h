@@ -102,11 +102,13 @@ enum class DeferReason : uint8_t {
   kTooManyFrags,   // the payload would straddle more than kMaxFrags MSs
   kNoMessage,      // message semantics: no MS posted for that message, or no message context
   kMsOverflow,     // the payload runs past the end of its message's MS
-  kUnsupported,    // an opcode the model does not place (RoCE atomics, what UC does not have)
+  kUnsupported,    // an opcode the model does not place (RoCE atomics, SEND with invalidate,
+                   // what UC does not have)
   kDmaFault,       // the MR check failed at write time
   kRemoteAccess,   // RoCE WRITE: the rkey, owner, access flag or VA range does not allow it
   kOutOfSequence,  // RoCE go-back-N: a request other than the one the NIC expects next
   kBadLength,      // RoCE: a request's payload or RETH lengths break IBTA's rules
+  kBadPkey,        // RoCE: a P_Key outside the default partition
   kCount
 };
 std::string_view defer_reason_name(DeferReason r);

@@ -24,7 +24,7 @@ constexpr std::array<std::string_view, size_t(DeferReason::kCount)> kDeferNames 
     "copy_mode",     "no_ms",         "too_many_frags",
     "no_message",    "ms_overflow",   "unsupported",
     "dma_fault",     "remote_access", "out_of_sequence",
-    "bad_length",
+    "bad_length",    "bad_pkey",
 };
 constexpr std::array<std::string_view, size_t(TxStatus::kCount)> kTxNames = {
     "ok", "bad_header", "dma_fault", "too_long", "no_room", "completions_full",

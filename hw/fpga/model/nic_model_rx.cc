@@ -27,6 +27,13 @@ int32_t psn_diff(uint32_t a, uint32_t b) {
   return int32_t((a - b) << 8) >> 8;
 }
 
+// IBTA 10.9.3: P_Keys match when their low 15 bits are equal and not zero and one of the two is
+// a full member (bit 15). The QP's is the default partition's as a full member, 0xFFFF: a
+// packet's matches when its low 15 bits are all ones, whatever its own membership bit.
+bool pkey_ok(uint16_t pkey) {
+  return (pkey & 0x7FFF) == 0x7FFF;
+}
+
 enum class RoceKind : uint8_t { kSend, kWrite, kReadRequest, kReadResponse, kNoData, kUnsupported };
 
 struct RoceOp {
@@ -59,11 +66,13 @@ constexpr std::array<RoceOp, 0x18> kRoceOps = {{
     {RoceKind::kReadResponse, true, true, 4, false},    // 0x10 READ response only (AETH)
     {RoceKind::kNoData, false, false, 4, false},        // 0x11 ACK (AETH)
     {RoceKind::kNoData, false, false, 12, false},       // 0x12 atomic ACK (AETH, AtomicAckETH)
-    {RoceKind::kNoData, false, false, 28, false},       // 0x13 compare-swap (AtomicETH)
-    {RoceKind::kNoData, false, false, 28, false},       // 0x14 fetch-add (AtomicETH)
-    {},                                                 // 0x15 reserved
-    {RoceKind::kSend, false, true, 4, false},           // 0x16 SEND last + IETH
-    {RoceKind::kSend, true, true, 4, false},            // 0x17 SEND only + IETH
+    // What the transport does not implement, and so refuses (an invalid-request NAK): the NIC
+    // places none of it.
+    {RoceKind::kUnsupported, true, true, 28, false},  // 0x13 compare-swap (AtomicETH)
+    {RoceKind::kUnsupported, true, true, 28, false},  // 0x14 fetch-add (AtomicETH)
+    {},                                               // 0x15 reserved
+    {RoceKind::kUnsupported, false, true, 4, false},  // 0x16 SEND last + IETH
+    {RoceKind::kUnsupported, true, true, 4, false},   // 0x17 SEND only + IETH
 }};
 
 RoceOp roce_op(uint8_t opcode) {
@@ -454,11 +463,17 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
     if (out.l4_csum == CsumStatus::kBad) return defer(out, DeferReason::kBadIcrc);
   }
 
+  // The partition: a packet of another is nobody's here (the transport drops it and counts it).
+  if (!pkey_ok(load16(bth + 2))) return defer(out, DeferReason::kBadPkey);
+
   if (opcode == 0x81) {  // CNP: header only
     out.header_len = uint16_t(std::min<size_t>(bth + p.payload_len - p.frame, kMaxHeaderBytes));
     std::memcpy(out.header.data(), p.frame, out.header_len);
     return finish(out, Decision::kNoPayload);
   }
+  // An RC QP (a reliable flow) takes RC opcodes only: UC's are another service's, dropped by the
+  // transport (as by rxe), so nothing of them is placed.
+  if (f.spec.reliable && (opcode >> 5) != 0) return defer(out, DeferReason::kUnsupported);
   RoceOp op = roce_op(opcode);
   if (p.payload_len < kBthLen + op.ext + kIcrcLen + pad) {
     return defer(out, DeferReason::kBadL4Header);

@@ -104,6 +104,7 @@ enum rte_pmd_cleave_defer_reason {
   RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS = 19, /**< RoCE WRITE: rkey, owner, access or range refused */
   RTE_PMD_CLEAVE_DEFER_OUT_OF_SEQUENCE = 20, /**< RoCE go-back-N: not the expected request */
   RTE_PMD_CLEAVE_DEFER_BAD_LENGTH = 21,      /**< RoCE: payload or RETH lengths break IBTA's */
+  RTE_PMD_CLEAVE_DEFER_BAD_PKEY = 22,        /**< RoCE: a P_Key of another partition */
 };
 
 enum rte_pmd_cleave_parser {

@@ -22,7 +22,7 @@ constexpr uint32_t kMaxSrNaks = 32;     // selective-repeat NAKs a QP sends per 
 constexpr uint32_t kMaxReadQueue = 16;  // READs a responder holds (max_dest_rd_atomic)
 constexpr uint32_t kRespBurst = 64;     // READ response packets per call, per QP
 constexpr uint64_t kDefaultRateBps = 100'000'000'000ull;
-constexpr uint8_t kEct0 = 2;            // the IP ECN field of data packets under DCQCN
+constexpr uint8_t kEct0 = 2;            // the IP ECN field of every packet under DCQCN
 constexpr uint32_t kWireOverhead = 64;  // Ethernet, IP, UDP, BTH, ICRC, preamble: the pacer's cost
 
 bool valid_pmtu(uint32_t m) {
@@ -534,6 +534,9 @@ TxDesc& header(RcTransport::Qp& q, Headers& h, Context& ctx) {
   TxDesc& d = ctx.tx_next();
   d.flow = q.flow;
   d.flags = kTxRoce;
+  // Under DCQCN every packet goes out ECT(0): requests, READ responses, ACKs and NAKs, READ
+  // requests and CNPs, as mlx5 sends them (a switch marks what is ECN-capable only).
+  d.ecn = q.dcqcn ? kEct0 : 0;
   h.src_port = q.sport;
   h.dest_qp = q.attr.dest_qpn;
   d.l4_len = uint8_t(build(h, d.l4.data()));
@@ -605,7 +608,6 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
   d.mr = w.mr;
   d.offset = w.offset + off;
   d.len = len;
-  d.ecn = q.dcqcn ? kEct0 : 0;
   count_tx(q, len, t);
 }
 
@@ -1024,6 +1026,8 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     t.access_errors++;
     return false;
   };
+  // An opcode this transport does not implement (atomics, SEND with invalidate, FLUSH, ...).
+  if (o.kind == OpKind::kUnsupported) return invalid();
   if (!lengths_ok(o, x.len, pmtu)) return invalid();
   // Opcode order (IBTA 9.7.5.1.2, as rxe's check_op_seq): a SEND or WRITE in progress takes only
   // its own middle or last packets; none in progress, only a first or only packet.
@@ -1182,7 +1186,6 @@ void respond(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
     d.mr = r.mr;
     d.offset = r.offset + uint64_t(k) * pmtu;
     d.len = len;
-    d.ecn = q.dcqcn ? kEct0 : 0;
     count_tx(q, len, t);
     q.c.read_responses++;
     t.read_responses++;
@@ -1281,6 +1284,11 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
         q->attr.state == QpState::kReset || q->attr.state == QpState::kInit) {
       q->c.bad_packets++;
       total_.bad_packets++;
+      continue;
+    }
+    if (!pkey_match(b.pkey, kDefaultPkey)) {
+      q->c.bad_pkey++;
+      total_.bad_pkey++;
       continue;
     }
     q->c.rx_packets++;
@@ -1481,7 +1489,7 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       Headers h;
       h.opcode = kCnp;
       h.becn = true;
-      header(q, h, ctx);
+      header(q, h, ctx).dscp = uint8_t(q.dcqcn_params.cnp_dscp);
       count_tx(q, 0, total_);
       q.c.cnps_sent++;
       total_.cnps_sent++;
@@ -1589,6 +1597,7 @@ void put_counters(const RcCounters& c, InfoSink& out) {
   out.number("access_errors", c.access_errors);
   out.number("invalid_requests", c.invalid_requests);
   out.number("bad_icrc", c.bad_icrc);
+  out.number("bad_pkey", c.bad_pkey);
   out.number("bad_packets", c.bad_packets);
   out.number("copied_bytes", c.copied_bytes);
   out.number("placed_bytes", c.placed_bytes);
