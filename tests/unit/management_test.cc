@@ -98,11 +98,11 @@ class ManagementTest : public ::testing::Test {
     int id = rte_eth_from_rings((tag + "w").c_str(), &in_, 1, &out_, 1, SOCKET_ID_ANY);
     ASSERT_GE(id, 0);
     port_id_ = uint16_t(id);
-    ConfigResult r = parse_config(
-        "dataplane: {idle_sleep_us: 50}\nports:\n  - name: p0\n"
-        "    device: " +
-            tag + "w\n    ipv4: 10.0.0.1/24\n",
-        "test");
+    ConfigResult r = parse_config(extra_config_ +
+                                      "dataplane: {idle_sleep_us: 50}\nports:\n  - name: p0\n"
+                                      "    device: " +
+                                      tag + "w\n    ipv4: 10.0.0.1/24\n",
+                                  "test");
     ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
     cfg_ = *r.config;
     DpPort p;
@@ -150,6 +150,7 @@ class ManagementTest : public ::testing::Test {
     return mgmt_->handle(cmd, args);
   }
 
+  std::string extra_config_;  // YAML ahead of the fixture's own (set before SetUp)
   Config cfg_;
   std::vector<DpPort> ports_;
   rte_ring* in_ = nullptr;
@@ -528,6 +529,47 @@ TEST_F(ManagementTest, OverlongDescriptorFromAPluginIsRefusedAndCounted) {
   r->app_op = AppOp::kDetach;
   r->app_id = app.dp.id;
   r = call(std::move(r));
+  EXPECT_TRUE(r && r->app_ok);
+}
+
+// The config's rocev2.cnp_dscp is every new QP's CNP DSCP; a QP's own parameters override it.
+class ManagementRoceTest : public ManagementTest {
+ protected:
+  void SetUp() override {
+    extra_config_ = "rocev2: {cnp_dscp: 26}\n";
+    ManagementTest::SetUp();
+  }
+};
+
+TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
+  TestApp app(8);
+  auto r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kApp;
+  r->app_op = AppOp::kAttach;
+  r->app = &app.dp;
+  r = ctl_->call(std::move(r), std::chrono::seconds(5));
+  ASSERT_TRUE(r && r->app_ok);
+  for (const auto& [params, want] : {std::pair("", 26), {"dcqcn_cnp_dscp 10", 10}}) {
+    SCOPED_TRACE(params);
+    r = std::make_unique<CtlRequest>();
+    r->op = CtlOp::kFlow;
+    r->flow_op = FlowOp::kQpCreate;
+    r->app_id = app.dp.id;
+    r->flow_cq = TestApp::kCq;
+    r->qp_send_wr = 16;
+    r->qp_recv_wr = 16;
+    r->qp_params = params;
+    r = ctl_->call(std::move(r), std::chrono::seconds(5));
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->flow_status, 0);
+    json f = handle("flow.show", {{"id", r->flow_id}});
+    EXPECT_EQ(f["info"]["cnp_dscp"], want) << f.dump();
+  }
+  r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kApp;
+  r->app_op = AppOp::kDetach;
+  r->app_id = app.dp.id;
+  r = ctl_->call(std::move(r), std::chrono::seconds(5));
   EXPECT_TRUE(r && r->app_ok);
 }
 

@@ -690,7 +690,7 @@ void show_qp(const json& f) {
         "out_of_sequence"}},
       {"dcqcn",
        {"dcqcn", "rate_bps", "target_rate_bps", "rate_limit_bps", "alpha_ppm", "rate_decreases",
-        "ce_received", "cnps_sent", "cnps_received"}},
+        "ce_received", "cnps_sent", "cnps_received", "cnp_dscp"}},
       {"counters",
        {"tx_packets", "tx_bytes", "rx_packets", "acks_sent", "acks_received", "read_responses",
         "placed_bytes", "copied_bytes"}},

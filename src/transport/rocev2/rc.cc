@@ -1630,6 +1630,7 @@ bool RcTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("srtt_us", q->srtt_ns / 1000);
   out.number("rto_us", rto_ns(*q) / 1000);
   out.text("dcqcn", q->dcqcn ? "on" : "off");
+  out.number("cnp_dscp", q->dcqcn_params.cnp_dscp);
   out.number("rate_limit_bps", q->rate_bps);
   // DCQCN's rates exist from RTS on; before, the QP would start at its cap.
   const bool rp = q->dcqcn && q->attr.state == QpState::kRts;

@@ -21,8 +21,9 @@
 // certain; duplicates are re-ACKed and duplicate READs executed again; a SEND or a WRITE with
 // immediate without a posted receive gets an RNR NAK; a WRITE or READ outside what the rkey
 // allows gets a remote-access NAK, an invalid request (a SEND longer than its receive, opcodes
-// out of order, bad lengths) an invalid-request NAK, and after either the responder's QP goes to
-// ERR too (flushing its receives), as Linux rxe does. ACKs are coalesced: one per burst, for the
+// out of order, bad lengths, an opcode this transport does not implement) an invalid-request
+// NAK, and after either the responder's QP goes to ERR too (flushing its receives), as Linux
+// rxe does. A packet whose P_Key is not the default partition's is dropped and counted. ACKs are coalesced: one per burst, for the
 // newest PSN.
 //
 // Payloads: the NIC has placed them (SEND into the posted receive, WRITE at the RETH's VA, READ
