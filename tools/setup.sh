@@ -17,7 +17,7 @@ packages=(
   dpdk dpdk-dev libdpdk-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev
   libgtest-dev libbenchmark-dev
-  iproute2 ethtool iputils-ping systemd clang-format clang-tidy curl socat iperf3 tshark
+  iproute2 ethtool iputils-ping systemd groff-base clang-format clang-tidy curl socat iperf3 tshark
 )
 missing=()
 for p in "${packages[@]}"; do

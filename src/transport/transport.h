@@ -149,6 +149,11 @@ enum class ReqKind : uint8_t {
 // AppRequest::flags
 enum ReqFlag : uint8_t {
   kReqImm = 1,  // kSend, kWrite: carry `imm` to the peer (SEND/WRITE with immediate)
+  // kAbort: the app is gone (it exited or was disconnected), not aborting. What needs none of
+  // its memory may finish without it: TCP keeps TIME-WAIT, and a close the app asked for whose
+  // data the peer has all acknowledged (FIN-WAIT, CLOSING) goes on to TIME-WAIT. Everything
+  // else is reset as by a plain kAbort, which is also what a transport ignoring the flag does.
+  kReqDetach = 2,
 };
 
 struct AppRequest {
@@ -295,6 +300,25 @@ class Context {
   // `messages`: each segment names its message (TCP message mode), and the NIC may place by it.
   virtual FlowId flow_open(ListenerId listener, const FlowTuple& tuple, uint32_t initial_seq,
                            bool messages) = 0;
+  // As flow_open(), for a connection that is established already (a SYN cookie's handshake just
+  // completed): flow_open() opens a half-open one (a SYN's), which the owner may hold fewer of.
+  virtual FlowId flow_open_established(ListenerId listener, const FlowTuple& tuple,
+                                       uint32_t initial_seq, bool messages) {
+    return flow_open(listener, tuple, initial_seq, messages);
+  }
+  // Why the latest flow_open() gave kNoFlow: -ENOBUFS when the listener has no room for another
+  // flow now (its app's flow quota, its completion queue, the flow table), so a handshake may be
+  // answered without state (TCP's SYN cookies) and tried again when it completes; anything else
+  // (-EACCES: a binding keeps the tuple for another user or transport; -ENETUNREACH: no route
+  // back through the port) refuses the connection.
+  virtual int flow_open_error() const { return -EACCES; }
+  // Sends `len` bytes of L4 header (checksum 0: the owner fills it) back to where `to` came
+  // from: `to` is a header of the burst being processed, and the answer goes out of the port it
+  // arrived on with the addresses and ports swapped. For answers that have no flow: a SYN
+  // cookie's SYN-ACK, a RST. False when it could not be sent (the owner counts it).
+  virtual bool reply(const RxHeader& /*to*/, const uint8_t* /*l4*/, size_t /*len*/) {
+    return false;
+  }
   // The operator's parameters for a flow flow_open() just gave (a tuple binding, cleavectl flow
   // attach tuple), to apply over the listener's; empty when there are none (the default). The
   // transport checked them when they were attached. Valid until the current call returns.

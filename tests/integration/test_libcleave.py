@@ -39,6 +39,20 @@ class Libcleave(ct.TestCase):
     def test_refusals_reach_the_app(self):
         self.assertEqual(self.apptest("bad"), "ok\n")
 
+    def test_a_user_no_rule_admits_gets_eperm_from_cl_open(self):
+        # The daemon refuses it as it connects, before hello: cl_open still tells why.
+        os.chmod(self.d.dir, 0o755)
+
+        def nobody():
+            os.setgid(65534)
+            os.setuid(65534)
+
+        for _ in range(5):  # refused before or after libcleave's hello went out
+            p = subprocess.run([APPTEST, self.path, "open"], capture_output=True, text=True,
+                               timeout=30, preexec_fn=nobody)
+            self.assertEqual(p.stdout, "-1 not allowed to connect to cleaved\n", p.stderr)
+        self.assertEqual(self.d.ctl("status")[1]["app_socket"]["refused_not_allowed"], 5)
+
     def test_cleave_perf_moves_checked_data(self):
         p = subprocess.run([PERF, "-s", self.path, "-n", "2000", "-b", "4096", "all"],
                            capture_output=True, text=True, timeout=60)

@@ -117,6 +117,14 @@ class C2C:
     def flows(self, side):
         return self.d[side].ctl("flow", "list")[1]["flows"]
 
+    def live_flows(self, side):
+        """The flows but those in TIME-WAIT, which the daemon keeps after their app exited."""
+        flows = self.flows(side)
+        for f in flows:
+            if f["info"].get("state") == "TIME-WAIT":
+                self.assertIsNone(f["app"], f)  # the app is gone, the record is the daemon's
+        return [f for f in flows if f["info"].get("state") != "TIME-WAIT"]
+
     def nic(self, side):
         return self.d[side].ctl("nic", "show", "p0")[1][0]
 

@@ -634,6 +634,75 @@ TEST_F(DataplaneTest, EveryHostileFrameIsAccountedFor) {
   EXPECT_EQ(rte_mempool_avail_count(g_pool), avail_before) << "packet buffers leaked";
 }
 
+// An app table with nothing registered, as the app server builds one.
+std::unique_ptr<CtlRequest> attach_request(DpApp& app) {
+  app.mrs.resize(2);
+  app.pipes.resize(3);
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kAttach;
+  req->app = &app;
+  return req;
+}
+
+std::unique_ptr<CtlRequest> detach_request(uint32_t id) {
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kDetach;
+  req->app_id = id;
+  return req;
+}
+
+TEST_F(DataplaneTest, AnUnansweredRequestIsWithdrawnAndNeverApplied) {
+  build();
+  DpApp app;
+  app.id = 7;
+  CtlMiss miss = CtlMiss::kNone;
+  std::shared_ptr<CtlRequest> late;
+  // Nobody polls: the dataplane does not answer in time.
+  auto a = ctl->call(attach_request(app), std::chrono::milliseconds(20), &miss, &late);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_EQ(miss, CtlMiss::kWithdrawn);
+  EXPECT_EQ(late, nullptr);
+  poll_for(20);  // now it takes the request, and must drop it
+  auto counters = std::make_unique<CtlRequest>();
+  counters->op = CtlOp::kApp;
+  counters->app_op = AppOp::kCounters;
+  counters->app_counters.reserve(8);
+  EXPECT_TRUE(ask(std::move(counters))->app_counters.empty()) << "the withdrawn attach applied";
+  // The same id attaches now, and detaches.
+  EXPECT_TRUE(ask(attach_request(app))->app_ok);
+  EXPECT_EQ(ask(detach_request(7))->app, &app);
+}
+
+TEST_F(DataplaneTest, ARequestTakenButUnfinishedComesBackLate) {
+  build();
+  ctl->test_stall(CtlStall::kAttach);  // the lcore takes the attach, then stalls
+  std::atomic<bool> stop{false};
+  std::thread lcore([&] {
+    while (!stop.load())
+      dp->poll_once();
+  });
+  DpApp app;
+  app.id = 9;
+  CtlMiss miss = CtlMiss::kNone;
+  std::shared_ptr<CtlRequest> late;
+  auto a = ctl->call(attach_request(app), std::chrono::milliseconds(20), &miss, &late);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_EQ(miss, CtlMiss::kLate);
+  ASSERT_NE(late, nullptr);
+  EXPECT_FALSE(late->done.load());
+  ctl->test_stall(CtlStall::kOff);
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!late->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(late->done.load(std::memory_order_acquire));
+  EXPECT_TRUE(late->app_ok);  // applied after the caller gave up: it must learn that
+  stop.store(true);
+  lcore.join();
+  EXPECT_EQ(ask(detach_request(9))->app, &app);
+}
+
 TEST_F(DataplaneTest, CountsLoopIterationsAndCycles) {
   build();
   std::thread runner([&] { dp->run(); });
