@@ -23,8 +23,8 @@
 // allows gets a remote-access NAK, an invalid request (a SEND longer than its receive, opcodes
 // out of order, bad lengths, an opcode this transport does not implement) an invalid-request
 // NAK, and after either the responder's QP goes to ERR too (flushing its receives), as Linux
-// rxe does. A packet whose P_Key is not the default partition's is dropped and counted. ACKs are coalesced: one per burst, for the
-// newest PSN.
+// rxe does. A packet whose P_Key is not the default partition's is dropped and counted. ACKs
+// are coalesced: one per burst, for the newest PSN.
 //
 // Payloads: the NIC has placed them (SEND into the posted receive, WRITE at the RETH's VA, READ
 // responses into the READ's buffer); a deferred one is copied by the owner where the transport
