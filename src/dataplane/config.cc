@@ -288,6 +288,11 @@ void check_nic(Checker& c, const YAML::Node& n, Config& cfg) {
   }
 }
 
+void check_rocev2(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "rocev2", {"cnp_dscp"})) return;
+  c.number(n, "cnp_dscp", "rocev2", cfg.rocev2.cnp_dscp, 0, 63);
+}
+
 // The first of `keys` given in mapping n, else n itself: where a cross-field error is reported.
 YAML::Node first_of(const YAML::Node& n, std::initializer_list<std::string_view> keys) {
   for (auto key : keys) {
@@ -742,7 +747,7 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   cfg.source = name;
   if (!c.mapping(root, "",
                  {"runtime_dir", "log", "eal", "dataplane", "arp", "nic", "tcp", "management",
-                  "apps", "transports", "ports"}))
+                  "apps", "transports", "rocev2", "ports"}))
     return r;
 
   if (YAML::Node v = c.string(root, "runtime_dir", "", cfg.runtime_dir); v.IsDefined()) {
@@ -764,6 +769,7 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   if (YAML::Node n = Checker::value(root, "transports"); n.IsDefined()) {
     check_transports(c, n, cfg);
   }
+  if (YAML::Node n = Checker::value(root, "rocev2"); n.IsDefined()) check_rocev2(c, n, cfg);
 
   if (cfg.dataplane.lcore == cfg.eal.main_lcore) {
     c.error(first_given(root, {{"dataplane", "lcore"}, {"eal", "main_lcore"}}),

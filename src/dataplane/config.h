@@ -153,6 +153,10 @@ struct Config {
     std::vector<TransportPlugin> plugins;
     std::vector<TransportBinding> bindings;
   } transports;
+  // Defaults of every RoCEv2 queue pair (a QP's own parameters override them).
+  struct {
+    uint32_t cnp_dscp = 48;  // the IP DSCP of the CNPs DCQCN sends (mlx5's cnp_dscp)
+  } rocev2;
   std::vector<PortConfig> ports;
 };
 

@@ -77,6 +77,7 @@ DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz) {
   p.flows.max_nic_mrs = c.nic.max_mrs - 1;  // the last id is net_cleave's bounce MR
   p.flows.tcp_max_time_wait = std::min(c.tcp.max_time_wait, c.nic.max_flows / 2);
   p.flows.tsc_hz = tsc_hz;
+  p.flows.cnp_dscp = uint8_t(c.rocev2.cnp_dscp);
   return p;
 }
 

@@ -34,6 +34,9 @@ constexpr uint32_t kIpLen = sizeof(rte_ipv4_hdr);
 constexpr uint32_t kHdrTemplate = kEthLen + kIpLen;
 constexpr uint32_t kFlowEvents = 3;  // connected or accepted, peer closed, closed or refused
 constexpr uint32_t kExtSeg = 32768;  // payload bytes per extbuf segment
+// A descriptor's extbuf segments, built on the lcore's stack: enough for the longest payload
+// the transport ABI allows (send() refuses longer descriptors).
+constexpr uint32_t kMaxExtSegs = (transport::kMaxTxLen + kExtSeg - 1) / kExtSeg;
 constexpr uint32_t kTombstone = 0xFFFFFFFFu;
 constexpr uint16_t kEphemeralLo = 49152;
 constexpr size_t kRxStage = 512;
@@ -582,6 +585,17 @@ Drop FlowPath::rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip
   // A whole frame (deferred, or no payload) is split here; a placed one was cut to its headers.
   const bool whole = m->data_len >= kEthLen + ip_len;
   if (pl->decision == RTE_PMD_CLEAVE_DEFERRED && !whole) return Drop::kRoceMalformed;
+  // A UDP checksum RoCEv2 leaves 0; one a sender filled in must be right (the ICRC leaves that
+  // field out): the NIC's verdict, else ours on the whole frame. Dropped here, as a UDP stack
+  // drops it, and counted apart from a bad ICRC (the transport's, per QP).
+  if (pl->decision == RTE_PMD_CLEAVE_DEFERRED &&
+      pl->reason == RTE_PMD_CLEAVE_DEFER_BAD_L4_CHECKSUM) {
+    return Drop::kRoceBadUdpChecksum;
+  }
+  if (nic_csum(*pl) == transport::Csum::kNotChecked && whole && load16(udp + 6) != 0 &&
+      rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), udp) != 0) {
+    return Drop::kRoceBadUdpChecksum;
+  }
   size_t hdr_len = in_mbuf;
   uint32_t payload_len = pl->payload_len;
   if (whole && !roce::split(udp, ip_len - ihl, &hdr_len, &payload_len)) {
@@ -597,7 +611,8 @@ Drop FlowPath::rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip
       f.tuple.remote.ip.v4_host() != load32(ip + 12) || roce_tp_ == nullptr) {
     return Drop::kRoceNoQp;
   }
-  // The software ICRC, when the NIC left the frame whole and did not check it.
+  // The software ICRC, when the NIC left the frame whole and did not check it; kBad from the NIC
+  // is the ICRC's now (a bad UDP checksum was dropped above).
   transport::Csum csum = nic_csum(*pl);
   if (csum == transport::Csum::kNotChecked && whole) {
     csum = nic::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
@@ -735,6 +750,10 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
       stats_.tx_no_neighbour++;
       continue;
     }
+    if (d.len > transport::kMaxTxLen) {
+      stats_.tx_too_long++;
+      continue;
+    }
     const NicMr* mr = nullptr;
     if (d.len != 0) {
       mr = d.mr < nic_mrs_.size() ? &nic_mrs_[d.mr] : nullptr;
@@ -745,7 +764,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     }
     rte_mbuf* h = rte_pktmbuf_alloc(pool_);
     const uint32_t nseg = (d.len + kExtSeg - 1) / kExtSeg;
-    std::array<rte_mbuf*, 4> segs;
+    std::array<rte_mbuf*, kMaxExtSegs> segs;
     if (h == nullptr || (nseg != 0 && rte_pktmbuf_alloc_bulk(pool_, segs.data(), nseg) != 0)) {
       if (h != nullptr) rte_pktmbuf_free(h);
       stats_.tx_no_mbuf++;
@@ -759,7 +778,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     const uint32_t frames = tso ? (d.len + d.mss - 1) / d.mss : 1;
     ip->total_length = rte_cpu_to_be_16(
         uint16_t(std::min<uint32_t>(kIpLen + d.l4_len + (tso ? d.mss : d.len), 0xFFFF)));
-    ip->type_of_service = d.ecn & 3;
+    ip->type_of_service = uint8_t((d.dscp & 0x3F) << 2 | (d.ecn & 3));
     ip->packet_id = rte_cpu_to_be_16(f.ip_id);
     f.ip_id = uint16_t(f.ip_id + frames);
     if (nseg != 0) {
@@ -1399,8 +1418,10 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   std::string error;
   transport::roce::RcTransport* rc = roce(error);
   if (rc == nullptr) return CL_ENOENT;
-  // "key value key value ...": views into `params`, which outlives the call.
-  std::vector<transport::Param> p;
+  // "key value key value ...": views into `params`, which outlives the call, after the
+  // operator's defaults (config `rocev2:`), which the app's own override.
+  const std::string cnp_dscp = std::to_string(p_.cnp_dscp);
+  std::vector<transport::Param> p{{"dcqcn_cnp_dscp", cnp_dscp}};
   std::vector<std::string_view> words;
   for (size_t i = 0; i < params.size();) {
     const size_t end = std::min(params.find(' ', i), params.size());
@@ -1510,6 +1531,10 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
     spec.pmtu = attr.pmtu;
     spec.qpn = f.qpn;
     spec.owner = f.owner;
+    // The NIC places a go-back-N QP's requests in order only: it must know which way it recovers.
+    const bool sr = (mask & abi::kQpAttrSelectiveRepeat) != 0 ? attr.selective_repeat != 0
+                                                              : cur.selective_repeat;
+    spec.selective_repeat = sr ? 1 : 0;
     // Without a NIC flow the QP still works: every payload takes the copy path, and READ and
     // WRITE targets are refused (the NIC holds the MR table).
     if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(qp));

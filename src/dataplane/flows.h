@@ -68,6 +68,7 @@ struct FlowParams {
   // TCP TIME-WAIT records kept at most (tcp.max_time_wait); each holds a flow id.
   uint32_t tcp_max_time_wait = 4096;
   uint64_t tsc_hz = 0;
+  uint8_t cnp_dscp = 48;  // every QP's dcqcn_cnp_dscp unless its own parameters say otherwise
 };
 
 class FlowPath final : public FlowHandler {

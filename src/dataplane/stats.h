@@ -37,6 +37,8 @@ namespace cleave::dp {
   X(kTcpBadChecksum, "tcp_bad_checksum", "TCP checksum mismatch")                              \
   X(kTcpNoFlow, "tcp_no_flow", "TCP segment for no flow or listener (answered with RST)")      \
   X(kRoceMalformed, "roce_malformed", "RoCEv2 UDP or BTH truncated, or lengths that disagree") \
+  X(kRoceBadUdpChecksum, "roce_bad_udp_checksum",                                              \
+    "RoCEv2 with a UDP checksum (optional there) that is wrong")                               \
   X(kRoceNoQp, "roce_no_qp", "RoCEv2 packet for no queue pair of this peer")
 
 enum class Drop : uint8_t {
@@ -96,6 +98,7 @@ struct ProtoStats {
   X(tx_no_neighbour, "descriptors dropped: next hop not resolved yet")                        \
   X(tx_no_mbuf, "descriptors dropped: no mbuf")                                               \
   X(tx_bad_desc, "descriptors dropped: unknown flow, MR or bad lengths")                      \
+  X(tx_too_long, "descriptors dropped: payload over transport::kMaxTxLen")                    \
   X(rst_sent, "RSTs sent for segments that matched no flow")                                  \
   X(flows_opened, "flows created (accepted or connecting)")                                   \
   X(flows_closed, "flows released by their transport")                                        \

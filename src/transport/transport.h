@@ -103,6 +103,13 @@ struct RxHeader {
 // ---- send ---------------------------------------------------------------------------------------
 
 inline constexpr size_t kMaxL4Header = 64;  // TCP with options is at most 60
+// The most payload one descriptor may carry (TxDesc::len): 64 KiB, the NIC's largest TSO payload
+// and about what an IPv4 total length can describe. The dataplane refuses a longer descriptor:
+// it is not sent and is counted (`tx_too_long` in the flow path's stats). To the transport that
+// is a lost segment, as for any descriptor its owner cannot send (Context::drain_tx): a reliable
+// transport's retransmission is refused again, so a flow that emits one stalls until its timers
+// give up. Cut the payload first (TCP's descriptors stop at 63 KiB, RoCE's at a PMTU).
+inline constexpr uint32_t kMaxTxLen = 65536;
 
 // TxDesc::flags
 enum TxFlag : uint8_t {
@@ -114,14 +121,14 @@ enum TxFlag : uint8_t {
 // checksums, and for TSO when len > mss.
 struct TxDesc {
   FlowId flow = kNoFlow;
-  uint32_t len = 0;  // payload bytes at (mr, offset); 0: header only
+  uint32_t len = 0;  // payload bytes at (mr, offset), at most kMaxTxLen; 0: header only
   uint64_t offset = 0;
   uint16_t mr = 0;
   uint16_t mss = 0;    // TSO: payload bytes per segment (the header's seq advances per segment)
   uint8_t l4_len = 0;  // bytes used in l4
   uint8_t ecn = 0;     // the IP ECN field to send
   uint8_t flags = 0;   // TxFlag
-  uint8_t reserved = 0;
+  uint8_t dscp = 0;    // the IP DSCP to send (0-63), 0: best effort
   std::array<uint8_t, kMaxL4Header> l4{};
 };
 
@@ -231,6 +238,7 @@ class Context {
     d.mss = 0;
     d.ecn = 0;
     d.flags = 0;
+    d.dscp = 0;
     return d;
   }
 

@@ -348,6 +348,17 @@ TEST(Config, TcpTimeWaitBoundIsReadAndChecked) {
   expect_error(std::string("tcp:\n  max_tw_buckets: 8\n") + kPort, 2, 3, "max_tw_buckets");
 }
 
+TEST(Config, RoceDefaultsAreReadAndChecked) {
+  ConfigResult r = parse(kPort);
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->rocev2.cnp_dscp, 48u);  // mlx5's
+  r = parse(std::string("rocev2: {cnp_dscp: 26}\n") + kPort);
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
+  EXPECT_EQ(r.config->rocev2.cnp_dscp, 26u);
+  expect_error(std::string("rocev2:\n  cnp_dscp: 64\n") + kPort, 2, 13, "rocev2.cnp_dscp");
+  expect_error(std::string("rocev2:\n  cnp_tos: 1\n") + kPort, 2, 3, "cnp_tos");
+}
+
 TEST(Config, TransportsDefaultToNone) {
   ConfigResult r = parse(kPort);
   ASSERT_TRUE(r.config);

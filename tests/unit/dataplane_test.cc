@@ -331,6 +331,32 @@ TEST_F(DataplaneTest, BothNicBackendsCarryTheCopyPathAndCountIt) {
   }
 }
 
+// A RoCEv2 packet whose UDP checksum (optional there, and left out of the ICRC) is filled in and
+// wrong: both backends' NICs count it as a bad L4 checksum, not a bad ICRC, and the flow path
+// drops it as such before it looks for the QP.
+TEST_F(DataplaneTest, BothNicBackendsTellABadUdpChecksumFromABadIcrc) {
+  for (bool cleave : {false, true}) {
+    SCOPED_TRACE(cleave ? "cleave backend" : "generic backend");
+    build("", false, "arp: {retry_ms: 20, retries: 3, failed_hold_ms: 100}\n", 1500, cleave);
+    wire->take();  // the announcement
+    Bytes u = test::udp(49152, 4791, 12 + 16 + 4);
+    std::fill(u.begin() + 8, u.end(), 0);
+    u[8] = 0x04;                 // SEND only
+    test::put16(u, 10, 0xFFFF);  // P_Key
+    test::put16(u, 6, 0x1234);   // a UDP checksum, and not this datagram's
+    wire->send(test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, u));
+    poll_for(20);
+    NicBackend b{};
+    auto c = nic_counters(&b);
+    EXPECT_EQ(b, cleave ? NicBackend::kCleave : NicBackend::kGeneric);
+    EXPECT_EQ(c["nic_defer_bad_l4_csum"], 1u);
+    EXPECT_EQ(c["nic_defer_bad_icrc"], 0u);
+    EXPECT_EQ(drops(Drop::kRoceBadUdpChecksum), 1u);
+    EXPECT_EQ(drops(Drop::kRoceNoQp), 0u);
+    TearDown();
+  }
+}
+
 // A frame the NIC matched to a flow belongs to a transport; with none it is counted, not
 // mistaken for copy-path traffic.
 TEST_F(DataplaneTest, FrameOfANicFlowWithoutATransportIsDropped) {
@@ -423,6 +449,19 @@ TEST_F(DataplaneTest, DropsByReason) {
       {test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 1, Bytes(4, 0)), Drop::kIcmpMalformed});
   cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, test::udp(1000, 2000, 10)),
                    Drop::kNoHandler});
+  {
+    // RoCEv2: a SEND only (BTH, 16 bytes, an ICRC) for a QP nobody has; then the same with a
+    // UDP checksum that is filled in and wrong, which the UDP layer drops first.
+    Bytes u = test::udp(49152, 4791, 12 + 16 + 4);
+    std::fill(u.begin() + 8, u.begin() + 20, 0);
+    u[8] = 0x04;                 // SEND only
+    test::put16(u, 10, 0xFFFF);  // P_Key
+    test::put16(u, 14, 0x0123);  // DestQP 0x000123
+    cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, u), Drop::kRoceNoQp});
+    test::put16(u, 6, 0x1234);
+    cases.push_back(
+        {test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, u), Drop::kRoceBadUdpChecksum});
+  }
   for (const Case& c : cases) {
     uint64_t before = drops(c.reason);
     wire->send(c.frame);

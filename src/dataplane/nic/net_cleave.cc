@@ -54,7 +54,8 @@ bool same_bytes(const void* a, const void* b, size_t n) {
 static_assert(RTE_PMD_CLEAVE_PLACED == int(nic::Decision::kPlaced));
 static_assert(RTE_PMD_CLEAVE_NO_PAYLOAD == int(nic::Decision::kNoPayload));
 static_assert(RTE_PMD_CLEAVE_DEFER_FLOW_MISS == int(nic::DeferReason::kFlowMiss));
-static_assert(RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS + 1 == int(nic::DeferReason::kCount));
+static_assert(RTE_PMD_CLEAVE_DEFER_OUT_OF_SEQUENCE == int(nic::DeferReason::kOutOfSequence));
+static_assert(RTE_PMD_CLEAVE_DEFER_BAD_PKEY + 1 == int(nic::DeferReason::kCount));
 static_assert(RTE_PMD_CLEAVE_PARSER_UDP == int(nic::Parser::kUdp));
 static_assert(RTE_PMD_CLEAVE_COPY == int(nic::FlowMode::kCopy));
 static_assert(RTE_PMD_CLEAVE_CSUM_BAD == int(nic::CsumStatus::kBad));
