@@ -975,6 +975,13 @@ size_t SimNet::in_flight(Dir d) const {
   return links_[size_t(d)]->in_flight();
 }
 
+void SimNet::inject(Dir d, std::span<const uint8_t> frame) {
+  const uint32_t slot = pool_->alloc();
+  const auto len = uint32_t(std::min<size_t>(frame.size(), pool_->slot_bytes()));
+  if (len != 0) std::memcpy(pool_->data(slot), frame.data(), len);
+  links_[size_t(d)]->send(detail::Frame{slot, len}, now_);
+}
+
 bool SimNet::step() {
   for (auto& l : links_)
     l->release_due(now_);
