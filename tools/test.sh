@@ -2,7 +2,8 @@
 # test.sh - install, build and run every test: the normal build, then ASan+UBSan, then TSan on
 # the pipes and libcleave, then format.
 #
-# Suites: unit (no root, no network), integration (root: namespaces, veth, taps), slow.
+# Suites: unit (no root, no network), integration (root: namespaces, veth, taps); slow (long
+# runs) is left out here, as by `meson test` without --suite: meson test -C build --suite slow.
 # Run as root on Debian 12. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
