@@ -62,14 +62,22 @@ class FakeDataplane {
   FakeDataplane(const FakeDataplane&) = delete;
   FakeDataplane& operator=(const FakeDataplane&) = delete;
 
-  // Read between requests only (the requester waits for each answer).
-  size_t apps() const { return apps_.size(); }
-  size_t bindings() const { return bindings_.size(); }
+  // Forgets the operator's bindings, on the dataplane's thread, and waits: each input starts
+  // from the same state.
+  void reset() {
+    reset_.store(true);
+    while (reset_.load())
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 
  private:
   void run() {
     uint64_t now = 1;
     while (!stop_.load()) {
+      if (reset_.load()) {
+        bindings_.clear();
+        reset_.store(false);
+      }
       dp::CtlRequest* r[8];
       const unsigned n = ctl_.take(r, 8);
       for (unsigned i = 0; i < n; i++) {
@@ -253,6 +261,7 @@ class FakeDataplane {
   std::vector<dp::FlowBinding> bindings_;
   std::map<std::string, std::unique_ptr<transport::Transport>> transports_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> reset_{false};
   std::thread thread_;
 };
 

@@ -108,6 +108,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cleave::fuzz;
   const std::string_view in(reinterpret_cast<const char*>(data), size);
+  g_world->fake->reset();
   // As MgmtServer splits a client's stream: one request per line, blank lines skipped.
   size_t at = 0;
   while (at <= in.size()) {
