@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -218,6 +219,8 @@ void expect_reply(Client& c, const abi::MsgHeader& sent, const Kind* want) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   cleave::fuzz::g_world = new cleave::fuzz::World();
+  // The world lives as long as the process; its socket file must not outlive it.
+  std::atexit([] { unlink(cleave::fuzz::g_world->path.c_str()); });
   return 0;
 }
 

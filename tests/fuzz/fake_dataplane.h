@@ -46,6 +46,8 @@ inline void eal_init(const char* name) {
     std::fprintf(stderr, "%s: rte_eal_init failed\n", name);
     std::abort();
   }
+  // EAL makes a runtime directory even without shared config; empty, it goes with the process.
+  std::atexit([] { rmdir(rte_eal_get_runtime_dir()); });
 }
 
 class FakeDataplane {

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -102,6 +103,8 @@ void check_answer(std::string_view line, const std::string& a) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   cleave::fuzz::g_world = new cleave::fuzz::World();
+  // The world lives as long as the process; its socket file must not outlive it.
+  std::atexit([] { unlink(cleave::fuzz::g_world->path.c_str()); });
   return 0;
 }
 
