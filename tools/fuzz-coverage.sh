@@ -45,11 +45,22 @@ for t in "${targets[@]}"; do
   LLVM_PROFILE_FILE="$out/$t.profraw" "$build/tests/fuzz/fuzz_$t" -runs=0 "${corpora[@]}" \
     >"$out/$t.log" 2>&1 || { echo "fuzz-coverage.sh: $t failed on its corpus:" >&2; tail "$out/$t.log" >&2; exit 1; }
   llvm-profdata-14 merge -sparse "$out/$t.profraw" -o "$out/$t.profdata"
-  # Paths as the build compiled them (relative to the build directory).
-  srcs=()
-  for f in ${files[$t]}; do srcs+=("../$f"); done
-  (cd $build && llvm-cov-14 report "tests/fuzz/fuzz_$t" -instr-profile="$out/$t.profdata" "${srcs[@]}") |
-    awk -v t="$t" '$1 ~ /^\.\.\// || $1 == "TOTAL" {
-      name = $1; sub(/^\.\.\//, "", name)
-      printf "%-10s %-40s %8s %8s %7s\n", t, name, $8, $9, $10 }'
+  llvm-cov-14 export -summary-only "$build/tests/fuzz/fuzz_$t" -instr-profile="$out/$t.profdata" |
+    python3 -c '
+import json, os, sys
+target, build, wanted = sys.argv[1], sys.argv[2], sys.argv[3].split()
+root = os.path.abspath(".")
+total = [0, 0]
+for f in json.load(sys.stdin)["data"][0]["files"]:
+    path = os.path.relpath(os.path.normpath(os.path.join(build, f["filename"])), root)
+    if path not in wanted:
+        continue
+    lines = f["summary"]["lines"]
+    total[0] += lines["count"]
+    total[1] += lines["covered"]
+    print("%-10s %-40s %8d %8d %6.1f%%" % (target, path, lines["count"],
+          lines["count"] - lines["covered"], 100.0 * lines["covered"] / max(lines["count"], 1)))
+print("%-10s %-40s %8d %8d %6.1f%%" % (target, "(all of the above)", total[0], total[0] - total[1],
+      100.0 * total[1] / max(total[0], 1)))
+' "$t" "$build" "${files[$t]}"
 done
