@@ -325,6 +325,7 @@ std::vector<FaultCase> fault_cases() {
   f.corrupt_payload = 0.01;
   f.corrupt_checksum = 0.005;
   add("CorruptionCaughtByIcrc", f, f);
+  add("CorruptionCaughtByIcrcCopyPath", f, f, false);
   f = {};
   f.truncate = 0.005;
   add("Truncation", f, f);
