@@ -23,6 +23,7 @@
 
 #include "fuzz_input.h"
 #include "nic_model.h"
+#include "nic_rx_ops.h"
 #include "wire.h"
 
 namespace cleave::fuzz {
@@ -38,33 +39,7 @@ constexpr size_t kMrSlot = 4096;  // the largest MR
 constexpr size_t kGuard = 64;     // bytes between MRs that nothing may write
 constexpr size_t kArena = kMrs * (kMrSlot + kGuard) + kGuard;
 constexpr size_t kMaxFrame = 2048;
-// Flow keys take their addresses from these, so a frame's can match.
-constexpr uint32_t kIps[4] = {0x0A000001, 0x0A000002, 0x0A000003, 0xC0A80001};
-
-enum Op : uint8_t {
-  kMrAdd,
-  kMrRemove,
-  kFlowAdd,
-  kFlowRemove,
-  kFlowMode,
-  kMsPost,
-  kCursor,
-  kMsRetire,
-  kMsRetireMsg,
-  kRoceResync,
-  kReadPost,
-  kReadRetire,
-  kFrame,
-  kTx,
-  kOpCount
-};
-
-// Frame fix-ups (the byte after the frame's bytes).
-enum Fix : uint8_t {
-  kFixLengths = 1,  // IPv4 total length and UDP length to the frame's size
-  kFixL4 = 2,       // Solar CRC32C, RoCE ICRC, TCP/UDP checksum
-  kFixIp = 4,       // IPv4 header checksum
-};
+using namespace nic_rx;
 
 struct Ms {
   uint16_t mr;

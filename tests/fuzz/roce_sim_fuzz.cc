@@ -257,20 +257,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (h.atk->forge(r, d)) s.forged_into = true;
         break;
       }
-      case 6: {  // the link's own faults towards this side
-        sim::Faults& f = p.net->faults(&s == &h.side[1] ? Dir::kAtoB : Dir::kBtoA);
-        f.loss = (r.u8() % 8) / 40.0;
-        f.duplicate = (r.u8() % 8) / 40.0;
-        f.reorder = (r.u8() % 8) / 40.0;
-        f.truncate = (r.u8() % 8) / 80.0;
-        f.ce = (r.u8() % 8) / 20.0;
-        // One kind of bit flip at a time (see tcp_sim_fuzz.cc).
-        const uint8_t c = r.u8();
-        f.corrupt_header = c % 4 == 1 ? (c >> 2) / 256.0 : 0;
-        f.corrupt_payload = c % 4 == 2 ? (c >> 2) / 256.0 : 0;
-        f.corrupt_checksum = c % 4 == 3 ? (c >> 2) / 256.0 : 0;
+      case 6:  // the link's own faults towards this side
+        faults_from(r, p.net->faults(&s == &h.side[1] ? Dir::kAtoB : Dir::kBtoA));
         break;
-      }
       default:
         p.net->run_for(20'000);
         break;

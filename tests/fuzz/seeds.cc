@@ -20,6 +20,7 @@
 
 #include "../unit/model_frames.h"
 #include "fuzz_input.h"
+#include "nic_rx_ops.h"
 #include "roce_wire.h"
 #include "shm_abi.h"
 #include "tcp_wire.h"
@@ -78,24 +79,9 @@ std::map<std::string, Bytes> golden() {
 // ---- nic_rx (nic_rx_fuzz.cc) ----
 
 namespace nic_rx {
-enum Op : uint8_t {
-  kMrAdd,
-  kMrRemove,
-  kFlowAdd,
-  kFlowRemove,
-  kFlowMode,
-  kMsPost,
-  kCursor,
-  kMsRetire,
-  kMsRetireMsg,
-  kRoceResync,
-  kReadPost,
-  kReadRetire,
-  kFrame,
-  kTx,
-};
+using namespace cleave::fuzz::nic_rx;
 enum Parser : uint8_t { kTcp, kRoce, kSolar, kUdp };
-// Indexes into the harness's kIps: 10.0.0.1, 10.0.0.2, 10.0.0.3.
+// Indexes into kIps: 10.0.0.1, 10.0.0.2, 10.0.0.3.
 constexpr uint8_t kIp1 = 0, kIp2 = 1;
 // Chunks of 4 entries, 2 committed chunks per flow, 6 in the store, checksums verified.
 constexpr uint8_t kConfig = 0x80 | 2 | (2 << 2) | (1 << 4);

@@ -1,6 +1,7 @@
 // sim_attack.h - an attacker on the simulated wire (tests/sim) for the transport fuzzers: it
 // remembers the last frame seen in each direction and forges new ones from it, edited as the
-// input says, with lengths and checksums made right again when the input asks.
+// input says, with lengths and checksums made right again when the input asks; and the link's
+// own faults from the input.
 //
 // Forging from a frame just seen keeps addresses, ports, sequence numbers and QPNs plausible, so
 // the fuzzer reaches the transports' state machines instead of their first checks.
@@ -15,6 +16,22 @@
 #include "wire.h"
 
 namespace cleave::fuzz {
+
+// The link's own faults in one direction, from six bytes of the input: loss, duplication,
+// reordering, truncation, CE marks, and one kind of bit flip at a time (a single flipped bit
+// never passes a checksum; two in one frame can, and a check of the data would then blame the
+// transport).
+inline void faults_from(Reader& r, sim::Faults& f) {
+  f.loss = (r.u8() % 8) / 40.0;
+  f.duplicate = (r.u8() % 8) / 40.0;
+  f.reorder = (r.u8() % 8) / 40.0;
+  f.truncate = (r.u8() % 8) / 80.0;
+  f.ce = (r.u8() % 8) / 20.0;
+  const uint8_t c = r.u8();
+  f.corrupt_header = c % 4 == 1 ? (c >> 2) / 256.0 : 0;
+  f.corrupt_payload = c % 4 == 2 ? (c >> 2) / 256.0 : 0;
+  f.corrupt_checksum = c % 4 == 3 ? (c >> 2) / 256.0 : 0;
+}
 
 class Attacker {
  public:

@@ -244,21 +244,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (h.atk->forge(r, d)) h.forged_data[op >> 7] = true;
         break;
       }
-      case 4: {  // the link's own faults towards this side
-        sim::Faults& f = h.net->faults(&s == &h.side[1] ? Dir::kAtoB : Dir::kBtoA);
-        f.loss = (r.u8() % 8) / 40.0;
-        f.duplicate = (r.u8() % 8) / 40.0;
-        f.reorder = (r.u8() % 8) / 40.0;
-        f.truncate = (r.u8() % 8) / 80.0;
-        f.ce = (r.u8() % 8) / 20.0;
-        // One kind of bit flip at a time: a single flipped bit never passes a checksum, two in
-        // one frame can (and the stream check would blame the transport).
-        const uint8_t c = r.u8();
-        f.corrupt_header = c % 4 == 1 ? (c >> 2) / 256.0 : 0;
-        f.corrupt_payload = c % 4 == 2 ? (c >> 2) / 256.0 : 0;
-        f.corrupt_checksum = c % 4 == 3 ? (c >> 2) / 256.0 : 0;
+      case 4:  // the link's own faults towards this side
+        faults_from(r, h.net->faults(&s == &h.side[1] ? Dir::kAtoB : Dir::kBtoA));
         break;
-      }
       case 5:
         if (s.flow != kNoFlow && !s.closed) {
           s.h->submit({s.flow, ReqKind::kClose, 0, 0, 0, 0, 0});
