@@ -100,7 +100,12 @@ void fix_ip_csum(uint8_t* ip, uint32_t ip_hlen) {
   store16(ip + 10, nic::csum_fold(nic::csum_partial(ip, ip_hlen, 0)));
 }
 
+// The dataplane's check of a frame the NIC did not check (flows.cc): the RoCEv2 ICRC (its UDP
+// checksum is 0), else the TCP or UDP checksum.
 Csum software_l4_csum(const uint8_t* l3, uint8_t proto, const uint8_t* l4, uint32_t l4_total) {
+  if (proto == 17 && load16(l4 + 2) == transport::roce::kUdpPort) {
+    return nic::roce_icrc_ok(l3, size_t(l4 - l3) + l4_total) ? Csum::kGood : Csum::kBad;
+  }
   if (proto == 17 && load16(l4 + 6) == 0) return Csum::kNotChecked;  // UDP: no checksum
   uint64_t s = nic::pseudo_sum(l3, proto, l4_total);
   return nic::csum_fold(nic::csum_partial(l4, l4_total, s)) == 0 ? Csum::kGood : Csum::kBad;
@@ -978,6 +983,13 @@ void SimNet::reset_stats() {
 }
 size_t SimNet::in_flight(Dir d) const {
   return links_[size_t(d)]->in_flight();
+}
+
+void SimNet::inject(Dir d, std::span<const uint8_t> frame) {
+  const uint32_t slot = pool_->alloc();
+  const auto len = uint32_t(std::min<size_t>(frame.size(), pool_->slot_bytes()));
+  if (len != 0) std::memcpy(pool_->data(slot), frame.data(), len);
+  links_[size_t(d)]->send(detail::Frame{slot, len}, now_);
 }
 
 bool SimNet::step() {

@@ -400,6 +400,11 @@ class SimNet {
   void run_for(uint64_t ns);
   void set_tick_ns(uint64_t ns) { tick_ns_ = ns == 0 ? 1 : ns; }
 
+  // Puts a frame of the test's own on the link in direction `d`, as if the sending host's NIC
+  // had sent it: faults, queueing and delay apply (frames longer than the pool's slots are cut).
+  // For forged or replayed frames from an attacker on the wire (tests/fuzz).
+  void inject(Dir d, std::span<const uint8_t> frame);
+
   // Every delivered frame, as it reaches the receiving host (for tests and traces).
   void set_tap(std::function<void(Dir, std::span<const uint8_t>)> tap) { tap_ = std::move(tap); }
 

@@ -327,6 +327,7 @@ std::vector<FaultCase> fault_cases() {
   f.corrupt_payload = 0.01;
   f.corrupt_checksum = 0.005;
   add("CorruptionCaughtByIcrc", f, f);
+  add("CorruptionCaughtByIcrcCopyPath", f, f, false);
   f = {};
   f.truncate = 0.005;
   add("Truncation", f, f);
@@ -734,6 +735,32 @@ TEST(RoceSim, SendLongerThanTheReceiveFailsBoth) {
   EXPECT_EQ(qa.state, QpState::kErr);
   ASSERT_EQ(p.a.rc->query_qp(p.a.qp, &qa), 0);
   EXPECT_EQ(qa.state, QpState::kErr);
+}
+
+// A QP in ERR has flushed its queues and takes no more packets. Here B's app moves its QP to ERR
+// between the first and the middle packets of a SEND: the rest of that SEND must not reach the
+// receive the flush completed (fuzz_roce_sim found it completed a second time, and the receive
+// queue's head run past its tail).
+TEST(RoceSim, QpInErrorTakesNoMorePackets) {
+  RoceConfig c;
+  c.pmtu = 1024;
+  c.link.rate_bps = 1'000'000'000;  // a packet every 8 us: B sees them one at a time
+  RocePair p(seed(14), c);
+  ASSERT_TRUE(p.ok);
+  p.post(p.net->b(), {.kind = ReqKind::kRecv, .len = 8192, .wr_id = 5});
+  p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 4096, .wr_id = 1});
+  ASSERT_TRUE(p.net->run_until([&] { return p.b.rc->counters().rx_packets >= 1; }, 1'000'000'000))
+      << p.describe();
+  ASSERT_EQ(p.b.rc->counters().rx_packets, 1u) << p.describe();
+  QpAttr at;
+  at.state = QpState::kErr;
+  ASSERT_EQ(p.b.rc->modify_qp(p.b.qp, at, kAttrState, p.net->b()), 0);
+  p.net->b().flush();
+  p.net->run_for(20'000'000);  // the SEND's other packets, and A's retries
+  ASSERT_EQ(p.b.events.size(), 1u) << p.describe();
+  EXPECT_EQ(p.b.events[0].wr_id, 5u);
+  EXPECT_EQ(p.b.events[0].status, -ECANCELED);
+  EXPECT_GT(p.b.rc->counters().bad_packets, 0u);  // they came, and were dropped
 }
 
 // WRITEs with immediate and SENDs alternating, each pair arriving in one burst (an infinitely

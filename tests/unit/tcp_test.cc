@@ -346,6 +346,33 @@ TEST(TcpRst, SynOnEstablishedIsChallenged) {
   EXPECT_EQ(a.tp.counters().challenge_acks, 1u);
 }
 
+// Two ends that disagree on the sequence space (one was reset by a forged RST and answered a
+// forged SYN) must not ACK each other's ACKs forever: a segment we do not accept, without data,
+// is answered at most once per 500 ms per flow, as Linux's tcp_invalid_ratelimit. fuzz_tcp_sim
+// found the ACK storm (250 000 ACKs in 20 ms).
+TEST(TcpRst, AnswersToUnacceptableSegmentsAreRateLimited) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kRecv, 100000);
+  a.ctx.take_out();
+  BuildSpec old = a.ack_spec(0, 0);
+  old.seq = kPeerIss + 1 - 1000;  // behind the window
+  EXPECT_EQ(a.peer(old).size(), 1u);
+  EXPECT_TRUE(a.peer(old).empty());
+  EXPECT_TRUE(a.peer(a.ack_spec(0, 5000)).empty());  // acknowledges what we never sent
+  BuildSpec syn = a.ack_spec(0, 0);
+  syn.flags = kSyn;
+  EXPECT_TRUE(a.peer(syn).empty());
+  EXPECT_EQ(a.tp.counters().acks_rate_limited, 3u);
+  // Data is always answered: the sender needs its DSACK.
+  EXPECT_EQ(a.peer(old, bytes(100)).size(), 1u);
+  a.ctx.at_ms(1000 + 501);
+  a.tp.tick(a.ctx);  // what timers send by then (a window update repeated) is not the answer
+  a.ctx.take_out();
+  EXPECT_EQ(a.peer(a.ack_spec(0, 5000)).size(), 1u);
+  EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+}
+
 TEST(TcpRst, AbortSendsRstAndFailsPending) {
   Active a;
   a.establish();

@@ -1280,8 +1280,11 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
     }
     Headers b;
     size_t hl = 0;
+    // A QP takes packets from RTR on, and none once in ERR: its queues were flushed (a SEND
+    // whose first packet came before would find its receive completed already).
     if (parse(h.l4, h.l4_len, b, &hl) != ParseError::kNone || b.dest_qp != q->qpn ||
-        q->attr.state == QpState::kReset || q->attr.state == QpState::kInit) {
+        q->attr.state == QpState::kReset || q->attr.state == QpState::kInit ||
+        q->attr.state == QpState::kErr) {
       q->c.bad_packets++;
       total_.bad_packets++;
       continue;

@@ -586,6 +586,7 @@ void TcpTransport::stats(InfoSink& out) const {
                                    {"no_flow", c.no_flow},
                                    {"paws_drops", c.paws_drops},
                                    {"challenge_acks", c.challenge_acks},
+                                   {"acks_rate_limited", c.acks_rate_limited},
                                    {"rst_in", c.rst_in},
                                    {"rst_out", c.rst_out},
                                    {"out_of_window", c.out_of_window},

@@ -49,6 +49,10 @@ std::string_view state_name(State s);
 
 // Bytes a flow may have queued and unacknowledged; a send beyond it completes with -ENOBUFS.
 inline constexpr uint32_t kMaxSendQueue = 1u << 30;
+// Answers to segments we do not accept that carry no data: at most one per flow in this time
+// (RFC 5961's ACK throttling; Linux's tcp_invalid_ratelimit), so two ends out of step cannot
+// ACK each other's ACKs forever.
+inline constexpr uint64_t kInvalidAckGapNs = 500'000'000;
 
 // Per-flow settings, from Params ("cc cubic", "wscale 7", ...). check_params() lists the keys.
 struct Settings {
@@ -100,6 +104,9 @@ struct Counters {
   uint64_t no_flow = 0;  // for no flow or listener we know
   uint64_t paws_drops = 0;
   uint64_t challenge_acks = 0;
+  // Answers to unacceptable segments without data (out of window, PAWS, an ACK of unsent data,
+  // challenges) not sent: at most one per kInvalidAckGapNs per flow.
+  uint64_t acks_rate_limited = 0;
   uint64_t rst_in = 0;
   uint64_t rst_out = 0;
   uint64_t out_of_window = 0;
@@ -183,6 +190,9 @@ class TcpTransport final : public Transport {
   void input(const RxHeader& h, Context& ctx);
   void input_listen(const RxHeader& h, const Segment& s, Context& ctx);
   void input_conn(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
+  // Answers a segment input_conn() does not accept; `data`: it carried data or a FIN, whose
+  // sender needs the (D)SACK now. The rest are throttled (kInvalidAckGapNs).
+  void answer_invalid(Conn& c, bool data);
   void process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
   void receive_data(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
   void receive_fin(Conn& c, Context& ctx);

@@ -243,6 +243,8 @@ struct Conn {
   bool synced = false;        // the NIC knows the receive sequence
   uint32_t unacked_segs = 0;  // received since our last ACK
   bool ack_now = false;
+  bool invalid_answered = false;  // an unacceptable segment was answered, at invalid_answer_ns
+  uint64_t invalid_answer_ns = 0;
   bool ce_pending = false;    // RFC 3168: echo ECE until the peer sends CWR
   bool last_ce = false;       // DCTCP: CE of the last data segment
   uint32_t rcv_progress = 0;  // new in-order bytes this burst (one kRecvData event)

@@ -226,14 +226,14 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
   // SYN in a synchronized state, whatever its sequence number (RFC 5961 4.2): challenge ACK.
   if (syn && !rst) {
     ctr_.challenge_acks++;
-    c.ack_now = true;
+    answer_invalid(c, false);
     return;
   }
 
   // PAWS (RFC 7323 5.3); segments without timestamps are accepted, as Linux does.
   if (c.ts_ok && s.has_ts && c.ts_recent_valid && !rst && int32_t(s.ts_val - c.ts_recent) < 0) {
     ctr_.paws_drops++;
-    c.ack_now = true;
+    answer_invalid(c, seglen != 0);
     return;
   }
 
@@ -271,7 +271,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
         c.dsack_pending = true;
       }
     }
-    c.ack_now = true;
+    answer_invalid(c, seglen != 0);
     return;
   }
 
@@ -280,7 +280,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
     ctr_.rst_in++;
     if (s.seq != c.rcv_nxt) {
       ctr_.challenge_acks++;
-      c.ack_now = true;
+      answer_invalid(c, false);
       return;
     }
     const bool quiet =
@@ -309,12 +309,12 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
 
   // ---- ACK (RFC 9293 3.10.7.4 fifth, RFC 5961 5.2) ----
   if (seq_gt(s.ack, c.snd_max)) {
-    c.ack_now = true;  // acknowledges data we never sent
+    answer_invalid(c, false);  // acknowledges data we never sent: the data is not taken either
     return;
   }
   if (seq_lt(s.ack, c.snd_una - c.max_snd_wnd)) {
     ctr_.challenge_acks++;
-    c.ack_now = true;
+    answer_invalid(c, false);
     return;
   }
   process_ack(c, h, s, ctx);
@@ -350,6 +350,18 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
     c.rcv_fin_seq = s.seq + plen;
   }
   if (c.fin_seen && !c.fin_received && c.rcv_nxt == c.rcv_fin_seq) receive_fin(c, ctx);
+}
+
+void TcpTransport::answer_invalid(Conn& c, bool data) {
+  if (!data) {
+    if (c.invalid_answered && now_ns_ - c.invalid_answer_ns < kInvalidAckGapNs) {
+      ctr_.acks_rate_limited++;
+      return;
+    }
+    c.invalid_answered = true;
+    c.invalid_answer_ns = now_ns_;
+  }
+  c.ack_now = true;
 }
 
 void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
