@@ -46,7 +46,7 @@ ninja -C build-fuzz fuzzers
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 
 echo "==> format (.clang-format) and static checks (.clang-tidy)"
-git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+git ls-files '*.cc' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 tools/lint.sh
 
 echo "==> all tests passed in $(( $(date +%s) - start )) s"
