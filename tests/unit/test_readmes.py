@@ -8,6 +8,9 @@ For each tracked README.md, the names it writes in backticks that look like file
   - a name it gives matches no tracked file: a file that was renamed or removed.
 Names with a slash are looked up from the README's folder, then from the top of the tree; bare
 names from the README's folder down, then anywhere (a README may name a neighbour's header).
+
+Not yet in the unit suite: it still finds stale lists in src/dataplane, src/transport and
+hw/fpga, whose READMEs are being rewritten. Run it by hand: python3 tests/unit/test_readmes.py
 """
 
 import fnmatch
