@@ -25,7 +25,10 @@ using nlohmann::json;
 
 namespace {
 
-constexpr auto kDataplaneTimeout = std::chrono::milliseconds(500);
+// How long a management request waits for the lcore's answer. A stuck lcore is reported after
+// this, so it is short; but a polling core on an oversubscribed machine can go unscheduled for
+// hundreds of milliseconds, which is slowness, not a fault.
+constexpr auto kDataplaneTimeout = std::chrono::milliseconds(2000);
 
 json link_json(uint16_t port_id) {
   rte_eth_link link{};
