@@ -122,7 +122,8 @@ class FakeDaemon:
         self.sock.listen(4)
         self.reply = reply
         self.requests = []
-        threading.Thread(target=self.serve, daemon=True).start()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
 
     def serve(self):
         while True:
@@ -153,6 +154,10 @@ class FakeDaemon:
                     c.sendall((json.dumps(out) + "\n").encode())
 
     def close(self):
+        # Wake the accept() and wait for the thread before the fd is closed: a thread still in
+        # accept() when its fd number is reused would serve the next test's daemon.
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.thread.join(timeout=30)
         self.sock.close()
         os.unlink(self.path)
         os.rmdir(self.dir)
