@@ -2,6 +2,7 @@
 
 #include "dcqcn.h"
 #include "pacer.h"
+#include "rtt.h"
 
 #include <algorithm>
 #include <bit>
@@ -139,8 +140,7 @@ struct RcTransport::Qp {
   uint32_t rtt_end = 0;
   bool timing = false;  // a packet is timed
   uint64_t rtt_sent_ns = 0;
-  uint64_t srtt_ns = 0;  // 0: no sample yet
-  uint64_t rttvar_ns = 0;
+  RttEstimator rtt;
   uint32_t backoff = 0;
   // Selective repeat, requester: PSNs the responder has (a set, see bit()), READ responses in
   // past a gap (a set over kSrReadWindow), PSNs queued to be sent again (and a set of them, so
@@ -243,23 +243,15 @@ void count_tx(RcTransport::Qp& q, uint32_t len, RcCounters& total) {
 // timeout in a row, never above the attribute's.
 uint64_t rto_ns(const RcTransport::Qp& q) {
   const uint64_t cap = ack_timeout_ns(q.attr.timeout);
-  if (!q.attr.selective_repeat || q.srtt_ns == 0) return cap;
-  const uint64_t r = std::max(kSrRtoMinNs, q.srtt_ns + 4 * q.rttvar_ns);
+  if (!q.attr.selective_repeat || !q.rtt.has_sample()) return cap;
+  const uint64_t r = std::max(kSrRtoMinNs, q.rtt.rto());
   return std::min(cap, r << std::min(q.backoff, 16u));
 }
 
 // The timed packet is acknowledged: a round-trip sample (RFC 6298 2.2, 2.3).
 void rtt_sample(RcTransport::Qp& q, uint64_t now) {
-  const uint64_t r = std::max<uint64_t>(now - q.rtt_sent_ns, 1);
   q.timing = false;
-  if (q.srtt_ns == 0) {
-    q.srtt_ns = r;
-    q.rttvar_ns = r / 2;
-    return;
-  }
-  const uint64_t err = q.srtt_ns > r ? q.srtt_ns - r : r - q.srtt_ns;
-  q.rttvar_ns = (3 * q.rttvar_ns + err) / 4;
-  q.srtt_ns = (7 * q.srtt_ns + r) / 8;
+  q.rtt.sample(now - q.rtt_sent_ns);
 }
 
 }  // namespace
@@ -496,7 +488,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
   if (to == QpState::kRts && from == QpState::kRtr) {
     q->snd_nxt = q->snd_max = q->una = q->recover_next = s.sq_psn;
     q->timing = false;
-    q->srtt_ns = q->rttvar_ns = 0;
+    q->rtt.reset();
     q->backoff = 0;
     // DCQCN starts at the QP's rate (its "line rate") and never goes above it.
     cc::DcqcnParams p = q->dcqcn_params;
@@ -1630,7 +1622,7 @@ bool RcTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("retries_left", q->retries_left);
   out.number("rnr_retries_left", q->rnr_left);
   out.text("recovery", q->attr.selective_repeat ? "selective-repeat" : "go-back-n");
-  out.number("srtt_us", q->srtt_ns / 1000);
+  out.number("srtt_us", q->rtt.srtt() / 1000);
   out.number("rto_us", rto_ns(*q) / 1000);
   out.text("dcqcn", q->dcqcn ? "on" : "off");
   out.number("cnp_dscp", q->dcqcn_params.cnp_dscp);
