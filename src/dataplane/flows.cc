@@ -18,6 +18,7 @@
 
 #include "common/wire.h"
 #include "rc.h"
+#include "registry.h"
 #include "rte_pmd_cleave.h"
 #include "tcp.h"
 
