@@ -16,10 +16,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/wire.h"
 #include "rc.h"
+#include "registry.h"
 #include "rte_pmd_cleave.h"
 #include "tcp.h"
-#include "wire.h"
 
 namespace cleave::dp {
 
@@ -61,12 +62,8 @@ uint32_t max_pmtu_of(uint32_t mtu) {
   return pmtu >= 256 ? pmtu : 0;
 }
 
-uint32_t load32(const uint8_t* p) {
-  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
-uint16_t load16(const uint8_t* p) {
-  return uint16_t(p[0] << 8 | p[1]);
-}
+using wire::load16;
+using wire::load32;
 
 // The NIC's verdict on a frame's L4 checksum (TCP, UDP) or ICRC (RoCE).
 transport::Csum nic_csum(const rte_pmd_cleave_placement& pl) {
@@ -615,7 +612,7 @@ Drop FlowPath::rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip
   // is the ICRC's now (a bad UDP checksum was dropped above).
   transport::Csum csum = nic_csum(*pl);
   if (csum == transport::Csum::kNotChecked && whole) {
-    csum = nic::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
+    csum = wire::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
   }
   transport::RxHeader h;
   h.flow = id;

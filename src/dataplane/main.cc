@@ -7,6 +7,7 @@
 #include "cleave_version.h"
 #include "config.h"
 #include "daemon.h"
+#include "registry.h"
 #include "transport_setup.h"
 
 namespace {

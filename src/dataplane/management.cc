@@ -17,6 +17,7 @@
 #include "log.h"
 #include "mgmt_protocol.h"
 #include "mgmt_server.h"
+#include "registry.h"
 #include "transport.h"
 
 namespace cleave::dp {

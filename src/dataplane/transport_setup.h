@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config.h"
-#include "transport.h"
+#include "registry.h"
 
 namespace cleave::dp {
 

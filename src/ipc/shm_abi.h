@@ -354,7 +354,7 @@ inline constexpr size_t kTransportNameMax = 32;  // including the terminating NU
 // The transport is the one the operator attached to the port (cleavectl flow attach), else
 // `transport`, else "tcp".
 // flags: kFlowMessage asks for message mode (TCP: one message per send and per receive, see
-// src/transport/README.md); a daemon that does not know a flag answers CL_EINVAL (before
+// docs/transports.md); a daemon that does not know a flag answers CL_EINVAL (before
 // message mode it was a reserved field, always checked to be 0).
 inline constexpr uint16_t kFlowMessage = 1;
 struct FlowOpen {
@@ -393,7 +393,7 @@ struct Unlisten {
 //
 // QpCreate: a QP in RESET with room for max_send_wr requests and max_recv_wr receives (1..4096
 //   each), and the rocev2 transport's parameters as text, "key value" pairs separated by spaces
-//   (`dcqcn on|off`, `dcqcn_*`: src/transport/rocev2/README.md). The reply has the QP's number
+//   (`dcqcn on|off`, `dcqcn_*`: docs/transports.md). The reply has the QP's number
 //   (24 bits), the daemon's IPv4 address (its first port's), which is the QP's GID as an
 //   IPv4-mapped IPv6 address, and the largest PMTU that port's MTU carries.
 // QpModify: ibv_modify_qp with the mask bits of QpAttrMask; moving to RTR needs the peer's

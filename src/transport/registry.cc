@@ -1,5 +1,7 @@
 // registry.cc - transports by name: the built-in ones, and those loaded from shared objects
 // through the versioned entry point of transport_abi.h.
+#include "registry.h"
+
 #include <dlfcn.h>
 
 #include <array>
@@ -13,7 +15,6 @@
 
 #include "rc.h"
 #include "tcp.h"
-#include "transport.h"
 #include "transport_abi.h"
 
 namespace cleave::transport {

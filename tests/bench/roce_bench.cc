@@ -11,6 +11,7 @@
 #include <array>
 #include <cstring>
 
+#include "common/wire.h"
 #include "rc.h"
 #include "roce_wire.h"
 #include "transport.h"
@@ -19,6 +20,7 @@ namespace {
 
 using namespace cleave::transport;
 using namespace cleave::transport::roce;
+namespace wire = cleave::wire;
 
 constexpr FlowId kFlow = 0;
 constexpr uint32_t kQpn = 0x11;
@@ -30,12 +32,10 @@ constexpr size_t kBurst = 32;
 constexpr size_t kPsnOff = kUdpLen + 9;  // the BTH's PSN in the L4 bytes
 
 uint32_t get_psn(const uint8_t* l4) {
-  return uint32_t(l4[kPsnOff]) << 16 | uint32_t(l4[kPsnOff + 1]) << 8 | l4[kPsnOff + 2];
+  return wire::load24(l4 + kPsnOff);
 }
 void set_psn(uint8_t* l4, uint32_t psn) {
-  l4[kPsnOff] = uint8_t(psn >> 16);
-  l4[kPsnOff + 1] = uint8_t(psn >> 8);
-  l4[kPsnOff + 2] = uint8_t(psn);
+  wire::store24(l4 + kPsnOff, psn);
 }
 
 // Counts what the transport emits. READ requests it sent are remembered (a fixed ring) so the

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/wire.h"
 #include "tcp.h"
 #include "tcp_wire.h"
 #include "transport.h"
@@ -17,6 +18,7 @@ namespace {
 
 using namespace cleave::transport;
 using namespace cleave::transport::tcp;
+namespace wire = cleave::wire;
 
 constexpr FlowId kFlow = 0;
 constexpr uint32_t kPeerIss = 1000;
@@ -54,9 +56,7 @@ class BenchCtx final : public Context {
     for (const TxDesc& x : d)
       payload += x.len;
     const TxDesc& b = d.back();
-    last_end =
-        (uint32_t(b.l4[4]) << 24 | uint32_t(b.l4[5]) << 16 | uint32_t(b.l4[6]) << 8 | b.l4[7]) +
-        b.len;
+    last_end = wire::load32(&b.l4[4]) + b.len;
   }
   void drain_events(std::span<const Event> e) override {
     for (const Event& x : e) {
@@ -92,18 +92,8 @@ struct Hdr {
     h.payload_len = payload;
     h.placed = placed;
   }
-  void set_seq(uint32_t v) {
-    tcp[4] = uint8_t(v >> 24);
-    tcp[5] = uint8_t(v >> 16);
-    tcp[6] = uint8_t(v >> 8);
-    tcp[7] = uint8_t(v);
-  }
-  void set_ack(uint32_t v) {
-    tcp[8] = uint8_t(v >> 24);
-    tcp[9] = uint8_t(v >> 16);
-    tcp[10] = uint8_t(v >> 8);
-    tcp[11] = uint8_t(v);
-  }
+  void set_seq(uint32_t v) { wire::store32(&tcp[4], v); }
+  void set_ack(uint32_t v) { wire::store32(&tcp[8], v); }
 };
 
 // An established connection: our SYN, the peer's SYN-ACK with Linux's options.

@@ -28,6 +28,7 @@
 #include "apps.h"
 #include "ctl_channel.h"
 #include "flow_info.h"
+#include "registry.h"
 #include "transport.h"
 
 namespace cleave::fuzz {

@@ -21,10 +21,10 @@
 #include <deque>
 #include <vector>
 
+#include "common/wire.h"
 #include "fuzz_input.h"
 #include "nic_model.h"
 #include "nic_rx_ops.h"
-#include "wire.h"
 
 namespace cleave::fuzz {
 namespace {
@@ -253,40 +253,41 @@ struct Harness {
 
 // Fix-ups of a mutated frame, so checks that come before placement pass when the input asks.
 void fix_frame(std::vector<uint8_t>& f, uint8_t fix) {
-  if (f.size() < 14 + 20 || nic::load16(&f[12]) != 0x0800) return;
+  if (f.size() < 14 + 20 || wire::load16(&f[12]) != 0x0800) return;
   uint8_t* ip = &f[14];
   const uint32_t ihl = uint32_t(ip[0] & 0xF) * 4;
   if ((ip[0] >> 4) != 4 || ihl < 20 || f.size() < 14 + ihl) return;
-  if (fix & kFixLengths) nic::store16(ip + 2, uint16_t(std::min<size_t>(f.size() - 14, 0xFFFF)));
-  const uint32_t total = nic::load16(ip + 2);
+  if (fix & kFixLengths) wire::store16(ip + 2, uint16_t(std::min<size_t>(f.size() - 14, 0xFFFF)));
+  const uint32_t total = wire::load16(ip + 2);
   if (total >= ihl && f.size() >= 14 + size_t(total) && (fix & kFixL4)) {
     uint8_t* l4 = ip + ihl;
     const uint32_t l4_len = total - ihl;
     const uint8_t proto = ip[9];
     if (proto == 17 && l4_len >= 8) {
-      if (fix & kFixLengths) nic::store16(l4 + 4, uint16_t(l4_len));
+      if (fix & kFixLengths) wire::store16(l4 + 4, uint16_t(l4_len));
       uint8_t* pl = l4 + 8;
       const uint32_t n = l4_len - 8;
-      if (nic::load16(l4 + 2) == 4791) {
-        nic::store16(l4 + 6, 0);
-        if (n >= 12 + 4) nic::roce_icrc_store(pl + n - 4, nic::roce_icrc(ip, ihl + 8 + n - 4));
+      if (wire::load16(l4 + 2) == 4791) {
+        wire::store16(l4 + 6, 0);
+        if (n >= 12 + 4) wire::roce_icrc_store(pl + n - 4, wire::roce_icrc(ip, ihl + 8 + n - 4));
       } else if (n >= 32) {
-        nic::store32(pl + 28, nic::crc32c(pl + 32, n - 32));
+        wire::store32(pl + 28, wire::crc32c(pl + 32, n - 32));
       }
-      if (nic::load16(l4 + 6) != 0 || nic::load16(l4 + 2) != 4791) {
-        nic::store16(l4 + 6, 0);
-        uint16_t c = nic::csum_fold(nic::csum_partial(l4, l4_len, nic::pseudo_sum(ip, 17, l4_len)));
-        nic::store16(l4 + 6, c == 0 ? 0xFFFF : c);
+      if (wire::load16(l4 + 6) != 0 || wire::load16(l4 + 2) != 4791) {
+        wire::store16(l4 + 6, 0);
+        uint16_t c =
+            wire::csum_fold(wire::csum_partial(l4, l4_len, wire::pseudo_sum(ip, 17, l4_len)));
+        wire::store16(l4 + 6, c == 0 ? 0xFFFF : c);
       }
     } else if (proto == 6 && l4_len >= 20) {
-      nic::store16(l4 + 16, 0);
-      nic::store16(l4 + 16,
-                   nic::csum_fold(nic::csum_partial(l4, l4_len, nic::pseudo_sum(ip, 6, l4_len))));
+      wire::store16(l4 + 16, 0);
+      wire::store16(l4 + 16, wire::csum_fold(
+                                 wire::csum_partial(l4, l4_len, wire::pseudo_sum(ip, 6, l4_len))));
     }
   }
   if (fix & kFixIp) {
-    nic::store16(ip + 10, 0);
-    nic::store16(ip + 10, nic::csum_fold(nic::csum_partial(ip, ihl, 0)));
+    wire::store16(ip + 10, 0);
+    wire::store16(ip + 10, wire::csum_fold(wire::csum_partial(ip, ihl, 0)));
   }
 }
 

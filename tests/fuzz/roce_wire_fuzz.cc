@@ -8,14 +8,14 @@
 // for unsupported requests, which parse() skips past and nothing builds.
 #include <cstring>
 
+#include "common/wire.h"
 #include "fuzz_input.h"
 #include "roce_wire.h"
-#include "wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cleave::transport::roce;
   // Whatever the bytes, the ICRC check reads only inside them.
-  (void)cleave::nic::roce_icrc_ok(data, size);
+  (void)cleave::wire::roce_icrc_ok(data, size);
 
   Headers h;
   size_t hl = 0;

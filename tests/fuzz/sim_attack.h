@@ -11,9 +11,9 @@
 #include <cstring>
 #include <vector>
 
+#include "common/wire.h"
 #include "fuzz_input.h"
 #include "sim_net.h"
-#include "wire.h"
 
 namespace cleave::fuzz {
 
@@ -70,7 +70,7 @@ class Attacker {
 
   // The L4 header's offset and the IP header's length, or 0 when the frame is not IPv4.
   static size_t l4_at(const std::vector<uint8_t>& f) {
-    if (f.size() < kEth + 20 || nic::load16(&f[12]) != 0x0800) return 0;
+    if (f.size() < kEth + 20 || wire::load16(&f[12]) != 0x0800) return 0;
     const size_t ihl = size_t(f[kEth] & 0xF) * 4;
     return ihl >= 20 && f.size() >= kEth + ihl + 8 ? kEth + ihl : 0;
   }
@@ -78,7 +78,7 @@ class Attacker {
   static size_t payload_len(const std::vector<uint8_t>& f) {
     const size_t l4 = l4_at(f);
     if (l4 == 0) return 0;
-    const size_t total = kEth + nic::load16(&f[kEth + 2]);
+    const size_t total = kEth + wire::load16(&f[kEth + 2]);
     if (total > f.size() || total < l4) return 0;
     if (f[kEth + 9] == 6) {
       if (total < l4 + 20) return 0;
@@ -97,9 +97,9 @@ class Attacker {
         break;
       case 1:  // TCP seq, or the BTH PSN, moved by a signed 16-bit step
         if (tcp) {
-          nic::store32(&f[l4 + 4], nic::load32(&f[l4 + 4]) + uint32_t(int16_t(r.u16())));
+          wire::store32(&f[l4 + 4], wire::load32(&f[l4 + 4]) + uint32_t(int16_t(r.u16())));
         } else if (l4 != 0 && f.size() >= l4 + 8 + 12) {
-          const uint32_t psn = nic::load24(&f[l4 + 8 + 9]) + uint32_t(int16_t(r.u16()));
+          const uint32_t psn = wire::load24(&f[l4 + 8 + 9]) + uint32_t(int16_t(r.u16()));
           f[l4 + 17] = uint8_t(psn >> 16);
           f[l4 + 18] = uint8_t(psn >> 8);
           f[l4 + 19] = uint8_t(psn);
@@ -107,7 +107,7 @@ class Attacker {
         break;
       case 2:  // TCP ack, or the BTH opcode
         if (tcp) {
-          nic::store32(&f[l4 + 8], nic::load32(&f[l4 + 8]) + uint32_t(int16_t(r.u16())));
+          wire::store32(&f[l4 + 8], wire::load32(&f[l4 + 8]) + uint32_t(int16_t(r.u16())));
         } else if (l4 != 0 && f.size() >= l4 + 8 + 12) {
           f[l4 + 8] = r.u8();
         }
@@ -115,9 +115,9 @@ class Attacker {
       case 3:  // TCP flags and window, or the UDP source port
         if (tcp) {
           f[l4 + 13] = r.u8();
-          nic::store16(&f[l4 + 14], r.u16());
+          wire::store16(&f[l4 + 14], r.u16());
         } else if (l4 != 0) {
-          nic::store16(&f[l4], r.u16());
+          wire::store16(&f[l4], r.u16());
         }
         break;
       case 4: {  // bytes over the L4 header's options or extension headers
@@ -153,24 +153,24 @@ class Attacker {
     uint8_t* ip = &f[kEth];
     const size_t ihl = l4 - kEth;
     if (fix & kFixLengths) {
-      nic::store16(ip + 2, uint16_t(std::min<size_t>(f.size() - kEth, 0xFFFF)));
-      if (ip[9] == 17) nic::store16(&f[l4 + 4], uint16_t(f.size() - l4));
+      wire::store16(ip + 2, uint16_t(std::min<size_t>(f.size() - kEth, 0xFFFF)));
+      if (ip[9] == 17) wire::store16(&f[l4 + 4], uint16_t(f.size() - l4));
     }
-    const size_t total = nic::load16(ip + 2);
+    const size_t total = wire::load16(ip + 2);
     if ((fix & kFixL4) && total >= ihl && kEth + total <= f.size()) {
       const size_t n = total - ihl;
       if (ip[9] == 6 && n >= 20) {
-        nic::store16(&f[l4 + 16], 0);
-        nic::store16(&f[l4 + 16], nic::csum_fold(nic::csum_partial(
-                                      &f[l4], n, nic::pseudo_sum(ip, 6, uint32_t(n)))));
-      } else if (ip[9] == 17 && n >= 8 + 12 + 4 && nic::load16(&f[l4 + 2]) == 4791) {
-        nic::store16(&f[l4 + 6], 0);
-        nic::roce_icrc_store(&f[kEth + total - 4], nic::roce_icrc(ip, total - 4));
+        wire::store16(&f[l4 + 16], 0);
+        wire::store16(&f[l4 + 16], wire::csum_fold(wire::csum_partial(
+                                       &f[l4], n, wire::pseudo_sum(ip, 6, uint32_t(n)))));
+      } else if (ip[9] == 17 && n >= 8 + 12 + 4 && wire::load16(&f[l4 + 2]) == 4791) {
+        wire::store16(&f[l4 + 6], 0);
+        wire::roce_icrc_store(&f[kEth + total - 4], wire::roce_icrc(ip, total - 4));
       }
     }
     if (fix & kFixIp) {
-      nic::store16(ip + 10, 0);
-      nic::store16(ip + 10, nic::csum_fold(nic::csum_partial(ip, ihl, 0)));
+      wire::store16(ip + 10, 0);
+      wire::store16(ip + 10, wire::csum_fold(wire::csum_partial(ip, ihl, 0)));
     }
   }
 
@@ -181,15 +181,15 @@ class Attacker {
     if (l4 == 0) return false;
     const uint8_t* ip = &f[kEth];
     const size_t ihl = l4 - kEth;
-    const size_t total = nic::load16(ip + 2);
+    const size_t total = wire::load16(ip + 2);
     if (total < ihl || kEth + total > f.size()) return false;
-    if (nic::csum_fold(nic::csum_partial(ip, ihl, 0)) != 0) return false;
+    if (wire::csum_fold(wire::csum_partial(ip, ihl, 0)) != 0) return false;
     const size_t n = total - ihl;
     if (ip[9] == 6) {
-      return n >= 20 &&
-             nic::csum_fold(nic::csum_partial(&f[l4], n, nic::pseudo_sum(ip, 6, uint32_t(n)))) == 0;
+      return n >= 20 && wire::csum_fold(wire::csum_partial(
+                            &f[l4], n, wire::pseudo_sum(ip, 6, uint32_t(n)))) == 0;
     }
-    return ip[9] == 17 && nic::roce_icrc_ok(ip, total);
+    return ip[9] == 17 && wire::roce_icrc_ok(ip, total);
   }
 
   sim::SimNet& net_;

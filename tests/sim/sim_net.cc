@@ -9,16 +9,16 @@
 #include <limits>
 #include <sstream>
 
+#include "common/wire.h"
 #include "roce_wire.h"
-#include "wire.h"
 
 namespace cleave::sim {
 
-using nic::load16;
-using nic::load32;
-using nic::store16;
 using transport::Csum;
 using transport::Placed;
+using wire::load16;
+using wire::load32;
+using wire::store16;
 
 namespace {
 
@@ -97,18 +97,18 @@ Layout layout(const uint8_t* f, uint32_t len) {
 
 void fix_ip_csum(uint8_t* ip, uint32_t ip_hlen) {
   store16(ip + 10, 0);
-  store16(ip + 10, nic::csum_fold(nic::csum_partial(ip, ip_hlen, 0)));
+  store16(ip + 10, wire::csum_fold(wire::csum_partial(ip, ip_hlen, 0)));
 }
 
 // The dataplane's check of a frame the NIC did not check (flows.cc): the RoCEv2 ICRC (its UDP
 // checksum is 0), else the TCP or UDP checksum.
 Csum software_l4_csum(const uint8_t* l3, uint8_t proto, const uint8_t* l4, uint32_t l4_total) {
   if (proto == 17 && load16(l4 + 2) == transport::roce::kUdpPort) {
-    return nic::roce_icrc_ok(l3, size_t(l4 - l3) + l4_total) ? Csum::kGood : Csum::kBad;
+    return wire::roce_icrc_ok(l3, size_t(l4 - l3) + l4_total) ? Csum::kGood : Csum::kBad;
   }
   if (proto == 17 && load16(l4 + 6) == 0) return Csum::kNotChecked;  // UDP: no checksum
-  uint64_t s = nic::pseudo_sum(l3, proto, l4_total);
-  return nic::csum_fold(nic::csum_partial(l4, l4_total, s)) == 0 ? Csum::kGood : Csum::kBad;
+  uint64_t s = wire::pseudo_sum(l3, proto, l4_total);
+  return wire::csum_fold(wire::csum_partial(l4, l4_total, s)) == 0 ? Csum::kGood : Csum::kBad;
 }
 
 }  // namespace
@@ -679,8 +679,8 @@ void Host::send_desc(const transport::TxDesc& d) {
   ip[8] = 64;
   ip[9] = fl.tuple.proto;
   store16(ip + 10, 0);
-  nic::store32(ip + 12, ip_);
-  nic::store32(ip + 16, fl.tuple.remote.ip.v4_host());
+  wire::store32(ip + 12, ip_);
+  wire::store32(ip + 16, fl.tuple.remote.ip.v4_host());
   std::memcpy(ip + 20, d.l4.data(), d.l4_len);
 
   nic::TxRequest req;

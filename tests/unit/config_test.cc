@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "flow_info.h"
+#include "registry.h"
 #include "transport.h"
 #include "transport_setup.h"
 

@@ -34,6 +34,7 @@
 #include "mgmt_protocol.h"
 #include "pipe.h"
 #include "port.h"
+#include "registry.h"
 #include "route.h"
 #include "transport.h"
 

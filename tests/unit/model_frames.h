@@ -1,7 +1,8 @@
 // model_frames.h - frames for the NIC model tests: TCP, UDP, RoCEv2 and Solar over IPv4.
 //
-// Written independently of hw/fpga/model: bitwise CRCs and a 16-bit-word Internet checksum, so
-// the tests check the model's table-driven code against a second implementation.
+// Written independently of hw/fpga/model and src/common/wire.h on purpose (test oracles): bitwise
+// CRCs, a 16-bit-word Internet checksum and byte-order helpers of their own, so the tests check
+// the table-driven code against a second implementation.
 #pragma once
 
 #include <algorithm>

@@ -1,20 +1,30 @@
-// model_icrc_test.cc - the software RoCEv2 ICRC of wire.h (roce_icrc, roce_icrc_ok) against the
-// two reference vectors of TRANSPORTS.md byte for byte, and what it covers: one flipped bit
-// anywhere but in a variant field changes it, the variant fields (IPv4 TOS, TTL, header
-// checksum; IPv6 traffic class, flow label, hop limit; UDP checksum; BTH byte 4) do not.
+// model_icrc_test.cc - the software RoCEv2 ICRC of common/wire.h (roce_icrc, roce_icrc_ok)
+// against the two reference vectors of TRANSPORTS.md byte for byte, and what it covers: one
+// flipped bit anywhere but in a variant field changes it, the variant fields (IPv4 TOS, TTL,
+// header checksum; IPv6 traffic class, flow label, hop limit; UDP checksum; BTH byte 4) do not.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "common/wire.h"
 #include "model_frames.h"
 #include "nic_model.h"
-#include "wire.h"
 
 namespace cleave::nic {
 namespace {
 
 using test::Bytes;
+using wire::crc32_update;
+using wire::csum_fold;
+using wire::csum_partial;
+using wire::pseudo_sum;
+using wire::roce_icrc;
+using wire::roce_icrc_load;
+using wire::roce_icrc_ok;
+using wire::roce_icrc_store;
+using wire::store16;
+using wire::store32;
 
 constexpr size_t kEth = 14;
 
@@ -107,7 +117,8 @@ Bytes ipv6_send_only() {
   return f;
 }
 
-// The same CRC computed independently: bitwise, over a masked copy of the whole packet.
+// The same CRC computed independently on purpose (a test oracle): bitwise, over a masked copy of
+// the whole packet.
 uint32_t icrc_bitwise(const Bytes& f, const std::vector<size_t>& ones, uint8_t byte0_or = 0) {
   Bytes m(8 + f.size() - kEth - 4, 0xFF);
   std::copy(f.begin() + kEth, f.end() - 4, m.begin() + 8);

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "registry.h"
 #include "transport.h"
 #include "transport_abi.h"
 

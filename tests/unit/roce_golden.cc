@@ -1,7 +1,7 @@
 // roce_golden.cc - golden RoCEv2 packets: drives the real RcTransport between two simulated hosts
 // (sim/roce_pair.h) until it has sent every opcode it has, the ACK and each NAK and a CNP (for a
 // CE-marked packet), checks every frame (IPv4, UDP 4791 from 49152-65535, headers that
-// roce::parse accepts, the ICRC by wire.h's software one), and writes them all into a pcap
+// roce::parse accepts, the ICRC by common/wire.h's one), and writes them all into a pcap
 // (classic libpcap, LINKTYPE_ETHERNET) for tshark (tests/unit/test_roce_golden.py).
 //
 //   roce_golden OUT.pcap [--golden FILE]
@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/wire.h"
 #include "roce_pair.h"
-#include "wire.h"
 
 namespace {
 
@@ -96,12 +96,12 @@ const std::vector<std::string_view> kExpected = {
 // What is wrong with a frame as a RoCEv2 packet we sent, or empty.
 std::string check_frame(std::span<const uint8_t> f) {
   if (f.size() < kBth + roce::kBthLen + roce::kIcrcLen) return "shorter than its headers";
-  if (nic::load16(&f[12]) != 0x0800 || f[kEth] != 0x45 || f[kEth + 9] != 17) {
+  if (wire::load16(&f[12]) != 0x0800 || f[kEth] != 0x45 || f[kEth + 9] != 17) {
     return "not IPv4 (no options) and UDP";
   }
-  if (nic::load16(&f[kEth + 2]) != f.size() - kEth) return "IP length is not the frame's";
-  if (nic::csum_fold(nic::csum_partial(&f[kEth], kIp, 0)) != 0) return "bad IP checksum";
-  if (nic::load16(&f[kL4 + 4]) != f.size() - kL4) return "UDP length is not the frame's";
+  if (wire::load16(&f[kEth + 2]) != f.size() - kEth) return "IP length is not the frame's";
+  if (wire::csum_fold(wire::csum_partial(&f[kEth], kIp, 0)) != 0) return "bad IP checksum";
+  if (wire::load16(&f[kL4 + 4]) != f.size() - kL4) return "UDP length is not the frame's";
   roce::Headers h;
   size_t hdr_len = 0;
   const roce::ParseError e = roce::parse(&f[kL4], f.size() - kL4, h, &hdr_len);
@@ -113,7 +113,7 @@ std::string check_frame(std::span<const uint8_t> f) {
   if (f.size() < kL4 + hdr_len + h.pad + roce::kIcrcLen) return "shorter than its pad";
   const size_t payload = f.size() - kL4 - hdr_len - h.pad - roce::kIcrcLen;
   if (h.pad != (4 - payload % 4) % 4) return "PadCnt does not pad the payload to 4 bytes";
-  if (!nic::roce_icrc_ok(&f[kEth], f.size() - kEth)) return "bad ICRC";
+  if (!wire::roce_icrc_ok(&f[kEth], f.size() - kEth)) return "bad ICRC";
   return {};
 }
 

@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "common/wire.h"
 #include "sim_net.h"
-#include "wire.h"
 
 namespace cleave::sim {
 namespace {
@@ -99,7 +99,7 @@ class RawTcp final : public Transport {
       const bool tcp = h.l3[9] == 6;
       Seen s;
       s.flow = h.flow;
-      s.seq = tcp ? nic::load32(h.l4 + 4) : 0;
+      s.seq = tcp ? wire::load32(h.l4 + 4) : 0;
       s.flags = tcp ? h.l4[13] : 0;
       s.placed = h.placed;
       s.csum = h.l4_csum;
@@ -182,8 +182,8 @@ class RawTcp final : public Transport {
  private:
   void accept(const RxHeader& h, const Seen& s, Context& ctx) {
     FlowTuple t;
-    t.local = {transport::IpAddr::v4(nic::load32(h.l3 + 16)), nic::load16(h.l4 + 2)};
-    t.remote = {transport::IpAddr::v4(nic::load32(h.l3 + 12)), nic::load16(h.l4)};
+    t.local = {transport::IpAddr::v4(wire::load32(h.l3 + 16)), wire::load16(h.l4 + 2)};
+    t.remote = {transport::IpAddr::v4(wire::load32(h.l3 + 12)), wire::load16(h.l4)};
     t.proto = h.l3[9];
     const uint32_t rcv = t.proto == 6 ? s.seq + 1 : 0;
     FlowId id = ctx.flow_open(h.listener, t, rcv, false);
@@ -226,15 +226,15 @@ class RawTcp final : public Transport {
     d.ecn = f.ecn;
     uint8_t* l4 = d.l4.data();
     std::memset(l4, 0, 20);
-    nic::store16(l4, f.tuple.local.port);
-    nic::store16(l4 + 2, f.tuple.remote.port);
+    wire::store16(l4, f.tuple.local.port);
+    wire::store16(l4 + 2, f.tuple.remote.port);
     if (f.tuple.proto == 6) {
       d.mss = f.mss;
-      nic::store32(l4 + 4, f.snd_nxt);
-      nic::store32(l4 + 8, f.rcv_nxt);
+      wire::store32(l4 + 4, f.snd_nxt);
+      wire::store32(l4 + 8, f.rcv_nxt);
       l4[12] = 5 << 4;
       l4[13] = flags;
-      nic::store16(l4 + 14, 0xFFFF);
+      wire::store16(l4 + 14, 0xFFFF);
       d.l4_len = 20;
     } else {
       d.l4_len = 8;  // the NIC fills the UDP length and checksum
@@ -778,8 +778,8 @@ TEST(Sim, DropIfDropsExactlyTheMatchingFrames) {
   // Drop pure ACKs, and the segment at byte 1448 of the stream (the second one).
   const uint32_t second = p.ta->iss + 1 + 1448;
   p.net->faults(Dir::kAtoB).drop_if = [&](std::span<const uint8_t> f) {
-    const uint32_t ip_len = nic::load16(f.data() + 16);
-    return ip_len == 40 || nic::load32(f.data() + 34 + 4) == second;
+    const uint32_t ip_len = wire::load16(f.data() + 16);
+    return ip_len == 40 || wire::load32(f.data() + 34 + 4) == second;
   };
   for (int i = 0; i < 10; i++) {
     p.send(uint64_t(i) * 1448, 1448);

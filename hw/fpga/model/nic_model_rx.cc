@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/wire.h"
 #include "nic_model.h"
-#include "wire.h"
 
 namespace cleave::nic {
 
@@ -106,10 +106,10 @@ OptScan find_msg_option(const uint8_t* tcp, uint32_t hlen, MsgOption* o) {
     // Every other option has a length byte of at least 2 that stays inside the header.
     if (i + 1 >= hlen || tcp[i + 1] < 2 || tcp[i + 1] > hlen - i) return OptScan::kMalformed;
     uint8_t len = tcp[i + 1];
-    if (kind == 253 && len == 20 && load16(tcp + i + 2) == 0xC1EA) {
-      o->number = load32(tcp + i + 8);
-      o->start = load32(tcp + i + 12);
-      o->length = load32(tcp + i + 16);
+    if (kind == 253 && len == 20 && wire::load16(tcp + i + 2) == 0xC1EA) {
+      o->number = wire::load32(tcp + i + 8);
+      o->start = wire::load32(tcp + i + 12);
+      o->length = wire::load32(tcp + i + 16);
       return OptScan::kFound;
     }
     i += len;
@@ -179,26 +179,26 @@ bool NicModel::parse(std::span<const uint8_t> frame, ParsedFrame& p, RxEntry& ou
   p.frame = frame.data();
   p.frame_len = frame.size();
   if (p.frame_len < kEthLen) return defer(out, DeferReason::kTruncated), false;
-  if (load16(p.frame + 12) != kEtherIpv4) return defer(out, DeferReason::kNotIpv4), false;
+  if (wire::load16(p.frame + 12) != kEtherIpv4) return defer(out, DeferReason::kNotIpv4), false;
   if (p.frame_len < kEthLen + 20) return defer(out, DeferReason::kTruncated), false;
   p.ip = p.frame + kEthLen;
   if ((p.ip[0] >> 4) != 4 || (p.ip[0] & 0xF) < 5) {
     return defer(out, DeferReason::kBadIpHeader), false;
   }
   p.ip_hlen = uint32_t(p.ip[0] & 0xF) * 4;
-  uint32_t total = load16(p.ip + 2);
+  uint32_t total = wire::load16(p.ip + 2);
   if (p.frame_len < kEthLen + p.ip_hlen) return defer(out, DeferReason::kTruncated), false;
   if (total < p.ip_hlen) return defer(out, DeferReason::kBadIpHeader), false;
   if (p.frame_len < kEthLen + total) return defer(out, DeferReason::kTruncated), false;
-  if ((load16(p.ip + 6) & 0x3FFF) != 0) return defer(out, DeferReason::kIpFragment), false;
-  out.ip_csum =
-      csum_fold(csum_partial(p.ip, p.ip_hlen, 0)) == 0 ? CsumStatus::kGood : CsumStatus::kBad;
+  if ((wire::load16(p.ip + 6) & 0x3FFF) != 0) return defer(out, DeferReason::kIpFragment), false;
+  out.ip_csum = wire::csum_fold(wire::csum_partial(p.ip, p.ip_hlen, 0)) == 0 ? CsumStatus::kGood
+                                                                             : CsumStatus::kBad;
   if (out.ip_csum == CsumStatus::kBad) return defer(out, DeferReason::kBadIpChecksum), false;
 
   p.l4 = p.ip + p.ip_hlen;
   p.l4_len = total - p.ip_hlen;
-  p.key.src_ip = load32(p.ip + 12);
-  p.key.dst_ip = load32(p.ip + 16);
+  p.key.src_ip = wire::load32(p.ip + 12);
+  p.key.dst_ip = wire::load32(p.ip + 16);
   p.key.proto = p.ip[9];
   if (p.key.proto == 6) {
     if (p.l4_len < 20) return defer(out, DeferReason::kTruncated), false;
@@ -208,18 +208,18 @@ bool NicModel::parse(std::span<const uint8_t> frame, ParsedFrame& p, RxEntry& ou
     p.payload_len = p.l4_len - doff;
   } else if (p.key.proto == 17) {
     if (p.l4_len < 8) return defer(out, DeferReason::kTruncated), false;
-    if (load16(p.l4 + 4) != p.l4_len) return defer(out, DeferReason::kBadL4Header), false;
+    if (wire::load16(p.l4 + 4) != p.l4_len) return defer(out, DeferReason::kBadL4Header), false;
     p.payload = p.l4 + 8;
     p.payload_len = p.l4_len - 8;
   } else {
     return defer(out, DeferReason::kNotL4), false;
   }
-  p.key.src_port = load16(p.l4);
-  p.key.dst_port = load16(p.l4 + 2);
-  if (cfg_.verify_l4_checksum && (p.key.proto == 6 || load16(p.l4 + 6) != 0)) {
-    uint64_t s = pseudo_sum(p.ip, p.key.proto, p.l4_len);
-    out.l4_csum =
-        csum_fold(csum_partial(p.l4, p.l4_len, s)) == 0 ? CsumStatus::kGood : CsumStatus::kBad;
+  p.key.src_port = wire::load16(p.l4);
+  p.key.dst_port = wire::load16(p.l4 + 2);
+  if (cfg_.verify_l4_checksum && (p.key.proto == 6 || wire::load16(p.l4 + 6) != 0)) {
+    uint64_t s = wire::pseudo_sum(p.ip, p.key.proto, p.l4_len);
+    out.l4_csum = wire::csum_fold(wire::csum_partial(p.l4, p.l4_len, s)) == 0 ? CsumStatus::kGood
+                                                                              : CsumStatus::kBad;
     if (out.l4_csum == CsumStatus::kBad) return defer(out, DeferReason::kBadL4Checksum), false;
   }
   return true;
@@ -243,7 +243,7 @@ Decision NicModel::rx(std::span<const uint8_t> frame, RxEntry& out) {
   if (roce && p.payload_len >= kBthLen) {
     // A RoCE QP is found by the BTH DestQP, whatever source port the peer's path uses.
     const FlowKey qp{p.key.src_ip, p.key.dst_ip, 0, kRocePort, 17};
-    id = lookup(qp, load24(p.payload + 5));
+    id = lookup(qp, wire::load24(p.payload + 5));
   }
   if (id == kNil) id = lookup(p.key, kNoQp);
   if (id == kNil && p.key.proto == 17) {
@@ -385,7 +385,7 @@ Decision NicModel::place_unreliable(Flow& f, const ParsedFrame& p, RxEntry& out)
 Decision NicModel::rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out) {
   const uint8_t* tcp = p.l4;
   uint8_t flags = tcp[13];
-  uint32_t seq = load32(tcp + 4);
+  uint32_t seq = wire::load32(tcp + 4);
   out.seq = seq;
   out.header_len = uint16_t(std::min<size_t>(p.payload - p.frame, kMaxHeaderBytes));
   std::memcpy(out.header.data(), p.frame, out.header_len);
@@ -434,37 +434,21 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
   if (p.payload_len < kBthLen + kIcrcLen) return defer(out, DeferReason::kTruncated);
   const uint8_t* bth = p.payload;
   uint8_t opcode = bth[0];
-  out.seq = load24(bth + 9);
+  out.seq = wire::load24(bth + 9);
   if ((bth[1] & 0x0F) != 0) return defer(out, DeferReason::kBadL4Header);
   uint32_t pad = (bth[1] >> 4) & 3;
 
   if (cfg_.verify_l4_checksum) {
-    // ICRC: 8 bytes of ones, then IP, UDP and BTH with the variant fields set to ones.
-    std::array<uint8_t, 8 + 60 + 8 + kBthLen> m;
-    std::memset(m.data(), 0xFF, 8);
-    size_t n = 8;
-    std::memcpy(&m[n], p.ip, p.ip_hlen);
-    m[n + 1] = 0xFF;
-    m[n + 8] = 0xFF;
-    m[n + 10] = m[n + 11] = 0xFF;
-    n += p.ip_hlen;
-    std::memcpy(&m[n], p.l4, 8);
-    m[n + 6] = m[n + 7] = 0xFF;
-    n += 8;
-    std::memcpy(&m[n], bth, kBthLen);
-    m[n + 4] = 0xFF;
-    n += kBthLen;
-    uint32_t crc = crc32_update(0xFFFFFFFFu, m.data(), n);
-    crc = crc32_update(crc, bth + kBthLen, p.payload_len - kBthLen - kIcrcLen) ^ 0xFFFFFFFFu;
-    const uint8_t* ic = bth + p.payload_len - kIcrcLen;
-    uint32_t got =
-        uint32_t(ic[0]) | uint32_t(ic[1]) << 8 | uint32_t(ic[2]) << 16 | uint32_t(ic[3]) << 24;
+    // ICRC: over the packet from its IP header up to the ICRC (common/wire.h).
+    const size_t icrc_at = size_t(bth - p.ip) + p.payload_len - kIcrcLen;
+    const uint32_t crc = wire::roce_icrc(p.ip, icrc_at);
+    const uint32_t got = wire::roce_icrc_load(p.ip + icrc_at);
     out.l4_csum = crc == got ? CsumStatus::kGood : CsumStatus::kBad;
     if (out.l4_csum == CsumStatus::kBad) return defer(out, DeferReason::kBadIcrc);
   }
 
   // The partition: a packet of another is nobody's here (the transport drops it and counts it).
-  if (!pkey_ok(load16(bth + 2))) return defer(out, DeferReason::kBadPkey);
+  if (!pkey_ok(wire::load16(bth + 2))) return defer(out, DeferReason::kBadPkey);
 
   if (opcode == 0x81) {  // CNP: header only
     out.header_len = uint16_t(std::min<size_t>(bth + p.payload_len - p.frame, kMaxHeaderBytes));
@@ -511,8 +495,9 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
   const Decision d = roce_request(f, p, q, opcode, op.first, op.last, len, out);
   if (gbn && (d == Decision::kPlaced || d == Decision::kNoPayload)) {
     // Past what it placed, or had nothing to place: a READ request takes its responses' PSNs.
-    const uint32_t span =
-        op.kind == RoceKind::kReadRequest ? psn_span(load32(bth + kBthLen + 12), f.spec.pmtu) : 1;
+    const uint32_t span = op.kind == RoceKind::kReadRequest
+                              ? psn_span(wire::load32(bth + kBthLen + 12), f.spec.pmtu)
+                              : 1;
     f.expect = (psn + span) & kPsnMask;
   }
   return d;
@@ -530,7 +515,7 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
   if (kind == RoceKind::kReadRequest) {
     // Nothing to place. Begun where a message was known to begin, the next begins past the PSNs
     // its responses take.
-    const uint32_t dma = load32(bth + kBthLen + 12);
+    const uint32_t dma = wire::load32(bth + kBthLen + 12);
     if (dma > kMaxMessage) return defer(out, DeferReason::kBadLength);
     if (at_start) f.next_start_psn = (psn + psn_span(dma, pmtu)) & kPsnMask;
     return finish(out, Decision::kNoPayload);
@@ -580,11 +565,11 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
         n.end_psn = psn;
       } else {
         const uint8_t* reth = bth + kBthLen;
-        uint32_t rkey = load32(reth + 8);
+        uint32_t rkey = wire::load32(reth + 8);
         n.mr = uint16_t(rkey & 0xFFFF);
         n.tag = uint16_t(rkey >> 16);
-        n.base = load64(reth);
-        n.limit = load32(reth + 12);
+        n.base = wire::load64(reth);
+        n.limit = wire::load32(reth + 12);
         // The RETH's length: at most 2^31; a WRITE cut into packets is longer than one PMTU,
         // and a WRITE only carries all of it.
         if (n.limit > kMaxMessage || (!last && n.limit <= pmtu) || (last && len != n.limit)) {
@@ -685,9 +670,9 @@ Decision NicModel::rx_solar(Flow& f, const ParsedFrame& p, RxEntry& out) {
   if (p.payload_len < kSolarLen) return defer(out, DeferReason::kTruncated);
   const uint8_t* h = p.payload;
   uint8_t type = h[0];
-  out.seq = load32(h + 8);
-  uint32_t io_id = load32(h + 12);
-  uint64_t offset = load64(h + 16);
+  out.seq = wire::load32(h + 8);
+  uint32_t io_id = wire::load32(h + 12);
+  uint64_t offset = wire::load64(h + 16);
   ParsedFrame q = p;
   q.payload = h + kSolarLen;
   q.payload_len = p.payload_len - kSolarLen;
@@ -700,7 +685,7 @@ Decision NicModel::rx_solar(Flow& f, const ParsedFrame& p, RxEntry& out) {
                               : defer(out, DeferReason::kBadL4Header);
   }
   if (cfg_.verify_l4_checksum) {
-    bool ok = crc32c(q.payload, q.payload_len) == load32(h + 28);
+    bool ok = wire::crc32c(q.payload, q.payload_len) == wire::load32(h + 28);
     out.l4_csum = ok ? CsumStatus::kGood : CsumStatus::kBad;
     if (!ok) return defer(out, DeferReason::kBadCrc32c);
   }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/wire.h"
 #include "nic_model.h"
-#include "wire.h"
 
 namespace cleave::nic {
 namespace {
@@ -12,33 +12,6 @@ namespace {
 constexpr size_t kEthLen = 14;
 constexpr size_t kBthLen = 12;
 constexpr uint8_t kTcpFin = 0x01, kTcpPsh = 0x08, kTcpCwr = 0x80;
-
-// Appends the RoCEv2 ICRC to a frame whose IP and UDP lengths are final. `end` is the frame
-// length before the ICRC.
-void put_icrc(uint8_t* frame, size_t ip_hlen, size_t end) {
-  const uint8_t* ip = frame + kEthLen;
-  const uint8_t* udp = ip + ip_hlen;
-  std::array<uint8_t, 8 + 60 + 8 + kBthLen> m;
-  std::memset(m.data(), 0xFF, 8);
-  size_t n = 8;
-  std::memcpy(&m[n], ip, ip_hlen);
-  m[n + 1] = 0xFF;  // TOS
-  m[n + 8] = 0xFF;  // TTL
-  m[n + 10] = m[n + 11] = 0xFF;
-  n += ip_hlen;
-  std::memcpy(&m[n], udp, 8);
-  m[n + 6] = m[n + 7] = 0xFF;
-  n += 8;
-  std::memcpy(&m[n], udp + 8, kBthLen);
-  m[n + 4] = 0xFF;  // BTH resv8a / FECN / BECN
-  n += kBthLen;
-  uint32_t crc = crc32_update(0xFFFFFFFFu, m.data(), n);
-  const uint8_t* rest = udp + 8 + kBthLen;
-  crc = crc32_update(crc, rest, size_t(frame + end - rest)) ^ 0xFFFFFFFFu;
-  uint8_t* ic = frame + end;
-  for (int i = 0; i < 4; i++)
-    ic[i] = uint8_t(crc >> (8 * i));
-}
 
 uint32_t rocev2_tail(const TxRequest& req) {
   // Pad and ICRC appended after the payload; the BTH sits right after the UDP header.
@@ -106,7 +79,7 @@ TxStatus NicModel::tx_impl(const TxRequest& req, const TxDst& dst, uint16_t* nfr
   // The header: Ethernet, IPv4 and a whole TCP or UDP header (plus the BTH for ICRC).
   const uint8_t* h = req.header.data();
   const size_t hlen = req.header.size();
-  if (hlen < kEthLen + 20 || load16(h + 12) != 0x0800 || (h[kEthLen] >> 4) != 4 ||
+  if (hlen < kEthLen + 20 || wire::load16(h + 12) != 0x0800 || (h[kEthLen] >> 4) != 4 ||
       (h[kEthLen] & 0xF) < 5) {
     return done(TxStatus::kBadHeader, 0, 0);
   }
@@ -162,8 +135,8 @@ TxStatus NicModel::tx_impl(const TxRequest& req, const TxDst& dst, uint16_t* nfr
     }
   }
 
-  const uint16_t ip_id = load16(h + kEthLen + 4);
-  const uint32_t seq = proto == 6 ? load32(h + l4 + 4) : 0;
+  const uint16_t ip_id = wire::load16(h + kEthLen + 4);
+  const uint32_t seq = proto == 6 ? wire::load32(h + l4 + 4) : 0;
   size_t off = 0;
   uint32_t sent = 0;
   for (uint32_t i = 0; i < nseg; i++) {
@@ -176,27 +149,28 @@ TxStatus NicModel::tx_impl(const TxRequest& req, const TxDst& dst, uint16_t* nfr
     end += pad;
     const size_t flen = end + (icrc ? 4 : 0);
     uint8_t* ip = f + kEthLen;
-    store16(ip + 2, uint16_t(flen - kEthLen));
-    if (proto == 17) store16(f + l4 + 4, uint16_t(flen - l4));
+    wire::store16(ip + 2, uint16_t(flen - kEthLen));
+    if (proto == 17) wire::store16(f + l4 + 4, uint16_t(flen - l4));
     if (tso) {
-      store16(ip + 4, uint16_t(ip_id + i));
-      store32(f + l4 + 4, seq + i * seg);
+      wire::store16(ip + 4, uint16_t(ip_id + i));
+      wire::store32(f + l4 + 4, seq + i * seg);
       if (i + 1 < nseg) f[l4 + 13] &= uint8_t(~(kTcpFin | kTcpPsh));
       if (i > 0) f[l4 + 13] &= uint8_t(~kTcpCwr);
     }
-    if (icrc) put_icrc(f, ip_hlen, end);
+    if (icrc) wire::roce_icrc_store(f + end, wire::roce_icrc(ip, end - kEthLen));
     if (l4_csum) {
       // UDP after the ICRC: the checksum covers it (and the ICRC masks the checksum).
       size_t csum_at = proto == 6 ? l4 + 16 : l4 + 6;
-      store16(f + csum_at, 0);
+      wire::store16(f + csum_at, 0);
       uint32_t l4_len = uint32_t(flen - l4);
-      uint16_t c = csum_fold(csum_partial(f + l4, l4_len, pseudo_sum(ip, proto, l4_len)));
+      uint16_t c =
+          wire::csum_fold(wire::csum_partial(f + l4, l4_len, wire::pseudo_sum(ip, proto, l4_len)));
       if (proto == 17 && c == 0) c = 0xFFFF;
-      store16(f + csum_at, c);
+      wire::store16(f + csum_at, c);
     }
     if (ip_csum) {
-      store16(ip + 10, 0);
-      store16(ip + 10, csum_fold(csum_partial(ip, ip_hlen, 0)));
+      wire::store16(ip + 10, 0);
+      wire::store16(ip + 10, wire::csum_fold(wire::csum_partial(ip, ip_hlen, 0)));
     }
     if (dst.per_frame) {
       dst.lens[i] = uint32_t(flen);

@@ -1,6 +1,18 @@
 // rc.h - RoCEv2 Reliable Connection on headers only: queue pairs, their requester and responder,
 // as a Transport.
 //
+// What it does, and where:
+//   rc.cc            QP state (create, modify, query, destroy; ERR and its flush), app_burst and
+//                    rx_burst's checks, handing each request and packet to one side; flow_info
+//   rc_requester.cc  the requester: work requests cut into packets, paced; go-back-N and
+//                    selective-repeat resends; ACKs, NAKs and READ responses in; completions
+//   rc_responder.cc  the responder: requests checked and accepted at ePSN, payloads landed,
+//                    duplicates, READ responses out, packets kept past a gap, ACKs and NAKs
+//   rc_timer.cc      the local ACK timer and its RTO (RFC 6298 under selective repeat), RNR
+//                    waits, DCQCN's timers: tick()
+//   rc_qp.h          inside: the QP's state and queues, what one file calls in another
+//   roce_wire.cc     the wire: UDP, BTH and extension headers parsed (untrusted) and built
+//
 // A queue pair (QP) is a flow. Its owner (the dataplane, or a test's simulated host) gives it a
 // flow id and a 24-bit QP number, creates it here in RESET (create_qp), and moves it through
 // INIT, RTR and RTS with modify_qp, as ibv_modify_qp does, with the peer's QPN and PSNs exchanged

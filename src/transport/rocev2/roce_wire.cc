@@ -1,33 +1,22 @@
+// roce_wire.cc - RoCEv2 headers (UDP, BTH, RETH, AETH, ImmDt) parsed from untrusted bytes and
+// built; opcode names, the RNR timer table, the UDP source port of a QP pair.
 #include "roce_wire.h"
+
+#include "common/wire.h"
 
 namespace cleave::transport::roce {
 
 using K = OpKind;
+using wire::load16;
+using wire::load24;
+using wire::load32;
+using wire::load64;
+using wire::store16;
+using wire::store24;
+using wire::store32;
+using wire::store64;
 
 namespace {
-
-uint16_t load16(const uint8_t* p) {
-  return uint16_t(p[0] << 8 | p[1]);
-}
-uint32_t load24(const uint8_t* p) {
-  return uint32_t(p[0]) << 16 | uint32_t(p[1]) << 8 | p[2];
-}
-uint32_t load32(const uint8_t* p) {
-  return uint32_t(load16(p)) << 16 | load16(p + 2);
-}
-void store16(uint8_t* p, uint16_t v) {
-  p[0] = uint8_t(v >> 8);
-  p[1] = uint8_t(v);
-}
-void store24(uint8_t* p, uint32_t v) {
-  p[0] = uint8_t(v >> 16);
-  p[1] = uint8_t(v >> 8);
-  p[2] = uint8_t(v);
-}
-void store32(uint8_t* p, uint32_t v) {
-  store16(p, uint16_t(v >> 16));
-  store16(p + 2, uint16_t(v));
-}
 
 constexpr std::array<std::string_view, 0x20> kOpNames = {
     "SEND_FIRST",     "SEND_MIDDLE",    "SEND_LAST",     "SEND_LAST_IMM",   "SEND_ONLY",
@@ -113,7 +102,7 @@ ParseError parse(const uint8_t* l4, size_t len, Headers& h, size_t* hdr_len) {
     return ParseError::kNone;
   }
   if (o.reth) {
-    h.va = uint64_t(load32(l4 + n)) << 32 | load32(l4 + n + 4);
+    h.va = load64(l4 + n);
     h.rkey = load32(l4 + n + 8);
     h.dma_len = load32(l4 + n + 12);
     n += kRethLen;
@@ -168,8 +157,7 @@ size_t build(const Headers& h, uint8_t* out) {
     return n + 16;
   }
   if (o.reth) {
-    store32(out + n, uint32_t(h.va >> 32));
-    store32(out + n + 4, uint32_t(h.va));
+    store64(out + n, h.va);
     store32(out + n + 8, h.rkey);
     store32(out + n + 12, h.dma_len);
     n += kRethLen;

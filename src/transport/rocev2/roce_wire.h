@@ -4,8 +4,8 @@
 //
 // parse() reads untrusted bytes: every length is checked against the bytes given, and a packet
 // whose opcode, version or headers are not what RC allows comes back invalid with a reason. The
-// ICRC is not computed here: the NIC appends it (TX) and checks it (RX); hw/fpga/model/wire.h
-// has the software one.
+// ICRC is not computed here: the NIC appends it (TX) and checks it (RX); src/common/wire.h has
+// the software one.
 #pragma once
 
 #include <array>

@@ -541,8 +541,8 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("cwnd", c->ccs.cwnd);
   // Like ss(8): no ssthresh until a loss (or DCTCP's first window) sets one.
   if (c->ccs.ssthresh < (1ull << 40)) out.number("ssthresh", c->ccs.ssthresh);
-  out.number("srtt_us", c->srtt / 1000);
-  out.number("rttvar_us", c->rttvar / 1000);
+  out.number("srtt_us", c->rtt.srtt() / 1000);
+  out.number("rttvar_us", c->rtt.rttvar() / 1000);
   out.number("rto_ms", c->rto / 1'000'000);
   out.number("bytes_in_flight", c->inflight());
   out.number("snd_wnd", c->snd_wnd);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cc.h"
+#include "rtt.h"
 #include "tcp.h"
 #include "tcp_wire.h"
 #include "timer_wheel.h"
@@ -213,8 +214,7 @@ struct Conn {
   bool rtt_timing = false;
   uint32_t rtt_seq = 0;
   uint64_t rtt_start = 0;
-  uint64_t srtt = 0;
-  uint64_t rttvar = 0;
+  RttEstimator rtt;
   uint64_t rto = 0;
   uint64_t rto_at = 0;   // when the armed RTO fires
   uint32_t backoff = 0;  // RTOs (or probes) in a row
@@ -323,7 +323,7 @@ FlowTuple tuple_of(const RxHeader& h, const Segment& s);
 
 // How long a reopened window's update waits for the peer's data before it goes again.
 inline uint64_t wnd_repeat_ns(const Conn& c) {
-  return std::max<uint64_t>(2 * c.srtt, 1'000'000);
+  return std::max<uint64_t>(2 * c.rtt.srtt(), 1'000'000);
 }
 
 }  // namespace cleave::transport::tcp

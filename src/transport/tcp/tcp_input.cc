@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "common/wire.h"
 #include "tcp.h"
 #include "tcp_conn.h"
 
@@ -13,11 +14,8 @@ FlowTuple tuple_of(const RxHeader& h, const Segment& s) {
   FlowTuple t;
   t.proto = 6;
   if (h.l3 != nullptr && h.l3_len >= 20 && (h.l3[0] >> 4) == 4) {
-    auto ip = [](const uint8_t* p) {
-      return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-    };
-    t.remote.ip = IpAddr::v4(ip(h.l3 + 12));
-    t.local.ip = IpAddr::v4(ip(h.l3 + 16));
+    t.remote.ip = IpAddr::v4(wire::load32(h.l3 + 12));
+    t.local.ip = IpAddr::v4(wire::load32(h.l3 + 16));
   }
   t.remote.port = s.src_port;
   t.local.port = s.dst_port;

@@ -21,7 +21,7 @@ uint64_t min_rtt(const Conn& c) {
 
 // RFC 8985 6.2 step 4: min_rtt / 4, in steps that DSACKs add, at most srtt.
 uint64_t reo_wnd(const Conn& c) {
-  return std::min<uint64_t>(c.reo_wnd_mult * min_rtt(c) / 4, c.srtt);
+  return std::min<uint64_t>(c.reo_wnd_mult * min_rtt(c) / 4, c.rtt.srtt());
 }
 
 // Adds to `found` what of [lo, hi) (part of log entry i) no later retransmission resent.
@@ -220,12 +220,12 @@ void TcpTransport::on_reo_timer(Timer* /*t*/, void* arg) {
 // where a lost retransmission stops the ACK clock when nothing sent after it is left to be
 // SACKed.
 void TcpTransport::arm_tlp(Conn& c) {
-  if (!c.sack_ok || c.rto_recovery || c.tlp_out || c.persist || c.srtt == 0 ||
+  if (!c.sack_ok || c.rto_recovery || c.tlp_out || c.persist || !c.rtt.has_sample() ||
       c.snd_una == c.snd_max || !c.rto_timer.armed()) {
     wheel_.cancel(&c.tlp_timer);
     return;
   }
-  uint64_t pto = 2 * c.srtt;
+  uint64_t pto = 2 * c.rtt.srtt();
   if (c.snd_max - c.snd_una <= c.eff_mss) pto += uint64_t(c.st.peer_delack_ms) * 1'000'000;
   // Not after the RTO: then the probe goes in its place, a tick ahead of it.
   const uint64_t rto_left = c.rto_at > now_ns_ + tick_ns_ ? c.rto_at - now_ns_ - tick_ns_ : 0;

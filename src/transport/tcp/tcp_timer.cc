@@ -29,19 +29,11 @@ void TcpTransport::tick(Context& ctx) {
 }
 
 void TcpTransport::rtt_sample(Conn& c, uint64_t r) {
-  if (r == 0) r = 1;
-  if (c.srtt == 0) {
-    c.srtt = r;
-    c.rttvar = r / 2;
-  } else {
-    const uint64_t err = c.srtt > r ? c.srtt - r : r - c.srtt;
-    c.rttvar = (3 * c.rttvar + err) / 4;
-    c.srtt = (7 * c.srtt + r) / 8;
-  }
-  const uint64_t rto = c.srtt + std::max<uint64_t>(tick_ns_, 4 * c.rttvar);
-  c.rto = std::clamp<uint64_t>(rto, uint64_t(c.st.rto_min_ms) * 1'000'000,
+  c.rtt.sample(r);
+  // The wheel's tick is the clock granularity G; then Linux's floor and the ceiling.
+  c.rto = std::clamp<uint64_t>(c.rtt.rto(tick_ns_), uint64_t(c.st.rto_min_ms) * 1'000'000,
                                uint64_t(c.st.rto_max_ms) * 1'000'000);
-  c.ccs.srtt_us = uint32_t(c.srtt / 1000);
+  c.ccs.srtt_us = uint32_t(c.rtt.srtt() / 1000);
   const uint32_t us = uint32_t(std::max<uint64_t>(r / 1000, 1));
   if (c.ccs.min_rtt_us == 0 || us < c.ccs.min_rtt_us) c.ccs.min_rtt_us = us;
 }

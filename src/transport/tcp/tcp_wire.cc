@@ -3,37 +3,26 @@
 
 #include <algorithm>
 
+#include "common/wire.h"
+
 namespace cleave::transport::tcp {
-namespace {
 
-uint16_t rd16(const uint8_t* p) {
-  return uint16_t(p[0] << 8 | p[1]);
-}
-uint32_t rd32(const uint8_t* p) {
-  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
-void wr16(uint8_t* p, uint16_t v) {
-  p[0] = uint8_t(v >> 8);
-  p[1] = uint8_t(v);
-}
-void wr32(uint8_t* p, uint32_t v) {
-  wr16(p, uint16_t(v >> 16));
-  wr16(p + 2, uint16_t(v));
-}
-
-}  // namespace
+using wire::load16;
+using wire::load32;
+using wire::store16;
+using wire::store32;
 
 bool parse(const uint8_t* p, size_t len, Segment& out) {
   if (len < kHeaderLen) return false;
   const size_t hlen = size_t(p[12] >> 4) * 4;
   if (hlen < kHeaderLen || hlen > len) return false;
   out = Segment{};
-  out.src_port = rd16(p);
-  out.dst_port = rd16(p + 2);
-  out.seq = rd32(p + 4);
-  out.ack = rd32(p + 8);
+  out.src_port = load16(p);
+  out.dst_port = load16(p + 2);
+  out.seq = load32(p + 4);
+  out.ack = load32(p + 8);
   out.flags = p[13];
-  out.window = rd16(p + 14);
+  out.window = load16(p + 14);
   out.header_len = uint8_t(hlen);
 
   const uint8_t* o = p + kHeaderLen;
@@ -52,7 +41,7 @@ bool parse(const uint8_t* p, size_t len, Segment& out) {
       case kOptMss:
         if (olen != 4) return false;
         out.has_mss = true;
-        out.mss = rd16(o + 2);
+        out.mss = load16(o + 2);
         break;
       case kOptWscale:
         if (olen != 3) return false;
@@ -66,15 +55,15 @@ bool parse(const uint8_t* p, size_t len, Segment& out) {
       case kOptTimestamp:
         if (olen != 10) return false;
         out.has_ts = true;
-        out.ts_val = rd32(o + 2);
-        out.ts_ecr = rd32(o + 6);
+        out.ts_val = load32(o + 2);
+        out.ts_ecr = load32(o + 6);
         break;
       case kOptSack: {
         if ((olen - 2) % 8 != 0) return false;
         const size_t n = std::min<size_t>((olen - 2) / 8, kMaxSackBlocks);
         for (size_t i = 0; i < n; i++) {
-          out.sack[i].left = rd32(o + 2 + 8 * i);
-          out.sack[i].right = rd32(o + 6 + 8 * i);
+          out.sack[i].left = load32(o + 2 + 8 * i);
+          out.sack[i].right = load32(o + 6 + 8 * i);
         }
         out.nsack = uint8_t(n);
         break;
@@ -82,15 +71,15 @@ bool parse(const uint8_t* p, size_t len, Segment& out) {
       case kOptExperimental:
         // RFC 6994: only our ExID is ours; a known ExID with a length we do not know is
         // ignored like any unknown option.
-        if (olen >= 4 && rd16(o + 2) == kMsgExId &&
+        if (olen >= 4 && load16(o + 2) == kMsgExId &&
             (olen == kMsgOptLen || olen == kMsgDataOptLen)) {
           out.has_msg = true;
-          out.msg_limit = rd32(o + 4);
+          out.msg_limit = load32(o + 4);
           if (olen == kMsgDataOptLen) {
             out.msg_data = true;
-            out.msg_no = rd32(o + 8);
-            out.msg_start = rd32(o + 12);
-            out.msg_len = rd32(o + 16);
+            out.msg_no = load32(o + 8);
+            out.msg_start = load32(o + 12);
+            out.msg_len = load32(o + 16);
           }
         }
         break;
@@ -107,7 +96,7 @@ size_t build(const BuildSpec& s, uint8_t* out) {
   if (s.mss != 0) {
     o[0] = kOptMss;
     o[1] = 4;
-    wr16(o + 2, s.mss);
+    store16(o + 2, s.mss);
     o += 4;
   }
   if (s.sack_permitted && s.ts) {
@@ -129,8 +118,8 @@ size_t build(const BuildSpec& s, uint8_t* out) {
     }
     o[0] = kOptTimestamp;
     o[1] = 10;
-    wr32(o + 2, s.ts_val);
-    wr32(o + 6, s.ts_ecr);
+    store32(o + 2, s.ts_val);
+    store32(o + 6, s.ts_ecr);
     o += 10;
   }
   if (s.wscale_opt) {
@@ -143,12 +132,12 @@ size_t build(const BuildSpec& s, uint8_t* out) {
   if (s.msg) {
     o[0] = kOptExperimental;
     o[1] = s.msg_data ? kMsgDataOptLen : kMsgOptLen;
-    wr16(o + 2, kMsgExId);
-    wr32(o + 4, s.msg_limit);
+    store16(o + 2, kMsgExId);
+    store32(o + 4, s.msg_limit);
     if (s.msg_data) {
-      wr32(o + 8, s.msg_no);
-      wr32(o + 12, s.msg_start);
-      wr32(o + 16, s.msg_len);
+      store32(o + 8, s.msg_no);
+      store32(o + 12, s.msg_start);
+      store32(o + 16, s.msg_len);
     }
     o += o[1];
   }
@@ -162,22 +151,22 @@ size_t build(const BuildSpec& s, uint8_t* out) {
       o[3] = uint8_t(2 + 8 * n);
       o += 4;
       for (size_t i = 0; i < n; i++) {
-        wr32(o, s.sack[i].left);
-        wr32(o + 4, s.sack[i].right);
+        store32(o, s.sack[i].left);
+        store32(o + 4, s.sack[i].right);
         o += 8;
       }
     }
   }
   const size_t hlen = size_t(o - out);
-  wr16(out, s.src_port);
-  wr16(out + 2, s.dst_port);
-  wr32(out + 4, s.seq);
-  wr32(out + 8, s.ack);
+  store16(out, s.src_port);
+  store16(out + 2, s.dst_port);
+  store32(out + 4, s.seq);
+  store32(out + 8, s.ack);
   out[12] = uint8_t((hlen / 4) << 4);
   out[13] = s.flags;
-  wr16(out + 14, s.window);
-  wr16(out + 16, 0);
-  wr16(out + 18, 0);
+  store16(out + 14, s.window);
+  store16(out + 16, 0);
+  store16(out + 18, 0);
   return hlen;
 }
 

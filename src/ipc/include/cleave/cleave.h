@@ -318,7 +318,7 @@ CL_API int cl_ring_status(const cl_ring* ring);
  * in `length` and again in `imm`. A buffer shorter than its message gets the message's first
  * bytes, status CL_ETRUNC, `length` the bytes written and `imm` the message's length; the rest
  * of that message is dropped, never delivered into the next buffer. No CL_EV_DATA events.
- * The boundaries travel in a TCP option (src/transport/README.md), so both ends must be Cleave
+ * The boundaries travel in a TCP option (docs/transports.md), so both ends must be Cleave
  * in message mode: a connect to a peer without it (Linux) ends in CL_EV_REFUSED with status
  * CL_EPROTONOSUPPORT (after a RST to the peer), and a message-mode listener answers stream
  * connects with a RST (ECONNREFUSED at a Linux peer); stream flows are unchanged. A peer sends a

@@ -1,12 +1,12 @@
 // wire.cc - the Internet checksum, table-driven CRC-32/CRC-32C (slicing by 8), the RoCEv2 ICRC.
-#include "wire.h"
+#include "common/wire.h"
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
 
-namespace cleave::nic {
+namespace cleave::wire {
 namespace {
 
 using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
@@ -171,4 +171,4 @@ bool roce_icrc_ok(const uint8_t* ip, size_t len) {
   return roce_icrc(ip, len - 4) == roce_icrc_load(ip + len - 4);
 }
 
-}  // namespace cleave::nic
+}  // namespace cleave::wire

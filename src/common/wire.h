@@ -1,13 +1,15 @@
 // wire.h - byte-order loads and stores, the Internet checksum, CRC-32, the RoCEv2 ICRC and CRC-32C.
 //
+// The one definition of each, for every layer: the NIC model (RX verification, TX offload), the
+// transports (header parsing and building), the dataplane (the software ICRC) and the tests.
 // Everything here works on raw byte pointers the caller has already bounds-checked; nothing
-// allocates. The same functions serve RX verification and TX offload in the model.
+// allocates. Plain C++20 and the standard library: no DPDK, no other project header.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace cleave::nic {
+namespace cleave::wire {
 
 inline uint16_t load16(const uint8_t* p) {
   return uint16_t(p[0] << 8 | p[1]);
@@ -25,9 +27,19 @@ inline void store16(uint8_t* p, uint16_t v) {
   p[0] = uint8_t(v >> 8);
   p[1] = uint8_t(v);
 }
+// The low 24 bits of v (a RoCE PSN or QPN).
+inline void store24(uint8_t* p, uint32_t v) {
+  p[0] = uint8_t(v >> 16);
+  p[1] = uint8_t(v >> 8);
+  p[2] = uint8_t(v);
+}
 inline void store32(uint8_t* p, uint32_t v) {
   store16(p, uint16_t(v >> 16));
   store16(p + 2, uint16_t(v));
+}
+inline void store64(uint8_t* p, uint64_t v) {
+  store32(p, uint32_t(v >> 32));
+  store32(p + 4, uint32_t(v));
 }
 
 // One's-complement sum of n bytes (big-endian 16-bit words, odd tail padded with zero), added
@@ -70,4 +82,4 @@ inline uint32_t crc32c(const uint8_t* p, size_t n) {
   return crc32c_update(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
 }
 
-}  // namespace cleave::nic
+}  // namespace cleave::wire

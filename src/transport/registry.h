@@ -1,0 +1,61 @@
+// registry.h - transports by name: Registry, the built-in ones and those loaded from shared
+// objects (transport_abi.h). Apart from transport.h so that changing it does not touch the
+// interface plugins build against.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "transport.h"
+
+namespace cleave::transport {
+
+using Factory = std::unique_ptr<Transport> (*)();
+
+// Transports by name: the built-in ones and those loaded from shared objects. Filled on the main
+// thread, at start-up and later (cleavectl transport attach). Threads: add() and load() are for
+// one thread at a time (the writer); create() and entries() may run on any thread meanwhile, with
+// no lock: entries sit in a fixed table of kMaxTransports and each is published by an atomic
+// count (release/acquire) after it is complete, then never moved or changed. A registry must
+// outlive every transport it created: a loaded object stays open until the registry is destroyed
+// (global()'s never is), and a plugin's transport runs code from it.
+class Registry {
+ public:
+  static constexpr size_t kMaxTransports = 64;
+
+  // The process-wide registry, with the built-in transports in it.
+  static Registry& global();
+
+  // Adds a transport; throws std::invalid_argument when the name is taken or not 1 to 31
+  // characters of a-z, 0-9, '_' and '-', the factory is null, or the table is full.
+  void add(std::string_view name, std::string_view description, Factory factory);
+  // Loads a transport from a shared object (see transport_abi.h); returns its name. Throws
+  // std::runtime_error with the path and the reason when it cannot, among them an object this
+  // registry loaded already (by any path: dlopen() gives the same handle).
+  std::string load(const std::string& path);
+
+  // nullptr when no transport has that name (or its factory made none).
+  std::unique_ptr<Transport> create(std::string_view name) const;
+
+  struct Entry {
+    std::string name;
+    std::string description;
+    std::string origin;         // "built-in" or the shared object's path
+    Factory factory = nullptr;  // built-in ones only; nullptr for a shared object's: use create()
+  };
+  std::span<const Entry> entries() const;
+
+  Registry();
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cleave::transport

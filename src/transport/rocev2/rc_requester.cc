@@ -1,0 +1,440 @@
+// rc_requester.cc - the requester: work requests cut into PMTU packets and paced out, go-back-N
+// and selective repeat's resends, ACKs, NAKs and READ responses taken in, completions in order.
+#include <algorithm>
+
+#include "rc_qp.h"
+
+namespace cleave::transport::roce {
+
+namespace {
+
+int syndrome_status(uint8_t s) {
+  switch (s) {
+    case kSynAccess:
+      return -EACCES;
+    case kSynInvalid:
+      return -EINVAL;
+    default:
+      return -EIO;
+  }
+}
+
+// One packet of a SEND or WRITE (packet `k` of `w`, PSN first + k), or the READ request from
+// response `k` on.
+void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCounters& t) {
+  const uint32_t pmtu = q.attr.pmtu;
+  Headers h;
+  h.psn = psn_add(w.first_psn, k);
+  if (w.kind == ReqKind::kRead) {
+    h.opcode = kReadRequest;
+    h.va = w.va + uint64_t(k) * pmtu;
+    h.rkey = w.rkey;
+    h.dma_len = w.len - std::min(w.len, k * pmtu);
+    if (q.attr.selective_repeat && psn_diff(w.first_psn, q.snd_max) < 0) {
+      // Asked again: only up to the next response already in.
+      uint32_t n = 1;
+      while (k + n < w.npkts && !bit(q.read_in, psn_add(h.psn, n)))
+        n++;
+      h.dma_len = std::min(h.dma_len, n * pmtu);
+    }
+    h.ack_req = true;
+    header(q, h, ctx);
+    q.since_ackreq = 0;
+    count_tx(q, 0, t);
+    return;
+  }
+  const bool send = w.kind == ReqKind::kSend;
+  const bool first = k == 0;
+  const bool last = k + 1 == w.npkts;
+  const uint32_t off = k * pmtu;
+  const uint32_t len = std::min(pmtu, w.len - off);
+  if (first && last) {
+    h.opcode = send ? (w.imm ? kSendOnlyImm : kSendOnly) : (w.imm ? kWriteOnlyImm : kWriteOnly);
+  } else if (first) {
+    h.opcode = send ? kSendFirst : kWriteFirst;
+  } else if (last) {
+    h.opcode = send ? (w.imm ? kSendLastImm : kSendLast) : (w.imm ? kWriteLastImm : kWriteLast);
+  } else {
+    h.opcode = send ? kSendMiddle : kWriteMiddle;
+  }
+  if (!send && first) {
+    h.va = w.va;
+    h.rkey = w.rkey;
+    h.dma_len = w.len;
+  }
+  h.imm = w.immv;
+  h.solicited = last && w.imm;
+  h.pad = uint8_t((4 - len % 4) % 4);
+  h.ack_req = last || ++q.since_ackreq >= kAckEvery;
+  if (h.ack_req) q.since_ackreq = 0;
+  TxDesc& d = header(q, h, ctx);
+  d.mr = w.mr;
+  d.offset = w.offset + off;
+  d.len = len;
+  count_tx(q, len, t);
+}
+
+// Selective repeat: `psn` is to be sent again (once, however often it is named).
+void queue_resend(RcTransport::Qp& q, uint32_t psn) {
+  if (psn_diff(psn, q.una) < 0 || psn_diff(psn, q.snd_max) >= 0 || bit(q.queued, psn)) return;
+  if (q.resend_head == q.resend.size()) {
+    q.resend.clear();
+    q.resend_head = 0;
+  } else if (q.resend_head >= kSrWindow / 2) {  // drop what was sent, so the list stays small
+    q.resend.erase(q.resend.begin(), q.resend.begin() + ptrdiff_t(q.resend_head));
+    q.resend_head = 0;
+  }
+  set_bit(q.queued, psn, true);
+  q.resend.push_back(psn);
+}
+
+// Something from `psn` on must go again: go-back-N goes back there, selective repeat sends that
+// packet (a READ: the rest of it).
+void go_back(RcTransport::Qp& q, uint32_t psn) {
+  if (q.attr.selective_repeat) {
+    queue_resend(q, psn);
+  } else {
+    rewind(q, psn);
+  }
+}
+
+// Selective repeat: the next queued PSN still to send again, if any.
+bool next_resend(RcTransport::Qp& q, uint32_t* psn) {
+  while (q.resend_head < q.resend.size()) {
+    const uint32_t p = q.resend[q.resend_head++];
+    set_bit(q.queued, p, false);
+    if (psn_diff(p, q.una) >= 0) {  // sacked ones were not queued (READs may be, by timeout)
+      *psn = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// Go back to `psn` (go-back-N): the request holding it is sent again from there.
+void rewind(RcTransport::Qp& q, uint32_t psn) {
+  uint64_t i = q.sq_head;
+  for (; i != q.sq_tail; i++) {
+    SendWqe& w = q.sq[(i)&q.sq_mask];
+    if (!w.started) break;
+    if (w.done) continue;
+    if (!w.covers(psn) && psn_diff(psn, w.first_psn) >= 0) continue;
+    // The first request at or after psn (psn lies in it, or before it: a READ's start).
+    uint32_t k = w.covers(psn) ? uint32_t(psn_diff(psn, w.first_psn)) : 0;
+    if (w.kind == ReqKind::kRead) k = std::max(k, w.read_got);
+    q.send_wqe = i;
+    q.send_pkt = k;
+    q.snd_nxt = psn_add(w.first_psn, k);
+    return;
+  }
+  // Past everything sent (an ACK for all of it overtook a rewind): new requests go on from psn.
+  q.send_wqe = i;
+  q.send_pkt = 0;
+  q.snd_nxt = psn;
+}
+
+// Selective repeat: every PSN in [from, to) the responder does not have is sent again. A READ
+// is one request: its first PSN stands for all of them; after a timeout (`all`) a READ still
+// missing responses is asked again even when the responder has its request.
+void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all) {
+  for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+    const SendWqe& w = q.sq[(i)&q.sq_mask];
+    if (!w.started || psn_diff(w.first_psn, to) >= 0) break;
+    if (psn_diff(w.last_psn(), from) < 0) continue;
+    if (w.kind == ReqKind::kRead) {
+      // Its first missing response: asked for when the responder lacks the request, or (after
+      // a timeout) when the responses stopped; then every other gap below the furthest
+      // response in.
+      const uint32_t missing = psn_add(w.first_psn, w.read_got);
+      if (!w.done && psn_diff(missing, from) >= 0 && psn_diff(missing, to) < 0 &&
+          (all || !bit(q.sacked, w.first_psn))) {
+        queue_resend(q, missing);
+        for (uint32_t k = w.read_got + 1; all && k < w.read_max; k++) {
+          const uint32_t p = psn_add(w.first_psn, k);
+          if (!bit(q.read_in, p) && bit(q.read_in, psn_add(p, kPsnMask))) queue_resend(q, p);
+        }
+      }
+      continue;
+    }
+    const uint32_t a = psn_diff(w.first_psn, from) >= 0 ? w.first_psn : from;
+    for (uint32_t p = a; psn_diff(p, to) < 0 && psn_diff(p, w.last_psn()) <= 0; p = psn_add(p, 1)) {
+      if (!bit(q.sacked, p)) queue_resend(q, p);
+    }
+  }
+}
+
+// Sends what the queues, the window, the pacer and the READ limit allow.
+void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
+  if (q.attr.state != QpState::kRts || q.rnr_until != 0) return;
+  const uint64_t now = ctx.now_ns();
+  // Selective repeat: what was lost goes first.
+  uint32_t p = 0;
+  while (q.attr.selective_repeat && q.resend_head < q.resend.size() && pace(q, now) &&
+         next_resend(q, &p)) {
+    for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+      SendWqe& w = q.sq[(i)&q.sq_mask];
+      if (!w.started) break;
+      if (!w.covers(p)) continue;
+      uint32_t k = uint32_t(psn_diff(p, w.first_psn));
+      if (w.kind == ReqKind::kRead) {
+        if (w.done) break;
+        k = std::max(k, w.read_got);
+      }
+      send_packet(q, w, k, ctx, t);
+      spend(q, w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu), now);
+      q.c.retransmits++;
+      t.retransmits++;
+      const uint32_t timed = psn_add(q.rtt_end, kPsnMask);
+      if (timed == p || (w.kind == ReqKind::kRead && w.covers(timed))) {
+        q.timing = false;  // the timed packet goes again: no sample (Karn)
+      }
+      break;
+    }
+    if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + rto_ns(q);
+  }
+  while (q.send_wqe != q.sq_tail) {
+    if (psn_diff(q.snd_nxt, q.una) >= int32_t(kMaxInflight)) break;
+    if (!pace(q, now)) break;
+    SendWqe& w = q.sq[(q.send_wqe) & q.sq_mask];
+    if (!w.started) {
+      w.started = true;
+      w.first_psn = q.snd_nxt;
+      w.npkts = packets(w.len, q.attr.pmtu);
+    }
+    const bool again = psn_diff(q.snd_nxt, q.snd_max) < 0;
+    if (w.kind == ReqKind::kRead) {
+      if (w.done) {  // going back over a READ whose responses all came: nothing to ask
+        q.snd_nxt = psn_add(w.first_psn, w.npkts);
+        q.send_wqe++;
+        q.send_pkt = 0;
+        continue;
+      }
+      q.send_pkt = std::max(q.send_pkt, w.read_got);  // only the responses still missing
+      if (!w.read_counted) {
+        if (q.reads_out >= q.attr.max_rd_atomic) break;
+        q.reads_out++;
+        w.read_counted = true;
+        ctx.read_post(q.flow, w.first_psn, w.mr, w.offset, w.len);
+      }
+      send_packet(q, w, q.send_pkt, ctx, t);
+      spend(q, 0, now);
+      if (!again && !q.timing) {  // timed to its first response, not its last
+        q.timing = true;
+        q.rtt_end = psn_add(w.first_psn, 1);
+        q.rtt_sent_ns = now;
+      }
+      q.snd_nxt = psn_add(w.first_psn, w.npkts);
+      q.send_wqe++;
+      q.send_pkt = 0;
+    } else {
+      send_packet(q, w, q.send_pkt, ctx, t);
+      spend(q, std::min(q.attr.pmtu, w.len - q.send_pkt * q.attr.pmtu), now);
+      q.snd_nxt = psn_add(q.snd_nxt, 1);
+      if (++q.send_pkt == w.npkts) {
+        q.send_wqe++;
+        q.send_pkt = 0;
+      }
+    }
+    if (again) {
+      q.c.retransmits++;
+      t.retransmits++;
+      q.timing = false;  // going back: Karn's rule
+    } else if (!q.timing) {
+      q.timing = true;
+      q.rtt_end = q.snd_nxt;
+      q.rtt_sent_ns = now;
+    }
+    if (psn_diff(q.snd_nxt, q.snd_max) > 0) q.snd_max = q.snd_nxt;
+    if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + rto_ns(q);
+  }
+}
+
+// Completes finished requests from the oldest, in order.
+void complete(RcTransport::Qp& q, Context& ctx) {
+  while (q.sq_head != q.sq_tail) {
+    SendWqe& w = q.sq[(q.sq_head) & q.sq_mask];
+    if (!w.started) break;
+    if (w.kind == ReqKind::kRead) {
+      if (!w.done) break;
+      q.reads_out--;
+      ctx.read_retire(q.flow, w.first_psn);
+    } else if (psn_diff(w.last_psn(), q.una) >= 0) {
+      break;
+    }
+    ctx.event({q.flow, done_kind(w.kind), 0, w.len, 0, w.wr_id});
+    q.sq_head++;
+    if (q.sq_head > q.send_wqe) {  // completed while being resent (an ACK overtook a rewind)
+      q.send_wqe = q.sq_head;
+      q.send_pkt = 0;
+    }
+  }
+}
+
+namespace {
+
+// Everything before `next` is acknowledged. A READ whose responses stop short of it is missing
+// some: the acknowledgment stops there and the READ is asked again from its first missing
+// response. A READ from `next` on whose responses all came (before those of an earlier one
+// that was missing some) acknowledges itself too. Returns true on progress.
+bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
+  if (psn_diff(next, q.snd_max) > 0) return false;  // acknowledges what was never sent
+  for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+    SendWqe& w = q.sq[(i)&q.sq_mask];
+    if (!w.started || psn_diff(w.first_psn, next) > 0) break;
+    if (w.kind == ReqKind::kRead && w.done) {
+      const uint32_t end = psn_add(w.last_psn(), 1);
+      if (psn_diff(end, next) > 0) next = end;
+    } else if (w.kind == ReqKind::kRead) {
+      const uint32_t missing = psn_add(w.first_psn, w.read_got);
+      if (psn_diff(next, missing) > 0) {
+        next = missing;
+        // (Selective repeat asked for gaps below the furthest response in as they showed.)
+        if (w.read_retry != missing + 1 && w.read_got >= w.read_max) {
+          w.read_retry = missing + 1;
+          go_back(q, missing);
+        }
+      }
+      break;
+    }
+  }
+  if (psn_diff(next, q.una) <= 0) return false;
+  if (q.attr.selective_repeat) {
+    for (uint32_t p = q.una; p != next; p = psn_add(p, 1))
+      set_bit(q.sacked, p, false);  // the bits are reused for PSNs kSrWindow later
+  }
+  q.una = next;
+  if (q.timing && psn_diff(q.una, q.rtt_end) >= 0) rtt_sample(q, ctx.now_ns());
+  // Acknowledged while being sent again (an ACK that overtook a rewind): resume past it.
+  if (psn_diff(q.una, q.snd_nxt) > 0) rewind(q, q.una);
+  q.retries_left = q.attr.retry_cnt;
+  q.rnr_left = q.attr.rnr_retry;
+  q.backoff = 0;
+  complete(q, ctx);
+  q.timer_ns = q.outstanding() && q.attr.timeout != 0 ? ctx.now_ns() + rto_ns(q) : 0;
+  return true;
+}
+
+}  // namespace
+
+// A response at the requester, in RTS: an ACK or NAK (cumulative acknowledgment, go-back-N or
+// selective repeat's resends, RNR waits, errors), or a READ response (placed, in order or kept
+// past a gap).
+void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
+  const uint64_t now = ctx.now_ns();
+  const Headers& b = x.b;
+  const OpInfo o = op_info(b.opcode);
+  if (o.kind == OpKind::kReadResponse) {
+    // The READ it answers, and in order?
+    SendWqe* w = nullptr;
+    for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+      SendWqe& c = q.sq[(i)&q.sq_mask];
+      if (!c.started) break;
+      if (c.kind == ReqKind::kRead && c.covers(b.psn) && !c.done) {
+        w = &c;
+        break;
+      }
+    }
+    if (w == nullptr) return;  // a late duplicate
+    const uint32_t expect = psn_add(w->first_psn, w->read_got);
+    const bool sr = q.attr.selective_repeat;
+    const int32_t ahead = psn_diff(b.psn, expect);
+    if (ahead < 0 || (ahead > 0 && (!sr || bit(q.read_in, b.psn) ||
+                                    psn_diff(b.psn, q.una) >= int32_t(kSrReadWindow)))) {
+      // A duplicate, or (go-back-N) past a gap: dropped.
+      if (ahead > 0 && !sr && w->read_retry != expect + 1) {
+        w->read_retry = expect + 1;  // a gap: ask again from the first missing response
+        q.c.naks_received++;
+        t.naks_received++;
+        go_back(q, expect);
+      }
+      return;
+    }
+    // Selective repeat keeps a response past a gap too (in `read_in`). Each carries
+    // PMTU bytes but the READ's last; the last ends with it. A re-asked range (selective
+    // repeat) may end anywhere.
+    const uint32_t k = uint32_t(psn_diff(b.psn, w->first_psn));
+    const bool end = k + 1 == w->npkts;
+    const uint32_t want = std::min(q.attr.pmtu, w->len - std::min(w->len, k * q.attr.pmtu));
+    if (x.len != want || (end && !o.last) || (o.last && !end && !sr)) {
+      fail(q, -EIO, ctx, t);
+      return;
+    }
+    if (!land(q, x, w->mr, w->offset + uint64_t(k) * q.attr.pmtu, ctx, t)) {
+      fail(q, -EFAULT, ctx, t);
+      return;
+    }
+    if (sr) {
+      // Responses still come, so the ones asked for again are queued behind them (another
+      // READ's, or past a gap): no timeout yet. A gap this one reveals is asked for once,
+      // at once.
+      if (q.timer_ns != 0) q.timer_ns = now + rto_ns(q);
+      if (k > w->read_max) {
+        q.c.naks_received++;
+        t.naks_received++;
+        queue_resend(q, psn_add(w->first_psn, w->read_max));
+      }
+      w->read_max = std::max(w->read_max, k + 1);
+    }
+    if (ahead > 0) {
+      set_bit(q.read_in, b.psn, true);
+      return;
+    }
+    w->read_got++;
+    while (sr && w->read_got < w->npkts && bit(q.read_in, psn_add(w->first_psn, w->read_got)))
+      w->read_got++;
+    if (w->read_got == w->npkts) w->done = true;
+    // Responses acknowledge everything before them; the last one its READ too.
+    ack_upto(q, psn_add(w->first_psn, w->done ? w->npkts : w->read_got - 1), ctx);
+    complete(q, ctx);
+    return;
+  }
+  q.c.acks_received++;
+  t.acks_received++;
+  if (syndrome_is_ack(b.syndrome)) {
+    ack_upto(q, psn_add(b.psn, 1), ctx);
+  } else if (syndrome_is_rnr(b.syndrome)) {
+    q.c.rnr_naks_received++;
+    t.rnr_naks_received++;
+    ack_upto(q, b.psn, ctx);
+    if (q.attr.rnr_retry != 7) {
+      if (q.rnr_left == 0) {
+        fail(q, -EBUSY, ctx, t);
+        return;
+      }
+      q.rnr_left--;
+    }
+    go_back(q, b.psn);
+    q.rnr_until = now + rnr_timer_ns(b.syndrome & 0x1F);
+    q.timer_ns = 0;
+  } else if (b.syndrome == kSynPsnError) {
+    q.c.naks_received++;
+    t.naks_received++;
+    ack_upto(q, b.psn, ctx);
+    if (q.attr.selective_repeat) {
+      // The responder has everything before the NAK's PSN, and the PSN its MSN field names
+      // (our selective-repeat NAK): the holes below that one go again, each once per NAK
+      // that passes it.
+      const uint32_t got = b.msn;
+      if (got == b.psn) {
+        // It names nothing it has: it dropped what followed the gap (a SEND's packets the
+        // NIC could not place), so all it lacks goes again.
+        queue_holes(q, b.psn, q.snd_max);
+        q.recover_next = q.snd_max;
+      } else if (psn_diff(got, q.una) >= 0 && psn_diff(got, q.snd_max) < 0) {
+        set_bit(q.sacked, got, true);
+        const uint32_t from = psn_diff(q.recover_next, q.una) > 0 ? q.recover_next : q.una;
+        queue_holes(q, from, got);
+        if (psn_diff(psn_add(got, 1), q.recover_next) > 0) q.recover_next = psn_add(got, 1);
+      }
+    } else if (psn_diff(b.psn, q.snd_nxt) < 0) {
+      rewind(q, b.psn);
+    }
+  } else {
+    ack_upto(q, b.psn, ctx);
+    fail(q, syndrome_status(b.syndrome), ctx, t);
+  }
+}
+
+}  // namespace cleave::transport::roce
