@@ -75,9 +75,12 @@ DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz) {
   p.nic.model.ms_store_entries = c.nic.ms_store;
   p.flows.max_flows = c.nic.max_flows;
   p.flows.max_nic_mrs = c.nic.max_mrs - 1;  // the last id is net_cleave's bounce MR
-  p.flows.tcp_max_time_wait = std::min(c.tcp.max_time_wait, c.nic.max_flows / 2);
   p.flows.tsc_hz = tsc_hz;
-  p.flows.cnp_dscp = uint8_t(c.rocev2.cnp_dscp);
+  // The transports' sections: TIME-WAIT records each keep a flow id (at most half of them);
+  // every QP's CNPs go out with the configured DSCP unless its own parameters say otherwise.
+  p.flows.settings.push_back(
+      {"tcp", "max_time_wait", std::to_string(std::min(c.tcp.max_time_wait, c.nic.max_flows / 2))});
+  p.flows.qp_params.emplace_back("dcqcn_cnp_dscp", std::to_string(c.rocev2.cnp_dscp));
   return p;
 }
 
@@ -329,12 +332,16 @@ void Dataplane::rx_ipv4(Port& p, rte_mbuf* m) {
                0)) {
     return to_exception_or_drop(p, m, Drop::kIpv4Fragment);
   }
-  if (ip->next_proto_id == IPPROTO_TCP) return rx_flow(p, m);
   if (ip->next_proto_id == IPPROTO_ICMP) return rx_icmp(p, m, off, ihl, len);
-  // RoCEv2 (UDP to 4791): the queue pairs, also those the NIC has no flow for.
-  if (ip->next_proto_id == IPPROTO_UDP && len >= ihl + sizeof(rte_udp_hdr) &&
-      m->data_len >= off + ihl + sizeof(rte_udp_hdr) &&
-      rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, off + ihl)->dst_port == RTE_BE16(4791)) {
+  // What a transport claims (flows.h): its flows, also those the NIC has none for, and its
+  // listeners. UDP is claimed by destination port.
+  if (ip->next_proto_id != IPPROTO_UDP) {
+    if (flows_->claims(ip->next_proto_id, 0)) return rx_flow(p, m);
+  } else if (len >= ihl + sizeof(rte_udp_hdr) && m->data_len >= off + ihl + sizeof(rte_udp_hdr) &&
+             flows_->claims(
+                 IPPROTO_UDP,
+                 rte_be_to_cpu_16(
+                     rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, off + ihl)->dst_port))) {
     return rx_flow(p, m);
   }
   to_exception_or_drop(p, m, Drop::kNoHandler);

@@ -10,15 +10,15 @@
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_tcp.h>
+#include <rte_udp.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
 
-#include "rc.h"
+#include "rdma.h"
 #include "rte_pmd_cleave.h"
-#include "tcp.h"
 #include "wire.h"
 
 namespace cleave::dp {
@@ -44,21 +44,79 @@ constexpr size_t kAppStage = 64;
 constexpr size_t kRing = 64;
 constexpr uint32_t kResolveCheckUs = 1000;
 constexpr uint32_t kMaxQpWr = 4096;  // a QP's send or receive queue
-// The app socket's QP states and attribute mask bits are the transport's, number for number.
-static_assert(uint8_t(transport::roce::QpState::kRtr) == abi::kQpRtr &&
-              uint8_t(transport::roce::QpState::kErr) == abi::kQpErr);
-static_assert(uint32_t(transport::roce::kAttrState) == abi::kQpAttrState &&
-              uint32_t(transport::roce::kAttrAccess) == abi::kQpAttrAccess &&
-              uint32_t(transport::roce::kAttrRateLimit) == abi::kQpAttrRateLimit);
+constexpr uint32_t kQpnBits = 24;    // a QP number's (the verbs ABI's, abi::QpAttr::dest_qpn)
+// The transport apps' queue pairs are made by (QpCreate names none).
+constexpr std::string_view kQpTransport = "rocev2";
+// IP-level faults of a frame the NIC matched to a flow (rx_ipv4 checks the others) count here,
+// as they always did, whatever the transport.
+constexpr Drop kFrameMalformed = Drop::kTcpMalformed;
 
-// The largest IBTA PMTU whose packets, with the longest RC headers (IPv4, UDP, BTH, RETH,
-// ImmDt) and the ICRC, fit an IP MTU of `mtu`; 0 when not even 256 does.
-uint32_t max_pmtu_of(uint32_t mtu) {
-  constexpr uint32_t kOverhead = kIpLen + transport::roce::kMaxHeader + 4;
-  uint32_t pmtu = 4096;
-  while (pmtu >= 256 && pmtu + kOverhead > mtu)
-    pmtu /= 2;
-  return pmtu >= 256 ? pmtu : 0;
+// The app socket's QP states and attribute mask bits are the transport interface's (rdma.h),
+// number for number; the access bits differ and are translated.
+static_assert(uint8_t(transport::QpState::kReset) == abi::kQpReset &&
+              uint8_t(transport::QpState::kInit) == abi::kQpInit &&
+              uint8_t(transport::QpState::kRtr) == abi::kQpRtr &&
+              uint8_t(transport::QpState::kRts) == abi::kQpRts &&
+              uint8_t(transport::QpState::kErr) == abi::kQpErr);
+static_assert(uint32_t(transport::kAttrState) == abi::kQpAttrState &&
+              uint32_t(transport::kAttrPmtu) == abi::kQpAttrPmtu &&
+              uint32_t(transport::kAttrDestQpn) == abi::kQpAttrDestQpn &&
+              uint32_t(transport::kAttrRqPsn) == abi::kQpAttrRqPsn &&
+              uint32_t(transport::kAttrSqPsn) == abi::kQpAttrSqPsn &&
+              uint32_t(transport::kAttrTimeout) == abi::kQpAttrTimeout &&
+              uint32_t(transport::kAttrRetryCnt) == abi::kQpAttrRetryCnt &&
+              uint32_t(transport::kAttrRnrRetry) == abi::kQpAttrRnrRetry &&
+              uint32_t(transport::kAttrMinRnrTimer) == abi::kQpAttrMinRnrTimer &&
+              uint32_t(transport::kAttrMaxRdAtomic) == abi::kQpAttrMaxRdAtomic &&
+              uint32_t(transport::kAttrMaxDestRdAtomic) == abi::kQpAttrMaxDestRdAtomic &&
+              uint32_t(transport::kAttrAccess) == abi::kQpAttrAccess &&
+              uint32_t(transport::kAttrSelectiveRepeat) == abi::kQpAttrSelectiveRepeat &&
+              uint32_t(transport::kAttrRateLimit) == abi::kQpAttrRateLimit);
+// The NIC's parsers, number for number.
+static_assert(uint8_t(transport::NicParser::kTcp) == RTE_PMD_CLEAVE_PARSER_TCP &&
+              uint8_t(transport::NicParser::kRoce) == RTE_PMD_CLEAVE_PARSER_ROCE &&
+              uint8_t(transport::NicParser::kSolar) == RTE_PMD_CLEAVE_PARSER_SOLAR &&
+              uint8_t(transport::NicParser::kUdp) == RTE_PMD_CLEAVE_PARSER_UDP);
+
+// The bytes a transport's packet may take above an IP header of ours.
+uint32_t l4_mtu(uint32_t ip_mtu) {
+  return ip_mtu > kIpLen ? ip_mtu - kIpLen : 0;
+}
+
+// A transport's NIC flow, addressed (the caller adds ports, QP number and owner).
+rte_pmd_cleave_flow nic_spec(const transport::NicFlow& n, uint32_t src_ip, uint32_t dst_ip,
+                             uint8_t proto) {
+  rte_pmd_cleave_flow spec{};
+  spec.src_ip = src_ip;
+  spec.dst_ip = dst_ip;
+  spec.proto = proto;
+  spec.mode = n.zero_copy ? RTE_PMD_CLEAVE_ZERO_COPY : RTE_PMD_CLEAVE_COPY;
+  spec.parser = uint8_t(n.parser);
+  spec.reliable = n.reliable ? 1 : 0;
+  spec.messages = n.messages ? 1 : 0;
+  spec.selective_repeat = n.selective_repeat ? 1 : 0;
+  spec.initial_seq = n.initial_seq;
+  spec.pmtu = n.pmtu;
+  return spec;
+}
+
+// The counters a claim's packets are dropped under, by what they are (the NIC's parser kinds):
+// the names operators know. Packets of kinds without counters of their own count as
+// no_transport.
+struct ClaimDrops {
+  Drop malformed;
+  Drop bad_checksum;
+  Drop no_flow;
+};
+ClaimDrops drops_of(transport::NicParser p) {
+  switch (p) {
+    case transport::NicParser::kTcp:
+      return {Drop::kTcpMalformed, Drop::kTcpBadChecksum, Drop::kTcpNoFlow};
+    case transport::NicParser::kRoce:
+      return {Drop::kRoceMalformed, Drop::kRoceBadUdpChecksum, Drop::kRoceNoQp};
+    default:
+      return {Drop::kNoTransport, Drop::kNoTransport, Drop::kNoTransport};
+  }
 }
 
 uint32_t load32(const uint8_t* p) {
@@ -146,6 +204,7 @@ struct FlowPath::Flow {
 
 struct FlowPath::Listener {
   bool used = false;
+  uint8_t proto = IPPROTO_TCP;
   DpApp* app = nullptr;
   uint32_t app_id = 0;
   uint16_t cq = 0;
@@ -154,7 +213,7 @@ struct FlowPath::Listener {
   uint16_t port = 0;
 };
 
-class FlowPath::Ctx final : public transport::Context {
+class FlowPath::Ctx final : public transport::Context, public transport::RdmaContext {
  public:
   Ctx(FlowPath& fp, Tp& tp) : Context(tx_, ev_), fp_(fp), tp_(tp) {}
   void at(uint64_t tsc) {
@@ -200,6 +259,9 @@ class FlowPath::Ctx final : public transport::Context {
     fp_.synced(flow, initial_seq, messages);
   }
   void flow_closed(FlowId flow) override { fp_.closed(flow); }
+  transport::RdmaContext* rdma() override { return this; }
+
+  // ---- RdmaContext ----
   // RoCE: the NIC keeps the MR table, so it answers for rkeys; RDMA addresses are zero-based.
   // A QP without a NIC flow has its payloads copied, and no remote access.
   int rkey_check(FlowId flow, uint32_t rkey, uint64_t va, uint32_t len, bool write, uint16_t* mr,
@@ -288,10 +350,11 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
   if (const int bit = rte_pmd_cleave_tx_icrc_bit(); bit >= 0) icrc_flag_ = uint64_t(1) << bit;
   while ((uint64_t(1) << qpn_bits_) < params.max_flows)
     qpn_bits_++;
+  claims_.reserve(transport::Registry::kMaxTransports);
+  udp_claims_.assign(65536, 0);
+  learn_claims();
   std::string error;
-  Tp* tcp = transport_for("tcp", 0, error);  // the default one exists from the start
-  auto* t = tcp != nullptr ? dynamic_cast<transport::tcp::TcpTransport*>(tcp->t.get()) : nullptr;
-  if (t != nullptr) t->set_max_time_wait(params.tcp_max_time_wait);
+  transport_for("tcp", 0, error);  // the default one exists from the start
 }
 
 FlowPath::~FlowPath() = default;
@@ -320,6 +383,12 @@ FlowPath::Tp* FlowPath::transport_for(std::string_view name, uint16_t port, std:
     error = "no transport named '" + std::string(name) + "'";
     return nullptr;
   }
+  // The configuration's settings for it (a bad one was refused when the config was read).
+  std::vector<transport::Param> settings;
+  for (const TransportSetting& s : p_.settings) {
+    if (s.transport == name) settings.push_back({s.key, s.value});
+  }
+  if (error = t->configure(settings); !error.empty()) return nullptr;
   auto tp = std::make_unique<Tp>();
   tp->name = std::string(name);
   tp->index = uint8_t(transports_.size());
@@ -329,7 +398,68 @@ FlowPath::Tp* FlowPath::transport_for(std::string_view name, uint16_t port, std:
   tp->mbufs.reserve(kRxStage);
   tp->reqs.reserve(kAppStage);
   transports_.push_back(std::move(tp));
+  link_claims();
   return transports_.back().get();
+}
+
+// ---- claims
+// ------------------------------------------------------------------------------------------
+
+// Every transport the registry holds and this flow path has not met yet: its claim, read from
+// an instance made for the purpose and dropped (the claim's functions need none). Runs at
+// construction and whenever the registry grew (a plugin attached at run time).
+void FlowPath::learn_claims() {
+  transport::Registry& reg = transport::Registry::global();
+  const std::span<const transport::Registry::Entry> entries = reg.entries();
+  for (; registry_seen_ < entries.size(); registry_seen_++) {
+    const transport::Registry::Entry& e = entries[registry_seen_];
+    std::unique_ptr<transport::Transport> t = reg.create(e.name);
+    if (t) add_claim(e.name, t->claim());
+  }
+  link_claims();
+}
+
+// First come, first served: a protocol or UDP port another transport claimed stays its.
+void FlowPath::add_claim(std::string_view name, const transport::Claim& c) {
+  if (c.proto == 0 || c.parse == nullptr || claims_.size() >= 255) return;
+  const auto index = uint8_t(claims_.size() + 1);
+  uint16_t first_port = 0;
+  bool took = false;
+  if (c.proto == IPPROTO_UDP) {
+    for (uint16_t port : c.udp_ports) {
+      if (udp_claims_[port] != 0) continue;
+      udp_claims_[port] = index;
+      took = true;
+      if (first_port == 0) first_port = port;
+    }
+  } else if (proto_claims_[c.proto] == 0) {
+    proto_claims_[c.proto] = index;
+    took = true;
+  }
+  if (!took) return;
+  ClaimEntry ce{std::string(name), c, first_port, -1};
+  ce.claim.udp_ports = {};  // taken into the tables above
+  claims_.push_back(std::move(ce));
+}
+
+// Each claim's transport, once it is instantiated.
+void FlowPath::link_claims() {
+  for (ClaimEntry& c : claims_) {
+    for (const auto& tp : transports_) {
+      if (c.tp < 0 && tp->name == c.transport) c.tp = tp->index;
+    }
+  }
+}
+
+const FlowPath::ClaimEntry* FlowPath::claim_of(const Tp& tp) const {
+  for (const ClaimEntry& c : claims_) {
+    if (c.tp == tp.index) return &c;
+  }
+  return nullptr;
+}
+
+bool FlowPath::claims(uint8_t proto, uint16_t udp_port) const {
+  return (proto == IPPROTO_UDP ? udp_claims_[udp_port] : proto_claims_[proto]) != 0;
 }
 
 // ---- flow table
@@ -457,89 +587,139 @@ int FlowPath::nic_cmd(int rc) {
 
 Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   const uint8_t* fr = rte_pktmbuf_mtod(m, const uint8_t*);
-  const rte_pmd_cleave_placement* pl = rte_pmd_cleave_placement_get(m, placement_offset_);
-  const bool deferred = pl->decision == RTE_PMD_CLEAVE_DEFERRED;
-  if (m->nb_segs != 1 || m->data_len < kEthLen + kIpLen) return Drop::kTcpMalformed;
+  if (m->nb_segs != 1 || m->data_len < kEthLen + kIpLen) return kFrameMalformed;
   const uint8_t* ip = fr + kEthLen;
   const uint32_t ihl = (ip[0] & 0xF) * 4u;
   const uint32_t ip_len = load16(ip + 2);
-  if ((ip[0] >> 4) != 4 || ihl < kIpLen || ip_len < ihl) return Drop::kTcpMalformed;
-  if (ip[9] == IPPROTO_UDP) {
-    if (m->data_len >= kEthLen + ihl + 4 && load16(ip + ihl + 2) == transport::roce::kUdpPort) {
-      return rx_roce(m, ip, ihl, ip_len);
-    }
-    return Drop::kNoTransport;
+  if ((ip[0] >> 4) != 4 || ihl < kIpLen || ip_len < ihl) return kFrameMalformed;
+  const uint8_t proto = ip[9];
+  const uint8_t* l4 = ip + ihl;
+  const uint32_t avail = m->data_len >= kEthLen + ihl ? m->data_len - kEthLen - ihl : 0;
+  uint8_t claim = 0;
+  if (proto == IPPROTO_UDP) {
+    if (avail >= 4) claim = udp_claims_[load16(l4 + 2)];
+  } else {
+    claim = proto_claims_[proto];
   }
-  if (ip[9] != IPPROTO_TCP) return Drop::kNoTransport;
-  const uint8_t* tcp = ip + ihl;
-  if (m->data_len < kEthLen + ihl + 20) return Drop::kTcpMalformed;
-  const uint32_t thl = (tcp[12] >> 4) * 4u;
-  if (thl < 20 || m->data_len < kEthLen + ihl + thl || ip_len < ihl + thl) {
-    return Drop::kTcpMalformed;
-  }
-  const uint32_t payload_len = ip_len - ihl - thl;
-  if (deferred && m->data_len < kEthLen + ip_len) return Drop::kTcpMalformed;
+  if (claim == 0) return Drop::kNoTransport;
+  const ClaimEntry& c = claims_[claim - 1];
+  const ClaimDrops drops = drops_of(c.claim.nic.parser);
 
-  // Checksum: the NIC's verdict, else ours (the frame is whole when the NIC did not check it).
+  // The claim's parse splits header and payload and reads the flow key. TCP's checksum covers
+  // a header the parse has read; UDP's is the UDP layer's, checked before the transport that
+  // claims the port reads its header.
+  const rte_pmd_cleave_placement* pl = rte_pmd_cleave_placement_get(m, placement_offset_);
+  const bool deferred = pl->decision == RTE_PMD_CLEAVE_DEFERRED;
+  const uint32_t total = ip_len - ihl;
+  if (avail < c.claim.min_header || total < uint32_t(c.claim.min_header) + c.claim.trailer) {
+    return drops.malformed;
+  }
+  const bool whole = m->data_len >= kEthLen + ip_len;
+  const transport::RxL4 in{l4, avail, total, whole, pl->payload_len};
+  transport::RxParsed k;
+  if (proto != IPPROTO_UDP && !c.claim.parse(in, &k)) return drops.malformed;
+  if (deferred && !whole) return drops.malformed;  // the copy path needs the whole frame
+  // The L4 checksum: the NIC's verdict where its parser checks it (TCP, plain UDP), a UDP
+  // checksum it found bad, else ours on a whole frame (UDP's is optional: 0 is none). The NIC's
+  // verdict on another parser's packet is its own check's (RoCEv2's ICRC): the transport's.
   transport::Csum csum = nic_csum(*pl);
-  if (csum == transport::Csum::kNotChecked && (deferred || payload_len == 0)) {
-    csum = rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), tcp) == 0
-               ? transport::Csum::kGood
-               : transport::Csum::kBad;
+  const bool l4_verdict = c.claim.nic.parser == transport::NicParser::kTcp ||
+                          c.claim.nic.parser == transport::NicParser::kUdp;
+  if (l4_verdict && csum == transport::Csum::kBad) return drops.bad_checksum;
+  if (proto == IPPROTO_UDP) {
+    if (deferred && pl->reason == RTE_PMD_CLEAVE_DEFER_BAD_L4_CHECKSUM) return drops.bad_checksum;
+    if (csum == transport::Csum::kNotChecked && whole && load16(l4 + 6) != 0 &&
+        rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), l4) != 0) {
+      return drops.bad_checksum;
+    }
+    if (!c.claim.parse(in, &k)) return drops.malformed;
+  } else if (proto == IPPROTO_TCP && csum == transport::Csum::kNotChecked && whole) {
+    if (rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), l4) != 0) {
+      return drops.bad_checksum;
+    }
+    csum = transport::Csum::kGood;
   }
-  if (csum == transport::Csum::kBad) return Drop::kTcpBadChecksum;
 
-  const uint32_t rip = load32(ip + 12);
-  const uint32_t lip = load32(ip + 16);
-  const uint16_t rport = load16(tcp);
-  const uint16_t lport = load16(tcp + 2);
+  transport::RxHeader h;
+  Tp* tp = nullptr;
+  if (c.claim.key == transport::FlowKey::kNumber) {
+    tp = find_numbered(m, c, k.number, load32(ip + 12), &h);
+  } else {
+    tp = find_tuple(port, proto, load32(ip + 12), load32(ip + 16), k, m, &h);
+  }
+  if (tp == nullptr) {
+    if (c.claim.key == transport::FlowKey::kTuple && c.claim.no_flow_answer != nullptr) {
+      answer_no_flow(port, m, ip, in, k, *c.claim.no_flow_answer);
+    }
+    return drops.no_flow;
+  }
+  // What the NIC checks on a parser's packets and did not, on a whole frame: done here
+  // (RoCEv2's ICRC; the transport counts a bad one per flow).
+  if (csum == transport::Csum::kNotChecked && whole &&
+      c.claim.nic.parser == transport::NicParser::kRoce) {
+    csum = nic::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
+  }
+  h.l3 = ip;
+  h.l3_len = uint16_t(ihl);
+  h.l4 = l4;
+  h.l4_len = k.header_len;
+  h.l4_csum = csum;
+  h.payload_len = k.payload_len;
+  stage_rx(*tp, h, m, *pl);
+  return Drop::kCount;
+}
+
+// A flow found by number (a QP: generation << bits | flow id, or the NIC's flow id), which must
+// be the claim's transport's, open, and its peer's.
+FlowPath::Tp* FlowPath::find_numbered(const rte_mbuf* m, const ClaimEntry& c, uint32_t number,
+                                      uint32_t rip, transport::RxHeader* h) {
+  uint32_t id = number & ((1u << qpn_bits_) - 1);
+  if ((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0) id = m->hash.fdir.hi;
+  if (id >= flows_.size() || c.tp < 0) return nullptr;
+  const Flow& f = flows_[id];
+  if (!f.qp || f.qpn != number || f.state != Flow::State::kOpen || f.gone || f.tp != c.tp ||
+      f.tuple.remote.ip.v4_host() != rip) {
+    return nullptr;
+  }
+  h->flow = id;
+  return transports_[f.tp].get();
+}
+
+// A flow found by tuple (or the NIC's flow id); else the listener of its local port, which a
+// packet that may open a flow names even when a flow has the tuple (a TIME-WAIT record may hand
+// the tuple to a new connection).
+FlowPath::Tp* FlowPath::find_tuple(uint8_t port, uint8_t proto, uint32_t rip, uint32_t lip,
+                                   const transport::RxParsed& k, const rte_mbuf* m,
+                                   transport::RxHeader* h) {
   uint32_t id = kNoFlow;
   if ((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0 && m->hash.fdir.hi < flows_.size() &&
       flows_[m->hash.fdir.hi].state == Flow::State::kOpen) {
     id = m->hash.fdir.hi;
   } else {
-    id = hash_find(rip, rport, lip, lport);
+    id = hash_find(rip, k.src_port, lip, k.dst_port);
   }
-  Tp* tp = nullptr;
-  transport::RxHeader h;
   const bool have_flow = id != kNoFlow && flows_[id].state == Flow::State::kOpen;
-  // A bare SYN also names its listener when a flow has the tuple: a TIME-WAIT record may hand
-  // the tuple to a new connection.
-  const bool bare_syn =
-      (tcp[13] & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG | RTE_TCP_RST_FLAG)) == RTE_TCP_SYN_FLAG;
   const Listener* hit = nullptr;
-  if (!have_flow || bare_syn) {
+  if (!have_flow || k.opens) {
     for (const Listener& l : listeners_) {
-      if (l.used && l.port == lport && (l.ip == 0 || l.ip == lip)) {
+      if (l.used && l.proto == proto && l.port == k.dst_port && (l.ip == 0 || l.ip == lip)) {
         hit = &l;
         break;
       }
     }
   }
   if (have_flow) {
-    tp = transports_[flows_[id].tp].get();
-    h.flow = id;
+    h->flow = id;
     if (hit != nullptr && hit->tp == flows_[id].tp && lip == ports_[port].ip) {
-      h.has_listener = true;
-      h.listener = uint32_t(hit - listeners_.data());
+      h->has_listener = true;
+      h->listener = uint32_t(hit - listeners_.data());
     }
-  } else {
-    if (hit == nullptr || lip != ports_[port].ip) {
-      send_rst(port, m, ip, tcp, payload_len);
-      return Drop::kTcpNoFlow;
-    }
-    tp = transports_[hit->tp].get();
-    h.has_listener = true;
-    h.listener = uint32_t(hit - listeners_.data());
+    return transports_[flows_[id].tp].get();
   }
-  h.l3 = ip;
-  h.l3_len = uint16_t(ihl);
-  h.l4 = tcp;
-  h.l4_len = uint16_t(thl);
-  h.l4_csum = csum;
-  h.payload_len = payload_len;
-  stage_rx(*tp, h, m, *pl);
-  return Drop::kCount;
+  if (hit == nullptr || lip != ports_[port].ip) return nullptr;
+  h->has_listener = true;
+  h->listener = uint32_t(hit - listeners_.data());
+  return transports_[hit->tp].get();
 }
 
 // The NIC's placement verdict into h, and h with its mbuf onto the transport's next burst.
@@ -569,64 +749,6 @@ void FlowPath::stage_rx(Tp& tp, transport::RxHeader& h, rte_mbuf* m,
   if (tp.hdrs.size() == kRxStage) rx_flush();
   tp.hdrs.push_back(h);
   tp.mbufs.push_back(m);
-}
-
-// RoCEv2: UDP to 4791, found by (destination QP, source address). Headers are parsed from
-// untrusted bytes by the transport; here only what finding the QP and the payload needs.
-Drop FlowPath::rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip_len) {
-  namespace roce = transport::roce;
-  const rte_pmd_cleave_placement* pl = rte_pmd_cleave_placement_get(m, placement_offset_);
-  const uint8_t* udp = ip + ihl;
-  const uint32_t in_mbuf = m->data_len - kEthLen - ihl;  // L4 bytes the mbuf holds
-  constexpr uint32_t kMin = roce::kUdpLen + roce::kBthLen;
-  if (ip_len < ihl + kMin + 4 || in_mbuf < kMin || load16(udp + 2) != roce::kUdpPort) {
-    return Drop::kRoceMalformed;
-  }
-  // A whole frame (deferred, or no payload) is split here; a placed one was cut to its headers.
-  const bool whole = m->data_len >= kEthLen + ip_len;
-  if (pl->decision == RTE_PMD_CLEAVE_DEFERRED && !whole) return Drop::kRoceMalformed;
-  // A UDP checksum RoCEv2 leaves 0; one a sender filled in must be right (the ICRC leaves that
-  // field out): the NIC's verdict, else ours on the whole frame. Dropped here, as a UDP stack
-  // drops it, and counted apart from a bad ICRC (the transport's, per QP).
-  if (pl->decision == RTE_PMD_CLEAVE_DEFERRED &&
-      pl->reason == RTE_PMD_CLEAVE_DEFER_BAD_L4_CHECKSUM) {
-    return Drop::kRoceBadUdpChecksum;
-  }
-  if (nic_csum(*pl) == transport::Csum::kNotChecked && whole && load16(udp + 6) != 0 &&
-      rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), udp) != 0) {
-    return Drop::kRoceBadUdpChecksum;
-  }
-  size_t hdr_len = in_mbuf;
-  uint32_t payload_len = pl->payload_len;
-  if (whole && !roce::split(udp, ip_len - ihl, &hdr_len, &payload_len)) {
-    return Drop::kRoceMalformed;
-  }
-  const uint32_t qpn = uint32_t(udp[roce::kUdpLen + 5]) << 16 |
-                       uint32_t(udp[roce::kUdpLen + 6]) << 8 | udp[roce::kUdpLen + 7];
-  uint32_t id = qpn & ((1u << qpn_bits_) - 1);
-  if ((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0) id = m->hash.fdir.hi;
-  if (id >= flows_.size()) return Drop::kRoceNoQp;
-  const Flow& f = flows_[id];
-  if (!f.qp || f.qpn != qpn || f.state != Flow::State::kOpen || f.gone ||
-      f.tuple.remote.ip.v4_host() != load32(ip + 12) || roce_tp_ == nullptr) {
-    return Drop::kRoceNoQp;
-  }
-  // The software ICRC, when the NIC left the frame whole and did not check it; kBad from the NIC
-  // is the ICRC's now (a bad UDP checksum was dropped above).
-  transport::Csum csum = nic_csum(*pl);
-  if (csum == transport::Csum::kNotChecked && whole) {
-    csum = nic::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
-  }
-  transport::RxHeader h;
-  h.flow = id;
-  h.l3 = ip;
-  h.l3_len = uint16_t(ihl);
-  h.l4 = udp;
-  h.l4_len = uint16_t(hdr_len);
-  h.l4_csum = csum;  // a bad ICRC is dropped and counted by the transport, per QP
-  h.payload_len = payload_len;
-  stage_rx(*roce_tp_, h, m, *pl);
-  return Drop::kCount;
 }
 
 void FlowPath::rx_flush() {
@@ -659,34 +781,31 @@ bool FlowPath::copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t o
   return true;
 }
 
-// RFC 9293 3.10.7.1: a segment for no connection gets a RST, unless it is one.
-void FlowPath::send_rst(uint8_t port, const rte_mbuf* m, const uint8_t* ip, const uint8_t* tcp,
-                        uint32_t payload_len) {
-  const uint8_t flags = tcp[13];
-  if ((flags & RTE_TCP_RST_FLAG) != 0) return;
-  rte_tcp_hdr th{};
-  std::memcpy(&th.src_port, tcp + 2, 2);
-  std::memcpy(&th.dst_port, tcp, 2);
-  th.data_off = 5 << 4;
-  if ((flags & RTE_TCP_ACK_FLAG) != 0) {
-    std::memcpy(&th.sent_seq, tcp + 8, 4);  // <SEQ=SEG.ACK><CTL=RST>
-    th.tcp_flags = RTE_TCP_RST_FLAG;
-  } else {
-    uint32_t ack = load32(tcp + 4) + payload_len + ((flags & RTE_TCP_SYN_FLAG) ? 1 : 0) +
-                   ((flags & RTE_TCP_FIN_FLAG) ? 1 : 0);
-    th.recv_ack = rte_cpu_to_be_32(ack);  // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
-    th.tcp_flags = RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG;
-  }
-  if (send_back(port, rte_pktmbuf_mtod(m, const rte_ether_hdr*), ip,
-                reinterpret_cast<const uint8_t*>(&th), sizeof th)) {
+// A packet of no flow and no listener, answered as its claim says (TCP's RST; RFC 9293
+// 3.10.7.1).
+void FlowPath::answer_no_flow(uint8_t port, const rte_mbuf* m, const uint8_t* ip,
+                              const transport::RxL4& in, const transport::RxParsed& k,
+                              NoFlowAnswer answer) {
+  std::array<uint8_t, transport::kMaxL4Header> l4{};
+  const size_t n = answer(in, k, l4.data());
+  if (n == 0 || n > l4.size()) return;
+  if (send_back(port, rte_pktmbuf_mtod(m, const rte_ether_hdr*), ip, l4.data(), n)) {
     stats_.rst_sent++;
   }
 }
 
-// A TCP header (`len` bytes, its checksum filled here) back to where the frame of `in_eth` and
-// `ip` came from, out of `port`.
+// A TCP or UDP header (`len` bytes, its checksum filled here) back to where the frame of
+// `in_eth` and `ip` came from, out of `port`.
 bool FlowPath::send_back(uint8_t port, const rte_ether_hdr* in_eth, const uint8_t* ip,
                          const uint8_t* l4, size_t len) {
+  const uint8_t proto = ip[9];
+  const size_t csum_at = proto == IPPROTO_TCP   ? offsetof(rte_tcp_hdr, cksum)
+                         : proto == IPPROTO_UDP ? offsetof(rte_udp_hdr, dgram_cksum)
+                                                : 0;
+  if (csum_at == 0 || len < csum_at + 2) {
+    stats_.tx_bad_desc++;
+    return false;
+  }
   rte_mbuf* r = rte_pktmbuf_alloc(pool_);
   if (r == nullptr) {
     stats_.tx_no_mbuf++;
@@ -702,14 +821,15 @@ bool FlowPath::send_back(uint8_t port, const rte_ether_hdr* in_eth, const uint8_
   oip->version_ihl = RTE_IPV4_VHL_DEF;
   oip->total_length = rte_cpu_to_be_16(uint16_t(kIpLen + len));
   oip->time_to_live = 64;
-  oip->next_proto_id = IPPROTO_TCP;
+  oip->next_proto_id = proto;
   std::memcpy(&oip->src_addr, ip + 16, 4);
   std::memcpy(&oip->dst_addr, ip + 12, 4);
-  auto* th = reinterpret_cast<rte_tcp_hdr*>(oip + 1);
-  std::memcpy(th, l4, len);
-  th->cksum = 0;
+  auto* out = reinterpret_cast<uint8_t*>(oip + 1);
+  std::memcpy(out, l4, len);
+  out[csum_at] = out[csum_at + 1] = 0;
   oip->hdr_checksum = rte_ipv4_cksum(oip);
-  th->cksum = rte_ipv4_udptcp_cksum(oip, th);
+  const uint16_t sum = rte_ipv4_udptcp_cksum(oip, out);
+  std::memcpy(out + csum_at, &sum, 2);
   io_.flow_stage(port, r);
   return true;
 }
@@ -1013,17 +1133,20 @@ void FlowPath::synced(uint32_t id, uint32_t initial_seq, bool messages) {
   // the copy path (a byte-stream NIC flow with no MS posted defers every segment).
   f.msg_flow = messages;
   f.nic_msg = messages && nic.backend() == NicBackend::kCleave;
-  rte_pmd_cleave_flow spec{};
-  spec.src_ip = f.tuple.remote.ip.v4_host();
-  spec.dst_ip = f.tuple.local.ip.v4_host();
+  // As the claim of the flow's protocol says (that of a listener's transport may be none).
+  const uint8_t claim =
+      f.tuple.proto == IPPROTO_UDP ? udp_claims_[f.tuple.local.port] : proto_claims_[f.tuple.proto];
+  if (claim == 0) {  // no NIC flow: the copy path
+    f.nic_msg = false;
+    return;
+  }
+  transport::NicFlow nf = claims_[claim - 1].claim.nic;
+  nf.messages = f.nic_msg;
+  nf.initial_seq = initial_seq;
+  rte_pmd_cleave_flow spec =
+      nic_spec(nf, f.tuple.remote.ip.v4_host(), f.tuple.local.ip.v4_host(), f.tuple.proto);
   spec.src_port = f.tuple.remote.port;
   spec.dst_port = f.tuple.local.port;
-  spec.proto = f.tuple.proto;
-  spec.mode = RTE_PMD_CLEAVE_ZERO_COPY;
-  spec.parser = RTE_PMD_CLEAVE_PARSER_TCP;
-  spec.reliable = 1;
-  spec.messages = f.nic_msg ? 1 : 0;
-  spec.initial_seq = initial_seq;
   // Without a NIC flow the segments still arrive (deferred, found by tuple): the copy path.
   f.on_nic = nic_cmd(nic.flow_add(id, spec)) == 0;
   if (!f.on_nic) f.nic_msg = false;
@@ -1116,6 +1239,7 @@ unsigned FlowPath::app_flush(Tp& tp, uint64_t now) {
 
 unsigned FlowPath::poll(uint64_t now) {
   unsigned work = 0;
+  if (transport::Registry::global().entries().size() != registry_seen_) learn_claims();
   for (auto& tp : transports_) {
     work += app_flush(*tp, now);
     tp->ctx->at(now);
@@ -1184,7 +1308,7 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
   transport::Endpoint local{transport::IpAddr::v4(ip), port};
   int rc = tp->t->listen(free, local, params);
   if (rc != 0) return rc == -EEXIST ? CL_EADDRINUSE : CL_EINVAL;
-  listeners_[free] = Listener{true, &a, a.id, cq, tp->index, ip, port};
+  listeners_[free] = Listener{true, IPPROTO_TCP, &a, a.id, cq, tp->index, ip, port};
   *listener = free;
   return 0;
 }
@@ -1388,17 +1512,22 @@ bool FlowPath::app_mr(DpApp& a, uint32_t mr, const DpMr& v) {
 // ---- queue pairs
 // -------------------------------------------------------------------------------------
 
-transport::roce::RcTransport* FlowPath::roce(std::string& error) {
-  if (roce_tp_ == nullptr) {
-    Tp* tp = transport_for("rocev2", 0, error);
+// The transport apps' QPs belong to, made by the first QP.
+FlowPath::Tp* FlowPath::qp_transport(std::string& error) {
+  if (qp_tp_ == nullptr) {
+    Tp* tp = transport_for(kQpTransport, 0, error);
     if (tp == nullptr) return nullptr;
-    if (dynamic_cast<transport::roce::RcTransport*>(tp->t.get()) == nullptr) {
-      error = "the transport named rocev2 is not Cleave's RoCEv2 RC";
+    if (tp->t->qp_control() == nullptr) {
+      error = "the transport named " + std::string(kQpTransport) + " makes no queue pairs";
       return nullptr;
     }
-    roce_tp_ = tp;
+    qp_tp_ = tp;
   }
-  return static_cast<transport::roce::RcTransport*>(roce_tp_->t.get());
+  return qp_tp_;
+}
+
+transport::QpControl& FlowPath::qp_control() const {
+  return *qp_tp_->t->qp_control();
 }
 
 FlowPath::Flow* FlowPath::own_qp(uint32_t app_id, uint32_t qp) {
@@ -1414,14 +1543,17 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
     return CL_EINVAL;
   }
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
-  if (ports_.empty() || qpn_bits_ > 20) return CL_ENOSPC;  // room for 4 generation bits at least
+  // Room for 4 generation bits at least.
+  if (ports_.empty() || qpn_bits_ > kQpnBits - 4) return CL_ENOSPC;
   std::string error;
-  transport::roce::RcTransport* rc = roce(error);
-  if (rc == nullptr) return CL_ENOENT;
+  Tp* tp = qp_transport(error);
+  if (tp == nullptr) return CL_ENOENT;
+  transport::QpControl& qc = qp_control();
   // "key value key value ...": views into `params`, which outlives the call, after the
-  // operator's defaults (config `rocev2:`), which the app's own override.
-  const std::string cnp_dscp = std::to_string(p_.cnp_dscp);
-  std::vector<transport::Param> p{{"dcqcn_cnp_dscp", cnp_dscp}};
+  // operator's defaults (the config's), which the app's own override.
+  std::vector<transport::Param> p;
+  for (const auto& [k, v] : p_.qp_params)
+    p.push_back({k, v});
   std::vector<std::string_view> words;
   for (size_t i = 0; i < params.size();) {
     const size_t end = std::min(params.find(' ', i), params.size());
@@ -1431,7 +1563,7 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   if (words.size() % 2 != 0) return CL_EINVAL;
   for (size_t i = 0; i < words.size(); i += 2)
     p.push_back({words[i], words[i + 1]});
-  if (!rc->check_params(p).empty()) return CL_EINVAL;
+  if (!tp->t->check_params(p).empty()) return CL_EINVAL;
   if (!charge(a)) return CL_EDQUOT;
   const uint32_t id = alloc_flow();
   if (id == kNoFlow) {
@@ -1439,39 +1571,41 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
     return CL_ENOSPC;
   }
   // The generation in the high bits: a stale packet for the QP the id held before finds none.
-  const uint32_t gens = 1u << (24 - qpn_bits_);
+  const uint32_t gens = 1u << (kQpnBits - qpn_bits_);
   qp_gen_[id] = qp_gen_[id] + 1 == gens ? 1 : qp_gen_[id] + 1;
   Flow& f = flows_[id];
   f.qpn = qp_gen_[id] << qpn_bits_ | id;
-  transport::roce::QpCaps caps;
+  transport::QpCaps caps;
   caps.max_send_wr = max_send_wr;
   caps.max_recv_wr = max_recv_wr;
-  if (rc->create_qp(id, f.qpn, caps, p) != 0) {
+  if (qc.create_qp(id, f.qpn, caps, p) != 0) {
     free_flow(id);
     a.counters.flows--;
     return CL_EINVAL;
   }
+  // Its traffic is its transport's claim's: the protocol and the claim's (first) port, both ends.
+  const ClaimEntry* claim = claim_of(*tp);
   f.state = Flow::State::kOpen;
   f.qp = true;
   f.charged = true;
   f.app = &a;
   f.owner = a.id;
   f.cq = cq;
-  f.tp = roce_tp_->index;
+  f.tp = tp->index;
   f.msg_flow = true;
-  f.tuple.proto = IPPROTO_UDP;
-  f.tuple.local = {transport::IpAddr::v4(ports_[0].ip), transport::roce::kUdpPort};
+  f.tuple.proto = claim != nullptr ? claim->claim.proto : 0;
+  f.tuple.local = {transport::IpAddr::v4(ports_[0].ip),
+                   claim != nullptr ? claim->port : uint16_t(0)};
   stats_.flows_opened++;
   *qp = id;
   *qpn = f.qpn;
   *ip = ports_[0].ip;
-  *max_pmtu = max_pmtu_of(ports_[0].mtu);
+  *max_pmtu = qc.max_pmtu(l4_mtu(ports_[0].mtu));
   return 0;
 }
 
 int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, uint32_t mask,
                         uint64_t now) {
-  namespace roce = transport::roce;
   Flow* fp = own_qp(app_id, qp);
   if (fp == nullptr) return CL_ENOENT;
   Flow& f = *fp;
@@ -1479,11 +1613,11 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
       (attr.access & ~(abi::kAccessRemoteRead | abi::kAccessRemoteWrite)) != 0) {
     return CL_EINVAL;
   }
-  roce::QpAttr cur;
-  roce::RcTransport& rc = *static_cast<roce::RcTransport*>(roce_tp_->t.get());
-  rc.query_qp(qp, &cur);
-  roce::QpAttr x;
-  x.state = roce::QpState(attr.state);  // the same numbers
+  transport::QpControl& qc = qp_control();
+  transport::QpAttr cur;
+  qc.query_qp(qp, &cur);
+  transport::QpAttr x;
+  x.state = transport::QpState(attr.state);  // the same numbers
   x.pmtu = attr.pmtu;
   x.dest_qpn = attr.dest_qpn;
   x.rq_psn = attr.rq_psn;
@@ -1494,15 +1628,15 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
   x.min_rnr_timer = attr.min_rnr_timer;
   x.max_rd_atomic = attr.max_rd_atomic;
   x.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-  x.access = uint8_t(((attr.access & abi::kAccessRemoteRead) != 0 ? roce::kRemoteRead : 0) |
-                     ((attr.access & abi::kAccessRemoteWrite) != 0 ? roce::kRemoteWrite : 0));
+  x.access = uint8_t(((attr.access & abi::kAccessRemoteRead) != 0 ? transport::kRemoteRead : 0) |
+                     ((attr.access & abi::kAccessRemoteWrite) != 0 ? transport::kRemoteWrite : 0));
   x.selective_repeat = attr.selective_repeat != 0;
   x.rate_limit_kbps = attr.rate_limit_kbps;
   const uint32_t tmask = mask & ~abi::kQpAttrRemoteIp;  // the transport's bits are the same
 
   // To RTR: the route to the peer, its MAC, and the NIC flow that places its packets, first.
   const bool to_rtr = (mask & abi::kQpAttrState) != 0 && attr.state == abi::kQpRtr &&
-                      cur.state == roce::QpState::kInit;
+                      cur.state == transport::QpState::kInit;
   bool added = false;
   if (to_rtr) {
     if ((mask & abi::kQpAttrRemoteIp) == 0 || attr.remote_ip == 0 ||
@@ -1511,30 +1645,18 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
     }
     auto hop = routes_.lookup(Ipv4{attr.remote_ip});
     if (!hop || hop->port >= ports_.size()) return CL_ENETUNREACH;
-    if (attr.pmtu > max_pmtu_of(ports_[hop->port].mtu)) return CL_EINVAL;  // frames too long
+    if (attr.pmtu > qc.max_pmtu(l4_mtu(ports_[hop->port].mtu))) return CL_EINVAL;  // too long
     f.port = hop->port;
     f.next_hop = hop->addr.host;
     f.tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
-    f.tuple.remote = {transport::IpAddr::v4(attr.remote_ip), roce::kUdpPort};
+    f.tuple.remote = {transport::IpAddr::v4(attr.remote_ip), f.tuple.local.port};
     f.l2_ready = false;
     fill_l2(f, now);  // else ARP is asked now, and TX waits for it (retransmission covers it)
-    rte_pmd_cleave_flow spec{};
-    spec.src_ip = attr.remote_ip;
-    spec.dst_ip = ports_[hop->port].ip;
-    spec.dst_port = roce::kUdpPort;
-    spec.proto = IPPROTO_UDP;
-    spec.mode = RTE_PMD_CLEAVE_ZERO_COPY;
-    spec.parser = RTE_PMD_CLEAVE_PARSER_ROCE;
-    spec.reliable = 1;
-    spec.messages = 1;
-    spec.initial_seq = attr.rq_psn & roce::kPsnMask;
-    spec.pmtu = attr.pmtu;
+    rte_pmd_cleave_flow spec = nic_spec(qc.rtr_nic_flow(qp, x, tmask), attr.remote_ip,
+                                        ports_[hop->port].ip, f.tuple.proto);
+    spec.dst_port = f.tuple.local.port;
     spec.qpn = f.qpn;
     spec.owner = f.owner;
-    // The NIC places a go-back-N QP's requests in order only: it must know which way it recovers.
-    const bool sr = (mask & abi::kQpAttrSelectiveRepeat) != 0 ? attr.selective_repeat != 0
-                                                              : cur.selective_repeat;
-    spec.selective_repeat = sr ? 1 : 0;
     // Without a NIC flow the QP still works: every payload takes the copy path, and READ and
     // WRITE targets are refused (the NIC holds the MR table).
     if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(qp));
@@ -1542,9 +1664,9 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
     f.nic_msg = f.on_nic;
     added = f.on_nic;
   }
-  roce_tp_->ctx->at(rte_rdtsc());
-  const int rc_status = rc.modify_qp(qp, x, tmask, *roce_tp_->ctx);
-  roce_tp_->ctx->flush();
+  qp_tp_->ctx->at(rte_rdtsc());
+  const int rc_status = qc.modify_qp(qp, x, tmask, *qp_tp_->ctx);
+  qp_tp_->ctx->flush();
   if (rc_status != 0) {
     if (added) {
       nic_cmd(ports_[f.port].nic->flow_remove(qp));
@@ -1562,12 +1684,11 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
 }
 
 int FlowPath::qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* out) const {
-  namespace roce = transport::roce;
   if (qp >= flows_.size()) return CL_ENOENT;
   const Flow& f = flows_[qp];
   if (!f.qp || f.owner != app_id || f.app == nullptr || f.gone) return CL_ENOENT;
-  roce::QpAttr a;
-  static_cast<const roce::RcTransport*>(roce_tp_->t.get())->query_qp(qp, &a);
+  transport::QpAttr a;
+  qp_control().query_qp(qp, &a);
   *out = abi::QpAttr{};
   out->state = uint8_t(a.state);
   out->timeout = a.timeout;
@@ -1577,8 +1698,8 @@ int FlowPath::qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* out) const {
   out->max_rd_atomic = a.max_rd_atomic;
   out->max_dest_rd_atomic = a.max_dest_rd_atomic;
   out->selective_repeat = a.selective_repeat ? 1 : 0;
-  out->access = ((a.access & roce::kRemoteRead) != 0 ? abi::kAccessRemoteRead : 0) |
-                ((a.access & roce::kRemoteWrite) != 0 ? abi::kAccessRemoteWrite : 0);
+  out->access = ((a.access & transport::kRemoteRead) != 0 ? abi::kAccessRemoteRead : 0) |
+                ((a.access & transport::kRemoteWrite) != 0 ? abi::kAccessRemoteWrite : 0);
   out->pmtu = a.pmtu;
   out->dest_qpn = a.dest_qpn;
   out->rq_psn = a.rq_psn;
@@ -1597,9 +1718,9 @@ int FlowPath::qp_destroy(uint32_t app_id, uint32_t qp) {
 // Pending requests complete with -ECANCELED (delivered while the app is there), then the flow
 // and its NIC flow go.
 void FlowPath::free_qp(uint32_t id) {
-  roce_tp_->ctx->at(rte_rdtsc());
-  static_cast<transport::roce::RcTransport*>(roce_tp_->t.get())->destroy_qp(id, *roce_tp_->ctx);
-  roce_tp_->ctx->flush();
+  qp_tp_->ctx->at(rte_rdtsc());
+  qp_control().destroy_qp(id, *qp_tp_->ctx);
+  qp_tp_->ctx->flush();
   stats_.flows_closed++;
   free_flow(id);
 }

@@ -23,9 +23,11 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps.h"
@@ -33,14 +35,11 @@
 #include "flow_info.h"
 #include "net.h"
 #include "nic.h"
+#include "rdma.h"
 #include "route.h"
 #include "shm_abi.h"
 #include "stats.h"
 #include "transport.h"
-
-namespace cleave::transport::roce {
-class RcTransport;
-}
 
 namespace cleave::dp {
 
@@ -61,14 +60,22 @@ class FlowIo {
   ~FlowIo() = default;
 };
 
+// A setting of a whole transport from the configuration (Transport::configure).
+struct TransportSetting {
+  std::string transport;
+  std::string key;
+  std::string value;
+};
+
 struct FlowParams {
   uint32_t max_flows = 16384;  // also the NIC flow ids used (below the NIC's max_flows)
   uint32_t max_listeners = 1024;
   uint32_t max_nic_mrs = 4096;  // NIC MR ids used (below the NIC's max_mrs)
-  // TCP TIME-WAIT records kept at most (tcp.max_time_wait); each holds a flow id.
-  uint32_t tcp_max_time_wait = 4096;
   uint64_t tsc_hz = 0;
-  uint8_t cnp_dscp = 48;  // every QP's dcqcn_cnp_dscp unless its own parameters say otherwise
+  // Applied to each transport of that name when it is made (tcp's max_time_wait).
+  std::vector<TransportSetting> settings;
+  // Every QP's parameters unless its own say otherwise (rocev2's dcqcn_cnp_dscp).
+  std::vector<std::pair<std::string, std::string>> qp_params;
 };
 
 class FlowPath final : public FlowHandler {
@@ -80,8 +87,10 @@ class FlowPath final : public FlowHandler {
   FlowPath& operator=(const FlowPath&) = delete;
 
   // ---- packet path ----
-  // A frame for a transport: FDIR-matched, or TCP to one of our addresses. Returns Drop::kCount
-  // when it took `m`, else why the caller must drop it.
+  // Whether a transport claims IP protocol `proto` (for UDP, to destination port `udp_port`).
+  bool claims(uint8_t proto, uint16_t udp_port) const;
+  // A frame for a transport: FDIR-matched, or claimed traffic to one of our addresses. Returns
+  // Drop::kCount when it took `m`, else why the caller must drop it.
   Drop rx(uint8_t port, rte_mbuf* m);
   // Hands what rx() staged to the transports (call after each port burst).
   void rx_flush();
@@ -158,6 +167,14 @@ class FlowPath final : public FlowHandler {
   struct Tp;
   class Ctx;
   friend class Ctx;
+  // A transport's claim (transport::Claim), learned from the registry.
+  struct ClaimEntry {
+    std::string transport;
+    transport::Claim claim;  // its udp_ports are in udp_claims_
+    uint16_t port = 0;       // UDP: the first port it took (a QP's, both ends)
+    int tp = -1;             // its transport's index once instantiated
+  };
+  using NoFlowAnswer = size_t (*)(const transport::RxL4&, const transport::RxParsed&, uint8_t*);
 
   Tp* transport_for(std::string_view name, uint16_t port, std::string& error);
   uint32_t alloc_flow();
@@ -166,10 +183,18 @@ class FlowPath final : public FlowHandler {
   void hash_remove(uint32_t id);
   uint32_t hash_find(uint32_t remote_ip, uint16_t remote_port, uint32_t local_ip,
                      uint16_t local_port) const;
-  Drop rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip_len);
+  void learn_claims();
+  void add_claim(std::string_view name, const transport::Claim& c);
+  void link_claims();
+  const ClaimEntry* claim_of(const Tp& tp) const;
+  Tp* find_numbered(const rte_mbuf* m, const ClaimEntry& c, uint32_t number, uint32_t rip,
+                    transport::RxHeader* h);
+  Tp* find_tuple(uint8_t port, uint8_t proto, uint32_t rip, uint32_t lip,
+                 const transport::RxParsed& k, const rte_mbuf* m, transport::RxHeader* h);
   void stage_rx(Tp& tp, transport::RxHeader& h, rte_mbuf* m, const rte_pmd_cleave_placement& pl);
   Flow* own_qp(uint32_t app_id, uint32_t qp);
-  transport::roce::RcTransport* roce(std::string& error);
+  Tp* qp_transport(std::string& error);
+  transport::QpControl& qp_control() const;
   void free_qp(uint32_t id);
   bool reserve(DpApp& a, uint16_t cq, uint32_t n);
   bool charge(DpApp& a);
@@ -198,8 +223,8 @@ class FlowPath final : public FlowHandler {
   void synced(uint32_t id, uint32_t initial_seq, bool messages);
   void closed(uint32_t id);
   bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset);
-  void send_rst(uint8_t port, const rte_mbuf* m, const uint8_t* ip, const uint8_t* tcp,
-                uint32_t payload_len);
+  void answer_no_flow(uint8_t port, const rte_mbuf* m, const uint8_t* ip, const transport::RxL4& in,
+                      const transport::RxParsed& k, NoFlowAnswer answer);
   bool send_back(uint8_t port, const rte_ether_hdr* in_eth, const uint8_t* ip, const uint8_t* l4,
                  size_t len);
   bool reply(const transport::RxHeader& to, const uint8_t* l4, size_t len);
@@ -234,8 +259,12 @@ class FlowPath final : public FlowHandler {
   uint32_t accept_params_flow_ = transport::kNoFlow;
   rte_mbuf_ext_shared_info shinfo_{};  // app memory under TX extbufs: never freed by DPDK
   uint16_t next_ephemeral_ = 0;
-  Tp* roce_tp_ = nullptr;         // the rocev2 transport, once a QP was created
-  uint32_t qpn_bits_ = 0;         // a QP number's low bits are its flow id
+  std::vector<ClaimEntry> claims_;           // reserved: never reallocates
+  std::array<uint8_t, 256> proto_claims_{};  // by IP protocol but UDP: claims_ index + 1, 0 none
+  std::vector<uint8_t> udp_claims_;          // by UDP destination port: likewise
+  size_t registry_seen_ = 0;                 // registry entries learn_claims() has met
+  Tp* qp_tp_ = nullptr;                      // the transport of apps' QPs, once a QP was created
+  uint32_t qpn_bits_ = 0;                    // a QP number's low bits are its flow id
   std::vector<uint32_t> qp_gen_;  // by flow id: the generation of the QP number last given
   uint64_t icrc_flag_ = 0;        // the mbuf TX flag asking the NIC for the RoCE ICRC
   uint64_t next_resolve_check_ = 0;

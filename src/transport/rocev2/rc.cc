@@ -372,7 +372,9 @@ void flush_all(RcTransport::Qp& q, int first_status, Context& ctx) {
   int status = first_status;
   for (; q.sq_head != q.sq_tail; q.sq_head++) {
     SendWqe& w = q.sq[(q.sq_head) & q.sq_mask];
-    if (w.kind == ReqKind::kRead && w.read_counted) ctx.read_retire(q.flow, w.first_psn);
+    if (w.kind == ReqKind::kRead && w.read_counted && ctx.rdma()) {
+      ctx.rdma()->read_retire(q.flow, w.first_psn);
+    }
     ctx.event({q.flow, done_kind(w.kind), status, 0, 0, w.wr_id});
     status = -ECANCELED;
   }
@@ -755,7 +757,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         if (q.reads_out >= q.attr.max_rd_atomic) break;
         q.reads_out++;
         w.read_counted = true;
-        ctx.read_post(q.flow, w.first_psn, w.mr, w.offset, w.len);
+        if (ctx.rdma()) ctx.rdma()->read_post(q.flow, w.first_psn, w.mr, w.offset, w.len);
       }
       send_packet(q, w, q.send_pkt, ctx, t);
       spend(q, 0, now);
@@ -798,7 +800,7 @@ void complete(RcTransport::Qp& q, Context& ctx) {
     if (w.kind == ReqKind::kRead) {
       if (!w.done) break;
       q.reads_out--;
-      ctx.read_retire(q.flow, w.first_psn);
+      if (ctx.rdma()) ctx.rdma()->read_retire(q.flow, w.first_psn);
     } else if (psn_diff(w.last_psn(), q.una) >= 0) {
       break;
     }
@@ -969,7 +971,8 @@ bool land(RcTransport::Qp& q, const Rx& x, uint16_t mr, uint64_t offset, Context
 bool remote_ok(const RcTransport::Qp& q, const Headers& b, bool write, Context& ctx, uint16_t* mr,
                uint64_t* off) {
   if ((q.attr.access & (write ? kRemoteWrite : kRemoteRead)) == 0) return false;
-  return b.dma_len == 0 || ctx.rkey_check(q.flow, b.rkey, b.va, b.dma_len, write, mr, off) == 0;
+  return b.dma_len == 0 || (ctx.rdma() && ctx.rdma()->rkey_check(q.flow, b.rkey, b.va, b.dma_len,
+                                                                 write, mr, off) == 0);
 }
 
 // The receive at the head completes with `e` (its MS leaves the NIC) and the next one is up.
@@ -1485,7 +1488,7 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       q.cursor = q.epsn;
     }
     if (q.resync && !q.in_send && !q.in_write) {
-      ctx.roce_resync(q.flow, q.epsn, uint32_t(q.rq_head));
+      if (ctx.rdma()) ctx.rdma()->roce_resync(q.flow, q.epsn, uint32_t(q.rq_head));
       q.resync = false;
     }
     if (q.cnp_due) {
