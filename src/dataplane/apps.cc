@@ -111,12 +111,11 @@ unsigned AppPath::serve_sq(DpApp& a, uint16_t sq_id, unsigned budget, uint64_t n
     // Room for this request's completion and, for a send, the receive completion that may go
     // to the same pipe, beyond what the pipe owes flows. No room: the app is not reading its
     // completions; its requests wait.
-    unsigned room = cq->cq_out.credits(cq->promised + 2);
+    const unsigned room = CompletionRoom(*cq).free(2);
     if (cq->cq_out.corrupt()) {
       fail(a, AppError::corrupt_pipe, CL_EPROTO, now);
       break;
     }
-    room = room > cq->promised ? room - cq->promised : 0;
     if (room < 2) break;
     unsigned want = std::min({budget - done, room / 2, kSqBurst});
     unsigned got = sq.sq.peek(e, want);
@@ -241,7 +240,7 @@ void AppPath::send(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64
     c.status = fail(a, AppError::bad_target, CL_EINVAL, now);
     return;
   }
-  if (rcq->cq_out.credits(rcq->promised + 1) <= rcq->promised) {
+  if (CompletionRoom(*rcq).free() == 0) {
     a.counters.cq_full++;
     c.status = CL_EAGAIN;
     return;

@@ -71,7 +71,33 @@ struct DpPipe {
   ipc::PipeConsumer<abi::SendEntry> sq;
   ipc::PipeConsumer<abi::RecvEntry> rq;
   ipc::PipeProducer<abi::Completion> cq_out;
-  uint32_t promised = 0;  // kCompletion: entries owed to flows (flows.h); room is kept for them
+  uint32_t promised = 0;  // kCompletion: entries owed to flows (flows.h): see CompletionRoom
+};
+
+// The room on a completion pipe beyond the entries it owes (DpPipe::promised): a flow reserves
+// room for every completion it may owe (flows.h), and the app path writes only into what is
+// left. The one place that counts it; a view over the pipe, held for one use.
+class CompletionRoom {
+ public:
+  explicit CompletionRoom(DpPipe& cq) : cq_(cq) {}
+
+  // Entries that may be written now besides those owed; the consumer's index is re-read only
+  // when fewer than `want` remain.
+  unsigned free(unsigned want = 1) {
+    const unsigned room = cq_.cq_out.credits(cq_.promised + want);
+    return room > cq_.promised ? room - cq_.promised : 0;
+  }
+  // `n` more entries owed; false (nothing owed) when there is no room for them now.
+  bool reserve(uint32_t n) {
+    if (free(n) < n) return false;
+    cq_.promised += n;
+    return true;
+  }
+  // `n` owed entries were written, or never will be.
+  void release(uint32_t n) { cq_.promised -= n < cq_.promised ? n : cq_.promised; }
+
+ private:
+  DpPipe& cq_;
 };
 
 struct DpApp {

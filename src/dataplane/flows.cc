@@ -521,10 +521,7 @@ uint32_t FlowPath::hash_find(uint32_t rip, uint16_t rport, uint32_t lip, uint16_
 // Room on the completion pipe for n more owed entries, beyond those already owed.
 bool FlowPath::reserve(DpApp& a, uint16_t cq, uint32_t n) {
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return false;
-  DpPipe& p = a.pipes[cq];
-  if (p.cq_out.credits(p.promised + n) < p.promised + n) return false;
-  p.promised += n;
-  return true;
+  return CompletionRoom(a.pipes[cq]).reserve(n);
 }
 
 // One more flow for the app, within its quota (quota.flows); false, counted, when it has none.
@@ -553,8 +550,7 @@ void FlowPath::established(Flow& f) {
 
 void FlowPath::release(Flow& f, uint32_t n) {
   if (f.app == nullptr) return;
-  DpPipe& p = f.app->pipes[f.cq];
-  p.promised -= std::min(p.promised, n);
+  CompletionRoom(f.app->pipes[f.cq]).release(n);
 }
 
 bool FlowPath::fill_l2(Flow& f, uint64_t now) {
@@ -1020,8 +1016,7 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
 
 // A data event goes out when the pipe has room beyond what it owes; else it waits (poll()).
 void FlowPath::post_data(Flow& f) {
-  DpPipe& p = f.app->pipes[f.cq];
-  if (p.cq_out.credits(p.promised + 1) < p.promised + 1) {
+  if (CompletionRoom(f.app->pipes[f.cq]).free() == 0) {
     stats_.data_coalesced++;
     if (!f.data_listed) {
       f.data_listed = true;
@@ -1086,13 +1081,13 @@ uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::F
     return kNoFlow;
   }
   if (!charge(*L.app)) {
-    L.app->pipes[L.cq].promised -= kFlowEvents;
+    CompletionRoom(L.app->pipes[L.cq]).release(kFlowEvents);
     stats_.accept_refused++;
     return kNoFlow;
   }
   uint32_t id = alloc_flow();
   if (id == kNoFlow) {
-    L.app->pipes[L.cq].promised -= kFlowEvents;
+    CompletionRoom(L.app->pipes[L.cq]).release(kFlowEvents);
     L.app->counters.flows--;
     stats_.accept_refused++;
     return kNoFlow;
@@ -1364,7 +1359,7 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   }
   uint32_t id = alloc_flow();
   if (id == kNoFlow) {
-    a.pipes[cq].promised -= kFlowEvents;
+    CompletionRoom(a.pipes[cq]).release(kFlowEvents);
     a.counters.flows--;
     return CL_ENOSPC;
   }
