@@ -1,17 +1,31 @@
 // flows.h - the dataplane's transports: the flow and listener tables, the Context transports act
 // through, and the glue between the NIC's mbufs, the transports and the apps' pipes.
 //
-// Receive: frames the NIC matched to a flow (FDIR) and TCP segments to one of our addresses come
-// here; their headers and placement metadata become RxHeaders, one rx_burst per transport per
-// port burst. Segments for no flow go to the listener of their port, else get a RST (RFC 9293
-// 3.10.7.1). Transmit: each TxDesc becomes a header mbuf (the flow's Ethernet and IPv4 header
-// templates, then the transport's L4 header) chained to extbuf segments over the app's memory,
-// with checksum and TSO offload flags; both NIC backends honour them (the generic one in
-// software). Apps: flow requests from submit pipes (FlowHandler) are batched into app_burst per
-// transport; events become completions on the flow's completion pipe.
+// What it does, and where:
+//   flows.cc        the tables and control: construction, transports, the flow table and app
+//                   quotas, apps' flow requests, listen/connect/detach, MRs, bindings, management
+//   demux.cc        received frames to transports: the transports' claims, the flow hash and the
+//                   listeners, the answer to a packet of no flow (a RST)
+//   context.cc      the transport Context (and RdmaContext): NIC commands, the copy path, flows
+//                   opened and closed by transports
+//   tx.cc           TX descriptors to header mbufs chained to extbufs over app memory
+//   completions.cc  transport events to app completions (room kept by CompletionRoom, apps.h)
+//   qp.cc           queue-pair control through the transport's QpControl (rdma.h)
+//   flows_impl.h    the private types these files share
+//
+// Receive: frames the NIC matched to a flow (FDIR) and the traffic transports claim (their IP
+// protocol; for UDP, destination ports) come here; each claim's parse splits the packet and
+// reads its flow key, and headers with placement metadata become RxHeaders, one rx_burst per
+// transport per port burst. Packets for no flow go to the listener of their port, else get the
+// claim's answer (TCP: a RST, RFC 9293 3.10.7.1). Transmit: each TxDesc becomes a header mbuf
+// (the flow's Ethernet and IPv4 header templates, then the transport's L4 header) chained to
+// extbuf segments over the app's memory, with checksum and TSO offload flags; both NIC backends
+// honour them (the generic one in software). Apps: flow requests from submit pipes
+// (FlowHandler) are batched into app_burst per transport; events become completions on the
+// flow's completion pipe.
 //
 // Completions are never lost: a flow reserves room on its completion pipe for every completion
-// it may owe (its events at creation, each send or receive when taken; DpPipe::promised), and a
+// it may owe (its events at creation, each send or receive when taken; CompletionRoom), and a
 // request whose flow's pipe has no room stays in its submit pipe (FlowAdmit::kWait). The data
 // event (kEvData) is the one exception: it is coalesced while the pipe is full.
 //
