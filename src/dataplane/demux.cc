@@ -10,9 +10,13 @@
 #include <rte_tcp.h>
 #include <rte_udp.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <random>
 
+#include "demux.h"
+#include "siphash.h"
 #include "wire.h"
 
 namespace cleave::dp {
@@ -50,13 +54,15 @@ transport::Csum nic_csum(const rte_pmd_cleave_placement& pl) {
   }
 }
 
-uint32_t mix(uint32_t rip, uint16_t rport, uint32_t lip, uint16_t lport) {
-  uint64_t h = (uint64_t(rip) << 32 | uint64_t(rport) << 16 | lport) ^ (uint64_t(lip) << 7);
+}  // namespace
+
+// The hash of a key (for the table's spread, not secrecy: flows are made by listeners and apps).
+uint32_t FlowPath::mix(const HashKey& k) {
+  uint64_t h = (uint64_t(k.rip) << 32 | uint64_t(k.rport) << 16 | k.lport) ^
+               (uint64_t(k.lip) << 7) ^ (uint64_t(k.proto) << 56);
   h *= 0x9E3779B97F4A7C15ull;
   return uint32_t(h >> 32);
 }
-
-}  // namespace
 
 // Every transport the registry holds and this flow path has not met yet: its claim, read from
 // an instance made for the purpose and dropped (the claim's functions need none). Runs at
@@ -115,39 +121,147 @@ bool FlowPath::claims(uint8_t proto, uint16_t udp_port) const {
   return (proto == IPPROTO_UDP ? udp_claims_[udp_port] : proto_claims_[proto]) != 0;
 }
 
-void FlowPath::hash_insert(uint32_t id) {
-  const auto& t = flows_[id].tuple;
-  size_t mask = hash_.size() - 1;
-  size_t i = mix(t.remote.ip.v4_host(), t.remote.port, t.local.ip.v4_host(), t.local.port) & mask;
-  while (hash_[i] != 0 && hash_[i] != kTombstone)
-    i = (i + 1) & mask;
-  hash_[i] = id + 1;
+// ---- the flow hash: flows by their tuple, listeners by their local address
+// ----------------------------------------------------------------------------------------------
+
+FlowPath::HashKey FlowPath::key_of(const Flow& f) {
+  const transport::FlowTuple& t = f.tuple;
+  return {t.remote.ip.v4_host(), t.local.ip.v4_host(), t.remote.port, t.local.port, t.proto};
 }
 
-void FlowPath::hash_remove(uint32_t id) {
-  const auto& t = flows_[id].tuple;
-  size_t mask = hash_.size() - 1;
-  size_t i = mix(t.remote.ip.v4_host(), t.remote.port, t.local.ip.v4_host(), t.local.port) & mask;
-  for (; hash_[i] != 0; i = (i + 1) & mask) {
-    if (hash_[i] == id + 1) {
+FlowPath::HashKey FlowPath::key_of(const Listener& l) {
+  return {0, l.ip, 0, l.port, l.proto};
+}
+
+void FlowPath::hash_put(uint32_t entry, const HashKey& k) {
+  const size_t mask = hash_.size() - 1;
+  size_t i = mix(k) & mask;
+  while (hash_[i] != 0 && hash_[i] != kTombstone)
+    i = (i + 1) & mask;
+  hash_[i] = entry;
+}
+
+void FlowPath::hash_drop(uint32_t entry, const HashKey& k) {
+  const size_t mask = hash_.size() - 1;
+  for (size_t i = mix(k) & mask; hash_[i] != 0; i = (i + 1) & mask) {
+    if (hash_[i] == entry) {
       hash_[i] = kTombstone;
       return;
     }
   }
 }
 
-uint32_t FlowPath::hash_find(uint32_t rip, uint16_t rport, uint32_t lip, uint16_t lport) const {
-  size_t mask = hash_.size() - 1;
-  for (size_t i = mix(rip, rport, lip, lport) & mask; hash_[i] != 0; i = (i + 1) & mask) {
-    if (hash_[i] == kTombstone) continue;
-    const auto& t = flows_[hash_[i] - 1].tuple;
+void FlowPath::hash_insert(uint32_t id) {
+  hash_put(id + 1, key_of(flows_[id]));
+}
+
+void FlowPath::hash_remove(uint32_t id) {
+  hash_drop(id + 1, key_of(flows_[id]));
+}
+
+void FlowPath::listener_insert(uint32_t l) {
+  hash_put(kListenerEntry | l, key_of(listeners_[l]));
+}
+
+void FlowPath::listener_remove(uint32_t l) {
+  hash_drop(kListenerEntry | l, key_of(listeners_[l]));
+}
+
+uint32_t FlowPath::hash_find(uint8_t proto, uint32_t rip, uint16_t rport, uint32_t lip,
+                             uint16_t lport) const {
+  const HashKey k{rip, lip, rport, lport, proto};
+  const size_t mask = hash_.size() - 1;
+  for (size_t i = mix(k) & mask; hash_[i] != 0; i = (i + 1) & mask) {
+    const uint32_t e = hash_[i];
+    if (e == kTombstone || (e & kListenerEntry) != 0) continue;
+    const transport::FlowTuple& t = flows_[e - 1].tuple;
     if (t.remote.port == rport && t.local.port == lport && t.remote.ip.v4_host() == rip &&
-        t.local.ip.v4_host() == lip) {
-      return hash_[i] - 1;
+        t.local.ip.v4_host() == lip && t.proto == proto) {
+      return e - 1;
     }
   }
   return kNoFlow;
 }
+
+// The listener for `lip`:`lport`, or for any of our addresses on `lport` (listen() lets only one
+// of the two exist); kNoFlow when there is none.
+uint32_t FlowPath::listener_find(uint8_t proto, uint32_t lip, uint16_t lport) const {
+  const size_t mask = hash_.size() - 1;
+  for (const uint32_t ip : {lip, 0u}) {
+    const HashKey k{0, ip, 0, lport, proto};
+    for (size_t i = mix(k) & mask; hash_[i] != 0; i = (i + 1) & mask) {
+      const uint32_t e = hash_[i];
+      if (e == kTombstone || (e & kListenerEntry) == 0) continue;
+      const Listener& l = listeners_[e & ~kListenerEntry];
+      if (l.port == lport && l.ip == ip && l.proto == proto) return e & ~kListenerEntry;
+    }
+    if (lip == 0) break;
+  }
+  return kNoFlow;
+}
+
+// Whether a listener has `lport`, on any address (listeners' are ours or any).
+bool FlowPath::port_listened(uint8_t proto, uint16_t lport) const {
+  if (listener_find(proto, 0, lport) != kNoFlow) return true;
+  return std::any_of(ports_.begin(), ports_.end(), [&](const FlowPort& p) {
+    return listener_find(proto, p.ip, lport) != kNoFlow;
+  });
+}
+
+// A local port for a connection of `t` (its local address and peer given): RFC 6056's walk
+// (EphemeralPorts), skipping ports a flow to the same peer or a listener has. 0: none is left.
+uint16_t FlowPath::ephemeral_port(const transport::FlowTuple& t) {
+  const uint32_t lip = t.local.ip.v4_host();
+  const uint32_t rip = t.remote.ip.v4_host();
+  return ephemeral_.pick(t.proto, lip, rip, t.remote.port, [&](uint16_t port) {
+    return !port_listened(t.proto, port) &&
+           hash_find(t.proto, rip, t.remote.port, lip, port) == kNoFlow;
+  });
+}
+
+// ---- EphemeralPorts (demux.h)
+// ----------------------------------------------------------------------------------------------
+
+namespace {
+
+// splitmix64: spreads a seed over the keys and counters (tests).
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+EphemeralPorts::EphemeralPorts() {
+  std::random_device rd;
+  auto r64 = [&] { return uint64_t(rd()) << 32 | rd(); };
+  for (uint64_t* k : {key_f_, key_g_}) {
+    k[0] = r64();
+    k[1] = r64();
+  }
+  for (uint16_t& c : table_)
+    c = uint16_t(rd());
+}
+
+EphemeralPorts::EphemeralPorts(uint64_t seed) {
+  for (uint64_t* k : {key_f_, key_g_}) {
+    k[0] = splitmix(seed);
+    k[1] = splitmix(seed);
+  }
+  for (uint16_t& c : table_)
+    c = uint16_t(splitmix(seed));
+}
+
+uint32_t EphemeralPorts::hash(const uint64_t key[2], uint8_t proto, uint32_t local_ip,
+                              uint32_t remote_ip, uint16_t remote_port) {
+  const uint64_t m[2] = {uint64_t(local_ip) << 32 | remote_ip, uint64_t(proto) << 16 | remote_port};
+  return uint32_t(transport::siphash24(key, m, 2));
+}
+
+// ---- receive
+// ----------------------------------------------------------------------------------------------
 
 Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   const uint8_t* fr = rte_pktmbuf_mtod(m, const uint8_t*);
@@ -260,30 +374,22 @@ FlowPath::Tp* FlowPath::find_tuple(uint8_t port, uint8_t proto, uint32_t rip, ui
       flows_[m->hash.fdir.hi].state == Flow::State::kOpen) {
     id = m->hash.fdir.hi;
   } else {
-    id = hash_find(rip, k.src_port, lip, k.dst_port);
+    id = hash_find(proto, rip, k.src_port, lip, k.dst_port);
   }
   const bool have_flow = id != kNoFlow && flows_[id].state == Flow::State::kOpen;
-  const Listener* hit = nullptr;
-  if (!have_flow || k.opens) {
-    for (const Listener& l : listeners_) {
-      if (l.used && l.proto == proto && l.port == k.dst_port && (l.ip == 0 || l.ip == lip)) {
-        hit = &l;
-        break;
-      }
-    }
-  }
+  const uint32_t l = !have_flow || k.opens ? listener_find(proto, lip, k.dst_port) : kNoFlow;
   if (have_flow) {
     h->flow = id;
-    if (hit != nullptr && hit->tp == flows_[id].tp && lip == ports_[port].ip) {
+    if (l != kNoFlow && listeners_[l].tp == flows_[id].tp && lip == ports_[port].ip) {
       h->has_listener = true;
-      h->listener = uint32_t(hit - listeners_.data());
+      h->listener = l;
     }
     return transports_[flows_[id].tp].get();
   }
-  if (hit == nullptr || lip != ports_[port].ip) return nullptr;
+  if (l == kNoFlow || lip != ports_[port].ip) return nullptr;
   h->has_listener = true;
-  h->listener = uint32_t(hit - listeners_.data());
-  return transports_[hit->tp].get();
+  h->listener = l;
+  return transports_[listeners_[l].tp].get();
 }
 
 // The NIC's placement verdict into h, and h with its mbuf onto the transport's next burst.

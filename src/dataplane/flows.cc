@@ -46,8 +46,8 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
   free_head_ = 0;
   for (uint32_t i = 0; i < flows_.size(); i++)
     flows_[i].next_free = i + 1;
-  size_t cap = 1;
-  while (cap < size_t(params.max_flows) * 2)
+  size_t cap = 1;  // flows and listeners, at most half full
+  while (cap < (size_t(params.max_flows) + params.max_listeners) * 2)
     cap <<= 1;
   hash_.assign(cap, 0);
   resolving_.reserve(params.max_flows);
@@ -333,6 +333,7 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
   int rc = tp->t->listen(free, local, params);
   if (rc != 0) return rc == -EEXIST ? CL_EADDRINUSE : CL_EINVAL;
   listeners_[free] = Listener{true, IPPROTO_TCP, &a, a.id, cq, tp->index, ip, port};
+  listener_insert(free);
   *listener = free;
   return 0;
 }
@@ -343,6 +344,7 @@ int FlowPath::unlisten(uint32_t app_id, uint32_t listener) {
     return CL_ENOENT;
   }
   transports_[listeners_[listener].tp]->t->unlisten(listener);
+  listener_remove(listener);
   listeners_[listener] = Listener{};
   return 0;
 }
@@ -357,17 +359,9 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   tuple.proto = 6;
   tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
   tuple.remote = {transport::IpAddr::v4(ip), port};
-  // An ephemeral port no flow to this peer uses, and no listener.
-  const uint32_t span = 65536 - kEphemeralLo;
-  for (uint32_t tries = 0; tuple.local.port == 0; tries++) {
-    if (tries == span) return CL_EADDRINUSE;
-    const auto lport = uint16_t(kEphemeralLo + next_ephemeral_++ % span);
-    bool listened = std::any_of(listeners_.begin(), listeners_.end(),
-                                [&](const Listener& l) { return l.used && l.port == lport; });
-    if (!listened && hash_find(ip, port, ports_[hop->port].ip, lport) == kNoFlow) {
-      tuple.local.port = lport;
-    }
-  }
+  // An ephemeral port no flow to this peer uses, and no listener (RFC 6056).
+  tuple.local.port = ephemeral_port(tuple);
+  if (tuple.local.port == 0) return CL_EADDRINUSE;
   // The tuple's binding, then the port's: the app's own transport name wins over both.
   const FlowBinding* tb = tuple_binding(tuple);
   if (tb != nullptr && tb->uid && *tb->uid != a.uid) {

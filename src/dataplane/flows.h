@@ -46,6 +46,7 @@
 
 #include "apps.h"
 #include "arp.h"
+#include "demux.h"
 #include "flow_info.h"
 #include "net.h"
 #include "nic.h"
@@ -193,10 +194,28 @@ class FlowPath final : public FlowHandler {
   Tp* transport_for(std::string_view name, uint16_t port, std::string& error);
   uint32_t alloc_flow();
   void free_flow(uint32_t id);
+  // The flow hash (demux.cc): flows by tuple and listeners by local address in one table.
+  struct HashKey {
+    uint32_t rip = 0;  // listeners: 0
+    uint32_t lip = 0;  // listeners: 0 for any of ours
+    uint16_t rport = 0;
+    uint16_t lport = 0;
+    uint8_t proto = 0;
+  };
+  static HashKey key_of(const Flow& f);
+  static HashKey key_of(const Listener& l);
+  static uint32_t mix(const HashKey& k);
+  void hash_put(uint32_t entry, const HashKey& k);
+  void hash_drop(uint32_t entry, const HashKey& k);
   void hash_insert(uint32_t id);
   void hash_remove(uint32_t id);
-  uint32_t hash_find(uint32_t remote_ip, uint16_t remote_port, uint32_t local_ip,
+  void listener_insert(uint32_t l);
+  void listener_remove(uint32_t l);
+  uint32_t hash_find(uint8_t proto, uint32_t remote_ip, uint16_t remote_port, uint32_t local_ip,
                      uint16_t local_port) const;
+  uint32_t listener_find(uint8_t proto, uint32_t local_ip, uint16_t local_port) const;
+  bool port_listened(uint8_t proto, uint16_t local_port) const;
+  uint16_t ephemeral_port(const transport::FlowTuple& t);
   void learn_claims();
   void add_claim(std::string_view name, const transport::Claim& c);
   void link_claims();
@@ -253,7 +272,8 @@ class FlowPath final : public FlowHandler {
   std::vector<std::unique_ptr<Tp>> transports_;
   std::vector<Flow> flows_;
   uint32_t free_head_;
-  std::vector<uint32_t> hash_;  // open addressing: flow id + 1, 0 empty, kTombstone deleted
+  // Open addressing: 0 empty, kTombstone deleted, a flow's id + 1, kListenerEntry | a listener's.
+  std::vector<uint32_t> hash_;
   std::vector<Listener> listeners_;
   struct NicMr {
     uint8_t* base = nullptr;
@@ -272,7 +292,7 @@ class FlowPath final : public FlowHandler {
   std::vector<transport::Param> accept_params_;
   uint32_t accept_params_flow_ = transport::kNoFlow;
   rte_mbuf_ext_shared_info shinfo_{};  // app memory under TX extbufs: never freed by DPDK
-  uint16_t next_ephemeral_ = 0;
+  EphemeralPorts ephemeral_;
   std::vector<ClaimEntry> claims_;           // reserved: never reallocates
   std::array<uint8_t, 256> proto_claims_{};  // by IP protocol but UDP: claims_ index + 1, 0 none
   std::vector<uint8_t> udp_claims_;          // by UDP destination port: likewise

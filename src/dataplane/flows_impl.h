@@ -36,7 +36,7 @@ inline constexpr uint32_t kExtSeg = 32768;  // payload bytes per extbuf segment
 // the transport ABI allows (send() refuses longer descriptors).
 inline constexpr uint32_t kMaxExtSegs = (transport::kMaxTxLen + kExtSeg - 1) / kExtSeg;
 inline constexpr uint32_t kTombstone = 0xFFFFFFFFu;
-inline constexpr uint16_t kEphemeralLo = 49152;
+inline constexpr uint32_t kListenerEntry = 0x80000000u;  // a hash entry naming a listener
 inline constexpr size_t kRxStage = 512;
 inline constexpr size_t kAppStage = 64;
 inline constexpr size_t kRing = 64;
