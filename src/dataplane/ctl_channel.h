@@ -20,10 +20,10 @@
 #include <string_view>
 #include <vector>
 
-#include "apps.h"
-#include "arp.h"
 #include "fault_params.h"
 #include "flow_info.h"
+#include "lcore/apps.h"
+#include "lcore/arp.h"
 #include "net.h"
 #include "shm_abi.h"
 #include "stats.h"

@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "app_server.h"
 #include "config.h"
+#include "control/app_server.h"
 #include "ctl_channel.h"
 #include "fake_dataplane.h"
 #include "fuzz_input.h"

@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "apps.h"
 #include "ctl_channel.h"
 #include "flow_info.h"
+#include "lcore/apps.h"
 #include "transport.h"
 
 namespace cleave::fuzz {

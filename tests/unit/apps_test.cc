@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "apps.h"
+#include "lcore/apps.h"
 #include "pipe.h"
 
 namespace cleave::dp {

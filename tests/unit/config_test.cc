@@ -7,9 +7,9 @@
 #include <string>
 
 #include "config.h"
+#include "control/transport_setup.h"
 #include "flow_info.h"
 #include "transport.h"
-#include "transport_setup.h"
 
 namespace cleave::dp {
 namespace {

@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "config.h"
+#include "control/port.h"
 #include "ctl_channel.h"
-#include "dataplane.h"
 #include "frames.h"
-#include "port.h"
-#include "route.h"
+#include "lcore/dataplane.h"
+#include "lcore/route.h"
 #include "rte_pmd_cleave.h"
 
 namespace cleave::dp {

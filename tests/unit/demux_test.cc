@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "demux.h"
+#include "lcore/demux.h"
 
 namespace cleave::dp {
 namespace {

@@ -27,14 +27,14 @@
 #include <vector>
 
 #include "config.h"
+#include "control/management.h"
+#include "control/port.h"
 #include "ctl_channel.h"
-#include "dataplane.h"
 #include "frames.h"
-#include "management.h"
+#include "lcore/dataplane.h"
+#include "lcore/route.h"
 #include "mgmt_protocol.h"
 #include "pipe.h"
-#include "port.h"
-#include "route.h"
 #include "transport.h"
 
 namespace cleave::dp {
