@@ -356,12 +356,7 @@ void AppServer::on_message(Session& s) {
       if (s.version < 2 || !size_ok(sizeof m) || fd >= 0) return bad("malformed unlisten");
       std::memcpy(&m, buf, sizeof m);
       auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
-      auto req = std::make_unique<CtlRequest>();
-      req->op = CtlOp::kFlow;
-      req->flow_op = FlowOp::kUnlisten;
-      req->app_id = s.id;
-      req->flow_id = m.listener;
-      r.h.status = ctl_flow(s, std::move(req));
+      r.h.status = ctl_flow(s, CtlRequest::make(ctl::Unlisten{{}, s.id, m.listener}));
       send(s, &r, sizeof r);
       return;
     }
@@ -379,10 +374,7 @@ void AppServer::on_message(Session& s) {
       if (s.version < 3 || !size_ok(sizeof m) || fd >= 0) return bad("malformed QP modify");
       std::memcpy(&m, buf, sizeof m);
       auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
-      auto req = qp_request(s, FlowOp::kQpModify, m.qp);
-      req->qp_attr = m.attr;
-      req->qp_mask = m.mask;
-      r.h.status = ctl_flow(s, std::move(req));
+      r.h.status = ctl_flow(s, CtlRequest::make(ctl::QpModify{{}, s.id, m.qp, m.attr, m.mask}));
       send(s, &r, sizeof r);
       return;
     }
@@ -394,14 +386,14 @@ void AppServer::on_message(Session& s) {
       if (m.reserved != 0) return bad("malformed QP message");
       if (type == abi::MsgType::kQpDestroy) {
         auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
-        r.h.status = ctl_flow(s, qp_request(s, FlowOp::kQpDestroy, m.qp));
+        r.h.status = ctl_flow(s, CtlRequest::make(ctl::QpDestroy{{}, s.id, m.qp}));
         send(s, &r, sizeof r);
         return;
       }
       auto r = reply_for<abi::QpQueryReply>(h, abi::MsgType::kQpQueryReply);
       std::unique_ptr<CtlRequest> answer;
-      r.h.status = ctl_flow(s, qp_request(s, FlowOp::kQpQuery, m.qp), &answer);
-      if (r.h.status == 0) r.attr = answer->qp_attr;
+      r.h.status = ctl_flow(s, CtlRequest::make(ctl::QpQuery{{}, s.id, m.qp}), &answer);
+      if (r.h.status == 0) r.attr = answer->as<ctl::QpQuery>().attr;
       send(s, &r, sizeof r);
       return;
     }
@@ -410,32 +402,25 @@ void AppServer::on_message(Session& s) {
   }
 }
 
-std::unique_ptr<CtlRequest> AppServer::qp_request(const Session& s, FlowOp op, uint32_t qp) {
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kFlow;
-  req->flow_op = op;
-  req->app_id = s.id;
-  req->flow_id = qp;
-  return req;
-}
-
 int32_t AppServer::qp_create(Session& s, const abi::QpCreate& m, abi::QpReply& out) {
   const char* end = static_cast<const char*>(std::memchr(m.params, 0, sizeof m.params));
   if (end == nullptr || m.reserved != 0) return CL_EINVAL;
   auto pipe = s.pipes.find(m.cq);
   if (pipe == s.pipes.end() || pipe->second.kind != abi::PipeKind::kCompletion) return CL_ENOENT;
-  auto req = qp_request(s, FlowOp::kQpCreate, 0);
-  req->flow_cq = static_cast<uint16_t>(m.cq);
-  req->qp_send_wr = m.max_send_wr;
-  req->qp_recv_wr = m.max_recv_wr;
-  req->qp_params.assign(m.params, end);
+  ctl::QpCreate q;
+  q.app_id = s.id;
+  q.cq = static_cast<uint16_t>(m.cq);
+  q.send_wr = m.max_send_wr;
+  q.recv_wr = m.max_recv_wr;
+  q.params.assign(m.params, end);
   std::unique_ptr<CtlRequest> answer;
-  int32_t st = ctl_flow(s, std::move(req), &answer);
+  int32_t st = ctl_flow(s, CtlRequest::make(std::move(q)), &answer);
   if (st == 0) {
-    out.qp = answer->flow_id;
-    out.qpn = answer->qp_qpn;
-    out.ip = answer->qp_ip;
-    out.max_pmtu = answer->qp_max_pmtu;
+    const ctl::QpCreate& a = answer->as<ctl::QpCreate>();
+    out.qp = a.qp;
+    out.qpn = a.qpn;
+    out.ip = a.ip;
+    out.max_pmtu = a.max_pmtu;
   }
   return st;
 }
@@ -445,18 +430,19 @@ int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, ui
   if (end == nullptr || (m.flags & ~abi::kFlowMessage) != 0 || m.reserved2 != 0) return CL_EINVAL;
   auto pipe = s.pipes.find(m.cq);
   if (pipe == s.pipes.end() || pipe->second.kind != abi::PipeKind::kCompletion) return CL_ENOENT;
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kFlow;
-  req->flow_op = listen ? FlowOp::kListen : FlowOp::kConnect;
-  req->app_id = s.id;
-  req->flow_cq = static_cast<uint16_t>(m.cq);
-  req->flow_ip = m.ip;
-  req->flow_port = m.port;
-  req->flow_transport.assign(m.transport, end);
-  req->flow_message = (m.flags & abi::kFlowMessage) != 0;
+  ctl::FlowOpen o;
+  o.app_id = s.id;
+  o.cq = static_cast<uint16_t>(m.cq);
+  o.ip = m.ip;
+  o.port = m.port;
+  o.transport.assign(m.transport, end);
+  o.message = (m.flags & abi::kFlowMessage) != 0;
   std::unique_ptr<CtlRequest> answer;
-  int32_t st = ctl_flow(s, std::move(req), &answer);
-  if (st == 0) id = answer->flow_id;
+  int32_t st = listen ? ctl_flow(s, CtlRequest::make(ctl::Listen{std::move(o)}), &answer)
+                      : ctl_flow(s, CtlRequest::make(ctl::Connect{std::move(o)}), &answer);
+  if (st == 0) {
+    id = listen ? answer->as<ctl::Listen>().id : answer->as<ctl::Connect>().id;
+  }
   return st;
 }
 
@@ -464,7 +450,7 @@ int32_t AppServer::ctl_flow(Session& s, std::unique_ptr<CtlRequest> req,
                             std::unique_ptr<CtlRequest>* out) {
   std::unique_ptr<CtlRequest> answer;
   if (int32_t st = app_ctl(s, std::move(req), 0, &answer); st != 0) return st;
-  int32_t st = answer->flow_status;
+  int32_t st = answer->flow_status();
   if (out != nullptr) *out = std::move(answer);
   return st;
 }
@@ -542,12 +528,10 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   dp->mrs[abi::kHeapMr] = {s.region.base() + s.heap_offset, s.heap_size,
                            abi::kAccessRead | abi::kAccessWrite};
   dp->pipes.resize(q.pipes);
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kAttach;
-  req->app = dp.get();
+  ctl::AppAttach attach;
+  attach.app = dp.get();
   std::shared_ptr<CtlRequest> late;
-  switch (ctl(std::move(req), nullptr, &late)) {
+  switch (ctl(CtlRequest::make(attach), nullptr, &late)) {
     case Ctl::kApplied:
       break;
     case Ctl::kRefused:  // the dataplane's app table is full, or the NIC's MR table
@@ -647,12 +631,11 @@ int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi
       p.cq_out = {v.ctl, static_cast<abi::Completion*>(v.ring), m.entries};
       break;
   }
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kSetPipe;
-  req->app_id = s.id;
-  req->app_index = id;
-  req->pipe = p;
+  ctl::AppSetPipe set;
+  set.app_id = s.id;
+  set.index = id;
+  set.pipe = p;
+  auto req = CtlRequest::make(std::move(set));
   // Unfinished, the dataplane may install the pipe yet: its doorbell stays open (and its
   // number unused) until the app is detached; the pipe's place in the region is never reused.
   if (int32_t st = app_ctl(s, std::move(req), CL_ENOSPC, nullptr, nullptr, owned.fd); st != 0) {
@@ -679,11 +662,10 @@ int32_t AppServer::pipe_destroy(Session& s, const abi::PipeDestroy& m) {
       if (p.kind != abi::PipeKind::kCompletion && p.cq == m.pipe) return CL_EBUSY;
     }
   }
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kSetPipe;
-  req->app_id = s.id;
-  req->app_index = m.pipe;
+  ctl::AppSetPipe set;  // an empty pipe: the slot is freed
+  set.app_id = s.id;
+  set.index = m.pipe;
+  auto req = CtlRequest::make(std::move(set));
   if (int32_t st = app_ctl(s, std::move(req), CL_EBUSY, nullptr, nullptr, it->second.doorbell_fd);
       st != 0) {
     // Unfinished: the pipe may be gone or not; its doorbell is held, its place never reused.
@@ -714,18 +696,17 @@ int32_t AppServer::mr_reg(Session& s, const abi::MrReg& m, int fd, abi::MrReply&
     return r;
   }
   uint32_t id = free_id(s.mrs, 1, q.mrs + 1);
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kSetMr;
-  req->app_id = s.id;
-  req->app_index = id;
-  req->mr = {mr.mem.base(), mr.mem.length(), mr.access};
+  ctl::AppSetMr set;
+  set.app_id = s.id;
+  set.index = id;
+  set.mr = {mr.mem.base(), mr.mem.length(), mr.access};
+  auto req = CtlRequest::make(set);
   std::unique_ptr<CtlRequest> answer;
   // Refused: a table of the NIC is full. Unfinished: the memory is held until the app goes.
   if (int32_t st = app_ctl(s, std::move(req), CL_ENOSPC, &answer, &mr.mem); st != 0) return st;
   s.memory += m.length;
   out.mr = id;
-  out.rkey = s.version >= 3 ? answer->mr.rkey : 0;
+  out.rkey = s.version >= 3 ? answer->as<ctl::AppSetMr>().mr.rkey : 0;
   s.mrs.emplace(id, std::move(mr));
   return 0;
 }
@@ -733,11 +714,10 @@ int32_t AppServer::mr_reg(Session& s, const abi::MrReg& m, int fd, abi::MrReply&
 int32_t AppServer::mr_dereg(Session& s, const abi::MrDereg& m) {
   auto it = s.mrs.find(m.mr);
   if (it == s.mrs.end()) return CL_ENOENT;
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kSetMr;
-  req->app_id = s.id;
-  req->app_index = m.mr;
+  ctl::AppSetMr set;  // an empty MR: the slot is freed
+  set.app_id = s.id;
+  set.index = m.mr;
+  auto req = CtlRequest::make(set);
   const uint64_t len = it->second.mem.length();
   // Refused: the app still has flows that may use the memory. Unfinished: the dataplane may
   // still reference it, so it stays mapped until the app is detached.
@@ -752,8 +732,8 @@ int32_t AppServer::mr_dereg(Session& s, const abi::MrDereg& m) {
 
 AppServer::Ctl AppServer::ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer,
                               std::shared_ptr<CtlRequest>* late) {
-  // Flow requests carry their outcome in flow_status, which the caller reads.
-  const bool flow = req->op == CtlOp::kFlow;
+  // Flow requests carry their outcome in their status, which the caller reads.
+  const bool flow = req->is_flow();
   CtlMiss miss = CtlMiss::kNone;
   req = ctl_.call(std::move(req), kCtlTimeout, &miss, late);
   if (!req) {
@@ -763,7 +743,7 @@ AppServer::Ctl AppServer::ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<C
                   miss == CtlMiss::kLate ? "it is still working on it" : "withdrawn, not applied");
     return miss == CtlMiss::kLate ? Ctl::kLate : Ctl::kWithdrawn;
   }
-  bool ok = flow || req->app_ok;
+  bool ok = flow || req->app_ok();
   if (answer != nullptr) *answer = std::move(req);
   return ok ? Ctl::kApplied : Ctl::kRefused;
 }
@@ -843,11 +823,9 @@ void AppServer::close_session(int fd, const char* why) {
 namespace {
 
 std::unique_ptr<CtlRequest> detach_request(uint32_t id) {
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kDetach;
-  req->app_id = id;
-  return req;
+  ctl::AppDetach d;
+  d.app_id = id;
+  return CtlRequest::make(d);
 }
 
 }  // namespace
@@ -899,7 +877,7 @@ void AppServer::settle() {
       continue;
     }
     // Held: a detach never sent (or not taken), or an attach the dataplane applied late.
-    bool held = l.pending == nullptr || (l.attach && l.pending->app_ok);
+    bool held = l.pending == nullptr || (l.attach && l.pending->app_ok());
     if (l.attach && held) {
       bump(late_attached_);
       spdlog::warn("app {}: the dataplane attached it after its hello had given up; detaching it",
@@ -921,14 +899,12 @@ void AppServer::settle() {
 
 std::map<uint32_t, AppCounters> AppServer::counters() {
   std::map<uint32_t, AppCounters> out;
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kCounters;
-  req->app_counters.reserve(cfg_.apps.max_apps);
+  ctl::AppCountersList list;
+  list.rows.reserve(cfg_.apps.max_apps);
   std::unique_ptr<CtlRequest> answer;
-  if (ctl(std::move(req), &answer) != Ctl::kApplied)
+  if (ctl(CtlRequest::make(std::move(list)), &answer) != Ctl::kApplied)
     throw MgmtError("unavailable", "the dataplane did not answer");
-  for (const AppCountersRow& r : answer->app_counters)
+  for (const AppCountersRow& r : answer->as<ctl::AppCountersList>().rows)
     out[r.id] = r.counters;
   return out;
 }

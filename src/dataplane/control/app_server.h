@@ -132,8 +132,6 @@ class AppServer {
   int32_t flow_open(Session& s, const abi::FlowOpen& m, bool listen, uint32_t& id);
   int32_t ctl_flow(Session& s, std::unique_ptr<CtlRequest> req,
                    std::unique_ptr<CtlRequest>* answer = nullptr);
-  // Queue pairs: a control request for QP `qp` of the app, and QpCreate.
-  static std::unique_ptr<CtlRequest> qp_request(const Session& s, FlowOp op, uint32_t qp);
   int32_t qp_create(Session& s, const abi::QpCreate& m, abi::QpReply& out);
   bool send(Session& s, const void* msg, size_t len, int fd = -1);
   void notice(Session& s, abi::NoticeReason why);

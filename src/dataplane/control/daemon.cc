@@ -177,11 +177,10 @@ class Supervisor {
         link_up_[i] = up;
       }
     }
-    auto req = std::make_unique<CtlRequest>();
-    req->op = CtlOp::kStats;
-    req = ctl_.call(std::move(req), std::chrono::milliseconds(200));
+    auto req = ctl_.call(CtlRequest::make(ctl::Stats{}), std::chrono::milliseconds(200));
     if (!req) return;
-    const ProtoStats& p = req->stats.proto;
+    const DataplaneStats& stats = req->as<ctl::Stats>().stats;
+    const ProtoStats& p = stats.proto;
     if (p.arp_conflicts > last_.arp_conflicts) {
       spdlog::warn("arp: {} packet(s) from another host claiming one of our addresses",
                    p.arp_conflicts - last_.arp_conflicts);
@@ -202,8 +201,8 @@ class Supervisor {
     if (sd_.enabled()) {
       uint64_t rx = 0, tx = 0;
       for (size_t i = 0; i < ports_.size(); i++) {
-        rx += req->stats.ports[i].rx_packets;
-        tx += req->stats.ports[i].tx_packets;
+        rx += stats.ports[i].rx_packets;
+        tx += stats.ports[i].tx_packets;
       }
       unsigned up = 0;
       for (int u : link_up_)

@@ -339,11 +339,9 @@ json Management::status() {
   using namespace std::chrono;
   json dp = {{"lcore", info_.dataplane_lcore}};
   try {
-    auto r = std::make_unique<CtlRequest>();
-    r->op = CtlOp::kStats;
-    r = ask(std::move(r));
+    auto r = ask(CtlRequest::make(ctl::Stats{}));
     dp["state"] = "running";
-    dp["iterations"] = r->stats.lcore.iterations;
+    dp["iterations"] = r->as<ctl::Stats>().stats.lcore.iterations;
   } catch (const MgmtError&) {
     dp["state"] = "unresponsive";
   }
@@ -403,27 +401,27 @@ json Management::ports(const std::string& name) {
 }
 
 json Management::faults(size_t index, uint8_t dirs, const FaultParams& p) {
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kNic;
-  r->nic_port = static_cast<uint8_t>(index);
-  r->nic_counters.reserve(kMaxNicCounters);
-  r->nic_fault_dirs = dirs;
-  r->nic_fault = p;
-  r = ask(std::move(r));
-  if (r->nic_fault_status != 0) {
+  ctl::Nic q;
+  q.port = static_cast<uint8_t>(index);
+  q.counters.reserve(kMaxNicCounters);
+  q.fault_dirs = dirs;
+  q.fault = p;
+  auto answer = ask(CtlRequest::make(std::move(q)));
+  const ctl::Nic& r = answer->as<ctl::Nic>();
+  if (r.fault_status != 0) {
     throw MgmtError(mgmt::kErrBadRequest,
                     "port " + ports_[index].name +
-                        ": the NIC refused the faults: " + std::strerror(-r->nic_fault_status));
+                        ": the NIC refused the faults: " + std::strerror(-r.fault_status));
   }
   json out = json::object();
   for (size_t d = 0; d < kFaultDirs; d++) {
-    const FaultParams& f = r->nic_faults[d];
+    const FaultParams& f = r.faults[d];
     json o = {{"enabled", f.enabled()},
               {"loss", f.loss},
               {"reorder", f.reorder},
               {"duplicate", f.duplicate},
               {"seed", f.seed}};
-    for (const NicCounterRow& c : r->nic_counters) {
+    for (const NicCounterRow& c : r.counters) {
       std::string_view n(c.name.data());
       for (size_t k = 0; k < kFaultCounterCount; k++) {
         // fault_<dir>_<what> -> <what>
@@ -464,18 +462,18 @@ json Management::nic(const std::string& name) {
   json out = json::array();
   for (size_t i = 0; i < ports_.size(); i++) {
     if (!name.empty() && name != ports_[i].name) continue;
-    auto r = std::make_unique<CtlRequest>();
-    r->op = CtlOp::kNic;
-    r->nic_port = static_cast<uint8_t>(i);
-    r->nic_counters.reserve(kMaxNicCounters);
-    r = ask(std::move(r));
-    if (!r->nic_found) continue;
+    ctl::Nic q;
+    q.port = static_cast<uint8_t>(i);
+    q.counters.reserve(kMaxNicCounters);
+    auto answer = ask(CtlRequest::make(std::move(q)));
+    const ctl::Nic& r = answer->as<ctl::Nic>();
+    if (!r.found) continue;
     // nic_mem_<table>_bytes / _in_use and nic_mem_total_bytes become the memory table.
     constexpr std::string_view kMem = "nic_mem_", kBytes = "_bytes", kInUse = "_in_use";
     json counters = json::object();
     json tables = json::object();
     uint64_t total = 0;
-    for (const NicCounterRow& c : r->nic_counters) {
+    for (const NicCounterRow& c : r.counters) {
       std::string_view n(c.name.data());
       if (n == "nic_mem_total_bytes") {
         total = c.value;
@@ -489,7 +487,7 @@ json Management::nic(const std::string& name) {
         counters[std::string(n)] = c.value;
       }
     }
-    auto backend = static_cast<NicBackend>(r->nic_backend);
+    auto backend = static_cast<NicBackend>(r.backend);
     out.push_back({{"name", ports_[i].name},
                    {"device", cfg_.ports[i].device},
                    {"backend", backend_name(backend)},
@@ -498,7 +496,7 @@ json Management::nic(const std::string& name) {
                      {"total_bytes", total},
                      {"tables", tables}}},
                    {"counters", counters},
-                   {"truncated", r->nic_truncated}});
+                   {"truncated", r.truncated}});
   }
   if (!name.empty() && out.empty()) {
     throw MgmtError(mgmt::kErrNotFound, "no port named '" + name + "'");
@@ -507,23 +505,23 @@ json Management::nic(const std::string& name) {
 }
 
 json Management::arp() {
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kArpTable;
-  r->arp.reserve(cfg_.arp.max_entries);
-  r = ask(std::move(r));
-  std::sort(r->arp.begin(), r->arp.end(), [](const ArpRow& a, const ArpRow& b) {
+  ctl::ArpTable q;
+  q.rows.reserve(cfg_.arp.max_entries);
+  auto answer = ask(CtlRequest::make(std::move(q)));
+  ctl::ArpTable& r = answer->as<ctl::ArpTable>();
+  std::sort(r.rows.begin(), r.rows.end(), [](const ArpRow& a, const ArpRow& b) {
     return a.port != b.port ? a.port < b.port : a.ip < b.ip;
   });
   json rows = json::array();
-  for (const ArpRow& a : r->arp) {
+  for (const ArpRow& a : r.rows) {
     rows.push_back({{"port", port_name(a.port)},
                     {"ip", a.ip.str()},
                     {"mac", mac_json(a.state, a.mac)},
                     {"state", arp_state_name(a.state)},
                     {"pinned", a.pinned},
-                    {"age_ms", a.age_cycles * 1000 / std::max<uint64_t>(r->tsc_hz, 1)}});
+                    {"age_ms", a.age_cycles * 1000 / std::max<uint64_t>(answer->tsc_hz, 1)}});
   }
-  return {{"entries", rows}, {"truncated", r->arp_truncated}, {"capacity", cfg_.arp.max_entries}};
+  return {{"entries", rows}, {"truncated", r.truncated}, {"capacity", cfg_.arp.max_entries}};
 }
 
 json Management::routes() {
@@ -540,11 +538,10 @@ json Management::routes() {
 json Management::route_get(const std::string& addr) {
   auto ip = Ipv4::parse(addr);
   if (!ip) throw MgmtError(mgmt::kErrBadRequest, "'" + addr + "' is not an IPv4 address");
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kRouteGet;
-  r->addr = *ip;
-  r = ask(std::move(r));
-  const RouteAnswer& a = r->route;
+  ctl::RouteGet q;
+  q.addr = *ip;
+  auto r = ask(CtlRequest::make(q));
+  const RouteAnswer& a = r->as<ctl::RouteGet>().route;
   if (!a.found) throw MgmtError(mgmt::kErrNotFound, "no route to " + addr);
   json neigh = nullptr;
   if (a.neighbour_known) {
@@ -559,10 +556,8 @@ json Management::route_get(const std::string& addr) {
 }
 
 json Management::stats() {
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kStats;
-  r = ask(std::move(r));
-  const DataplaneStats& s = r->stats;
+  auto r = ask(CtlRequest::make(ctl::Stats{}));
+  const DataplaneStats& s = r->as<ctl::Stats>().stats;
   const LcoreStats& l = s.lcore;
   uint64_t cycles = l.busy_cycles + l.idle_cycles;
   json lcore = {
@@ -613,19 +608,18 @@ json Management::stats() {
 
 // The dataplane answers with every row (it allocates them: management only). An `only` that
 // names no flow gets just the transports and bindings.
-std::unique_ptr<CtlRequest> Management::list_flows(uint32_t only) {
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kFlow;
-  r->flow_op = FlowOp::kList;
-  r->flow_id = only;
-  return ask(std::move(r));
+ctl::FlowList Management::list_flows(uint32_t only) {
+  ctl::FlowList q;
+  q.only = only;
+  auto r = ask(CtlRequest::make(std::move(q)));
+  return std::move(r->as<ctl::FlowList>());
 }
 
 json Management::flows() {
   auto r = list_flows(transport::kNoFlow);
   json flows = json::array();
   json listeners = json::array();
-  for (const FlowRow& row : r->flow_rows) {
+  for (const FlowRow& row : r.rows) {
     if (row.listener) {
       listeners.push_back({{"id", row.id},
                            {"app", app_json(row.app)},
@@ -636,17 +630,17 @@ json Management::flows() {
     }
   }
   json bindings = json::array();
-  for (const FlowBinding& b : r->bindings)
+  for (const FlowBinding& b : r.bindings)
     bindings.push_back(binding_json(b));
   return {{"flows", flows},
           {"listeners", listeners},
-          {"transports", r->transports},
+          {"transports", r.transports},
           {"bindings", bindings}};
 }
 
 json Management::flow_show(uint32_t id) {
   auto r = list_flows(id);
-  for (const FlowRow& row : r->flow_rows) {
+  for (const FlowRow& row : r.rows) {
     if (!row.listener && row.id == id) return flow_json(row);
   }
   throw MgmtError(mgmt::kErrNotFound, "no flow with id " + std::to_string(id));
@@ -654,55 +648,52 @@ json Management::flow_show(uint32_t id) {
 
 json Management::attach(FlowBinding b) {
   // An empty transport keeps the port's: the dataplane resolves it and answers which.
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kFlow;
-  r->flow_op = FlowOp::kAttach;
-  r->binding = std::move(b);
-  r = ask(std::move(r));
-  if (r->flow_status != 0) {
-    std::string why = r->flow_error.empty()
-                          ? "refused (error " + std::to_string(r->flow_status) + ")"
-                          : r->flow_error;
+  ctl::BindingAttach q;
+  q.binding = std::move(b);
+  auto answer = ask(CtlRequest::make(std::move(q)));
+  const ctl::BindingAttach& r = answer->as<ctl::BindingAttach>();
+  if (r.status != 0) {
+    std::string why =
+        r.error.empty() ? "refused (error " + std::to_string(r.status) + ")" : r.error;
     throw MgmtError(mgmt::kErrBadRequest,
-                    "cannot attach to " + binding_name(r->binding) + ": " + why);
+                    "cannot attach to " + binding_name(r.binding) + ": " + why);
   }
   std::string params;
-  for (const auto& [k, v] : r->binding.params)
+  for (const auto& [k, v] : r.binding.params)
     params.append(" ").append(k).append(" ").append(v);
-  std::string uid = r->binding.uid ? " for uid " + std::to_string(*r->binding.uid) : "";
-  spdlog::info("{} bound to transport {}{}{}", binding_name(r->binding), r->binding.transport,
-               params, uid);
-  return binding_json(r->binding);
+  std::string uid = r.binding.uid ? " for uid " + std::to_string(*r.binding.uid) : "";
+  spdlog::info("{} bound to transport {}{}{}", binding_name(r.binding), r.binding.transport, params,
+               uid);
+  return binding_json(r.binding);
 }
 
 json Management::detach(FlowBinding key) {
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kFlow;
-  r->flow_op = FlowOp::kDetach;
-  r->binding = std::move(key);
-  r = ask(std::move(r));
-  if (r->flow_status != 0) {
-    throw MgmtError(mgmt::kErrNotFound, "no binding for " + binding_name(r->binding));
+  ctl::BindingDetach q;
+  q.binding = std::move(key);
+  auto answer = ask(CtlRequest::make(std::move(q)));
+  const ctl::BindingDetach& r = answer->as<ctl::BindingDetach>();
+  if (r.status != 0) {
+    throw MgmtError(mgmt::kErrNotFound, "no binding for " + binding_name(r.binding));
   }
   spdlog::info("{} unbound (flows that exist keep their transport and parameters)",
-               binding_name(r->binding));
-  return binding_json(r->binding);
+               binding_name(r.binding));
+  return binding_json(r.binding);
 }
 
 json Management::transports() {
   auto r = list_flows(transport::kNoFlow);
   std::map<std::string, std::pair<uint64_t, uint64_t>> counts;  // flows, listeners
-  for (const FlowRow& row : r->flow_rows) {
+  for (const FlowRow& row : r.rows) {
     auto& c = counts[row.transport];
     (row.listener ? c.second : c.first)++;
   }
   json out = json::array();
   for (const transport::Registry::Entry& e : transport::Registry::global().entries()) {
     bool running =
-        std::find(r->transports.begin(), r->transports.end(), e.name) != r->transports.end();
+        std::find(r.transports.begin(), r.transports.end(), e.name) != r.transports.end();
     // Counters over every flow the transport has had; empty until it runs.
     json stats = json::object();
-    for (const TransportStats& s : r->transport_stats) {
+    for (const TransportStats& s : r.transport_stats) {
       if (s.name != e.name) continue;
       for (const auto& [k, v] : s.numbers)
         stats[k] = v;

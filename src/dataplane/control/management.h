@@ -88,7 +88,7 @@ class Management {
 
  private:
   std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);
-  std::unique_ptr<CtlRequest> list_flows(uint32_t only);
+  ctl::FlowList list_flows(uint32_t only);
   // One port's faults and fault counters, setting them first when dirs is not 0.
   nlohmann::json faults(size_t index, uint8_t dirs, const FaultParams& p);
   nlohmann::json faults_or_null(size_t index);

@@ -2,10 +2,11 @@
 // that serves their pipes round-robin, checks every descriptor and posts completions.
 //
 // Ownership: the main thread (app_server.h) builds a DpApp with tables sized by the app's quota
-// and hands it over with CtlOp::kApp; from then until it is detached only the dataplane lcore
-// touches it, except `evict`, the one field the main thread reads. Table updates (an MR or a pipe
-// added or removed) travel the same way, so the main thread never writes state the dataplane
-// reads. No DPDK here: the app path is plain C++ over mapped memory and is tested without EAL.
+// and hands it over with a ctl::AppAttach request (ctl_channel.h); from then until it is detached
+// only the dataplane lcore touches it, except `evict`, the one field the main thread reads. Table
+// updates (an MR or a pipe added or removed) travel the same way, so the main thread never writes
+// state the dataplane reads. No DPDK here: the app path is plain C++ over mapped memory and is
+// tested without EAL.
 #pragma once
 
 #include <atomic>
@@ -135,9 +136,6 @@ class FlowHandler {
 // Writes completions to an app's completion pipe (the caller made sure of the room) and rings
 // its doorbell when the consumer sleeps.
 void post_completions(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
-
-// A table update for one app, built by the main thread.
-enum class AppOp : uint8_t { kAttach, kDetach, kSetMr, kSetPipe, kCounters };
 
 class AppPath {
  public:

@@ -128,11 +128,26 @@ class Dataplane final : private ArpIo, private FlowIo {
   void flow_stage(uint8_t port, rte_mbuf* m) override { stage(ports_[port].wire, m); }
 
   // Control requests.
-  void answer_arp_table(CtlRequest* r, uint64_t now);
-  void answer_route_get(CtlRequest* r, uint64_t now);
-  void answer_app(CtlRequest* r, uint64_t now);
-  void answer_nic(CtlRequest* r);
-  void answer_flow(CtlRequest* r, uint64_t now);
+  // The answer to each kind of control request (dataplane_ctl.cc).
+  void answer(ctl::Stats& r, uint64_t now);
+  void answer(ctl::ArpTable& r, uint64_t now);
+  void answer(ctl::RouteGet& r, uint64_t now);
+  void answer(ctl::Nic& r, uint64_t now);
+  void answer(ctl::AppAttach& r, uint64_t now);
+  void answer(ctl::AppDetach& r, uint64_t now);
+  void answer(ctl::AppSetMr& r, uint64_t now);
+  void answer(ctl::AppSetPipe& r, uint64_t now);
+  void answer(ctl::AppCountersList& r, uint64_t now);
+  void answer(ctl::Listen& r, uint64_t now);
+  void answer(ctl::Connect& r, uint64_t now);
+  void answer(ctl::Unlisten& r, uint64_t now);
+  void answer(ctl::FlowList& r, uint64_t now);
+  void answer(ctl::BindingAttach& r, uint64_t now);
+  void answer(ctl::BindingDetach& r, uint64_t now);
+  void answer(ctl::QpCreate& r, uint64_t now);
+  void answer(ctl::QpModify& r, uint64_t now);
+  void answer(ctl::QpQuery& r, uint64_t now);
+  void answer(ctl::QpDestroy& r, uint64_t now);
 
   DataplaneParams params_;
   std::vector<Port> ports_;

@@ -3,6 +3,7 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <variant>
 
 #include <cleave/cleave.h>
 
@@ -22,184 +23,168 @@ void Dataplane::serve_control(uint64_t now) {
   for (unsigned i = 0; i < n; i++) {
     CtlRequest* r = reqs[i];
     r->tsc_hz = tsc_hz_;
-    switch (r->op) {
-      case CtlOp::kStats:
-        r->stats = stats_;
-        break;
-      case CtlOp::kArpTable:
-        answer_arp_table(r, now);
-        break;
-      case CtlOp::kRouteGet:
-        answer_route_get(r, now);
-        break;
-      case CtlOp::kApp:
-        answer_app(r, now);
-        break;
-      case CtlOp::kNic:
-        answer_nic(r);
-        break;
-      case CtlOp::kFlow:
-        answer_flow(r, now);
-        break;
-    }
+    std::visit([&](auto& body) { answer(body, now); }, r->body);
     CtlChannel::answer(r);
   }
 }
 
-void Dataplane::answer_app(CtlRequest* r, uint64_t now) {
-  switch (r->app_op) {
-    case AppOp::kAttach:
-      r->app_ok = apps_.attach(r->app, now);
-      // Its memory is the NIC's to read and write from now on.
-      for (uint32_t i = 0; r->app_ok && i < r->app->mrs.size(); i++) {
-        if (r->app->mrs[i].length != 0 && !flows_->app_mr(*r->app, i, r->app->mrs[i])) {
-          flows_->app_detached(*r->app);
-          apps_.detach(r->app->id);
-          r->app_ok = false;
-        }
-      }
-      break;
-    case AppOp::kDetach:
-      if (DpApp* a = apps_.find(r->app_id)) flows_->app_detached(*a);
-      r->app = apps_.detach(r->app_id);
-      r->app_ok = r->app != nullptr;
-      break;
-    case AppOp::kSetMr: {
-      DpApp* a = apps_.find(r->app_id);
-      r->app_ok = a != nullptr && r->app_index < a->mrs.size();
-      if (!r->app_ok) break;
-      if (r->mr.length == 0) {
-        // Refused while flows may still use the memory.
-        r->app_ok =
-            flows_->app_mr(*a, r->app_index, r->mr) && apps_.set_mr(a->id, r->app_index, r->mr);
-      } else {
-        apps_.set_mr(a->id, r->app_index, r->mr);
-        if (!flows_->app_mr(*a, r->app_index, a->mrs[r->app_index])) {
-          apps_.set_mr(a->id, r->app_index, DpMr{});
-          r->app_ok = false;
-        }
-        r->mr = a->mrs[r->app_index];  // with its rkey
-      }
-      break;
+void Dataplane::answer(ctl::Stats& r, uint64_t /*now*/) {
+  r.stats = stats_;
+}
+
+// ---- app table updates
+
+void Dataplane::answer(ctl::AppAttach& r, uint64_t now) {
+  r.ok = apps_.attach(r.app, now);
+  // Its memory is the NIC's to read and write from now on.
+  for (uint32_t i = 0; r.ok && i < r.app->mrs.size(); i++) {
+    if (r.app->mrs[i].length != 0 && !flows_->app_mr(*r.app, i, r.app->mrs[i])) {
+      flows_->app_detached(*r.app);
+      apps_.detach(r.app->id);
+      r.ok = false;
     }
-    case AppOp::kSetPipe: {
-      const DpApp* a = apps_.find(r->app_id);
-      // A completion pipe flows or listeners are bound to stays.
-      r->app_ok = a != nullptr && r->app_index < a->pipes.size() &&
-                  !(r->pipe.kind == abi::PipeKind{} &&
-                    a->pipes[r->app_index].kind == abi::PipeKind::kCompletion &&
-                    flows_->cq_in_use(*a, static_cast<uint16_t>(r->app_index))) &&
-                  apps_.set_pipe(r->app_id, r->app_index, r->pipe);
-      break;
-    }
-    case AppOp::kCounters:
-      r->app_counters.clear();
-      apps_.for_each([&](const DpApp& a) {
-        if (r->app_counters.size() < r->app_counters.capacity()) {
-          r->app_counters.push_back({a.id, a.counters});
-        }
-      });
-      r->app_ok = true;
-      break;
   }
 }
 
-void Dataplane::answer_flow(CtlRequest* r, uint64_t now) {
-  DpApp* a = nullptr;
-  if (r->flow_op == FlowOp::kListen || r->flow_op == FlowOp::kConnect ||
-      r->flow_op == FlowOp::kQpCreate) {
-    a = apps_.find(r->app_id);
-    if (a == nullptr) {
-      r->flow_status = CL_ENOENT;
-      return;
+void Dataplane::answer(ctl::AppDetach& r, uint64_t /*now*/) {
+  if (DpApp* a = apps_.find(r.app_id)) flows_->app_detached(*a);
+  r.app = apps_.detach(r.app_id);
+  r.ok = r.app != nullptr;
+}
+
+void Dataplane::answer(ctl::AppSetMr& r, uint64_t /*now*/) {
+  DpApp* a = apps_.find(r.app_id);
+  r.ok = a != nullptr && r.index < a->mrs.size();
+  if (!r.ok) return;
+  if (r.mr.length == 0) {
+    // Refused while flows may still use the memory.
+    r.ok = flows_->app_mr(*a, r.index, r.mr) && apps_.set_mr(a->id, r.index, r.mr);
+  } else {
+    apps_.set_mr(a->id, r.index, r.mr);
+    if (!flows_->app_mr(*a, r.index, a->mrs[r.index])) {
+      apps_.set_mr(a->id, r.index, DpMr{});
+      r.ok = false;
     }
+    r.mr = a->mrs[r.index];  // with its rkey
   }
-  switch (r->flow_op) {
-    case FlowOp::kListen:
-      r->flow_status = flows_->listen(*a, r->flow_cq, r->flow_ip, r->flow_port, r->flow_transport,
-                                      r->flow_message, &r->flow_id);
-      break;
-    case FlowOp::kUnlisten:
-      r->flow_status = flows_->unlisten(r->app_id, r->flow_id);
-      break;
-    case FlowOp::kConnect:
-      r->flow_status = flows_->connect(*a, r->flow_cq, r->flow_ip, r->flow_port, r->flow_transport,
-                                       r->flow_message, &r->flow_id, now);
-      break;
-    case FlowOp::kList:
-      r->flow_rows.clear();
-      flows_->rows(r->flow_rows, r->flow_id);
-      r->transports = flows_->transport_names();
-      r->transport_stats = flows_->transport_stats();
-      r->bindings = flows_->bindings();
-      r->flow_status = 0;
-      break;
-    case FlowOp::kAttach:
-      r->flow_status = flows_->attach(r->binding, r->flow_error);
-      break;
-    case FlowOp::kDetach:
-      r->flow_status = flows_->detach(r->binding, r->flow_error);
-      break;
-    case FlowOp::kQpCreate:
-      r->flow_status = flows_->qp_create(*a, r->flow_cq, r->qp_send_wr, r->qp_recv_wr, r->qp_params,
-                                         &r->flow_id, &r->qp_qpn, &r->qp_ip, &r->qp_max_pmtu);
-      break;
-    case FlowOp::kQpModify:
-      r->flow_status = flows_->qp_modify(r->app_id, r->flow_id, r->qp_attr, r->qp_mask, now);
-      break;
-    case FlowOp::kQpQuery:
-      r->flow_status = flows_->qp_query(r->app_id, r->flow_id, &r->qp_attr);
-      break;
-    case FlowOp::kQpDestroy:
-      r->flow_status = flows_->qp_destroy(r->app_id, r->flow_id);
-      break;
-  }
+}
+
+void Dataplane::answer(ctl::AppSetPipe& r, uint64_t /*now*/) {
+  const DpApp* a = apps_.find(r.app_id);
+  // A completion pipe flows or listeners are bound to stays.
+  r.ok = a != nullptr && r.index < a->pipes.size() &&
+         !(r.pipe.kind == abi::PipeKind{} && a->pipes[r.index].kind == abi::PipeKind::kCompletion &&
+           flows_->cq_in_use(*a, static_cast<uint16_t>(r.index))) &&
+         apps_.set_pipe(r.app_id, r.index, r.pipe);
+}
+
+void Dataplane::answer(ctl::AppCountersList& r, uint64_t /*now*/) {
+  r.rows.clear();
+  apps_.for_each([&](const DpApp& a) {
+    if (r.rows.size() < r.rows.capacity()) r.rows.push_back({a.id, a.counters});
+  });
+  r.ok = true;
+}
+
+// ---- flows
+
+void Dataplane::answer(ctl::Listen& r, uint64_t /*now*/) {
+  DpApp* a = apps_.find(r.app_id);
+  r.status = a == nullptr ? CL_ENOENT
+                          : flows_->listen(*a, r.cq, r.ip, r.port, r.transport, r.message, &r.id);
+}
+
+void Dataplane::answer(ctl::Connect& r, uint64_t now) {
+  DpApp* a = apps_.find(r.app_id);
+  r.status = a == nullptr
+                 ? CL_ENOENT
+                 : flows_->connect(*a, r.cq, r.ip, r.port, r.transport, r.message, &r.id, now);
+}
+
+void Dataplane::answer(ctl::Unlisten& r, uint64_t /*now*/) {
+  r.status = flows_->unlisten(r.app_id, r.listener);
+}
+
+void Dataplane::answer(ctl::FlowList& r, uint64_t /*now*/) {
+  r.rows.clear();
+  flows_->rows(r.rows, r.only);
+  r.transports = flows_->transport_names();
+  r.transport_stats = flows_->transport_stats();
+  r.bindings = flows_->bindings();
+  r.status = 0;
+}
+
+void Dataplane::answer(ctl::BindingAttach& r, uint64_t /*now*/) {
+  r.status = flows_->attach(r.binding, r.error);
+}
+
+void Dataplane::answer(ctl::BindingDetach& r, uint64_t /*now*/) {
+  r.status = flows_->detach(r.binding, r.error);
+}
+
+void Dataplane::answer(ctl::QpCreate& r, uint64_t /*now*/) {
+  DpApp* a = apps_.find(r.app_id);
+  r.status = a == nullptr ? CL_ENOENT
+                          : flows_->qp_create(*a, r.cq, r.send_wr, r.recv_wr, r.params, &r.qp,
+                                              &r.qpn, &r.ip, &r.max_pmtu);
+}
+
+void Dataplane::answer(ctl::QpModify& r, uint64_t now) {
+  r.status = flows_->qp_modify(r.app_id, r.qp, r.attr, r.mask, now);
+}
+
+void Dataplane::answer(ctl::QpQuery& r, uint64_t /*now*/) {
+  r.status = flows_->qp_query(r.app_id, r.qp, &r.attr);
+}
+
+void Dataplane::answer(ctl::QpDestroy& r, uint64_t /*now*/) {
+  r.status = flows_->qp_destroy(r.app_id, r.qp);
 }
 
 // The generic backend's counters live on this lcore, so both backends are read here.
-void Dataplane::answer_nic(CtlRequest* r) {
-  r->nic_counters.clear();
-  r->nic_truncated = false;
-  r->nic_found = r->nic_port < ports_.size();
-  if (!r->nic_found) return;
-  Nic& nic = *ports_[r->nic_port].nic;
-  r->nic_backend = static_cast<uint8_t>(nic.backend());
-  r->nic_fault_status = 0;
+void Dataplane::answer(ctl::Nic& r, uint64_t /*now*/) {
+  r.counters.clear();
+  r.truncated = false;
+  r.found = r.port < ports_.size();
+  if (!r.found) return;
+  Nic& nic = *ports_[r.port].nic;
+  r.backend = static_cast<uint8_t>(nic.backend());
+  r.fault_status = 0;
   for (size_t d = 0; d < kFaultDirs; d++) {
-    if ((r->nic_fault_dirs & (1u << d)) != 0 && r->nic_fault_status == 0) {
-      r->nic_fault_status = nic.set_faults(FaultDir(d), r->nic_fault);
+    if ((r.fault_dirs & (1u << d)) != 0 && r.fault_status == 0) {
+      r.fault_status = nic.set_faults(FaultDir(d), r.fault);
     }
-    r->nic_faults[d] = nic.faults(FaultDir(d));
+    r.faults[d] = nic.faults(FaultDir(d));
   }
   nic.for_each_counter([&](std::string_view name, uint64_t value) {
-    if (r->nic_counters.size() == r->nic_counters.capacity()) {
-      r->nic_truncated = true;
+    if (r.counters.size() == r.counters.capacity()) {
+      r.truncated = true;
       return;
     }
     NicCounterRow row;
     name = name.substr(0, row.name.size() - 1);
     std::copy(name.begin(), name.end(), row.name.begin());
     row.value = value;
-    r->nic_counters.push_back(row);
+    r.counters.push_back(row);
   });
 }
 
-void Dataplane::answer_arp_table(CtlRequest* r, uint64_t now) {
-  r->arp.clear();
-  r->arp_truncated = false;
+void Dataplane::answer(ctl::ArpTable& r, uint64_t now) {
+  r.rows.clear();
+  r.truncated = false;
   arp_.for_each([&](const ArpEntry& e) {
-    if (r->arp.size() == r->arp.capacity()) {
-      r->arp_truncated = true;
+    if (r.rows.size() == r.rows.capacity()) {
+      r.truncated = true;
       return;
     }
-    r->arp.push_back({e.ip, e.mac, e.port, e.state, e.pinned, now - e.confirmed});
+    r.rows.push_back({e.ip, e.mac, e.port, e.state, e.pinned, now - e.confirmed});
   });
 }
 
-void Dataplane::answer_route_get(CtlRequest* r, uint64_t now) {
-  RouteAnswer& a = r->route;
+void Dataplane::answer(ctl::RouteGet& r, uint64_t now) {
+  RouteAnswer& a = r.route;
   a = RouteAnswer{};
-  auto hop = routes_.lookup(r->addr);
+  auto hop = routes_.lookup(r.addr);
   if (!hop) return;
   a.found = true;
   a.port = hop->port;
