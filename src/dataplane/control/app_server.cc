@@ -108,6 +108,7 @@ AppServer::AppServer(const Config& cfg, std::string path, int epoll_fd, CtlChann
       ports_(std::move(ports)),
       try_huge_(cfg.eal.hugepages != HugepageMode::kOff),
       pending_(ClientCaps{cfg.apps.max_pending, cfg.apps.max_pending_per_uid}) {
+  main_.bind();
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path_.size() >= sizeof addr.sun_path) throw std::runtime_error("app socket path too long");
@@ -158,6 +159,7 @@ size_t AppServer::apps() const {
 }
 
 bool AppServer::on_event(int fd, uint32_t events) {
+  main_.check("AppServer::on_event");
   if (fd == listen_fd_) {
     accept_apps();
     return true;
@@ -780,6 +782,7 @@ void AppServer::notice(Session& s, abi::NoticeReason why) {
 }
 
 void AppServer::on_tick() {
+  main_.check("AppServer::on_tick");
   settle();
   auto now = Clock::now();
   std::vector<int> evict, stale;

@@ -40,6 +40,7 @@
 #include "heap.h"
 #include "lcore/apps.h"
 #include "shm_abi.h"
+#include "thread_check.h"
 
 namespace cleave::dp {
 
@@ -163,6 +164,7 @@ class AppServer {
   };
 
   const Config& cfg_;
+  ThreadOwner main_{"main"};  // bound when made: the socket's events are the main thread's
   std::string path_;
   int epoll_fd_;
   int listen_fd_ = -1;

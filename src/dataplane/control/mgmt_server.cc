@@ -115,6 +115,7 @@ MgmtServer::MgmtServer(std::string path, int epoll_fd, Handler handler, MgmtLimi
       handler_(std::move(handler)),
       limits_(limits),
       table_(limits.clients) {
+  main_.bind();
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path_.size() >= sizeof addr.sun_path) {
@@ -147,6 +148,7 @@ MgmtServer::~MgmtServer() {
 }
 
 bool MgmtServer::on_event(int fd, uint32_t events) {
+  main_.check("MgmtServer::on_event");
   if (fd == listen_fd_) {
     accept_clients();
     return true;

@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "control/local_clients.h"
+#include "thread_check.h"
 
 namespace cleave::dp {
 
@@ -106,6 +107,7 @@ class MgmtServer {
   bool flush(int fd, Client& c);
   void watch(int fd, const Client& c);
 
+  ThreadOwner main_{"main"};  // bound when made: on_event is the main thread's
   std::string path_;
   int epoll_fd_;
   int listen_fd_ = -1;

@@ -37,6 +37,7 @@ AppPath::AppPath(uint32_t max_apps, uint32_t budget, uint64_t tsc_hz)
 }
 
 bool AppPath::attach(DpApp* app, uint64_t now) {
+  lcore_.check("AppPath::attach");
   if (apps_.size() >= max_apps_ || find(app->id) != nullptr) return false;
   app->error_tokens = uint64_t{app->error_budget} * tsc_hz_;
   app->error_refill_at = now;
@@ -45,6 +46,7 @@ bool AppPath::attach(DpApp* app, uint64_t now) {
 }
 
 DpApp* AppPath::detach(uint32_t app_id) {
+  lcore_.check("AppPath::detach");
   auto it = std::find_if(apps_.begin(), apps_.end(), [&](DpApp* a) { return a->id == app_id; });
   if (it == apps_.end()) return nullptr;
   DpApp* a = *it;
@@ -53,6 +55,7 @@ DpApp* AppPath::detach(uint32_t app_id) {
 }
 
 DpApp* AppPath::find(uint32_t app_id) {
+  lcore_.check("AppPath::find");
   for (DpApp* a : apps_) {
     if (a->id == app_id) return a;
   }
@@ -64,6 +67,7 @@ const DpApp* AppPath::find(uint32_t app_id) const {
 }
 
 bool AppPath::set_mr(uint32_t app_id, uint32_t mr, const DpMr& v) {
+  lcore_.check("AppPath::set_mr");
   DpApp* a = find(app_id);
   if (a == nullptr || mr >= a->mrs.size()) return false;
   a->mrs[mr] = v;
@@ -71,6 +75,7 @@ bool AppPath::set_mr(uint32_t app_id, uint32_t mr, const DpMr& v) {
 }
 
 bool AppPath::set_pipe(uint32_t app_id, uint32_t pipe, const DpPipe& v) {
+  lcore_.check("AppPath::set_pipe");
   DpApp* a = find(app_id);
   if (a == nullptr || pipe >= a->pipes.size()) return false;
   a->pipes[pipe] = v;
@@ -78,6 +83,7 @@ bool AppPath::set_pipe(uint32_t app_id, uint32_t pipe, const DpPipe& v) {
 }
 
 unsigned AppPath::poll(uint64_t now) {
+  lcore_.bind();
   size_t n = apps_.size();
   if (n == 0) return 0;
   uint32_t start = rr_ < n ? rr_ : 0;

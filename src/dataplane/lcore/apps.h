@@ -16,6 +16,7 @@
 
 #include "pipe.h"
 #include "shm_abi.h"
+#include "thread_check.h"
 
 namespace cleave::dp {
 
@@ -144,7 +145,8 @@ class AppPath {
   void set_flow_handler(FlowHandler* h) { flows_ = h; }
 
   // One pass over every app, each from where it left off, at most `budget` requests each;
-  // returns the requests served.
+  // returns the requests served. The thread that polls owns the app path (thread_check.h): the
+  // calls below are its alone.
   unsigned poll(uint64_t now);
 
   // Control (dataplane lcore). attach: false when full or the id is taken. detach returns the
@@ -176,7 +178,8 @@ class AppPath {
   int32_t fail(DpApp& a, AppError e, int32_t status, uint64_t now);
   DpPipe* pipe(DpApp& a, uint32_t id, abi::PipeKind kind);
 
-  std::vector<DpApp*> apps_;  // capacity reserved for max_apps: never reallocates
+  ThreadOwner lcore_{"dataplane lcore"};  // bound by poll()
+  std::vector<DpApp*> apps_;              // capacity reserved for max_apps: never reallocates
   uint32_t max_apps_;
   uint32_t budget_;
   uint64_t tsc_hz_;

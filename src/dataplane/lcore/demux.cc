@@ -422,6 +422,7 @@ void FlowPath::stage_rx(Tp& tp, transport::RxHeader& h, rte_mbuf* m,
 }
 
 void FlowPath::rx_flush() {
+  lcore_.check("FlowPath::rx_flush");
   for (auto& tp : transports_) {
     if (tp->hdrs.empty()) continue;
     stats_.rx_segments += tp->hdrs.size();

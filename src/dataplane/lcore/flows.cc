@@ -71,6 +71,7 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
 FlowPath::~FlowPath() = default;
 
 std::vector<std::string> FlowPath::transport_names() const {
+  lcore_.check("FlowPath::transport_names");
   std::vector<std::string> v;
   for (const auto& tp : transports_)
     v.push_back(tp->name);
@@ -191,6 +192,7 @@ void FlowPath::reap() {
 
 FlowAdmit FlowPath::flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic_mr,
                                  abi::Completion& c, uint64_t /*now*/) {
+  lcore_.check("FlowPath::flow_request");
   c.flow = e.target;
   if (e.target >= flows_.size() || flows_[e.target].owner != a.id ||
       flows_[e.target].state == Flow::State::kFree || flows_[e.target].app != &a) {
@@ -262,6 +264,7 @@ unsigned FlowPath::app_flush(Tp& tp, uint64_t now) {
 }
 
 unsigned FlowPath::poll(uint64_t now) {
+  lcore_.bind();
   unsigned work = 0;
   if (transport::Registry::global().entries().size() != registry_seen_) learn_claims();
   for (auto& tp : transports_) {
@@ -307,6 +310,7 @@ unsigned FlowPath::poll(uint64_t now) {
 
 int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view name,
                      bool message, uint32_t* listener) {
+  lcore_.check("FlowPath::listen");
   if (port == 0) return CL_EINVAL;
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
   if (ip != 0 &&
@@ -339,6 +343,7 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
 }
 
 int FlowPath::unlisten(uint32_t app_id, uint32_t listener) {
+  lcore_.check("FlowPath::unlisten");
   if (listener >= listeners_.size() || !listeners_[listener].used ||
       listeners_[listener].app_id != app_id) {
     return CL_ENOENT;
@@ -351,6 +356,7 @@ int FlowPath::unlisten(uint32_t app_id, uint32_t listener) {
 
 int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view name,
                       bool message, uint32_t* flow, uint64_t now) {
+  lcore_.check("FlowPath::connect");
   if (port == 0 || ip == 0) return CL_EINVAL;
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
   auto hop = routes_.lookup(Ipv4{ip});
@@ -423,6 +429,7 @@ void FlowPath::start_connect(uint32_t id) {
 }
 
 void FlowPath::app_detached(DpApp& a) {
+  lcore_.check("FlowPath::app_detached");
   for (uint32_t i = 0; i < listeners_.size(); i++) {
     if (listeners_[i].used && listeners_[i].app_id == a.id) unlisten(a.id, i);
   }
@@ -465,6 +472,7 @@ void FlowPath::app_detached(DpApp& a) {
 }
 
 bool FlowPath::app_mr(DpApp& a, uint32_t mr, const DpMr& v) {
+  lcore_.check("FlowPath::app_mr");
   if (mr >= a.mrs.size()) return false;
   DpMr& cur = a.mrs[mr];
   if (cur.nic_mr != 0) {
@@ -510,6 +518,7 @@ bool FlowPath::app_mr(DpApp& a, uint32_t mr, const DpMr& v) {
 }
 
 bool FlowPath::cq_in_use(const DpApp& a, uint16_t cq) const {
+  lcore_.check("FlowPath::cq_in_use");
   for (const Listener& l : listeners_) {
     if (l.used && l.app == &a && l.cq == cq) return true;
   }
@@ -551,6 +560,7 @@ std::vector<transport::Param> FlowPath::params_for(const transport::FlowTuple* t
 }
 
 int FlowPath::attach(FlowBinding& b, std::string& error) {
+  lcore_.check("FlowPath::attach");
   if (!b.tuple && b.local_port == 0) {
     error = "port must be 1 to 65535";
     return CL_EINVAL;
@@ -578,6 +588,7 @@ int FlowPath::attach(FlowBinding& b, std::string& error) {
 }
 
 int FlowPath::detach(FlowBinding& b, std::string& error) {
+  lcore_.check("FlowPath::detach");
   std::vector<FlowBinding>& table = b.tuple ? tuple_bindings_ : bindings_;
   auto it =
       std::find_if(table.begin(), table.end(), [&](const FlowBinding& x) { return x.same_key(b); });
@@ -591,6 +602,7 @@ int FlowPath::detach(FlowBinding& b, std::string& error) {
 }
 
 std::vector<FlowBinding> FlowPath::bindings() const {
+  lcore_.check("FlowPath::bindings");
   std::vector<FlowBinding> v = bindings_;
   v.insert(v.end(), tuple_bindings_.begin(), tuple_bindings_.end());
   return v;
@@ -613,6 +625,7 @@ class RowSink final : public transport::InfoSink {
 }  // namespace
 
 std::vector<TransportStats> FlowPath::transport_stats() const {
+  lcore_.check("FlowPath::transport_stats");
   class Sink final : public transport::InfoSink {
    public:
     explicit Sink(TransportStats& s) : s_(s) {}
@@ -635,6 +648,7 @@ std::vector<TransportStats> FlowPath::transport_stats() const {
 }
 
 void FlowPath::rows(std::vector<FlowRow>& out, uint32_t only) const {
+  lcore_.check("FlowPath::rows");
   for (uint32_t i = 0; i < listeners_.size(); i++) {
     const Listener& l = listeners_[i];
     if (!l.used || only != kNoFlow) continue;

@@ -29,7 +29,8 @@
 // request whose flow's pipe has no room stays in its submit pipe (FlowAdmit::kWait). The data
 // event (kEvData) is the one exception: it is coalesced while the pipe is full.
 //
-// Threads: the dataplane lcore only; control requests reach it through the CtlChannel.
+// Threads: the dataplane lcore only (checked, thread_check.h: the thread that polls owns it);
+// control requests reach it through the CtlChannel.
 // Allocation: tables are sized at construction; connect and listen may allocate (control path).
 #pragma once
 
@@ -54,6 +55,7 @@
 #include "rdma.h"
 #include "shm_abi.h"
 #include "stats.h"
+#include "thread_check.h"
 #include "transport.h"
 
 namespace cleave::dp {
@@ -263,6 +265,7 @@ class FlowPath final : public FlowHandler {
   bool reply(const transport::RxHeader& to, const uint8_t* l4, size_t len);
 
   FlowParams p_;
+  ThreadOwner lcore_{"dataplane lcore"};  // bound by poll(); every public call below is its
   std::vector<FlowPort> ports_;
   ArpTable& arp_;
   const RouteTable& routes_;

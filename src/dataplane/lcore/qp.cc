@@ -68,6 +68,7 @@ FlowPath::Flow* FlowPath::own_qp(uint32_t app_id, uint32_t qp) {
 int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t max_recv_wr,
                         std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip,
                         uint32_t* max_pmtu) {
+  lcore_.check("FlowPath::qp_create");
   if (max_send_wr == 0 || max_recv_wr == 0 || max_send_wr > kMaxQpWr || max_recv_wr > kMaxQpWr) {
     return CL_EINVAL;
   }
@@ -135,6 +136,7 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
 
 int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, uint32_t mask,
                         uint64_t now) {
+  lcore_.check("FlowPath::qp_modify");
   Flow* fp = own_qp(app_id, qp);
   if (fp == nullptr) return CL_ENOENT;
   Flow& f = *fp;
@@ -213,6 +215,7 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
 }
 
 int FlowPath::qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* out) const {
+  lcore_.check("FlowPath::qp_query");
   if (qp >= flows_.size()) return CL_ENOENT;
   const Flow& f = flows_[qp];
   if (!f.qp || f.owner != app_id || f.app == nullptr || f.gone) return CL_ENOENT;
@@ -239,6 +242,7 @@ int FlowPath::qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* out) const {
 }
 
 int FlowPath::qp_destroy(uint32_t app_id, uint32_t qp) {
+  lcore_.check("FlowPath::qp_destroy");
   if (own_qp(app_id, qp) == nullptr) return CL_ENOENT;
   free_qp(qp);
   return 0;
