@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include "errors.h"
+
 namespace cleave::dp {
 
 namespace {
@@ -48,9 +50,9 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
     }
     abi::Completion c{};
     c.flow = e.flow;
-    // Negative errno values: the CL_E* codes are the same numbers, but for a message longer
-    // than its receive buffer (-EMSGSIZE: CL_ETRUNC, and imm carries the message's length).
-    c.status = e.status == -EMSGSIZE && e.kind == EventKind::kRecvDone ? CL_ETRUNC : e.status;
+    // Negative errno values are CL_E* codes as they are (errors.h), but for a message longer
+    // than its receive buffer (CL_ETRUNC, and imm carries the message's length).
+    c.status = completion_status(e.status, e.kind == EventKind::kRecvDone);
     c.length = e.len;
     c.imm = e.kind == EventKind::kRecvDone ? e.aux : 0;
     c.wr_id = e.wr_id;
