@@ -20,9 +20,9 @@ declare -A files=(
   [tcp_sim]="src/transport/tcp/tcp_input.cc src/transport/tcp/tcp_output.cc src/transport/tcp/tcp.cc src/transport/tcp/tcp_rack.cc src/transport/tcp/tcp_timer.cc"
   [roce_sim]="src/transport/rocev2/rc.cc"
   [config]="src/dataplane/config.cc src/dataplane/net.cc"
-  [pipe]="src/dataplane/apps.cc"
-  [mgmt]="src/dataplane/mgmt_server.cc src/dataplane/management.cc"
-  [app]="src/dataplane/app_server.cc"
+  [pipe]="src/dataplane/lcore/apps.cc"
+  [mgmt]="src/dataplane/control/mgmt_server.cc src/dataplane/control/management.cc"
+  [app]="src/dataplane/control/app_server.cc"
 )
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(nic_rx tcp_wire roce_wire tcp_sim roce_sim config pipe mgmt app)

@@ -110,7 +110,7 @@ unsigned CtlChannel::take(CtlRequest** out, unsigned n) {
       continue;
     }
     out[kept++] = r;
-    if (stall == CtlStall::kAttach && r->op == CtlOp::kApp && r->app_op == AppOp::kAttach) {
+    if (stall == CtlStall::kAttach && r->is<ctl::AppAttach>()) {
       while (stall_.load(std::memory_order_acquire) == CtlStall::kAttach)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       break;

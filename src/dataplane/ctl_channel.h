@@ -17,13 +17,17 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
-#include "apps.h"
-#include "arp.h"
 #include "fault_params.h"
 #include "flow_info.h"
+#include "lcore/apps.h"
+#include "lcore/arp.h"
 #include "net.h"
 #include "shm_abi.h"
 #include "stats.h"
@@ -31,28 +35,6 @@
 struct rte_ring;
 
 namespace cleave::dp {
-
-enum class CtlOp : uint8_t {
-  kStats,     // copy of every counter
-  kArpTable,  // the neighbour cache
-  kRouteGet,  // route and next hop for `addr`, resolving the next hop's MAC
-  kApp,       // an app table update (app_op), or every app's counters
-  kNic,       // one port's NIC backend and counters (nic_port)
-  kFlow,      // flows: an app's listen, unlisten or connect; management's list and attach
-};
-
-enum class FlowOp : uint8_t {
-  kListen,
-  kUnlisten,
-  kConnect,
-  kList,
-  kAttach,
-  kDetach,
-  kQpCreate,
-  kQpModify,
-  kQpQuery,
-  kQpDestroy,
-};
 
 // One NIC counter, its name copied (xstats names are at most 64 bytes with the NUL).
 struct NicCounterRow {
@@ -85,77 +67,198 @@ struct RouteAnswer {
   Mac mac;
 };
 
-struct CtlRequest {
-  CtlOp op = CtlOp::kStats;
-  Ipv4 addr;  // kRouteGet
+// One type per request (namespace ctl): what the requester asks, and the answer the dataplane
+// writes into it. The requester reserves the room an answer needs (vectors' capacity); the
+// dataplane fills up to it and never allocates, except for management's flow list.
+namespace ctl {
 
-  // Answers, written by the dataplane before `done`.
-  uint64_t tsc_hz = 0;
+// Every counter.
+struct Stats {
   DataplaneStats stats;
-  std::vector<ArpRow> arp;  // capacity reserved by the requester; the dataplane never grows it
-  bool arp_truncated = false;
+};
+
+// The neighbour cache, up to rows' capacity.
+struct ArpTable {
+  std::vector<ArpRow> rows;
+  bool truncated = false;
+};
+
+// The route and next hop for `addr`, resolving the next hop's MAC.
+struct RouteGet {
+  Ipv4 addr;
   RouteAnswer route;
+};
 
-  // kApp: the update, built by the main thread. `app_ok` says whether it applied; kDetach
-  // hands the app back in `app`.
-  AppOp app_op = AppOp::kCounters;
-  DpApp* app = nullptr;  // kAttach
+// One port's NIC backend and counters (up to counters' capacity; `truncated` says some did not
+// fit). When fault_dirs is not 0 (bit 1 << FaultDir each) it first sets the port's wire faults
+// to `fault`: fault_status is 0 or the NIC's negative errno. `faults` are those in force either
+// way.
+struct Nic {
+  uint8_t port = 0;
+  uint8_t fault_dirs = 0;
+  FaultParams fault;
+  bool found = false;
+  uint8_t backend = 0;  // NicBackend
+  std::vector<NicCounterRow> counters;
+  bool truncated = false;
+  int fault_status = 0;
+  std::array<FaultParams, kFaultDirs> faults{};
+};
+
+// App table updates, built by the main thread (apps.h); `ok` says whether one applied.
+struct AppUpdate {
+  bool ok = false;
+};
+struct AppAttach : AppUpdate {
+  DpApp* app = nullptr;
+};
+// Hands the app back in `app` for the main thread to free.
+struct AppDetach : AppUpdate {
   uint32_t app_id = 0;
-  uint32_t app_index = 0;  // kSetMr, kSetPipe: the slot
+  DpApp* app = nullptr;
+};
+// An MR slot: length 0 removes it; `mr` comes back with its rkey.
+struct AppSetMr : AppUpdate {
+  uint32_t app_id = 0;
+  uint32_t index = 0;
   DpMr mr;
+};
+struct AppSetPipe : AppUpdate {
+  uint32_t app_id = 0;
+  uint32_t index = 0;
   DpPipe pipe;
-  bool app_ok = false;
-  std::vector<AppCountersRow> app_counters;  // kCounters: capacity reserved by the requester
+};
+// Every app's counters, up to rows' capacity.
+struct AppCountersList : AppUpdate {
+  std::vector<AppCountersRow> rows;
+};
 
-  // kNic: the port by index; the answer fills nic_counters up to the capacity the requester
-  // reserved (nic_truncated says some did not fit).
-  uint8_t nic_port = 0;
-  bool nic_found = false;
-  uint8_t nic_backend = 0;  // NicBackend
-  std::vector<NicCounterRow> nic_counters;
-  bool nic_truncated = false;
-  // kNic also sets a port's wire faults when nic_fault_dirs is not 0 (bit 1 << FaultDir each),
-  // before the counters are read; nic_fault_status is 0 or the NIC's negative errno. The answer
-  // carries the faults in force either way.
-  uint8_t nic_fault_dirs = 0;
-  FaultParams nic_fault;
-  int nic_fault_status = 0;
-  std::array<FaultParams, kFaultDirs> nic_faults{};
-
-  // kFlow. kListen, kConnect: app_id, cq, ip (host order), port, transport ("" default) in;
-  // flow_id (listener or flow) and flow_status (0 or CL_E*) out. kUnlisten: app_id, flow_id.
-  // kList: flow_id (kNoFlow: all) in, flow_rows out (the dataplane allocates: management only).
-  // kAttach, kDetach: binding in (kAttach: as kept out), flow_status and flow_error out.
-  FlowOp flow_op = FlowOp::kList;
-  uint16_t flow_cq = 0;
-  uint32_t flow_ip = 0;
-  uint16_t flow_port = 0;
-  std::string flow_transport;
-  bool flow_message = false;  // kListen, kConnect: message mode (the transport's "message on")
-  uint32_t flow_id = 0;
-  int32_t flow_status = 0;
-  std::vector<FlowRow> flow_rows;
+// Flow requests (flows.h): `status` is 0 or a negative CL_E* code.
+struct FlowAnswer {
+  int32_t status = 0;
+};
+// An app's listen or connect: `transport` "" is the default; `message`: message mode (the
+// transport's "message on"). `id` (the listener or the flow) out.
+struct FlowOpen : FlowAnswer {
+  uint32_t app_id = 0;
+  uint16_t cq = 0;
+  uint32_t ip = 0;  // host order; listen: 0 for any of ours
+  uint16_t port = 0;
+  std::string transport;
+  bool message = false;
+  uint32_t id = 0;
+};
+struct Listen : FlowOpen {};
+struct Connect : FlowOpen {};
+struct Unlisten : FlowAnswer {
+  uint32_t app_id = 0;
+  uint32_t listener = 0;
+};
+// Management's list: one flow (`only`) or all (kNoFlow), the transports instantiated with their
+// counters, the operator's bindings (the dataplane allocates: management only).
+struct FlowList : FlowAnswer {
+  uint32_t only = 0;
+  std::vector<FlowRow> rows;
+  std::vector<std::string> transports;
+  std::vector<TransportStats> transport_stats;  // in the transports' order
+  std::vector<FlowBinding> bindings;
+};
+// An operator binding attached (`binding` comes back as kept) or detached (by its key; the one
+// removed comes back); `error` says why not.
+struct BindingChange : FlowAnswer {
   FlowBinding binding;
-  std::string flow_error;
-  std::vector<std::string> transports;          // kList: the transports instantiated
-  std::vector<TransportStats> transport_stats;  // kList: their counters, in the same order
-  std::vector<FlowBinding> bindings;            // kList: the operator's bindings
-  // kQp*: app_id and flow_id (the QP) in. kQpCreate: flow_cq, qp_send_wr, qp_recv_wr and
-  // qp_params in; flow_id, qp_qpn, qp_ip and qp_max_pmtu out. kQpModify: qp_attr and qp_mask in.
-  // kQpQuery: qp_attr out. flow_status (0 or CL_E*) out.
-  uint32_t qp_send_wr = 0;
-  uint32_t qp_recv_wr = 0;
-  std::string qp_params;
-  uint32_t qp_qpn = 0;
-  uint32_t qp_ip = 0;
-  uint32_t qp_max_pmtu = 0;
-  abi::QpAttr qp_attr{};
-  uint32_t qp_mask = 0;
+  std::string error;
+};
+struct BindingAttach : BindingChange {};
+struct BindingDetach : BindingChange {};
+// Queue pairs: an app's, by its id (`qp`).
+struct QpCreate : FlowAnswer {
+  uint32_t app_id = 0;
+  uint16_t cq = 0;
+  uint32_t send_wr = 0;
+  uint32_t recv_wr = 0;
+  std::string params;
+  uint32_t qp = 0;  // out, with qpn, ip, max_pmtu
+  uint32_t qpn = 0;
+  uint32_t ip = 0;
+  uint32_t max_pmtu = 0;
+};
+struct QpModify : FlowAnswer {
+  uint32_t app_id = 0;
+  uint32_t qp = 0;
+  abi::QpAttr attr{};
+  uint32_t mask = 0;
+};
+struct QpQuery : FlowAnswer {
+  uint32_t app_id = 0;
+  uint32_t qp = 0;
+  abi::QpAttr attr{};  // out
+};
+struct QpDestroy : FlowAnswer {
+  uint32_t app_id = 0;
+  uint32_t qp = 0;
+};
+
+using Body = std::variant<Stats, ArpTable, RouteGet, Nic, AppAttach, AppDetach, AppSetMr,
+                          AppSetPipe, AppCountersList, Listen, Connect, Unlisten, FlowList,
+                          BindingAttach, BindingDetach, QpCreate, QpModify, QpQuery, QpDestroy>;
+
+}  // namespace ctl
+
+// A request on the channel: its body, and what the channel needs to hand it over.
+struct CtlRequest {
+  CtlRequest() = default;
+  explicit CtlRequest(ctl::Body b) : body(std::move(b)) {}
+  template <class T>
+  static std::unique_ptr<CtlRequest> make(T b) {
+    return std::make_unique<CtlRequest>(ctl::Body(std::move(b)));
+  }
+
+  template <class T>
+  T& as() {
+    return std::get<T>(body);
+  }
+  template <class T>
+  const T& as() const {
+    return std::get<T>(body);
+  }
+  template <class T>
+  bool is() const {
+    return std::holds_alternative<T>(body);
+  }
+  // A flow request, and its status; an app table update, and whether it applied.
+  bool is_flow() const {
+    return std::visit(
+        [](const auto& b) { return std::is_base_of_v<ctl::FlowAnswer, Of<decltype(b)>>; }, body);
+  }
+  int32_t flow_status() const {
+    return std::visit(
+        [](const auto& b) -> int32_t {
+          if constexpr (std::is_base_of_v<ctl::FlowAnswer, Of<decltype(b)>>) return b.status;
+          return 0;
+        },
+        body);
+  }
+  bool app_ok() const {
+    return std::visit(
+        [](const auto& b) -> bool {
+          if constexpr (std::is_base_of_v<ctl::AppUpdate, Of<decltype(b)>>) return b.ok;
+          return false;
+        },
+        body);
+  }
+
+  ctl::Body body;
+  uint64_t tsc_hz = 0;  // answer: the dataplane's TSC rate, for cycle counts in answers
 
   std::atomic<bool> done{false};
   // Who has the request: CtlChannel's business (kQueued, kTaken by the dataplane, or kWithdrawn by
   // a requester that stopped waiting before the dataplane took it).
   std::atomic<uint8_t> claim{0};
+
+ private:
+  template <class R>
+  using Of = std::remove_cvref_t<R>;
 };
 
 // What happened to a request that call() did not return answered.

@@ -28,6 +28,9 @@
 
 namespace cleave::transport {
 
+class QpControl;    // rdma.h
+class RdmaContext;  // rdma.h
+
 // ---- names of things ----------------------------------------------------------------------------
 
 // A flow's id: the dataplane's, also the NIC flow id (placement, FDIR mark). kNoFlow: none.
@@ -213,6 +216,77 @@ struct Param {
 };
 using Params = std::span<const Param>;
 
+// ---- the traffic a transport takes
+// ---------------------------------------------------------------
+
+// The NIC's parsers (the header-split NIC's, without DPDK): what the NIC reads of a flow's
+// packets to place them, and the integrity check it makes on them: the TCP checksum; RoCEv2's
+// ICRC; Solar's CRC32C; the UDP checksum of plain datagrams.
+enum class NicParser : uint8_t { kTcp, kRoce, kSolar, kUdp };
+
+// How the NIC is to place a flow's packets; the owner adds the addresses, ports and ids.
+struct NicFlow {
+  NicParser parser = NicParser::kTcp;
+  bool zero_copy = true;          // payloads into posted memory; else all go to the copy path
+  bool reliable = true;           // placed by sequence against the flow's cursor
+  bool messages = false;          // segments name their messages, and are placed by them
+  bool selective_repeat = false;  // RoCEv2: requests past a gap are placed too
+  uint32_t initial_seq = 0;       // the first sequence number (TCP) or PSN (RoCEv2) expected
+  uint32_t pmtu = 0;              // RoCEv2: the path MTU
+};
+
+// How a received packet finds its flow.
+enum class FlowKey : uint8_t {
+  // By its addresses and ports; a packet of no flow goes to the listener of its local port.
+  kTuple,
+  // By a number the packet names (RxParsed::number; RoCEv2's destination QP) that the owner
+  // gave the flow when it made it (QpControl::create_qp), checked against the peer's address.
+  kNumber,
+};
+
+// A received packet's L4 bytes, as a claim's parse sees them. The owner checked the IP header,
+// that `avail` >= Claim::min_header and that `total` holds min_header + trailer.
+struct RxL4 {
+  const uint8_t* l4 = nullptr;
+  uint32_t avail = 0;        // bytes readable at l4 (the headers, at least, when the NIC cut it)
+  uint32_t total = 0;        // L4 bytes on the wire: the IP payload
+  bool whole = false;        // all `total` bytes are readable (the NIC did not cut the frame)
+  uint32_t nic_payload = 0;  // not whole: the payload bytes the NIC took out of the frame
+};
+
+// What a claim's parse found in a packet.
+struct RxParsed {
+  uint16_t header_len = 0;   // L4 header bytes (RxHeader::l4_len)
+  uint32_t payload_len = 0;  // payload bytes, without a trailer (RxHeader::payload_len)
+  uint16_t src_port = 0;     // kTuple: the packet's ports (host order)
+  uint16_t dst_port = 0;
+  bool opens = false;   // kTuple: it may open a new flow (TCP's SYN): it names its listener even
+                        // when a flow has its tuple (the transport decides what it opens)
+  uint32_t number = 0;  // kNumber: the flow's number
+};
+
+// What a transport takes from the wire (DESIGN.md "Traffic to transports"): an IP protocol and,
+// for UDP, destination ports. The owner hands the transport every packet that matches, parsed by
+// `parse`, and no other; a transport that claims nothing (proto 0, the default) still serves
+// flows and listeners of other claims' traffic that name it. Claims are read once, when the
+// owner first meets the transport: `parse` and `no_flow_answer` are plain functions that need
+// no instance (a packet for a transport no flow of which exists yet is parsed, then counted as
+// for no flow), and `udp_ports` lies in static storage.
+struct Claim {
+  uint8_t proto = 0;                    // IP protocol: 6 TCP, 17 UDP; 0: none
+  std::span<const uint16_t> udp_ports;  // proto 17: the destination ports (host order)
+  FlowKey key = FlowKey::kTuple;        // how its packets find their flows
+  NicFlow nic;              // how its flows are placed (initial_seq, messages: per flow)
+  uint16_t min_header = 0;  // shorter L4 headers are malformed
+  uint8_t trailer = 0;      // L4 bytes after the payload (RoCEv2's ICRC)
+  // Splits a packet into header and payload and reads its flow key; false when it is
+  // malformed. Reads untrusted bytes: nothing past in.avail.
+  bool (*parse)(const RxL4& in, RxParsed* out) = nullptr;
+  // kTuple: the L4 header (checksum 0) that answers a packet of no flow and no listener (TCP's
+  // RST, RFC 9293 3.10.7.1), into `out` (kMaxL4Header bytes); its length, or 0 for none.
+  size_t (*no_flow_answer)(const RxL4& in, const RxParsed& p, uint8_t* out) = nullptr;
+};
+
 // ---- the context
 // ------------------------------------------------------------------------------------
 
@@ -270,26 +344,10 @@ class Context {
   // truncated or abandoned message's buffer goes back to the app).
   virtual int ms_retire_msg(FlowId flow, uint32_t msg) = 0;
 
-  // ---- RoCEv2 (defaults: -EOPNOTSUPP, for owners without RDMA) ----
-  // Checks that the peer may touch [va, va + len) through `rkey` on `flow` (its protection
-  // domain, the MR's remote access for a write or a read, the bounds) and names the place as
-  // (*mr, *offset). 0, or -EACCES.
-  virtual int rkey_check(FlowId /*flow*/, uint32_t /*rkey*/, uint64_t /*va*/, uint32_t /*len*/,
-                         bool /*write*/, uint16_t* /*mr*/, uint64_t* /*offset*/) {
-    return -EOPNOTSUPP;
-  }
-  // The NIC places the responses to the READ whose first PSN is `psn` at (mr, offset), `len`
-  // bytes; read_retire() forgets it.
-  virtual int read_post(FlowId /*flow*/, uint32_t /*psn*/, uint16_t /*mr*/, uint64_t /*offset*/,
-                        uint32_t /*len*/) {
-    return -EOPNOTSUPP;
-  }
-  virtual int read_retire(FlowId /*flow*/, uint32_t /*psn*/) { return -EOPNOTSUPP; }
-  // The NIC's message chain: the next message begins at `psn` and the next SEND takes message
-  // `next_msg` (after messages the copy path accepted).
-  virtual int roce_resync(FlowId /*flow*/, uint32_t /*psn*/, uint32_t /*next_msg*/) {
-    return -EOPNOTSUPP;
-  }
+  // ---- optional extensions ----
+  // The owner's RDMA hooks (rdma.h: remote keys, READ sinks, the NIC's message chain), asked
+  // for by a transport whose flows are queue pairs; nullptr (the default) when it has none.
+  virtual RdmaContext* rdma() { return nullptr; }
 
   // Copy path: put `len` payload bytes from a deferred segment at (mr, offset) of app memory.
   // The owner checks the bounds; false when they fail (nothing is written).
@@ -375,6 +433,19 @@ class Transport {
 
   // Checks parameters before they are attached; returns "" or a readable error.
   virtual std::string check_params(Params params) const = 0;
+  // Settings of the whole transport from its owner's configuration (check_params is for flows
+  // and listeners): applied at once; "" or a readable error. None are known by default.
+  virtual std::string configure(Params params) {
+    return params.empty()
+               ? ""
+               : "no transport-wide settings (got \"" + std::string(params[0].key) + "\")";
+  }
+
+  // The traffic it takes (see Claim); none by default.
+  virtual Claim claim() const { return {}; }
+  // Optional extensions. Queue-pair control (rdma.h), for a transport whose flows are queue
+  // pairs its owner makes and moves through their states; nullptr (the default) for others.
+  virtual QpControl* qp_control() { return nullptr; }
 
   // Passive open: segments for `local` that match no flow arrive with `listener` set.
   // Returns 0 or a negative errno (-EEXIST, -EINVAL).

@@ -19,10 +19,10 @@
 
 #include "../unit/frames.h"
 #include "config.h"
+#include "control/port.h"
 #include "ctl_channel.h"
-#include "dataplane.h"
-#include "port.h"
-#include "route.h"
+#include "lcore/dataplane.h"
+#include "lcore/route.h"
 
 namespace cleave::dp {
 namespace {

@@ -41,7 +41,7 @@ void set_psn(uint8_t* l4, uint32_t psn) {
 // Counts what the transport emits. READ requests it sent are remembered (a fixed ring) so the
 // benchmark answers them in order; data packets' highest PSN so it acknowledges only what was
 // sent.
-class BenchCtx final : public Context {
+class BenchCtx final : public Context, public RdmaContext {
  public:
   BenchCtx() : Context(tx_, ev_) {}
   void at(uint64_t ns) { set_now(ns); }
@@ -59,6 +59,7 @@ class BenchCtx final : public Context {
     ms_retires++;
     return 0;
   }
+  RdmaContext* rdma() override { return this; }
   int rkey_check(FlowId, uint32_t, uint64_t va, uint32_t, bool, uint16_t* mr,
                  uint64_t* offset) override {
     *mr = 0;

@@ -35,8 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "app_server.h"
 #include "config.h"
+#include "control/app_server.h"
 #include "ctl_channel.h"
 #include "fake_dataplane.h"
 #include "fuzz_input.h"
@@ -296,12 +296,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   pump();
   FUZZ_CHECK(g_world->server->apps() == 0);
-  auto q = std::make_unique<dp::CtlRequest>();
-  q->op = dp::CtlOp::kApp;
-  q->app_op = dp::AppOp::kCounters;
-  q->app_counters.reserve(FakeDataplane::kMaxApps);
-  q = g_world->ctl->call(std::move(q), std::chrono::seconds(5));
-  FUZZ_CHECK(q != nullptr && q->app_counters.empty());
+  dp::ctl::AppCountersList list;
+  list.rows.reserve(FakeDataplane::kMaxApps);
+  auto q = g_world->ctl->call(dp::CtlRequest::make(std::move(list)), std::chrono::seconds(5));
+  FUZZ_CHECK(q != nullptr && q->as<dp::ctl::AppCountersList>().rows.empty());
   FUZZ_CHECK(open_fds() == baseline);
   return 0;
 }

@@ -23,11 +23,12 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
-#include "apps.h"
 #include "ctl_channel.h"
 #include "flow_info.h"
+#include "lcore/apps.h"
 #include "registry.h"
 #include "transport.h"
 
@@ -93,144 +94,107 @@ class FakeDataplane {
   }
 
   void answer(dp::CtlRequest& r, uint64_t now) {
-    using dp::CtlOp;
     r.tsc_hz = 1'000'000;
-    switch (r.op) {
-      case CtlOp::kStats:
-        break;
-      case CtlOp::kArpTable:
-        r.arp.clear();
-        break;
-      case CtlOp::kRouteGet:
-        r.route.found = false;
-        break;
-      case CtlOp::kApp:
-        answer_app(r, now);
-        break;
-      case CtlOp::kNic:
-        r.nic_found = false;
-        break;
-      case CtlOp::kFlow:
-        answer_flow(r);
-        break;
-    }
+    std::visit([&](auto& body) { on(body, now); }, r.body);
   }
 
-  void answer_app(dp::CtlRequest& r, uint64_t now) {
-    using dp::AppOp;
-    switch (r.app_op) {
-      case AppOp::kAttach:
-        r.app_ok = apps_.attach(r.app, now);
-        break;
-      case AppOp::kDetach:
-        r.app = apps_.detach(r.app_id);
-        r.app_ok = r.app != nullptr;
-        std::erase_if(flows_, [&](const auto& kv) { return kv.second == r.app_id; });
-        break;
-      case AppOp::kSetMr: {
-        dp::DpApp* a = apps_.find(r.app_id);
-        r.app_ok = a != nullptr && r.app_index < a->mrs.size() &&
-                   apps_.set_mr(r.app_id, r.app_index, r.mr);
-        break;
-      }
-      case AppOp::kSetPipe: {
-        const dp::DpApp* a = apps_.find(r.app_id);
-        r.app_ok = a != nullptr && r.app_index < a->pipes.size() &&
-                   apps_.set_pipe(r.app_id, r.app_index, r.pipe);
-        break;
-      }
-      case AppOp::kCounters:
-        r.app_counters.clear();
-        apps_.for_each([&](const dp::DpApp& a) {
-          if (r.app_counters.size() < r.app_counters.capacity()) {
-            r.app_counters.push_back({a.id, a.counters});
-          }
-        });
-        r.app_ok = true;
-        break;
-    }
+  void on(dp::ctl::Stats&, uint64_t) {}
+  void on(dp::ctl::ArpTable& r, uint64_t) { r.rows.clear(); }
+  void on(dp::ctl::RouteGet& r, uint64_t) { r.route.found = false; }
+  void on(dp::ctl::Nic& r, uint64_t) { r.found = false; }
+
+  void on(dp::ctl::AppAttach& r, uint64_t now) { r.ok = apps_.attach(r.app, now); }
+  void on(dp::ctl::AppDetach& r, uint64_t) {
+    r.app = apps_.detach(r.app_id);
+    r.ok = r.app != nullptr;
+    std::erase_if(flows_, [&](const auto& kv) { return kv.second == r.app_id; });
+  }
+  void on(dp::ctl::AppSetMr& r, uint64_t) {
+    dp::DpApp* a = apps_.find(r.app_id);
+    r.ok = a != nullptr && r.index < a->mrs.size() && apps_.set_mr(r.app_id, r.index, r.mr);
+  }
+  void on(dp::ctl::AppSetPipe& r, uint64_t) {
+    const dp::DpApp* a = apps_.find(r.app_id);
+    r.ok = a != nullptr && r.index < a->pipes.size() && apps_.set_pipe(r.app_id, r.index, r.pipe);
+  }
+  void on(dp::ctl::AppCountersList& r, uint64_t) {
+    r.rows.clear();
+    apps_.for_each([&](const dp::DpApp& a) {
+      if (r.rows.size() < r.rows.capacity()) r.rows.push_back({a.id, a.counters});
+    });
+    r.ok = true;
   }
 
   // A flow, listener or QP of `app` whose completion pipe `cq` exists: an id, else ENOENT.
-  void open(dp::CtlRequest& r) {
-    const dp::DpApp* a = apps_.find(r.app_id);
-    if (a == nullptr || r.flow_cq >= a->pipes.size() ||
-        a->pipes[r.flow_cq].kind != abi::PipeKind::kCompletion) {
-      r.flow_status = CL_ENOENT;
+  bool open(uint32_t app_id, uint16_t cq, int32_t& status, uint32_t& id) {
+    const dp::DpApp* a = apps_.find(app_id);
+    if (a == nullptr || cq >= a->pipes.size() || a->pipes[cq].kind != abi::PipeKind::kCompletion) {
+      status = CL_ENOENT;
+      return false;
+    }
+    id = next_flow_++;
+    flows_[id] = app_id;
+    status = 0;
+    return true;
+  }
+  void open(dp::ctl::FlowOpen& r) {
+    if (!r.transport.empty() && !transport(r.transport)) {
+      r.status = CL_EINVAL;
       return;
     }
-    r.flow_id = next_flow_++;
-    flows_[r.flow_id] = r.app_id;
-    r.qp_qpn = r.flow_id & 0xFFFFFF;
-    r.qp_ip = 0x0A000001;
-    r.qp_max_pmtu = 1024;
-    r.flow_status = 0;
+    open(r.app_id, r.cq, r.status, r.id);
   }
-
-  void answer_flow(dp::CtlRequest& r) {
-    using dp::FlowOp;
-    switch (r.flow_op) {
-      case FlowOp::kListen:
-      case FlowOp::kConnect:
-        if (!r.flow_transport.empty() && !transport(r.flow_transport)) {
-          r.flow_status = CL_EINVAL;
-          break;
-        }
-        open(r);
-        break;
-      case FlowOp::kQpCreate:
-        open(r);
-        break;
-      case FlowOp::kUnlisten:
-      case FlowOp::kQpModify:
-      case FlowOp::kQpQuery:
-      case FlowOp::kQpDestroy: {
-        auto it = flows_.find(r.flow_id);
-        r.flow_status = it != flows_.end() && it->second == r.app_id ? 0 : CL_ENOENT;
-        if (r.flow_status == 0 &&
-            (r.flow_op == FlowOp::kUnlisten || r.flow_op == FlowOp::kQpDestroy)) {
-          flows_.erase(it);
-        }
-        break;
-      }
-      case FlowOp::kList:
-        r.flow_rows.clear();
-        r.transports = {"tcp"};
-        r.transport_stats.clear();
-        r.bindings = bindings_;
-        break;
-      case FlowOp::kAttach:
-        attach(r);
-        break;
-      case FlowOp::kDetach: {
-        auto it = std::find_if(bindings_.begin(), bindings_.end(),
-                               [&](const dp::FlowBinding& b) { return b.same_key(r.binding); });
-        r.flow_status = it == bindings_.end() ? CL_ENOENT : 0;
-        if (it != bindings_.end()) {
-          r.binding = *it;
-          bindings_.erase(it);
-        }
-        break;
-      }
+  void on(dp::ctl::Listen& r, uint64_t) { open(r); }
+  void on(dp::ctl::Connect& r, uint64_t) { open(r); }
+  void on(dp::ctl::QpCreate& r, uint64_t) {
+    if (!open(r.app_id, r.cq, r.status, r.qp)) return;
+    r.qpn = r.qp & 0xFFFFFF;
+    r.ip = 0x0A000001;
+    r.max_pmtu = 1024;
+  }
+  // An app's own flow, listener or QP, forgotten when `close`.
+  int32_t own(uint32_t app_id, uint32_t id, bool close) {
+    auto it = flows_.find(id);
+    if (it == flows_.end() || it->second != app_id) return CL_ENOENT;
+    if (close) flows_.erase(it);
+    return 0;
+  }
+  void on(dp::ctl::Unlisten& r, uint64_t) { r.status = own(r.app_id, r.listener, true); }
+  void on(dp::ctl::QpModify& r, uint64_t) { r.status = own(r.app_id, r.qp, false); }
+  void on(dp::ctl::QpQuery& r, uint64_t) { r.status = own(r.app_id, r.qp, false); }
+  void on(dp::ctl::QpDestroy& r, uint64_t) { r.status = own(r.app_id, r.qp, true); }
+  void on(dp::ctl::FlowList& r, uint64_t) {
+    r.rows.clear();
+    r.transports = {"tcp"};
+    r.transport_stats.clear();
+    r.bindings = bindings_;
+  }
+  void on(dp::ctl::BindingDetach& r, uint64_t) {
+    auto it = std::find_if(bindings_.begin(), bindings_.end(),
+                           [&](const dp::FlowBinding& b) { return b.same_key(r.binding); });
+    r.status = it == bindings_.end() ? CL_ENOENT : 0;
+    if (it != bindings_.end()) {
+      r.binding = *it;
+      bindings_.erase(it);
     }
   }
 
   // A binding, checked by its transport as the flow path does.
-  void attach(dp::CtlRequest& r) {
+  void on(dp::ctl::BindingAttach& r, uint64_t) {
     dp::FlowBinding& b = r.binding;
     if (b.transport.empty()) b.transport = "tcp";
     transport::Transport* t = transport(b.transport);
     if (t == nullptr) {
-      r.flow_status = CL_EINVAL;
-      r.flow_error = "no transport named '" + b.transport + "'";
+      r.status = CL_EINVAL;
+      r.error = "no transport named '" + b.transport + "'";
       return;
     }
     std::vector<transport::Param> params;
     for (const auto& [k, v] : b.params)
       params.push_back({k, v});
-    r.flow_error = t->check_params(params);
-    if (!r.flow_error.empty()) {
-      r.flow_status = CL_EINVAL;
+    r.error = t->check_params(params);
+    if (!r.error.empty()) {
+      r.status = CL_EINVAL;
       return;
     }
     auto it = std::find_if(bindings_.begin(), bindings_.end(),
@@ -240,13 +204,13 @@ class FakeDataplane {
     } else if (b.tuple && std::count_if(bindings_.begin(), bindings_.end(), [](const auto& o) {
                             return o.tuple;
                           }) >= long(dp::kMaxTupleBindings)) {
-      r.flow_status = CL_ENOSPC;
-      r.flow_error = "too many tuple bindings";
+      r.status = CL_ENOSPC;
+      r.error = "too many tuple bindings";
       return;
     } else {
       bindings_.push_back(b);
     }
-    r.flow_status = 0;
+    r.status = 0;
   }
 
   transport::Transport* transport(const std::string& name) {

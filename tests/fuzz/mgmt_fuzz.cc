@@ -24,13 +24,13 @@
 #include <string_view>
 
 #include "config.h"
+#include "control/management.h"
+#include "control/mgmt_server.h"
 #include "ctl_channel.h"
 #include "fake_dataplane.h"
 #include "fuzz_input.h"
-#include "management.h"
+#include "lcore/route.h"
 #include "mgmt_protocol.h"
-#include "mgmt_server.h"
-#include "route.h"
 
 namespace cleave::fuzz {
 namespace {

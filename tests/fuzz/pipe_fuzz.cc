@@ -25,8 +25,8 @@
 #include <cstring>
 #include <vector>
 
-#include "apps.h"
 #include "fuzz_input.h"
+#include "lcore/apps.h"
 #include "pipe.h"
 
 namespace cleave::fuzz {

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "nic_model.h"
+#include "rdma.h"
 #include "transport.h"
 
 namespace cleave::sim {
@@ -214,7 +215,7 @@ struct HostRings {
 
 // One host: a NicModel, app memory, a transport and the tables a dataplane keeps around it.
 // Flow ids are also the NIC's flow ids. A host is made by SimNet and lives as long as it.
-class Host final : private HostRings, public transport::Context {
+class Host final : private HostRings, public transport::Context, public transport::RdmaContext {
  public:
   ~Host();
   Host(const Host&) = delete;
@@ -269,6 +270,8 @@ class Host final : private HostRings, public transport::Context {
                    bool messages) override;
   void flow_synced(FlowId flow, uint32_t initial_seq, bool messages) override;
   void flow_closed(FlowId flow) override;
+  transport::RdmaContext* rdma() override { return this; }
+  // ---- transport::RdmaContext ----
   int rkey_check(FlowId flow, uint32_t rkey, uint64_t va, uint32_t len, bool write, uint16_t* mr,
                  uint64_t* offset) override;
   int roce_resync(FlowId flow, uint32_t psn, uint32_t next_msg) override;

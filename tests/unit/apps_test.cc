@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "apps.h"
+#include "lcore/apps.h"
 #include "pipe.h"
 
 namespace cleave::dp {
@@ -298,6 +298,34 @@ TEST_F(AppPathTest, FullCompletionPipeHoldsRequests) {
   }
   EXPECT_EQ(next, 200u);
   EXPECT_EQ(a.dp.counters.cq_full, 0u);
+}
+
+// The room flows reserve on a completion pipe is kept from the app path: its requests wait
+// while only owed entries would fit, and go on as the app reads or the flows release theirs.
+TEST_F(AppPathTest, CompletionRoomKeepsWhatFlowsAreOwed) {
+  SimApp a(1, 256, 64);
+  CompletionRoom room(a.dp.pipes[SimApp::kCq]);
+  EXPECT_EQ(room.free(), 64u);
+  EXPECT_FALSE(room.reserve(65)) << "more than the pipe holds";
+  EXPECT_EQ(a.dp.pipes[SimApp::kCq].promised, 0u) << "a refused reservation owes nothing";
+  ASSERT_TRUE(room.reserve(63));
+  EXPECT_EQ(room.free(), 1u);
+  EXPECT_FALSE(room.reserve(2));
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  // A request needs room for two completions (its own and a receive's): none is free.
+  ASSERT_EQ(a.post(op(abi::kOpNop, 7)), 1u);
+  poll();
+  EXPECT_TRUE(a.poll().empty());
+  room.release(62);
+  poll();
+  auto c = a.poll();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 7u);
+  EXPECT_EQ(room.free(), 62u) << "the consumer's index is not re-read while enough remains";
+  EXPECT_EQ(room.free(63), 63u) << "...and is when fewer than wanted do";
+  room.release(100);  // more than owed: nothing is owed any more
+  EXPECT_EQ(a.dp.pipes[SimApp::kCq].promised, 0u);
+  EXPECT_EQ(room.free(64), 64u);
 }
 
 // An app that writes an impossible consumer index into its completion pipe is counted and,

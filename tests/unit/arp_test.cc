@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "arp.h"
+#include "lcore/arp.h"
 
 namespace cleave::dp {
 namespace {

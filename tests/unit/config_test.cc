@@ -7,10 +7,10 @@
 #include <string>
 
 #include "config.h"
+#include "control/transport_setup.h"
 #include "flow_info.h"
 #include "registry.h"
 #include "transport.h"
-#include "transport_setup.h"
 
 namespace cleave::dp {
 namespace {

@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "config.h"
+#include "control/port.h"
 #include "ctl_channel.h"
-#include "dataplane.h"
 #include "frames.h"
-#include "port.h"
-#include "route.h"
+#include "lcore/dataplane.h"
+#include "lcore/route.h"
 #include "rte_pmd_cleave.h"
 
 namespace cleave::dp {
@@ -149,16 +149,16 @@ class DataplaneTest : public ::testing::Test {
 
   // The port's NIC backend and counters by name, as nic.show asks for them.
   std::map<std::string, uint64_t> nic_counters(NicBackend* backend) {
-    auto req = std::make_unique<CtlRequest>();
-    req->op = CtlOp::kNic;
-    req->nic_port = 0;
-    req->nic_counters.reserve(512);
-    auto a = ask(std::move(req));
-    EXPECT_TRUE(a->nic_found);
-    EXPECT_FALSE(a->nic_truncated);
-    *backend = static_cast<NicBackend>(a->nic_backend);
+    ctl::Nic q;
+    q.port = 0;
+    q.counters.reserve(512);
+    auto answer = ask(CtlRequest::make(std::move(q)));
+    const ctl::Nic& a = answer->as<ctl::Nic>();
+    EXPECT_TRUE(a.found);
+    EXPECT_FALSE(a.truncated);
+    *backend = static_cast<NicBackend>(a.backend);
     std::map<std::string, uint64_t> out;
-    for (const NicCounterRow& r : a->nic_counters)
+    for (const NicCounterRow& r : a.counters)
       out[r.name.data()] = r.value;
     return out;
   }
@@ -176,11 +176,7 @@ class DataplaneTest : public ::testing::Test {
   }
   void poll_for(int ms) { poll_wire(SIZE_MAX, ms); }
 
-  DataplaneStats stats() {
-    auto req = std::make_unique<CtlRequest>();
-    req->op = CtlOp::kStats;
-    return ask(std::move(req))->stats;
-  }
+  DataplaneStats stats() { return ask(CtlRequest::make(ctl::Stats{}))->as<ctl::Stats>().stats; }
   uint64_t drops(Drop d) { return stats().drops[static_cast<size_t>(d)]; }
 
   // Sends a control request from another thread while this one runs the loop, as in cleaved.
@@ -199,10 +195,9 @@ class DataplaneTest : public ::testing::Test {
   }
 
   RouteAnswer route_get(uint32_t addr) {
-    auto req = std::make_unique<CtlRequest>();
-    req->op = CtlOp::kRouteGet;
-    req->addr = Ipv4{addr};
-    return ask(std::move(req))->route;
+    ctl::RouteGet q;
+    q.addr = Ipv4{addr};
+    return ask(CtlRequest::make(q))->as<ctl::RouteGet>().route;
   }
 
   Bytes echo_request(size_t data_len) {
@@ -638,19 +633,15 @@ TEST_F(DataplaneTest, EveryHostileFrameIsAccountedFor) {
 std::unique_ptr<CtlRequest> attach_request(DpApp& app) {
   app.mrs.resize(2);
   app.pipes.resize(3);
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kAttach;
-  req->app = &app;
-  return req;
+  ctl::AppAttach q;
+  q.app = &app;
+  return CtlRequest::make(q);
 }
 
 std::unique_ptr<CtlRequest> detach_request(uint32_t id) {
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kApp;
-  req->app_op = AppOp::kDetach;
-  req->app_id = id;
-  return req;
+  ctl::AppDetach q;
+  q.app_id = id;
+  return CtlRequest::make(q);
 }
 
 TEST_F(DataplaneTest, AnUnansweredRequestIsWithdrawnAndNeverApplied) {
@@ -665,14 +656,13 @@ TEST_F(DataplaneTest, AnUnansweredRequestIsWithdrawnAndNeverApplied) {
   EXPECT_EQ(miss, CtlMiss::kWithdrawn);
   EXPECT_EQ(late, nullptr);
   poll_for(20);  // now it takes the request, and must drop it
-  auto counters = std::make_unique<CtlRequest>();
-  counters->op = CtlOp::kApp;
-  counters->app_op = AppOp::kCounters;
-  counters->app_counters.reserve(8);
-  EXPECT_TRUE(ask(std::move(counters))->app_counters.empty()) << "the withdrawn attach applied";
+  ctl::AppCountersList counters;
+  counters.rows.reserve(8);
+  EXPECT_TRUE(ask(CtlRequest::make(std::move(counters)))->as<ctl::AppCountersList>().rows.empty())
+      << "the withdrawn attach applied";
   // The same id attaches now, and detaches.
-  EXPECT_TRUE(ask(attach_request(app))->app_ok);
-  EXPECT_EQ(ask(detach_request(7))->app, &app);
+  EXPECT_TRUE(ask(attach_request(app))->app_ok());
+  EXPECT_EQ(ask(detach_request(7))->as<ctl::AppDetach>().app, &app);
 }
 
 TEST_F(DataplaneTest, ARequestTakenButUnfinishedComesBackLate) {
@@ -697,24 +687,22 @@ TEST_F(DataplaneTest, ARequestTakenButUnfinishedComesBackLate) {
   while (!late->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(late->done.load(std::memory_order_acquire));
-  EXPECT_TRUE(late->app_ok);  // applied after the caller gave up: it must learn that
+  EXPECT_TRUE(late->app_ok());  // applied after the caller gave up: it must learn that
   stop.store(true);
   lcore.join();
-  EXPECT_EQ(ask(detach_request(9))->app, &app);
+  EXPECT_EQ(ask(detach_request(9))->as<ctl::AppDetach>().app, &app);
 }
 
 TEST_F(DataplaneTest, CountsLoopIterationsAndCycles) {
   build();
   std::thread runner([&] { dp->run(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  auto req = std::make_unique<CtlRequest>();
-  req->op = CtlOp::kStats;
-  auto a = ctl->call(std::move(req), std::chrono::milliseconds(1000));
+  auto a = ctl->call(CtlRequest::make(ctl::Stats{}), std::chrono::milliseconds(1000));
   dp->request_stop();
   runner.join();
   ASSERT_NE(a, nullptr);
-  EXPECT_GT(a->stats.lcore.iterations, 100u);
-  EXPECT_GT(a->stats.lcore.idle_cycles, 0u);
+  EXPECT_GT(a->as<ctl::Stats>().stats.lcore.iterations, 100u);
+  EXPECT_GT(a->as<ctl::Stats>().stats.lcore.idle_cycles, 0u);
   EXPECT_GT(dp->heartbeat(), 0u);
 }
 

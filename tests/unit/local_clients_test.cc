@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "local_clients.h"
+#include "control/local_clients.h"
 
 namespace cleave::dp {
 namespace {

@@ -27,15 +27,15 @@
 #include <vector>
 
 #include "config.h"
+#include "control/management.h"
+#include "control/port.h"
 #include "ctl_channel.h"
-#include "dataplane.h"
 #include "frames.h"
-#include "management.h"
+#include "lcore/dataplane.h"
+#include "lcore/route.h"
 #include "mgmt_protocol.h"
 #include "pipe.h"
-#include "port.h"
 #include "registry.h"
-#include "route.h"
 #include "transport.h"
 
 namespace cleave::dp {
@@ -471,12 +471,10 @@ TEST_F(ManagementTest, OverlongDescriptorFromAPluginIsRefusedAndCounted) {
     return r;
   };
   TestApp app(7);
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kApp;
-  r->app_op = AppOp::kAttach;
-  r->app = &app.dp;
-  r = call(std::move(r));
-  ASSERT_TRUE(r && r->app_ok);
+  ctl::AppAttach attach;
+  attach.app = &app.dp;
+  auto r = call(CtlRequest::make(attach));
+  ASSERT_TRUE(r && r->app_ok());
   // The peer asks for our address: its own is learned, so the connect needs no ARP round.
   send(test::arp(1, test::kBroadcast, kPeerMac, kPeerIp, {}, kOurIp));
   auto wait_for = [&](auto&& done) {
@@ -490,18 +488,16 @@ TEST_F(ManagementTest, OverlongDescriptorFromAPluginIsRefusedAndCounted) {
     abi::Completion c[8];
     got.insert(got.end(), c, c + app.cq_in.consume(c, 8));
   };
-  r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kFlow;
-  r->flow_op = FlowOp::kConnect;
-  r->app_id = app.dp.id;
-  r->flow_cq = TestApp::kCq;
-  r->flow_ip = kPeerIp;
-  r->flow_port = 9;
-  r->flow_transport = "long-tx";
-  r = call(std::move(r));
+  ctl::Connect connect;
+  connect.app_id = app.dp.id;
+  connect.cq = TestApp::kCq;
+  connect.ip = kPeerIp;
+  connect.port = 9;
+  connect.transport = "long-tx";
+  r = call(CtlRequest::make(std::move(connect)));
   ASSERT_TRUE(r);
-  ASSERT_EQ(r->flow_status, 0);
-  const uint32_t flow = r->flow_id;
+  ASSERT_EQ(r->flow_status(), 0);
+  const uint32_t flow = r->as<ctl::Connect>().id;
   ASSERT_TRUE(wait_for([&] {
     poll_cq();
     return !got.empty();
@@ -525,12 +521,10 @@ TEST_F(ManagementTest, OverlongDescriptorFromAPluginIsRefusedAndCounted) {
   EXPECT_EQ(flows["tx_too_long"], 1);
   EXPECT_EQ(flows["tx_descs"], 2);
   EXPECT_EQ(flows["tx_bad_desc"], 0);
-  r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kApp;
-  r->app_op = AppOp::kDetach;
-  r->app_id = app.dp.id;
-  r = call(std::move(r));
-  EXPECT_TRUE(r && r->app_ok);
+  ctl::AppDetach detach;
+  detach.app_id = app.dp.id;
+  r = call(CtlRequest::make(detach));
+  EXPECT_TRUE(r && r->app_ok());
 }
 
 // The config's rocev2.cnp_dscp is every new QP's CNP DSCP; a QP's own parameters override it.
@@ -544,34 +538,28 @@ class ManagementRoceTest : public ManagementTest {
 
 TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
   TestApp app(8);
-  auto r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kApp;
-  r->app_op = AppOp::kAttach;
-  r->app = &app.dp;
-  r = ctl_->call(std::move(r), std::chrono::seconds(5));
-  ASSERT_TRUE(r && r->app_ok);
+  ctl::AppAttach attach;
+  attach.app = &app.dp;
+  auto r = ctl_->call(CtlRequest::make(attach), std::chrono::seconds(5));
+  ASSERT_TRUE(r && r->app_ok());
   for (const auto& [params, want] : {std::pair("", 26), {"dcqcn_cnp_dscp 10", 10}}) {
     SCOPED_TRACE(params);
-    r = std::make_unique<CtlRequest>();
-    r->op = CtlOp::kFlow;
-    r->flow_op = FlowOp::kQpCreate;
-    r->app_id = app.dp.id;
-    r->flow_cq = TestApp::kCq;
-    r->qp_send_wr = 16;
-    r->qp_recv_wr = 16;
-    r->qp_params = params;
-    r = ctl_->call(std::move(r), std::chrono::seconds(5));
+    ctl::QpCreate q;
+    q.app_id = app.dp.id;
+    q.cq = TestApp::kCq;
+    q.send_wr = 16;
+    q.recv_wr = 16;
+    q.params = params;
+    r = ctl_->call(CtlRequest::make(std::move(q)), std::chrono::seconds(5));
     ASSERT_TRUE(r);
-    ASSERT_EQ(r->flow_status, 0);
-    json f = handle("flow.show", {{"id", r->flow_id}});
+    ASSERT_EQ(r->flow_status(), 0);
+    json f = handle("flow.show", {{"id", r->as<ctl::QpCreate>().qp}});
     EXPECT_EQ(f["info"]["cnp_dscp"], want) << f.dump();
   }
-  r = std::make_unique<CtlRequest>();
-  r->op = CtlOp::kApp;
-  r->app_op = AppOp::kDetach;
-  r->app_id = app.dp.id;
-  r = ctl_->call(std::move(r), std::chrono::seconds(5));
-  EXPECT_TRUE(r && r->app_ok);
+  ctl::AppDetach detach;
+  detach.app_id = app.dp.id;
+  r = ctl_->call(CtlRequest::make(detach), std::chrono::seconds(5));
+  EXPECT_TRUE(r && r->app_ok());
 }
 
 TEST_F(ManagementTest, UnknownFlowCommandIsReported) {

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "management.h"
+#include "control/management.h"
+#include "control/mgmt_server.h"
 #include "mgmt_protocol.h"
-#include "mgmt_server.h"
 
 namespace cleave::dp {
 namespace {

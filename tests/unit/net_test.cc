@@ -7,7 +7,7 @@
 
 #include "config.h"
 
-#include "eal.h"
+#include "control/eal.h"
 #include "net.h"
 
 namespace cleave::dp {

@@ -938,9 +938,10 @@ TEST(RoceSim, DcqcnParamsAreChecked) {
 // ---- the responder's checks, packet by packet -------------------------------------------------
 
 // A Context that keeps what the transport emits: descriptors, events, copies.
-class RecordingContext final : public Context {
+class RecordingContext final : public Context, public RdmaContext {
  public:
   RecordingContext() : Context(tx_, ev_) {}
+  RdmaContext* rdma() override { return this; }
   int ms_post(FlowId, uint16_t, uint64_t, uint32_t, uint32_t) override { return 0; }
   int cursor_update(FlowId, uint32_t) override { return 0; }
   int ms_retire(FlowId, uint32_t) override { return 0; }
@@ -951,6 +952,9 @@ class RecordingContext final : public Context {
     *offset = va;
     return 0;
   }
+  int read_post(FlowId, uint32_t, uint16_t, uint64_t, uint32_t) override { return -EOPNOTSUPP; }
+  int read_retire(FlowId, uint32_t) override { return -EOPNOTSUPP; }
+  int roce_resync(FlowId, uint32_t, uint32_t) override { return -EOPNOTSUPP; }
   bool copy_in(const uint8_t*, uint32_t len, uint16_t, uint64_t) override {
     copied += len;
     return true;

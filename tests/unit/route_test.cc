@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "config.h"
-#include "route.h"
+#include "lcore/route.h"
 
 namespace cleave::dp {
 namespace {

@@ -1,7 +1,7 @@
 // sd_notify_test.cc - the watchdog pings only while the dataplane makes progress.
 #include <gtest/gtest.h>
 
-#include "sd_notify.h"
+#include "control/sd_notify.h"
 
 namespace cleave::dp {
 namespace {

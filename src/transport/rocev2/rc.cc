@@ -113,7 +113,9 @@ void flush_all(RcTransport::Qp& q, int first_status, Context& ctx) {
   int status = first_status;
   for (; q.sq_head != q.sq_tail; q.sq_head++) {
     SendWqe& w = q.sq[(q.sq_head) & q.sq_mask];
-    if (w.kind == ReqKind::kRead && w.read_counted) ctx.read_retire(q.flow, w.first_psn);
+    if (w.kind == ReqKind::kRead && w.read_counted && ctx.rdma()) {
+      ctx.rdma()->read_retire(q.flow, w.first_psn);
+    }
     ctx.event({q.flow, done_kind(w.kind), status, 0, 0, w.wr_id});
     status = -ECANCELED;
   }

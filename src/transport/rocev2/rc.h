@@ -52,59 +52,21 @@
 #include <string>
 #include <vector>
 
+#include "rdma.h"
 #include "roce_wire.h"
 #include "transport.h"
 
 namespace cleave::transport::roce {
 
-enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kErr };
+// Queue pairs as the transport interface names them (rdma.h).
+using transport::QpAttr;
+using transport::QpCaps;
+using transport::QpState;
+using Access = transport::QpAccess;
+using AttrMask = transport::QpAttrMask;
+using enum transport::QpAccess;
+using enum transport::QpAttrMask;
 std::string_view state_name(QpState s);
-
-// Remote access a QP grants its peer (ibv_access_flags' remote bits).
-enum Access : uint8_t {
-  kRemoteWrite = 1,
-  kRemoteRead = 2,
-};
-
-// Attributes as ibv_qp_attr names them; modify_qp() takes those `mask` names.
-struct QpAttr {
-  QpState state = QpState::kReset;
-  uint32_t pmtu = 4096;             // 256, 512, 1024, 2048 or 4096 (RTR)
-  uint32_t dest_qpn = 0;            // the peer's QP number (RTR)
-  uint32_t rq_psn = 0;              // the first PSN expected from the peer (RTR)
-  uint32_t sq_psn = 0;              // our first PSN (RTS)
-  uint8_t timeout = 14;             // local ACK timeout 4.096 µs × 2^timeout, 0 none (RTS)
-  uint8_t retry_cnt = 7;            // 0-7 (RTS)
-  uint8_t rnr_retry = 7;            // 0-7, 7 = forever (RTS)
-  uint8_t min_rnr_timer = 12;       // the RNR NAK timer code we send (RTR): 12 = 0.64 ms
-  uint8_t max_rd_atomic = 16;       // READs outstanding as requester (RTS), 1-16
-  uint8_t max_dest_rd_atomic = 16;  // READs queued as responder (RTR), 1-16
-  uint8_t access = 0;               // Access (INIT)
-  bool selective_repeat = false;    // IRN-style recovery; both ends must agree (RTR)
-  uint64_t rate_limit_kbps = 0;     // the sending rate's ceiling, 0: 100 Gb/s (any state)
-};
-
-enum AttrMask : uint32_t {
-  kAttrState = 1u << 0,
-  kAttrPmtu = 1u << 1,
-  kAttrDestQpn = 1u << 2,
-  kAttrRqPsn = 1u << 3,
-  kAttrSqPsn = 1u << 4,
-  kAttrTimeout = 1u << 5,
-  kAttrRetryCnt = 1u << 6,
-  kAttrRnrRetry = 1u << 7,
-  kAttrMinRnrTimer = 1u << 8,
-  kAttrMaxRdAtomic = 1u << 9,
-  kAttrMaxDestRdAtomic = 1u << 10,
-  kAttrAccess = 1u << 11,
-  kAttrSelectiveRepeat = 1u << 12,
-  kAttrRateLimit = 1u << 13,
-};
-
-struct QpCaps {
-  uint32_t max_send_wr = 256;  // send queue entries
-  uint32_t max_recv_wr = 256;  // receive queue entries
-};
 
 // Counters over every QP of a transport (stats()), and per QP (flow_info()).
 struct RcCounters {
@@ -136,27 +98,28 @@ struct RcCounters {
   uint64_t cnps_received = 0;  // DCQCN: CNPs from the peer
 };
 
-class RcTransport final : public Transport {
+class RcTransport final : public Transport, public QpControl {
  public:
   RcTransport();
   ~RcTransport() override;
 
   std::string_view name() const override { return "rocev2"; }
   std::string check_params(Params params) const override;
+  // UDP to 4791, found by destination QP (rc_traffic.cc).
+  Claim claim() const override;
+  QpControl* qp_control() override { return this; }
 
-  // ---- queue pairs ----
-  // A new QP in RESET on `flow`, with local QP number `qpn` (24 bits) and its parameters
-  // (check_params: `dcqcn on|off`, DCQCN's constants `dcqcn_*`). -EEXIST, -EINVAL.
-  int create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params = {});
-  // ibv_modify_qp: the transitions RESET->INIT->RTR->RTS, any->ERR, any->RESET; each needs the
-  // attributes ibv_modify_qp requires for it (INIT: access; RTR: pmtu, dest_qpn, rq_psn; RTS:
-  // sq_psn, timeout, retry_cnt, rnr_retry). -EINVAL for another transition or a bad value,
-  // -ENOENT for no such QP. Moving to ERR completes every pending request with -ECANCELED.
-  int modify_qp(FlowId flow, const QpAttr& attr, uint32_t mask, Context& ctx);
-  int query_qp(FlowId flow, QpAttr* attr) const;
-  // Forgets the QP: pending requests complete with -ECANCELED first. No flow_closed() call: the
-  // owner made the flow and removes it.
-  int destroy_qp(FlowId flow, Context& ctx);
+  // ---- queue pairs (QpControl) ----
+  // create_qp's parameters are check_params': `dcqcn on|off`, DCQCN's constants `dcqcn_*`.
+  // modify_qp's transitions need (INIT: access; RTR: pmtu, dest_qpn, rq_psn; RTS: sq_psn,
+  // timeout, retry_cnt, rnr_retry).
+  int create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params = {}) override;
+  int modify_qp(FlowId flow, const QpAttr& attr, uint32_t mask, Context& ctx) override;
+  int query_qp(FlowId flow, QpAttr* attr) const override;
+  int destroy_qp(FlowId flow, Context& ctx) override;
+  // rc_traffic.cc: the longest headers and the ICRC; the NIC flow of a QP at RTR.
+  uint32_t max_pmtu(uint32_t l4_mtu) const override;
+  NicFlow rtr_nic_flow(FlowId flow, const QpAttr& attr, uint32_t mask) const override;
   uint32_t qp_number(FlowId flow) const;
 
   // ---- Transport ----

@@ -216,7 +216,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         if (q.reads_out >= q.attr.max_rd_atomic) break;
         q.reads_out++;
         w.read_counted = true;
-        ctx.read_post(q.flow, w.first_psn, w.mr, w.offset, w.len);
+        if (ctx.rdma()) ctx.rdma()->read_post(q.flow, w.first_psn, w.mr, w.offset, w.len);
       }
       send_packet(q, w, q.send_pkt, ctx, t);
       spend(q, 0, now);
@@ -259,7 +259,7 @@ void complete(RcTransport::Qp& q, Context& ctx) {
     if (w.kind == ReqKind::kRead) {
       if (!w.done) break;
       q.reads_out--;
-      ctx.read_retire(q.flow, w.first_psn);
+      if (ctx.rdma()) ctx.rdma()->read_retire(q.flow, w.first_psn);
     } else if (psn_diff(w.last_psn(), q.una) >= 0) {
       break;
     }

@@ -26,7 +26,8 @@ void send_ack(RcTransport::Qp& q, uint8_t syndrome, uint32_t psn, uint32_t msn, 
 bool remote_ok(const RcTransport::Qp& q, const Headers& b, bool write, Context& ctx, uint16_t* mr,
                uint64_t* off) {
   if ((q.attr.access & (write ? kRemoteWrite : kRemoteRead)) == 0) return false;
-  return b.dma_len == 0 || ctx.rkey_check(q.flow, b.rkey, b.va, b.dma_len, write, mr, off) == 0;
+  return b.dma_len == 0 || (ctx.rdma() && ctx.rdma()->rkey_check(q.flow, b.rkey, b.va, b.dma_len,
+                                                                 write, mr, off) == 0);
 }
 
 // The receive at the head completes with `e` (its MS leaves the NIC) and the next one is up.
@@ -373,7 +374,7 @@ void finish_rx(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
     q.cursor = q.epsn;
   }
   if (q.resync && !q.in_send && !q.in_write) {
-    ctx.roce_resync(q.flow, q.epsn, uint32_t(q.rq_head));
+    if (ctx.rdma()) ctx.rdma()->roce_resync(q.flow, q.epsn, uint32_t(q.rq_head));
     q.resync = false;
   }
   if (q.cnp_due) {

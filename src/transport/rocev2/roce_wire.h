@@ -220,6 +220,12 @@ ParseError parse(const uint8_t* l4, size_t len, Headers& h, size_t* hdr_len);
 // *payload_len the payload without pad and ICRC. false when it is not a well-formed packet.
 bool split(const uint8_t* l4, size_t l4_total, size_t* hdr_len, uint32_t* payload_len);
 
+// The destination QP in the BTH of the packet at `l4` (kUdpLen + kBthLen readable bytes).
+inline uint32_t dest_qp(const uint8_t* l4) {
+  const uint8_t* b = l4 + kUdpLen + 5;
+  return uint32_t(b[0]) << 16 | uint32_t(b[1]) << 8 | b[2];
+}
+
 // Writes UDP (length and checksum 0: the NIC fills the length, RoCEv2 leaves the checksum 0) +
 // BTH + the extension headers `h.opcode` carries into `out` (room for kMaxHeader). Returns the
 // bytes written.

@@ -296,6 +296,19 @@ std::string TcpTransport::check_params(Params params) const {
   return parse_settings(params, s);
 }
 
+std::string TcpTransport::configure(Params params) {
+  for (const Param& p : params) {
+    uint32_t n = 0;
+    if (p.key != "max_time_wait")
+      return "tcp: no transport-wide setting \"" + std::string(p.key) + "\"";
+    if (!parse_u32(p.value, 0, UINT32_MAX, n)) {
+      return "tcp: max_time_wait must be a number, got \"" + std::string(p.value) + "\"";
+    }
+    set_max_time_wait(n);
+  }
+  return "";
+}
+
 int TcpTransport::listen(ListenerId listener, const Endpoint& local, Params params) {
   Settings s;
   if (!parse_settings(params, s).empty()) return -EINVAL;

@@ -10,6 +10,8 @@
 //   tcp_rack.cc    RACK-TLP (RFC 8985): loss detection by transmit time, the tail loss probe
 //   tcp_syncookie.cc  the listener's half-open budget and SYN cookies (RFC 4987) past it
 //   tcp_timewait.cc   TIME-WAIT as a compact record that outlives the app (RFC 9293 3.6)
+//   tcp_traffic.cc    the traffic it claims: parsing a segment's ports and header length for the
+//                     owner's demultiplexing, the RST for a segment of no flow (RFC 9293 3.10.7.1)
 //
 // Payload is never touched: received data has been placed by the NIC (or is copied by the
 // dataplane through Context::copy_in into the buffer the transport names), sent data is named by
@@ -156,6 +158,10 @@ class TcpTransport final : public Transport {
 
   std::string_view name() const override { return "tcp"; }
   std::string check_params(Params params) const override;
+  // `max_time_wait N`: set_max_time_wait(N).
+  std::string configure(Params params) override;
+  // IP protocol 6, found by tuple; a segment of no flow is answered with a RST (tcp_traffic.cc).
+  Claim claim() const override;
   int listen(ListenerId listener, const Endpoint& local, Params params) override;
   void unlisten(ListenerId listener) override;
   int connect(FlowId flow, const FlowTuple& tuple, Params params, Context& ctx) override;

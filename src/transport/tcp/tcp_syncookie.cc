@@ -23,6 +23,7 @@
 #include <array>
 #include <cerrno>
 
+#include "siphash.h"
 #include "tcp.h"
 #include "tcp_conn.h"
 
@@ -39,47 +40,6 @@ constexpr uint32_t kTsMask = (1u << kTsBits) - 1;
 constexpr uint32_t kTsNoWscale = 0xF;
 constexpr uint32_t kTsSack = 1u << 4;
 constexpr uint32_t kTsEcn = 1u << 5;
-
-uint64_t rotl(uint64_t x, int b) {
-  return x << b | x >> (64 - b);
-}
-
-// SipHash-2-4 (Aumasson and Bernstein) of n whole 64-bit words.
-uint64_t siphash24(const uint64_t key[2], const uint64_t* m, size_t n) {
-  uint64_t v0 = 0x736f6d6570736575ull ^ key[0];
-  uint64_t v1 = 0x646f72616e646f6dull ^ key[1];
-  uint64_t v2 = 0x6c7967656e657261ull ^ key[0];
-  uint64_t v3 = 0x7465646279746573ull ^ key[1];
-  auto round = [&] {
-    v0 += v1;
-    v1 = rotl(v1, 13);
-    v1 ^= v0;
-    v0 = rotl(v0, 32);
-    v2 += v3;
-    v3 = rotl(v3, 16);
-    v3 ^= v2;
-    v0 += v3;
-    v3 = rotl(v3, 21);
-    v3 ^= v0;
-    v2 += v1;
-    v1 = rotl(v1, 17);
-    v1 ^= v2;
-    v2 = rotl(v2, 32);
-  };
-  auto absorb = [&](uint64_t w) {
-    v3 ^= w;
-    round();
-    round();
-    v0 ^= w;
-  };
-  for (size_t i = 0; i < n; i++)
-    absorb(m[i]);
-  absorb(uint64_t(n * 8) << 56);
-  v2 ^= 0xff;
-  for (int i = 0; i < 4; i++)
-    round();
-  return v0 ^ v1 ^ v2 ^ v3;
-}
 
 }  // namespace
 

@@ -1,0 +1,106 @@
+// management.h - the answers to management commands, as JSON (mgmt_protocol.h).
+//
+// Serves both the control socket (main thread) and DPDK telemetry (telemetry thread), so every
+// method is safe to call from several threads: dataplane state is reached only through the
+// CtlChannel; ethdev stats, link and xstats are read from the PMD, which DPDK allows from any
+// thread; the rest is fixed after start-up.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "ctl_channel.h"
+#include "flow_info.h"
+#include "lcore/dataplane.h"
+#include "lcore/route.h"
+
+namespace cleave::dp {
+
+// NIC counters one nic.show answer can carry per port.
+inline constexpr size_t kMaxNicCounters = 512;
+
+struct MgmtError : std::runtime_error {
+  MgmtError(std::string_view code_, const std::string& message)
+      : std::runtime_error(message), code(code_) {}
+  std::string code;
+};
+
+struct DaemonInfo {
+  std::string config_source;
+  std::string runtime_dir;
+  bool hugepages = false;
+  unsigned main_lcore = 0;
+  unsigned dataplane_lcore = 0;
+  std::chrono::steady_clock::time_point started;
+  bool test_hooks = false;  // CLEAVE_TEST_HOOKS=1: debug.* commands (test equipment)
+};
+
+class AppServer;
+class MgmtServer;
+
+class Management {
+ public:
+  Management(DaemonInfo info, const Config& cfg, const std::vector<DpPort>& ports,
+             const RouteTable& routes, CtlChannel& ctl);
+
+  // The app server for app.* commands; those run on the main thread only (the telemetry thread
+  // never calls handle()).
+  void set_apps(AppServer* apps) { apps_ = apps; }
+  // The control socket, whose counters status shows (read from any thread: atomics).
+  void set_control(const MgmtServer* control) { control_ = control; }
+
+  // Runs one command; throws MgmtError for anything the client should be told.
+  nlohmann::json handle(std::string_view command, const nlohmann::json& args);
+
+  nlohmann::json status();
+  nlohmann::json ports(const std::string& name);  // empty name: all ports
+  nlohmann::json arp();
+  nlohmann::json routes();
+  nlohmann::json route_get(const std::string& addr);
+  nlohmann::json stats();
+  nlohmann::json nic(const std::string& name);  // empty name: all ports
+  // port.fault: sets the seeded wire faults of port `name` in the directions `dirs` (bit
+  // 1 << FaultDir each; all zero probabilities: off) and returns the port's faults and their
+  // counters, as port.show's "faults".
+  nlohmann::json port_fault(const std::string& name, uint8_t dirs, const FaultParams& p);
+  // Flows, listeners, transports and bindings; flow_show: one flow (not_found when none).
+  nlohmann::json flows();
+  nlohmann::json flow_show(uint32_t id);
+  // Binds `b.port` to a transport and params, as flow.attach; an empty transport keeps the
+  // port's current one (tcp when it has none). Throws MgmtError (bad_request) with the
+  // transport's reason when it refuses. Returns the binding as the dataplane keeps it.
+  nlohmann::json attach(FlowBinding b);
+  // flow.detach: removes the port or tuple binding with `key`'s key (not_found when none).
+  // Answers the key; flows that exist keep what they have.
+  nlohmann::json detach(FlowBinding key);
+  // The registry's transports, with which the dataplane runs and their flows and listeners.
+  nlohmann::json transports();
+  // transport.attach: loads a transport plugin into the running daemon's registry (dlopen on
+  // this thread, which must be the main thread: the registry has one writer). `path` must be
+  // absolute. Throws MgmtError (bad_request) with the registry's reason when it refuses; answers
+  // {name, description, origin}.
+  nlohmann::json attach_transport(const std::string& path);
+
+ private:
+  std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);
+  ctl::FlowList list_flows(uint32_t only);
+  // One port's faults and fault counters, setting them first when dirs is not 0.
+  nlohmann::json faults(size_t index, uint8_t dirs, const FaultParams& p);
+  nlohmann::json faults_or_null(size_t index);
+  const std::string& port_name(uint8_t index) const { return ports_[index].name; }
+
+  DaemonInfo info_;
+  const Config& cfg_;
+  const std::vector<DpPort>& ports_;
+  const RouteTable& routes_;
+  CtlChannel& ctl_;
+  AppServer* apps_ = nullptr;
+  const MgmtServer* control_ = nullptr;
+};
+
+}  // namespace cleave::dp

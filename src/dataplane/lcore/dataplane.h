@@ -1,0 +1,171 @@
+// dataplane.h - the polling loop on the dataplane lcore and the state it alone owns.
+//
+// Threading: every member is touched only by the lcore running run() (or by a test calling
+// poll_once() on its own thread), except stop_ and heartbeat_, which are atomics, and the
+// CtlChannel, which is the only way other threads reach this state.
+//
+// Setup (ports configured and started, mempool) is done by the daemon before construction;
+// see port.h. The constructor opens each port's NIC backend (nic.h: net_cleave ports get the
+// header-split NIC, any other port the generic one); from then on the dataplane reaches ports
+// only through their Nic. It owns the packet path: RX burst, ARP, ICMP echo, the exception tap,
+// timers, TX flush, and the answers to control requests.
+#pragma once
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "ctl_channel.h"
+#include "lcore/apps.h"
+#include "lcore/arp.h"
+#include "lcore/flows.h"
+#include "lcore/route.h"
+#include "net.h"
+#include "nic.h"
+#include "stats.h"
+#include "timer_wheel.h"
+
+namespace cleave::dp {
+
+inline constexpr uint16_t kNoPort = UINT16_MAX;
+inline constexpr uint32_t kMaxBurst = 512;
+
+// A port as the dataplane sees it: already started, with its address plan.
+struct DpPort {
+  std::string name;
+  uint16_t port_id = kNoPort;
+  uint16_t exception_port_id = kNoPort;  // the kernel tap, if configured
+  Mac mac;
+  Ipv4Prefix ipv4;
+  uint16_t mtu = 1500;
+  std::array<FaultParams, kFaultDirs> faults{};  // seeded wire faults set at start (nic.h)
+};
+
+struct DataplaneParams {
+  uint32_t burst = 32;
+  uint32_t max_apps = 32;
+  uint32_t app_budget = 32;
+  uint32_t idle_sleep_us = 0;
+  ArpParams arp;         // in TSC cycles
+  GenericNicParams nic;  // tables of the generic NIC backend
+  FlowParams flows;
+
+  static DataplaneParams from_config(const Config& c, uint64_t tsc_hz);
+};
+
+// Packets staged for one TX queue, sent in bursts by flush().
+struct TxStage {
+  uint16_t port_id = kNoPort;
+  Nic* nic = nullptr;  // the port's NIC; null: a plain port (the exception tap)
+  uint16_t n = 0;
+  Drop full_reason = Drop::kTxFull;
+  uint64_t* packets = nullptr;  // counters credited with what the NIC accepted
+  uint64_t* bytes = nullptr;
+  rte_mbuf* pkts[kMaxBurst];
+};
+
+class Dataplane final : private ArpIo, private FlowIo {
+ public:
+  // Throws std::runtime_error when a port's NIC backend cannot be opened.
+  Dataplane(const DataplaneParams& params, std::vector<DpPort> ports, const RouteTable& routes,
+            rte_mempool* pool, CtlChannel& ctl);
+  Dataplane(const Dataplane&) = delete;
+  Dataplane& operator=(const Dataplane&) = delete;
+  ~Dataplane();
+
+  // rte_eal_remote_launch entry point: arg is the Dataplane.
+  static int lcore_main(void* arg);
+  // Announces the ports and resolves configured next hops; run() calls it first.
+  void start();
+  // Loops until request_stop().
+  void run();
+  // One iteration of the loop; returns the work done (packets and timers). Tests drive the
+  // dataplane with this instead of run().
+  unsigned poll_once();
+
+  void request_stop() { stop_.store(true, std::memory_order_relaxed); }
+  // Advances at least every millisecond while the loop runs: the watchdog's sign of life.
+  uint64_t heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Port {
+    DpPort conf;
+    rte_ether_addr mac;  // conf.mac as the packet path writes and compares it
+    uint32_t ip_be = 0;  // our address, network byte order
+    uint32_t bcast_be = 0;
+    PortStats* stats = nullptr;
+    std::unique_ptr<Nic> nic;
+    TxStage wire;       // to the port, through nic
+    TxStage exception;  // to the kernel tap
+  };
+
+  // Stages of the loop.
+  unsigned poll_ports();
+  unsigned poll_exception_taps();
+  void flush_all();
+  void serve_control(uint64_t now);
+
+  // Receive path.
+  void rx_packet(Port& p, rte_mbuf* m);
+  void rx_arp(Port& p, rte_mbuf* m);
+  void rx_ipv4(Port& p, rte_mbuf* m);
+  void rx_icmp(Port& p, rte_mbuf* m, uint32_t ip_off, uint32_t ihl, uint32_t ip_len);
+  void rx_flow(Port& p, rte_mbuf* m);  // to the flow path (transports)
+  void to_exception_or_drop(Port& p, rte_mbuf* m, Drop reason);
+
+  // Transmit path.
+  void stage(TxStage& s, rte_mbuf* m);
+  void flush(TxStage& s);
+  void drop(rte_mbuf* m, Drop reason);
+  void send_arp_request(Port& p, Ipv4 target, const Mac* dst);
+  void arp_send_request(uint8_t port, Ipv4 target, const Mac* dst) override;
+  void flow_stage(uint8_t port, rte_mbuf* m) override { stage(ports_[port].wire, m); }
+
+  // Control requests.
+  // The answer to each kind of control request (dataplane_ctl.cc).
+  void answer(ctl::Stats& r, uint64_t now);
+  void answer(ctl::ArpTable& r, uint64_t now);
+  void answer(ctl::RouteGet& r, uint64_t now);
+  void answer(ctl::Nic& r, uint64_t now);
+  void answer(ctl::AppAttach& r, uint64_t now);
+  void answer(ctl::AppDetach& r, uint64_t now);
+  void answer(ctl::AppSetMr& r, uint64_t now);
+  void answer(ctl::AppSetPipe& r, uint64_t now);
+  void answer(ctl::AppCountersList& r, uint64_t now);
+  void answer(ctl::Listen& r, uint64_t now);
+  void answer(ctl::Connect& r, uint64_t now);
+  void answer(ctl::Unlisten& r, uint64_t now);
+  void answer(ctl::FlowList& r, uint64_t now);
+  void answer(ctl::BindingAttach& r, uint64_t now);
+  void answer(ctl::BindingDetach& r, uint64_t now);
+  void answer(ctl::QpCreate& r, uint64_t now);
+  void answer(ctl::QpModify& r, uint64_t now);
+  void answer(ctl::QpQuery& r, uint64_t now);
+  void answer(ctl::QpDestroy& r, uint64_t now);
+
+  DataplaneParams params_;
+  std::vector<Port> ports_;
+  const RouteTable& routes_;
+  rte_mempool* pool_;
+  CtlChannel& ctl_;
+  uint64_t tsc_hz_;
+  uint64_t ctl_interval_;  // serve control at least this often under load
+  uint64_t last_ctl_ = 0;
+  uint64_t next_exception_poll_ = 0;
+  uint64_t now_ = 0;  // TSC at the start of the current iteration
+  DataplaneStats stats_;
+  TimerWheel timers_;
+  ArpTable arp_;
+  AppPath apps_;
+  std::unique_ptr<FlowPath> flows_;
+  alignas(64) std::atomic<bool> stop_{false};
+  alignas(64) std::atomic<uint64_t> heartbeat_{0};
+};
+
+}  // namespace cleave::dp

@@ -1,0 +1,261 @@
+// qp.cc - queue-pair control: an app's QP requests through its transport's QpControl (rdma.h),
+// and the NIC flow that places a QP's packets from RTR on (flows.h).
+#include "lcore/flows_impl.h"
+
+#include <cleave/cleave.h>
+#include <rte_cycles.h>
+
+#include <algorithm>
+#include <string>
+
+namespace cleave::dp {
+
+namespace {
+
+// The app socket's QP states and attribute mask bits are the transport interface's (rdma.h),
+// number for number; the access bits differ and are translated.
+static_assert(uint8_t(transport::QpState::kReset) == abi::kQpReset &&
+              uint8_t(transport::QpState::kInit) == abi::kQpInit &&
+              uint8_t(transport::QpState::kRtr) == abi::kQpRtr &&
+              uint8_t(transport::QpState::kRts) == abi::kQpRts &&
+              uint8_t(transport::QpState::kErr) == abi::kQpErr);
+static_assert(uint32_t(transport::kAttrState) == abi::kQpAttrState &&
+              uint32_t(transport::kAttrPmtu) == abi::kQpAttrPmtu &&
+              uint32_t(transport::kAttrDestQpn) == abi::kQpAttrDestQpn &&
+              uint32_t(transport::kAttrRqPsn) == abi::kQpAttrRqPsn &&
+              uint32_t(transport::kAttrSqPsn) == abi::kQpAttrSqPsn &&
+              uint32_t(transport::kAttrTimeout) == abi::kQpAttrTimeout &&
+              uint32_t(transport::kAttrRetryCnt) == abi::kQpAttrRetryCnt &&
+              uint32_t(transport::kAttrRnrRetry) == abi::kQpAttrRnrRetry &&
+              uint32_t(transport::kAttrMinRnrTimer) == abi::kQpAttrMinRnrTimer &&
+              uint32_t(transport::kAttrMaxRdAtomic) == abi::kQpAttrMaxRdAtomic &&
+              uint32_t(transport::kAttrMaxDestRdAtomic) == abi::kQpAttrMaxDestRdAtomic &&
+              uint32_t(transport::kAttrAccess) == abi::kQpAttrAccess &&
+              uint32_t(transport::kAttrSelectiveRepeat) == abi::kQpAttrSelectiveRepeat &&
+              uint32_t(transport::kAttrRateLimit) == abi::kQpAttrRateLimit);
+
+// The bytes a transport's packet may take above an IP header of ours.
+uint32_t l4_mtu(uint32_t ip_mtu) {
+  return ip_mtu > kIpLen ? ip_mtu - kIpLen : 0;
+}
+
+}  // namespace
+
+// The transport apps' QPs belong to, made by the first QP.
+FlowPath::Tp* FlowPath::qp_transport(std::string& error) {
+  if (qp_tp_ == nullptr) {
+    Tp* tp = transport_for(kQpTransport, 0, error);
+    if (tp == nullptr) return nullptr;
+    if (tp->t->qp_control() == nullptr) {
+      error = "the transport named " + std::string(kQpTransport) + " makes no queue pairs";
+      return nullptr;
+    }
+    qp_tp_ = tp;
+  }
+  return qp_tp_;
+}
+
+transport::QpControl& FlowPath::qp_control() const {
+  return *qp_tp_->t->qp_control();
+}
+
+FlowPath::Flow* FlowPath::own_qp(uint32_t app_id, uint32_t qp) {
+  if (qp >= flows_.size()) return nullptr;
+  Flow& f = flows_[qp];
+  return f.qp && f.owner == app_id && f.app != nullptr && !f.gone ? &f : nullptr;
+}
+
+int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t max_recv_wr,
+                        std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip,
+                        uint32_t* max_pmtu) {
+  lcore_.check("FlowPath::qp_create");
+  if (max_send_wr == 0 || max_recv_wr == 0 || max_send_wr > kMaxQpWr || max_recv_wr > kMaxQpWr) {
+    return CL_EINVAL;
+  }
+  if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
+  // Room for 4 generation bits at least.
+  if (ports_.empty() || qpn_bits_ > kQpnBits - 4) return CL_ENOSPC;
+  std::string error;
+  Tp* tp = qp_transport(error);
+  if (tp == nullptr) return CL_ENOENT;
+  transport::QpControl& qc = qp_control();
+  // "key value key value ...": views into `params`, which outlives the call, after the
+  // operator's defaults (the config's), which the app's own override.
+  std::vector<transport::Param> p;
+  for (const auto& [k, v] : p_.qp_params)
+    p.push_back({k, v});
+  std::vector<std::string_view> words;
+  for (size_t i = 0; i < params.size();) {
+    const size_t end = std::min(params.find(' ', i), params.size());
+    if (end > i) words.push_back(params.substr(i, end - i));
+    i = end + 1;
+  }
+  if (words.size() % 2 != 0) return CL_EINVAL;
+  for (size_t i = 0; i < words.size(); i += 2)
+    p.push_back({words[i], words[i + 1]});
+  if (!tp->t->check_params(p).empty()) return CL_EINVAL;
+  if (!charge(a)) return CL_EDQUOT;
+  const uint32_t id = alloc_flow();
+  if (id == kNoFlow) {
+    a.counters.flows--;
+    return CL_ENOSPC;
+  }
+  // The generation in the high bits: a stale packet for the QP the id held before finds none.
+  const uint32_t gens = 1u << (kQpnBits - qpn_bits_);
+  qp_gen_[id] = qp_gen_[id] + 1 == gens ? 1 : qp_gen_[id] + 1;
+  Flow& f = flows_[id];
+  f.qpn = qp_gen_[id] << qpn_bits_ | id;
+  transport::QpCaps caps;
+  caps.max_send_wr = max_send_wr;
+  caps.max_recv_wr = max_recv_wr;
+  if (qc.create_qp(id, f.qpn, caps, p) != 0) {
+    free_flow(id);
+    a.counters.flows--;
+    return CL_EINVAL;
+  }
+  // Its traffic is its transport's claim's: the protocol and the claim's (first) port, both ends.
+  const ClaimEntry* claim = claim_of(*tp);
+  f.state = Flow::State::kOpen;
+  f.qp = true;
+  f.charged = true;
+  f.app = &a;
+  f.owner = a.id;
+  f.cq = cq;
+  f.tp = tp->index;
+  f.msg_flow = true;
+  f.tuple.proto = claim != nullptr ? claim->claim.proto : 0;
+  f.tuple.local = {transport::IpAddr::v4(ports_[0].ip),
+                   claim != nullptr ? claim->port : uint16_t(0)};
+  stats_.flows_opened++;
+  *qp = id;
+  *qpn = f.qpn;
+  *ip = ports_[0].ip;
+  *max_pmtu = qc.max_pmtu(l4_mtu(ports_[0].mtu));
+  return 0;
+}
+
+int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, uint32_t mask,
+                        uint64_t now) {
+  lcore_.check("FlowPath::qp_modify");
+  Flow* fp = own_qp(app_id, qp);
+  if (fp == nullptr) return CL_ENOENT;
+  Flow& f = *fp;
+  if ((mask & ~abi::kQpAttrAll) != 0 || attr.state > abi::kQpErr || attr.selective_repeat > 1 ||
+      (attr.access & ~(abi::kAccessRemoteRead | abi::kAccessRemoteWrite)) != 0) {
+    return CL_EINVAL;
+  }
+  transport::QpControl& qc = qp_control();
+  transport::QpAttr cur;
+  qc.query_qp(qp, &cur);
+  transport::QpAttr x;
+  x.state = transport::QpState(attr.state);  // the same numbers
+  x.pmtu = attr.pmtu;
+  x.dest_qpn = attr.dest_qpn;
+  x.rq_psn = attr.rq_psn;
+  x.sq_psn = attr.sq_psn;
+  x.timeout = attr.timeout;
+  x.retry_cnt = attr.retry_cnt;
+  x.rnr_retry = attr.rnr_retry;
+  x.min_rnr_timer = attr.min_rnr_timer;
+  x.max_rd_atomic = attr.max_rd_atomic;
+  x.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+  x.access = uint8_t(((attr.access & abi::kAccessRemoteRead) != 0 ? transport::kRemoteRead : 0) |
+                     ((attr.access & abi::kAccessRemoteWrite) != 0 ? transport::kRemoteWrite : 0));
+  x.selective_repeat = attr.selective_repeat != 0;
+  x.rate_limit_kbps = attr.rate_limit_kbps;
+  const uint32_t tmask = mask & ~abi::kQpAttrRemoteIp;  // the transport's bits are the same
+
+  // To RTR: the route to the peer, its MAC, and the NIC flow that places its packets, first.
+  const bool to_rtr = (mask & abi::kQpAttrState) != 0 && attr.state == abi::kQpRtr &&
+                      cur.state == transport::QpState::kInit;
+  bool added = false;
+  if (to_rtr) {
+    if ((mask & abi::kQpAttrRemoteIp) == 0 || attr.remote_ip == 0 ||
+        (mask & abi::kQpAttrPmtu) == 0) {
+      return CL_EINVAL;
+    }
+    auto hop = routes_.lookup(Ipv4{attr.remote_ip});
+    if (!hop || hop->port >= ports_.size()) return CL_ENETUNREACH;
+    if (attr.pmtu > qc.max_pmtu(l4_mtu(ports_[hop->port].mtu))) return CL_EINVAL;  // too long
+    f.port = hop->port;
+    f.next_hop = hop->addr.host;
+    f.tuple.local.ip = transport::IpAddr::v4(ports_[hop->port].ip);
+    f.tuple.remote = {transport::IpAddr::v4(attr.remote_ip), f.tuple.local.port};
+    f.l2_ready = false;
+    fill_l2(f, now);  // else ARP is asked now, and TX waits for it (retransmission covers it)
+    rte_pmd_cleave_flow spec = nic_spec(qc.rtr_nic_flow(qp, x, tmask), attr.remote_ip,
+                                        ports_[hop->port].ip, f.tuple.proto);
+    spec.dst_port = f.tuple.local.port;
+    spec.qpn = f.qpn;
+    spec.owner = f.owner;
+    // Without a NIC flow the QP still works: every payload takes the copy path, and READ and
+    // WRITE targets are refused (the NIC holds the MR table).
+    if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(qp));
+    f.on_nic = nic_cmd(ports_[f.port].nic->flow_add(qp, spec)) == 0;
+    f.nic_msg = f.on_nic;
+    added = f.on_nic;
+  }
+  qp_tp_->ctx->at(rte_rdtsc());
+  const int rc_status = qc.modify_qp(qp, x, tmask, *qp_tp_->ctx);
+  qp_tp_->ctx->flush();
+  if (rc_status != 0) {
+    if (added) {
+      nic_cmd(ports_[f.port].nic->flow_remove(qp));
+      f.on_nic = f.nic_msg = false;
+    }
+    return CL_EINVAL;
+  }
+  // Back to RESET: the peer is forgotten, and so is the NIC flow.
+  if ((mask & abi::kQpAttrState) != 0 && attr.state == abi::kQpReset && f.on_nic) {
+    nic_cmd(ports_[f.port].nic->flow_remove(qp));
+    f.on_nic = f.nic_msg = false;
+    f.tuple.remote = {};
+  }
+  return 0;
+}
+
+int FlowPath::qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* out) const {
+  lcore_.check("FlowPath::qp_query");
+  if (qp >= flows_.size()) return CL_ENOENT;
+  const Flow& f = flows_[qp];
+  if (!f.qp || f.owner != app_id || f.app == nullptr || f.gone) return CL_ENOENT;
+  transport::QpAttr a;
+  qp_control().query_qp(qp, &a);
+  *out = abi::QpAttr{};
+  out->state = uint8_t(a.state);
+  out->timeout = a.timeout;
+  out->retry_cnt = a.retry_cnt;
+  out->rnr_retry = a.rnr_retry;
+  out->min_rnr_timer = a.min_rnr_timer;
+  out->max_rd_atomic = a.max_rd_atomic;
+  out->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  out->selective_repeat = a.selective_repeat ? 1 : 0;
+  out->access = ((a.access & transport::kRemoteRead) != 0 ? abi::kAccessRemoteRead : 0) |
+                ((a.access & transport::kRemoteWrite) != 0 ? abi::kAccessRemoteWrite : 0);
+  out->pmtu = a.pmtu;
+  out->dest_qpn = a.dest_qpn;
+  out->rq_psn = a.rq_psn;
+  out->sq_psn = a.sq_psn;
+  out->remote_ip = f.tuple.remote.ip.v4_host();
+  out->rate_limit_kbps = a.rate_limit_kbps;
+  return 0;
+}
+
+int FlowPath::qp_destroy(uint32_t app_id, uint32_t qp) {
+  lcore_.check("FlowPath::qp_destroy");
+  if (own_qp(app_id, qp) == nullptr) return CL_ENOENT;
+  free_qp(qp);
+  return 0;
+}
+
+// Pending requests complete with -ECANCELED (delivered while the app is there), then the flow
+// and its NIC flow go.
+void FlowPath::free_qp(uint32_t id) {
+  qp_tp_->ctx->at(rte_rdtsc());
+  qp_control().destroy_qp(id, *qp_tp_->ctx);
+  qp_tp_->ctx->flush();
+  stats_.flows_closed++;
+  free_flow(id);
+}
+
+}  // namespace cleave::dp
