@@ -18,6 +18,7 @@ packages=(
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev
   libgtest-dev libbenchmark-dev
   iproute2 ethtool iputils-ping systemd clang-format clang-tidy curl socat iperf3 tshark
+  verilator yosys
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -213,7 +213,8 @@ def gen_hw():
 
 def gen_vh():
     o = [f"// cleave_nic_defs.vh - {HEAD}",
-         "// `include inside a module body: localparams only.", ""]
+         "// `include inside a module body: localparams only. A module uses a few of them.",
+         "/* verilator lint_off UNUSEDPARAM */", ""]
 
     def lp(name, width, value, doc=""):
         o.append(f"localparam logic [{width - 1}:0] {name} = {width}'d{value};" +
@@ -225,6 +226,8 @@ def gen_vh():
     widths = {"Err": 8, "FlowMode": 1, "Parser": 2, "Decision": 3, "DeferReason": 5,
               "CsumStatus": 2, "TxStatus": 8, "Ctr": 8}
     for e in spec.ENUMS:
+        if e["name"] == "Ctr":
+            continue  # the counter list below numbers these
         w = widths[e["name"]]
         assert len(e["values"]) <= (1 << w), e["name"]
         for i, (ident, _, _) in enumerate(e["values"]):
@@ -265,6 +268,7 @@ def gen_vh():
         o.append(f"localparam int RB_{B}_BASE = {i * spec.REG_BLOCK_STRIDE};")
         for reg, off, _ in regs:
             o.append(f"localparam int RB_{B}_{upper(reg)} = {off};")
+    o.append("/* verilator lint_on UNUSEDPARAM */")
     return "\n".join(o) + "\n"
 
 

@@ -266,6 +266,8 @@ COMMANDS = [
     ("read_post", 11, "flow, w2 first PSN, arg16 MR id, w3/w4 offset (48 bits), w5 length"),
     ("read_retire", 12, "flow, w2 first PSN"),
     ("rkey_check", 13, "flow, w2 rkey, w3/w4 VA (64), w5/w6 length (64), arg8 access"),
+    ("flow_query", 14, "flow: its MS entries, cursor and READ sinks (0 for an unknown flow) into "
+                       "the debug block; issued by writing its flow select; not counted"),
 ]
 
 # ---- register blocks -------------------------------------------------------------------------
