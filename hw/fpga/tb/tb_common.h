@@ -17,12 +17,16 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace cleave::tb {
 
 using Bytes = std::vector<uint8_t>;
+
+// The value type of a Verilated port (Verilator 5 declares ports as references).
+#define TB_SIG(top_type, port) std::remove_reference_t<decltype(top_type::port)>
 
 // ---- run parameters -----------------------------------------------------------------------
 
