@@ -31,4 +31,17 @@ typedef struct packed {
   logic         crc32c_ok;
 } rx_meta_t;
 
+// A flow's match key (hw/fpga/docs/formats.md section 2): the 5-tuple as the packet carries it
+// (src = the peer), and for a RoCE flow its QPN, with src port 0 and dst port 4791. Lookups of
+// frames for other parsers have roce = 0 and match only flows that are not RoCE.
+typedef struct packed {
+  logic [31:0] src_ip;
+  logic [31:0] dst_ip;
+  logic [15:0] sport;
+  logic [15:0] dport;
+  logic        udp;
+  logic        roce;
+  logic [23:0] qpn;
+} flow_key_t;
+
 `endif
