@@ -44,4 +44,34 @@ typedef struct packed {
   logic [23:0] qpn;
 } flow_key_t;
 
+// One placement fragment: where a run of payload bytes goes (the model's Placement) and the
+// DMA address it makes (the MR's IOVA base + offset).
+typedef struct packed {
+  logic [15:0] mr;
+  logic [47:0] off;
+  logic [15:0] len;
+  logic [63:0] addr;
+} frag_t;
+
+// What the engine decided for one frame (the model's RxEntry and where its bytes go):
+// cleave_rx_engine -> cleave_rx_out. frags holds frag_t 0..3, fragment i in bits 144i+143..144i.
+typedef struct packed {
+  logic [23:0]  flow_id;      // 0xFFFFFF: no flow
+  logic [2:0]   decision;
+  logic [4:0]   reason;
+  logic [1:0]   parser;
+  logic [31:0]  seq;
+  logic [15:0]  payload_len;
+  logic [7:0]   header_len;
+  logic [2:0]   nfrags;
+  logic         ooo;
+  logic [1:0]   ip_csum;
+  logic [1:0]   l4_csum;
+  logic [15:0]  trimmed;
+  logic [15:0]  placed;
+  logic [31:0]  msg_seq;
+  logic [15:0]  data_off;     // frame offset of the first placed byte
+  logic [575:0] frags;
+} rx_dec_t;
+
 `endif
