@@ -224,7 +224,7 @@ RECORDS = {
     "tx_cpl": (64, [
         ("cookie", 0, 32, "the descriptor's cookie, low 32 bits"),
         ("status", 32, 8, "TxStatus"),
-        ("frames", 40, 8, "frames sent"),
+        ("frames", 40, 16, "frames sent (a TSO request of 64 KiB at MSS 1 sends 65536)"),
         ("phase", 63, 1, "flips on each ring wrap"),
     ]),
     # Commands (formats.md 1.3): eight little-endian 32-bit words; word 0 bits 7..0 the opcode.
