@@ -282,7 +282,7 @@ module cleave_rx_parser #(
     else if (hdr[14][7:4] != 4'd4 || ihl < 4'd5) meta.pdefer = DEFERREASON_BAD_IP_HEADER;
     else if (flen < 16'd14 + {8'd0, iphl}) meta.pdefer = DEFERREASON_TRUNCATED;
     else if (total < {8'd0, iphl}) meta.pdefer = DEFERREASON_BAD_IP_HEADER;
-    else if (flen < 16'd14 + total) meta.pdefer = DEFERREASON_TRUNCATED;
+    else if ({1'b0, flen} < 17'd14 + {1'b0, total}) meta.pdefer = DEFERREASON_TRUNCATED;  // no wrap
     else if ((h16(20) & 16'h3FFF) != 16'd0) meta.pdefer = DEFERREASON_IP_FRAGMENT;
     else if (s[15:0] != 16'hFFFF) begin
       meta.ip_csum = CSUMSTATUS_BAD;

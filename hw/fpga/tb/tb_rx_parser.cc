@@ -192,6 +192,12 @@ void check_frame(uint64_t n, const Bytes& f, const Meta& g, nic::NicModel& m) {
            g.frame_len, f.size());
   Expect x = model_view(m, f);
   const uint64_t want_defer = x.parsed ? 0 : uint64_t(x.e.reason);
+  if (std::getenv("CLEAVE_RTL_TRACE") && g.pdefer != want_defer) {
+    std::fprintf(stderr, "frame %zu bytes:", f.size());
+    for (size_t i = 0; i < f.size() && i < 64; i++)
+      std::fprintf(stderr, " %02x", f[i]);
+    std::fprintf(stderr, "\n");
+  }
   TB_CHECK(g.pdefer == want_defer,
            "frame %" PRIu64 " (%zu bytes): verdict %" PRIu64 " want %" PRIu64, n, f.size(),
            g.pdefer, want_defer);
