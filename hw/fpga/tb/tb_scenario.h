@@ -22,6 +22,7 @@
 #include "nic_model.h"
 #include "tb_common.h"
 #include "tb_frames.h"
+#include "tb_txgen.h"
 
 namespace cleave::tb {
 
@@ -88,6 +89,13 @@ class Scenario {
   const Bytes& mem() const { return mem_; }
   Rng& rng() { return rng_; }
   uint64_t iova(uint16_t mr, uint64_t off) const { return kIovaBase + mrs_[mr].base + off; }
+  // The MR table as a TX request generator sees it (bases are host memory offsets).
+  std::vector<MrInfo> mr_info() const {
+    std::vector<MrInfo> v(mrs_.size());
+    for (size_t i = 0; i < mrs_.size(); i++)
+      v[i] = {mrs_[i].live, mrs_[i].base, mrs_[i].len};
+    return v;
+  }
 
   // One round: commands (management now and then, the drivers of a few flows), then frames,
   // mostly from those flows.
