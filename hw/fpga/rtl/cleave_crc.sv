@@ -8,6 +8,7 @@
 // beat. out_crc (the final value, inverted) is valid from the second cycle after the last beat
 // until the next region ends. in_restart on a frame's first beat clears the state.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 
 module cleave_crc #(

@@ -7,6 +7,7 @@
 // the output when it was taken, so a source that writes a completion after its data writes
 // keeps them in order.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 
 module cleave_dma_wr_mux #(

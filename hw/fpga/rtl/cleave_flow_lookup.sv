@@ -9,6 +9,7 @@
 //   REMOVE id         unlinks flow `id` (which must be linked)
 // After reset the buckets are cleared, one a cycle (s_req_ready stays low meanwhile).
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 `include "cleave_types.svh"
 

@@ -12,6 +12,7 @@
 // Host memory receives placed payloads, RX header slots, RX completions and TX completions,
 // in that order per frame. mqnic_app_block.v maps this onto Corundum's application block.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 `include "cleave_types.svh"
 
@@ -101,7 +102,12 @@ module cleave_nic #(
     input  wire logic [KEEP_WIDTH-1:0] s_axis_dma_rd_tkeep,
     input  wire logic                  s_axis_dma_rd_tvalid,
     output logic                       s_axis_dma_rd_tready,
-    input  wire logic                  s_axis_dma_rd_tlast
+    input  wire logic                  s_axis_dma_rd_tlast,
+
+    // The TX merge queue's stream id (TX merge queue block), for the stream demultiplexer
+    output logic [15:0] merge_tid,
+    // DMA transfers the host side failed (the debug block shows it)
+    input wire logic [31:0] dma_errors
 );
   localparam int MW = MAX_MRS > 1 ? $clog2(MAX_MRS) : 1;
 
@@ -162,6 +168,7 @@ module cleave_nic #(
       .flows_in_use(flows_in_use),
       .store_free(store_free),
       .engine_busy(busy),
+      .dma_errors(dma_errors),
       .ctr_sel(ctr_sel),
       .ctr_value(ctr_value),
       .rxq_cpl_base(rxq_cpl_base),
@@ -177,8 +184,7 @@ module cleave_nic #(
       .txq_enable(txq_enable),
       .txq_prod(txq_prod)
   );
-  // The merge queue's stream id is for the application block's demultiplexer.
-  wire unused_ok = &{1'b0, txq_merge_tid};
+  assign merge_tid = txq_merge_tid;
   // A DMA write request takes the fragment's address and length; the MR and offset are the
   // completion's business.
   wire unused_desc = &{1'b0, desc.mr, desc.off};

@@ -5,6 +5,7 @@
 // reads. ULTRA asks for UltraRAM (large tables), otherwise the synthesizer picks block RAM or
 // distributed RAM by size.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 
 module cleave_ram #(

@@ -6,6 +6,7 @@
 // TX merge queue, table debug. The mailbox and the debug block's flow select reach the engine
 // through one request channel (m_req_*): one request at a time, answered on s_rsp_*.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 
 module cleave_regs #(
@@ -59,6 +60,7 @@ module cleave_regs #(
     input wire logic [31:0] flows_in_use,
     input wire logic [31:0] store_free,
     input wire logic        engine_busy,
+    input wire logic [31:0] dma_errors,
 
     // Counters: index out, value back (combinational)
     output logic      [ 7:0] ctr_sel,
@@ -345,6 +347,7 @@ module cleave_regs #(
               RB_DEBUG_CURSOR: rdata = dbg_cursor;
               RB_DEBUG_READ_COUNT: rdata = dbg_read_count;
               RB_DEBUG_BUSY: rdata = {31'd0, engine_busy || cmd_busy};
+              RB_DEBUG_DMA_ERRORS: rdata = dma_errors;
               default: ;
             endcase
             default: ;

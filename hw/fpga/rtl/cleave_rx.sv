@@ -2,6 +2,7 @@
 // and outputs (header bytes, copy-path frames, DMA write requests with their payload, the
 // decision per frame). See cleave_rx_parser, cleave_rx_engine and cleave_rx_out.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 `include "cleave_types.svh"
 

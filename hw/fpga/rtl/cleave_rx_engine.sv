@@ -16,6 +16,7 @@
 // hint is not kept (a message is found by hopping chunks from the head). Flow ids are 24 bits
 // wide (the RX completion's), so FLOW_ADD cannot name the model's kNoFlow.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 `include "cleave_types.svh"
 

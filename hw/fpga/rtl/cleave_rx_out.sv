@@ -14,6 +14,7 @@
 // decision has left. Frames longer than the buffer cannot be stored (Corundum's MAX_RX_SIZE
 // is far below the default 32 KB).
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 `include "cleave_types.svh"
 

@@ -9,6 +9,7 @@
 // over the whole frame a beat per cycle. After a frame's last beat the input pauses for two
 // cycles while the CRCs settle and the meta is built (and longer while m_meta is full).
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 `include "cleave_types.svh"
 

@@ -8,6 +8,7 @@
 // bit is 1 on the first pass through the ring and flips on every wrap (the driver zeroes the
 // ring first), and it carries the slot and whether the frame took the copy path.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 `include "cleave_types.svh"
 

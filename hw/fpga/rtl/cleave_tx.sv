@@ -12,6 +12,7 @@
 // checksums and the ICRC in place. One completion per request on m_txc (cookie, TxStatus,
 // frames, bytes) and the model's TX counters, through the engine's counter file.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 
 module cleave_tx #(

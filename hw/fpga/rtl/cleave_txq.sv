@@ -5,6 +5,7 @@
 // send side waits (the model instead refuses a request with completions_full: hardware holds
 // it). Phase bit as for the RX ring: 1 on the first pass, flipping on every wrap.
 `resetall
+`timescale 1ns / 1ps
 `default_nettype none
 
 module cleave_txq #(

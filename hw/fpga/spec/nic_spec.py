@@ -336,6 +336,7 @@ REG_BLOCKS = [
         ("cursor", 0x1C, "cursor of the selected flow"),
         ("read_count", 0x20, "READ sinks posted on the selected flow"),
         ("busy", 0x24, "bit 0: a command or frame is in the engine"),
+        ("dma_errors", 0x28, "DMA transfers the host side reported an error for"),
     ]),
 ]
 

@@ -242,6 +242,7 @@ int main(int argc, char** argv) {
   const int rounds = int(env_u64("CLEAVE_RTL_ROUNDS", 200));
   b.top->flows_in_use = 7;
   b.top->engine_busy = 0;
+  b.top->dma_errors = 1234;
   b.top->rxq_prod = 0;
   b.top->txq_prod = 0;
   b.top->store_free = 99;
@@ -250,6 +251,7 @@ int main(int argc, char** argv) {
   check_info(b);
   TB_CHECK(b.read(CLEAVE_NIC_RB_DEBUG_BASE + CLEAVE_NIC_RB_DEBUG_FLOWS_IN_USE) == 7, "flows");
   TB_CHECK(b.read(CLEAVE_NIC_RB_DEBUG_BASE + CLEAVE_NIC_RB_DEBUG_STORE_FREE) == 99, "store");
+  TB_CHECK(b.read(CLEAVE_NIC_RB_DEBUG_BASE + CLEAVE_NIC_RB_DEBUG_DMA_ERRORS) == 1234, "dma errors");
   check_mailbox(b, rounds / 4);
   check_query(b, rounds / 4);
   check_counters(b, rounds);
