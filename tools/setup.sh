@@ -17,8 +17,9 @@ packages=(
   dpdk dpdk-dev libdpdk-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev
   libgtest-dev libbenchmark-dev
-  iproute2 ethtool iputils-ping systemd clang-format clang-tidy curl socat iperf3 tshark
-  verilator yosys
+  iproute2 ethtool iputils-ping systemd groff-base clang-format clang-tidy curl socat iperf3 tshark
+  clang-14 libclang-rt-14-dev llvm-14  # the fuzzers (tests/fuzz): libFuzzer, coverage tools
+  verilator yosys  # the NIC's RTL (hw/fpga/tb, tools/synth.sh)
 )
 missing=()
 for p in "${packages[@]}"; do

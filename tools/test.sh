@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test.sh - install, build and run every test: the normal build, then ASan+UBSan, then TSan on
-# the pipes and libcleave, then format.
+# the pipes and libcleave, then a short run of every fuzzer, then format.
 #
 # Suites: unit (no root, no network), integration (root: namespaces, veth, taps), rtl (the NIC's
-# Verilator testbenches), slow.
+# Verilator testbenches, with verilator installed); slow (long runs) is left out here, as by
+# `meson test` without --suite: meson test -C build --suite slow.
 # Run as root on Debian 12. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,15 @@ fi
 ninja -C build-tsan -j2 tests/pipe_tests tests/libcleave_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/pipe_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/libcleave_tests
+
+echo "==> fuzzers, a few seconds each after their corpora (build-fuzz/, tests/fuzz/README.md)"
+# clang with libFuzzer, ASan and UBSan; only the fuzzers and the libraries they link are built.
+if [ ! -f build-fuzz/build.ninja ]; then
+  CC=clang-14 CXX=clang++-14 meson setup build-fuzz -Dwerror=true -Dfuzz=true -Dtests=false \
+    -Dbenchmarks=false -Db_lundef=false -Doptimization=1 -Ddebug=false
+fi
+ninja -C build-fuzz fuzzers
+meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 
 echo "==> format (.clang-format) and static checks (.clang-tidy)"
 git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "management.h"  // MgmtError
@@ -24,7 +25,7 @@ namespace {
 
 constexpr auto kCtlTimeout = std::chrono::milliseconds(1000);
 constexpr auto kHelloTimeout = std::chrono::seconds(5);
-constexpr size_t kMaxPending = 16;  // connections not yet admitted, beyond max_apps
+constexpr unsigned kAcceptsPerTurn = 32;  // then the other sockets get a turn
 constexpr uint64_t kMiB = 1ull << 20;
 
 bool allowed(const AppRule& r, const ucred& c) {
@@ -105,7 +106,8 @@ AppServer::AppServer(const Config& cfg, std::string path, int epoll_fd, CtlChann
       epoll_fd_(epoll_fd),
       ctl_(ctl),
       ports_(std::move(ports)),
-      try_huge_(cfg.eal.hugepages != HugepageMode::kOff) {
+      try_huge_(cfg.eal.hugepages != HugepageMode::kOff),
+      pending_(ClientCaps{cfg.apps.max_pending, cfg.apps.max_pending_per_uid}) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path_.size() >= sizeof addr.sun_path) throw std::runtime_error("app socket path too long");
@@ -133,14 +135,26 @@ AppServer::~AppServer() {
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
   close(listen_fd_);
-  for (int fd : quarantine_fds_)
-    close(fd);
   unlink(path_.c_str());
+  // The dataplane still runs: give it its time to let go of what is in limbo.
+  auto deadline = Clock::now() + kCtlTimeout;
+  for (settle(); !limbo_.empty() && Clock::now() < deadline; settle())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!limbo_.empty()) {
+    // It may still reference them: never unmap under it. The process is about to exit.
+    spdlog::error(
+        "app server: the dataplane did not let go of {} app(s); leaving their memory "
+        "mapped",
+        limbo_.size());
+    try {
+      (void)new std::vector<Limbo>(std::move(limbo_));
+    } catch (const std::bad_alloc&) {  // nothing to be done: they go with the rest
+    }
+  }
 }
 
 size_t AppServer::apps() const {
-  return static_cast<size_t>(std::count_if(sessions_.begin(), sessions_.end(),
-                                           [](auto& kv) { return kv.second.id != 0; }));
+  return get(apps_);
 }
 
 bool AppServer::on_event(int fd, uint32_t events) {
@@ -152,6 +166,11 @@ bool AppServer::on_event(int fd, uint32_t events) {
   if (it == sessions_.end()) return false;
   if (events & EPOLLIN) {
     on_message(it->second);
+    // The dataplane took a request and did not finish it in time: the app was told, and goes.
+    it = sessions_.find(fd);
+    if (it != sessions_.end() && it->second.lost_sync) {
+      close_session(fd, "disconnected: the dataplane did not answer in time");
+    }
     return true;  // a hangup with data pending is seen on the next read (EOF)
   }
   if (events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) close_session(fd, "disconnected");
@@ -159,21 +178,14 @@ bool AppServer::on_event(int fd, uint32_t events) {
 }
 
 void AppServer::accept_apps() {
-  for (;;) {
+  // A bounded number per turn: a connect flood must not keep the main thread here.
+  for (unsigned i = 0; i < kAcceptsPerTurn; i++) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    if (sessions_.size() >= cfg_.apps.max_apps + kMaxPending) {
-      if (refusals_.take()) {
-        spdlog::warn("app socket: too many connections ({}); refusing one", sessions_.size());
-      }
-      close(fd);
-      continue;
-    }
     Session s;
     s.fd = fd;
     s.connected = Clock::now();
-    socklen_t len = sizeof s.cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &s.cred, &len) != 0) {
+    if (!peer_cred(fd, s.cred)) {
       close(fd);
       continue;
     }
@@ -183,12 +195,52 @@ void AppServer::accept_apps() {
         break;
       }
     }
+    // Credentials are known now: a user no rule admits never holds a slot, not even for 5 s.
+    if (s.rule == nullptr) {
+      bump(refused_uid_);
+      if (refusals_.take()) {
+        spdlog::warn("app pid {} uid {} gid {} refused: no rule in apps.allow admits it",
+                     s.cred.pid, s.cred.uid, s.cred.gid);
+      }
+      send_refusal(fd, CL_EPERM);
+      close(fd);
+      continue;
+    }
+    ClientTable::Decision d = pending_.admit(fd, s.cred.uid);
+    for (int gone : d.gone) {
+      bump(counters_.reaped);
+      close_session(gone, "gone before hello");
+    }
+    if (d.evict >= 0) {
+      bump(counters_.evicted);
+      send_refusal(d.evict, CL_EAGAIN);
+      close_session(d.evict, "closed before hello to make room");
+    }
+    if (!d.admit) {
+      bump(counters_.refused);
+      if (refusals_.take()) {
+        spdlog::warn("app pid {} uid {} refused: {} connections of uid {} wait for hello already",
+                     s.cred.pid, s.cred.uid, pending_.of_uid(s.cred.uid), s.cred.uid);
+      }
+      send_refusal(fd, CL_EAGAIN);
+      close(fd);
+      continue;
+    }
+    bump(counters_.accepted);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
     sessions_.emplace(fd, std::move(s));
+    counters_.clients.store(pending_.size(), std::memory_order_relaxed);
   }
+}
+
+void AppServer::send_refusal(int fd, int32_t status) {
+  abi::Notice n{};
+  n.h = {abi::kMagic, abi::kAbiVersion, static_cast<uint16_t>(abi::MsgType::kNotice), 0, status};
+  n.reason = static_cast<uint32_t>(abi::NoticeReason::kRefused);
+  ipc::send_msg(fd, &n, sizeof n, -1, MSG_DONTWAIT);
 }
 
 void AppServer::on_message(Session& s) {
@@ -309,7 +361,7 @@ void AppServer::on_message(Session& s) {
       req->flow_op = FlowOp::kUnlisten;
       req->app_id = s.id;
       req->flow_id = m.listener;
-      r.h.status = ctl_flow(std::move(req));
+      r.h.status = ctl_flow(s, std::move(req));
       send(s, &r, sizeof r);
       return;
     }
@@ -330,7 +382,7 @@ void AppServer::on_message(Session& s) {
       auto req = qp_request(s, FlowOp::kQpModify, m.qp);
       req->qp_attr = m.attr;
       req->qp_mask = m.mask;
-      r.h.status = ctl_flow(std::move(req));
+      r.h.status = ctl_flow(s, std::move(req));
       send(s, &r, sizeof r);
       return;
     }
@@ -342,13 +394,13 @@ void AppServer::on_message(Session& s) {
       if (m.reserved != 0) return bad("malformed QP message");
       if (type == abi::MsgType::kQpDestroy) {
         auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
-        r.h.status = ctl_flow(qp_request(s, FlowOp::kQpDestroy, m.qp));
+        r.h.status = ctl_flow(s, qp_request(s, FlowOp::kQpDestroy, m.qp));
         send(s, &r, sizeof r);
         return;
       }
       auto r = reply_for<abi::QpQueryReply>(h, abi::MsgType::kQpQueryReply);
       std::unique_ptr<CtlRequest> answer;
-      r.h.status = ctl_flow(qp_request(s, FlowOp::kQpQuery, m.qp), &answer);
+      r.h.status = ctl_flow(s, qp_request(s, FlowOp::kQpQuery, m.qp), &answer);
       if (r.h.status == 0) r.attr = answer->qp_attr;
       send(s, &r, sizeof r);
       return;
@@ -378,7 +430,7 @@ int32_t AppServer::qp_create(Session& s, const abi::QpCreate& m, abi::QpReply& o
   req->qp_recv_wr = m.max_recv_wr;
   req->qp_params.assign(m.params, end);
   std::unique_ptr<CtlRequest> answer;
-  int32_t st = ctl_flow(std::move(req), &answer);
+  int32_t st = ctl_flow(s, std::move(req), &answer);
   if (st == 0) {
     out.qp = answer->flow_id;
     out.qpn = answer->qp_qpn;
@@ -403,16 +455,17 @@ int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, ui
   req->flow_transport.assign(m.transport, end);
   req->flow_message = (m.flags & abi::kFlowMessage) != 0;
   std::unique_ptr<CtlRequest> answer;
-  int32_t st = ctl_flow(std::move(req), &answer);
+  int32_t st = ctl_flow(s, std::move(req), &answer);
   if (st == 0) id = answer->flow_id;
   return st;
 }
 
-int32_t AppServer::ctl_flow(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* out) {
-  req = ctl_.call(std::move(req), kCtlTimeout);
-  if (!req) return CL_EAGAIN;
-  int32_t st = req->flow_status;
-  if (out != nullptr) *out = std::move(req);
+int32_t AppServer::ctl_flow(Session& s, std::unique_ptr<CtlRequest> req,
+                            std::unique_ptr<CtlRequest>* out) {
+  std::unique_ptr<CtlRequest> answer;
+  if (int32_t st = app_ctl(s, std::move(req), 0, &answer); st != 0) return st;
+  int32_t st = answer->flow_status;
+  if (out != nullptr) *out = std::move(answer);
   return st;
 }
 
@@ -432,19 +485,15 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
       !std::all_of(m.name, m.name + len, [](char c) { return c >= 0x20 && c < 0x7f; })) {
     return CL_EINVAL;
   }
-  if (s.rule == nullptr) {
+  // Apps in limbo may still hold places in the dataplane's table: they count until settled.
+  settle();
+  if (apps() + limbo_.size() >= cfg_.apps.max_apps) {
     if (refusals_.take()) {
-      spdlog::warn("app pid {} uid {} gid {} refused: no rule in apps.allow admits it", s.cred.pid,
-                   s.cred.uid, s.cred.gid);
+      spdlog::warn("app pid {} refused: apps.max_apps ({}) connected{}", s.cred.pid,
+                   cfg_.apps.max_apps,
+                   limbo_.empty() ? "" : " or waiting for the dataplane to let go of them");
     }
-    return CL_EPERM;
-  }
-  if (apps() >= cfg_.apps.max_apps) {
-    if (refusals_.take()) {
-      spdlog::warn("app pid {} refused: apps.max_apps ({}) connected", s.cred.pid,
-                   cfg_.apps.max_apps);
-    }
-    return CL_ENOSPC;
+    return limbo_.empty() ? CL_ENOSPC : CL_EAGAIN;
   }
   const AppQuota& q = s.rule->quota;
   uint32_t id = next_id_;
@@ -488,6 +537,7 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   dp->id = id;
   dp->uid = s.cred.uid;
   dp->error_budget = q.error_budget;
+  dp->max_flows = q.flows;
   dp->mrs.resize(size_t{q.mrs} + 1);
   dp->mrs[abi::kHeapMr] = {s.region.base() + s.heap_offset, s.heap_size,
                            abi::kAccessRead | abi::kAccessWrite};
@@ -496,13 +546,34 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   req->op = CtlOp::kApp;
   req->app_op = AppOp::kAttach;
   req->app = dp.get();
-  if (!ctl(std::move(req))) {
-    // Unanswered, the request may still be applied: the dataplane could hold this app.
-    quarantine_.push_back(std::move(s.region));
-    (void)dp.release();
-    return CL_ENOSPC;
+  std::shared_ptr<CtlRequest> late;
+  switch (ctl(std::move(req), nullptr, &late)) {
+    case Ctl::kApplied:
+      break;
+    case Ctl::kRefused:  // the dataplane's app table is full, or the NIC's MR table
+      s.region.reset();
+      return CL_ENOSPC;
+    case Ctl::kWithdrawn:
+      s.region.reset();
+      return CL_ETIMEDOUT;
+    case Ctl::kLate: {
+      // The dataplane may attach it yet: limbo keeps what it would reference, detaches it if
+      // so, and its id is not given to anyone else.
+      next_id_++;
+      Limbo l;
+      l.id = id;
+      l.pending = std::move(late);
+      l.attach = true;
+      l.dp = std::move(dp);
+      l.memory.push_back(std::move(s.region));
+      limbo_.push_back(std::move(l));
+      limbo_count_.store(limbo_.size(), std::memory_order_relaxed);
+      return CL_ETIMEDOUT;
+    }
   }
   next_id_++;
+  pending_.forget(s.fd);
+  counters_.clients.store(pending_.size(), std::memory_order_relaxed);
   s.dp = std::move(dp);
   s.id = id;
   s.version = v;
@@ -516,6 +587,7 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   out.heap_size = s.heap_size;
   out.region_flags = hdr->flags;
   out.quotas = {uint64_t{q.memory_mb} * kMiB, q.pipes, q.mrs, q.flows, q.pipe_entries};
+  apps_.store(apps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   spdlog::info("app {} '{}' (pid {}, uid {}) connected: region {} MiB on {}", id, s.name,
                s.cred.pid, s.cred.uid, q.region_mb,
                s.region.hugetlb() ? "hugepages" : "ordinary pages");
@@ -523,7 +595,7 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
 }
 
 int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi::PipeReply& out) {
-  // The doorbell fd is ours: closed on every refusal, kept by the pipe or the quarantine.
+  // The doorbell fd is ours: closed on every refusal, kept by the pipe or held by the session.
   struct Owned {
     int fd;
     ~Owned() {
@@ -581,11 +653,15 @@ int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi
   req->app_id = s.id;
   req->app_index = id;
   req->pipe = p;
-  if (!ctl(std::move(req))) {
-    // The dataplane may still install the pipe: its doorbell fd must stay open (and never be
-    // reused for something else) as long as the daemon runs.
-    if (fd >= 0) quarantine_fds_.push_back(std::exchange(owned.fd, -1));
-    return CL_ENOSPC;
+  // Unfinished, the dataplane may install the pipe yet: its doorbell stays open (and its
+  // number unused) until the app is detached; the pipe's place in the region is never reused.
+  if (int32_t st = app_ctl(s, std::move(req), CL_ENOSPC, nullptr, nullptr, owned.fd); st != 0) {
+    if (s.lost_sync) {
+      owned.fd = -1;
+    } else {
+      s.pipe_area.free(off - abi::kRegionHeaderSize);
+    }
+    return st;
   }
   owned.fd = -1;
   s.pipes[id] = {kind, m.entries, off, p.cq, fd};
@@ -608,7 +684,12 @@ int32_t AppServer::pipe_destroy(Session& s, const abi::PipeDestroy& m) {
   req->app_op = AppOp::kSetPipe;
   req->app_id = s.id;
   req->app_index = m.pipe;
-  if (!ctl(std::move(req))) return CL_EBUSY;
+  if (int32_t st = app_ctl(s, std::move(req), CL_EBUSY, nullptr, nullptr, it->second.doorbell_fd);
+      st != 0) {
+    // Unfinished: the pipe may be gone or not; its doorbell is held, its place never reused.
+    if (s.lost_sync) s.pipes.erase(it);
+    return st;
+  }
   if (it->second.doorbell_fd >= 0) close(it->second.doorbell_fd);
   s.pipe_area.free(it->second.offset - abi::kRegionHeaderSize);
   s.pipes.erase(it);
@@ -640,10 +721,8 @@ int32_t AppServer::mr_reg(Session& s, const abi::MrReg& m, int fd, abi::MrReply&
   req->app_index = id;
   req->mr = {mr.mem.base(), mr.mem.length(), mr.access};
   std::unique_ptr<CtlRequest> answer;
-  if (!ctl(std::move(req), &answer)) {
-    quarantine_.push_back(std::move(mr.mem));
-    return CL_ENOSPC;
-  }
+  // Refused: a table of the NIC is full. Unfinished: the memory is held until the app goes.
+  if (int32_t st = app_ctl(s, std::move(req), CL_ENOSPC, &answer, &mr.mem); st != 0) return st;
   s.memory += m.length;
   out.mr = id;
   out.rkey = s.version >= 3 ? answer->mr.rkey : 0;
@@ -660,28 +739,51 @@ int32_t AppServer::mr_dereg(Session& s, const abi::MrDereg& m) {
   req->app_id = s.id;
   req->app_index = m.mr;
   const uint64_t len = it->second.mem.length();
-  std::unique_ptr<CtlRequest> answer;
-  if (!ctl(std::move(req), &answer)) {
-    // Refused: the app still has flows that may use the memory. Unanswered: the dataplane may
-    // still reference it, so it stays mapped until shutdown.
-    if (answer) return CL_EBUSY;
-    quarantine_.push_back(std::move(it->second.mem));
+  // Refused: the app still has flows that may use the memory. Unfinished: the dataplane may
+  // still reference it, so it stays mapped until the app is detached.
+  if (int32_t st = app_ctl(s, std::move(req), CL_EBUSY, nullptr, &it->second.mem); st != 0) {
+    if (s.lost_sync) s.mrs.erase(it);
+    return st;
   }
   s.memory -= len;
   s.mrs.erase(it);
   return 0;
 }
 
-bool AppServer::ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer) {
-  req = ctl_.call(std::move(req), kCtlTimeout);
+AppServer::Ctl AppServer::ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer,
+                              std::shared_ptr<CtlRequest>* late) {
+  // Flow requests carry their outcome in flow_status, which the caller reads.
+  const bool flow = req->op == CtlOp::kFlow;
+  CtlMiss miss = CtlMiss::kNone;
+  req = ctl_.call(std::move(req), kCtlTimeout, &miss, late);
   if (!req) {
-    spdlog::error("app server: the dataplane did not answer a control request in {} ms",
-                  kCtlTimeout.count());
-    return false;
+    bump(ctl_timeouts_);
+    spdlog::error("app server: the dataplane did not answer a control request in {} ms ({})",
+                  kCtlTimeout.count(),
+                  miss == CtlMiss::kLate ? "it is still working on it" : "withdrawn, not applied");
+    return miss == CtlMiss::kLate ? Ctl::kLate : Ctl::kWithdrawn;
   }
-  bool ok = req->app_ok;
+  bool ok = flow || req->app_ok;
   if (answer != nullptr) *answer = std::move(req);
-  return ok;
+  return ok ? Ctl::kApplied : Ctl::kRefused;
+}
+
+int32_t AppServer::app_ctl(Session& s, std::unique_ptr<CtlRequest> req, int32_t refused,
+                           std::unique_ptr<CtlRequest>* answer, AppMemory* memory, int fd) {
+  switch (ctl(std::move(req), answer)) {
+    case Ctl::kApplied:
+      return 0;
+    case Ctl::kRefused:
+      return refused;
+    case Ctl::kWithdrawn:
+      return CL_ETIMEDOUT;
+    case Ctl::kLate:
+      s.lost_sync = true;
+      if (memory != nullptr && memory->base() != nullptr) s.held.push_back(std::move(*memory));
+      if (fd >= 0) s.held_fds.push_back(fd);
+      return CL_ETIMEDOUT;
+  }
+  return CL_ETIMEDOUT;
 }
 
 bool AppServer::send(Session& s, const void* msg, size_t len, int fd) {
@@ -698,6 +800,7 @@ void AppServer::notice(Session& s, abi::NoticeReason why) {
 }
 
 void AppServer::on_tick() {
+  settle();
   auto now = Clock::now();
   std::vector<int> evict, stale;
   for (auto& [fd, s] : sessions_) {
@@ -711,8 +814,10 @@ void AppServer::on_tick() {
     notice(s, abi::NoticeReason::kEvicted);
     close_session(fd, "evicted");
   }
-  for (int fd : stale)
+  for (int fd : stale) {
+    bump(hello_timeouts_);
     close_session(fd, "no hello");
+  }
 }
 
 void AppServer::close_session(int fd, const char* why) {
@@ -731,35 +836,87 @@ void AppServer::close_session(int fd, const char* why) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
   sessions_.erase(it);
+  pending_.forget(fd);
+  counters_.clients.store(pending_.size(), std::memory_order_relaxed);
 }
 
-void AppServer::reclaim(Session& s) {
+namespace {
+
+std::unique_ptr<CtlRequest> detach_request(uint32_t id) {
   auto req = std::make_unique<CtlRequest>();
   req->op = CtlOp::kApp;
   req->app_op = AppOp::kDetach;
-  req->app_id = s.id;
-  std::unique_ptr<CtlRequest> answer;
-  bool detached = ctl(std::move(req), &answer);
-  if (!detached) {
-    // The dataplane may still hold the app: keep its memory and tables alive.
-    quarantine_.push_back(std::move(s.region));
+  req->app_id = id;
+  return req;
+}
+
+}  // namespace
+
+void AppServer::reclaim(Session& s) {
+  std::shared_ptr<CtlRequest> late;
+  Ctl o = ctl(detach_request(s.id), nullptr, &late);
+  // Answered either way (detached, or the dataplane had no such app): it holds nothing of it.
+  if (o == Ctl::kWithdrawn || o == Ctl::kLate) {
+    // The dataplane may still hold the app: its memory, tables and doorbells wait in limbo
+    // until a detach is answered (withdrawn: settle() sends it again).
+    Limbo l;
+    l.id = s.id;
+    l.pending = std::move(late);
+    l.dp = std::move(s.dp);
+    l.memory.push_back(std::move(s.region));
     for (auto& [id, mr] : s.mrs)
-      quarantine_.push_back(std::move(mr.mem));
-    (void)s.dp.release();
-  }
-  for (auto& [id, p] : s.pipes) {
-    if (p.doorbell_fd < 0) continue;
-    if (detached) {
-      close(p.doorbell_fd);
-    } else {
-      quarantine_fds_.push_back(p.doorbell_fd);
+      l.memory.push_back(std::move(mr.mem));
+    for (AppMemory& m : s.held)
+      l.memory.push_back(std::move(m));
+    for (auto& [id, p] : s.pipes) {
+      if (p.doorbell_fd >= 0) l.fds.push_back(p.doorbell_fd);
     }
+    l.fds.insert(l.fds.end(), s.held_fds.begin(), s.held_fds.end());
+    limbo_.push_back(std::move(l));
+    limbo_count_.store(limbo_.size(), std::memory_order_relaxed);
+  } else {
+    for (auto& [id, p] : s.pipes) {
+      if (p.doorbell_fd >= 0) close(p.doorbell_fd);
+    }
+    for (int fd : s.held_fds)
+      close(fd);
   }
   s.pipes.clear();
   s.mrs.clear();
+  s.held.clear();
+  s.held_fds.clear();
   s.region.reset();
   s.dp.reset();
   s.id = 0;
+  apps_.store(apps_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+}
+
+void AppServer::settle() {
+  for (auto it = limbo_.begin(); it != limbo_.end();) {
+    Limbo& l = *it;
+    if (l.pending != nullptr && !l.pending->done.load(std::memory_order_acquire)) {
+      ++it;
+      continue;
+    }
+    // Held: a detach never sent (or not taken), or an attach the dataplane applied late.
+    bool held = l.pending == nullptr || (l.attach && l.pending->app_ok);
+    if (l.attach && held) {
+      bump(late_attached_);
+      spdlog::warn("app {}: the dataplane attached it after its hello had given up; detaching it",
+                   l.id);
+    }
+    if (held) {
+      l.attach = false;
+      l.pending = ctl_.post(detach_request(l.id));  // ring full: again next tick
+      ++it;
+      continue;
+    }
+    // An answered detach, or an attach refused: the dataplane references none of it.
+    for (int fd : l.fds)
+      close(fd);
+    it = limbo_.erase(it);
+  }
+  limbo_count_.store(limbo_.size(), std::memory_order_relaxed);
 }
 
 std::map<uint32_t, AppCounters> AppServer::counters() {
@@ -769,7 +926,8 @@ std::map<uint32_t, AppCounters> AppServer::counters() {
   req->app_op = AppOp::kCounters;
   req->app_counters.reserve(cfg_.apps.max_apps);
   std::unique_ptr<CtlRequest> answer;
-  if (!ctl(std::move(req), &answer)) throw MgmtError("unavailable", "the dataplane did not answer");
+  if (ctl(std::move(req), &answer) != Ctl::kApplied)
+    throw MgmtError("unavailable", "the dataplane did not answer");
   for (const AppCountersRow& r : answer->app_counters)
     out[r.id] = r.counters;
   return out;
@@ -794,7 +952,8 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
             {"pipes", s.pipes.size()},
             {"pipes_quota", q.pipes},
             {"mrs", s.mrs.size()},
-            {"mrs_quota", q.mrs}};
+            {"mrs_quota", q.mrs},
+            {"flows_quota", q.flows}};
   if (c != nullptr) {
     json ops = json::object();
     static constexpr const char* kOps[] = {"nop",        "copy",       "send",
@@ -813,6 +972,8 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
                      {"no_recv", c->no_recv},
                      {"cq_full", c->cq_full},
                      {"doorbells", c->doorbells},
+                     {"flows", c->flows},
+                     {"flows_over_quota", c->flows_over_quota},
                      {"errors_total", c->errors_total}};
     j["errors"] = errors;
   }
@@ -843,6 +1004,23 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
     j["mr_list"] = mrs;
   }
   return j;
+}
+
+nlohmann::json AppServer::stats() const {
+  return {{"apps", get(apps_)},
+          {"max_apps", cfg_.apps.max_apps},
+          {"pending", get(counters_.clients)},
+          {"max_pending", cfg_.apps.max_pending},
+          {"max_pending_per_uid", cfg_.apps.max_pending_per_uid},
+          {"accepted", get(counters_.accepted)},
+          {"refused", get(counters_.refused)},
+          {"refused_not_allowed", get(refused_uid_)},
+          {"evicted", get(counters_.evicted)},
+          {"reaped", get(counters_.reaped)},
+          {"hello_timeouts", get(hello_timeouts_)},
+          {"dataplane_timeouts", get(ctl_timeouts_)},
+          {"late_attaches", get(late_attached_)},
+          {"limbo", get(limbo_count_)}};
 }
 
 nlohmann::json AppServer::list() {

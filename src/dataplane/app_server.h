@@ -7,12 +7,25 @@
 // CL_EPROTO and the connection closed; an app that stops reading its replies is dropped. What an
 // app holds is reclaimed as soon as its socket reports EOF or hangup (kill -9 included): the
 // dataplane lets go of it first (CtlChannel), then memory is deregistered and unmapped.
+//
+// Local users are untrusted too: a peer no apps.allow rule admits is refused as it connects
+// (Notice kRefused, CL_EPERM), so it never holds a slot; admitted users' connections that have
+// not said hello are capped in total and per uid, with the control socket's eviction rule
+// (ClientTable, local_clients.h), and closed after kHelloTimeout.
+//
+// The dataplane may not answer in time (a stalled or descheduled lcore). A request it had not
+// taken is withdrawn and the app told CL_ETIMEDOUT: nothing happened. One it took and did not
+// finish leaves the app's tables unknown: the app is told CL_ETIMEDOUT and disconnected, and
+// what the dataplane may still reference (an app attached after its hello gave up, an app whose
+// detach is unanswered, their memory and doorbells) waits in limbo until the dataplane has
+// answered; an app found attached is detached then. App ids are never reused while in limbo.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -25,6 +38,7 @@
 #include "config.h"
 #include "ctl_channel.h"
 #include "heap.h"
+#include "local_clients.h"
 #include "shm_abi.h"
 
 namespace cleave::dp {
@@ -40,13 +54,15 @@ class AppServer {
   ~AppServer();  // tells every app the daemon is stopping, reclaims everything, removes the socket
 
   bool on_event(int fd, uint32_t events);
-  // Periodic: apps the dataplane asked to evict, connections that never said hello.
+  // Periodic: apps the dataplane asked to evict, connections that never said hello, limbo.
   void on_tick();
 
   nlohmann::json list();             // cleavectl app list
   nlohmann::json show(uint32_t id);  // cleavectl app show ID; throws MgmtError when unknown
   size_t apps() const;
   const std::string& path() const { return path_; }
+  // The socket's limits and counters for status; safe from any thread while the server lives.
+  nlohmann::json stats() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -77,9 +93,33 @@ class AppServer {
     std::map<uint32_t, MrInfo> mrs;
     uint64_t memory = 0;        // region + MRs
     std::unique_ptr<DpApp> dp;  // the dataplane's copy, attached while id != 0
+    // A request the dataplane took did not finish in time: what it may reference is kept until
+    // the app is detached, and the app is disconnected once told.
+    bool lost_sync = false;
+    std::vector<AppMemory> held;
+    std::vector<int> held_fds;
+  };
+  // An app the dataplane may hold that no session does (see the top of this file).
+  struct Limbo {
+    uint32_t id = 0;
+    std::shared_ptr<CtlRequest> pending;  // the late attach or the detach in flight; null: a
+                                          // detach to send
+    bool attach = false;                  // `pending` is the late attach
+    std::unique_ptr<DpApp> dp;
+    std::vector<AppMemory> memory;
+    std::vector<int> fds;
+  };
+  // What became of a control request.
+  enum class Ctl : uint8_t {
+    kApplied,    // answered, and done
+    kRefused,    // answered: the dataplane said no
+    kWithdrawn,  // unanswered, withdrawn before the dataplane took it: nothing happened
+    kLate,       // taken, unfinished: the outcome comes later
   };
 
   void accept_apps();
+  // Best effort: why the connection is not served (Notice kRefused), before it is closed.
+  void send_refusal(int fd, int32_t status);
   void on_message(Session& s);
   // Each returns the reply status; a reply message is filled in `out`.
   int32_t hello(Session& s, const abi::Hello& m, abi::HelloReply& out);
@@ -90,16 +130,28 @@ class AppServer {
   int32_t mr_dereg(Session& s, const abi::MrDereg& m);
   // Listen and connect (the same message layout): the dataplane opens it; the id out.
   int32_t flow_open(Session& s, const abi::FlowOpen& m, bool listen, uint32_t& id);
-  int32_t ctl_flow(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer = nullptr);
+  int32_t ctl_flow(Session& s, std::unique_ptr<CtlRequest> req,
+                   std::unique_ptr<CtlRequest>* answer = nullptr);
   // Queue pairs: a control request for QP `qp` of the app, and QpCreate.
   static std::unique_ptr<CtlRequest> qp_request(const Session& s, FlowOp op, uint32_t qp);
   int32_t qp_create(Session& s, const abi::QpCreate& m, abi::QpReply& out);
   bool send(Session& s, const void* msg, size_t len, int fd = -1);
   void notice(Session& s, abi::NoticeReason why);
   void close_session(int fd, const char* why);
-  // Detaches from the dataplane and frees everything the app held.
+  // Detaches from the dataplane and frees everything the app held (or leaves it in limbo).
   void reclaim(Session& s);
-  bool ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer = nullptr);
+  // Sends a request and waits (kCtlTimeout). `answer` gets the answered request; `late`, when
+  // given, the request of a kLate outcome.
+  Ctl ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer = nullptr,
+          std::shared_ptr<CtlRequest>* late = nullptr);
+  // The outcome of a request on a live app: kLate marks the session lost (disconnected after its
+  // reply) and keeps `memory` and `fd` with it. The status for the app: 0, `refused`, or
+  // CL_ETIMEDOUT.
+  int32_t app_ctl(Session& s, std::unique_ptr<CtlRequest> req, int32_t refused,
+                  std::unique_ptr<CtlRequest>* answer = nullptr, AppMemory* memory = nullptr,
+                  int fd = -1);
+  // Limbo: detaches what turned out attached, frees what the dataplane let go of.
+  void settle();
   nlohmann::json describe(const Session& s, const AppCounters* c, bool detail) const;
   std::map<uint32_t, AppCounters> counters();
 
@@ -123,10 +175,15 @@ class AppServer {
   uint32_t next_id_ = 1;
   LogBudget refusals_;
   std::map<int, Session> sessions_;  // by fd
-  // Memory the dataplane may still reference after a control request went unanswered: kept
-  // mapped until shutdown rather than risk a use after unmap.
-  std::vector<AppMemory> quarantine_;
-  std::vector<int> quarantine_fds_;  // doorbells, likewise
+  ClientTable pending_;              // sessions that have not said hello
+  std::vector<Limbo> limbo_;
+  ClientCounters counters_;                  // of pending connections
+  std::atomic<uint64_t> apps_{0};            // admitted now
+  std::atomic<uint64_t> refused_uid_{0};     // no apps.allow rule admits the uid
+  std::atomic<uint64_t> hello_timeouts_{0};  // pending connections that never said hello
+  std::atomic<uint64_t> ctl_timeouts_{0};    // requests the dataplane did not answer in time
+  std::atomic<uint64_t> limbo_count_{0};     // apps in limbo now
+  std::atomic<uint64_t> late_attached_{0};   // attaches found applied after they timed out
 };
 
 }  // namespace cleave::dp

@@ -46,6 +46,8 @@ struct AppCounters {
   uint64_t no_recv = 0;              // sends that found no receive buffer posted
   uint64_t cq_full = 0;              // requests failed because a completion pipe was full
   uint64_t doorbells = 0;            // eventfd writes to wake a sleeping consumer
+  uint64_t flows = 0;                // now: flows and QPs it holds (half-open accepted ones too)
+  uint64_t flows_over_quota = 0;     // connects, accepts, QPs refused for quota.flows
   uint64_t errors[kAppErrorCount] = {};
   uint64_t errors_total = 0;
 };
@@ -74,10 +76,12 @@ struct DpPipe {
 
 struct DpApp {
   uint32_t id = 0;
-  uint32_t uid = 0;           // the app's SO_PEERCRED uid: what flow bindings restrict by
-  uint32_t error_budget = 1;  // per second
-  std::vector<DpMr> mrs;      // index: MR id (0: the heap); length 0 = unused
-  std::vector<DpPipe> pipes;  // index: pipe id
+  uint32_t uid = 0;                  // the app's SO_PEERCRED uid: what flow bindings restrict by
+  uint32_t error_budget = 1;         // per second
+  uint32_t max_flows = 0xFFFFFFFFu;  // quota.flows: counters.flows stays at or below it
+  uint32_t half_open = 0;            // of those, accepted from a SYN and not yet established
+  std::vector<DpMr> mrs;             // index: MR id (0: the heap); length 0 = unused
+  std::vector<DpPipe> pipes;         // index: pipe id
   AppCounters counters;
   bool evicted = false;            // dataplane: no longer served
   uint64_t error_tokens = 0;       // token bucket, in errors x TSC Hz

@@ -267,6 +267,11 @@ void check_arp(Checker& c, const YAML::Node& n, Config& cfg) {
   c.number(n, "failed_hold_ms", "arp", a.failed_hold_ms, 0, 3600000);
 }
 
+void check_tcp(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "tcp", {"max_time_wait"})) return;
+  c.number(n, "max_time_wait", "tcp", cfg.tcp.max_time_wait, 0, 1 << 22);
+}
+
 void check_nic(Checker& c, const YAML::Node& n, Config& cfg) {
   if (!c.mapping(n, "nic", {"max_flows", "max_mrs", "ms_committed", "ms_store"})) return;
   auto& g = cfg.nic;
@@ -281,6 +286,11 @@ void check_nic(Checker& c, const YAML::Node& n, Config& cfg) {
                                           std::to_string(v));
     }
   }
+}
+
+void check_rocev2(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "rocev2", {"cnp_dscp"})) return;
+  c.number(n, "cnp_dscp", "rocev2", cfg.rocev2.cnp_dscp, 0, 63);
 }
 
 // The first of `keys` given in mapping n, else n itself: where a cross-field error is reported.
@@ -315,11 +325,37 @@ void check_quota(Checker& c, const YAML::Node& n, const std::string& path, AppQu
   }
 }
 
+// A per-uid cap must fit in its total.
+void check_per_uid(Checker& c, const YAML::Node& n, const std::string& path, std::string_view key,
+                   uint32_t per_uid, std::string_view total_key, uint32_t total) {
+  if (per_uid <= total) return;
+  c.error(first_of(n, {key, total_key}),
+          path + "." + std::string(key) + ": " + std::to_string(per_uid) + " is more than " +
+              std::string(total_key) + " (" + std::to_string(total) + ")");
+}
+
+void check_management(Checker& c, const YAML::Node& n, Config& cfg) {
+  if (!c.mapping(n, "management", {"max_clients", "max_clients_per_uid", "requests_per_turn"}))
+    return;
+  auto& m = cfg.management;
+  c.number(n, "max_clients", "management", m.max_clients, 1, 4096);
+  c.number(n, "max_clients_per_uid", "management", m.max_clients_per_uid, 1, 4096);
+  c.number(n, "requests_per_turn", "management", m.requests_per_turn, 1, 4096);
+  check_per_uid(c, n, "management", "max_clients_per_uid", m.max_clients_per_uid, "max_clients",
+                m.max_clients);
+}
+
 void check_apps(Checker& c, const YAML::Node& n, Config& cfg) {
-  if (!c.mapping(n, "apps", {"max_apps", "budget", "quota", "allow"})) return;
+  if (!c.mapping(n, "apps",
+                 {"max_apps", "budget", "max_pending", "max_pending_per_uid", "quota", "allow"}))
+    return;
   auto& a = cfg.apps;
   c.number(n, "max_apps", "apps", a.max_apps, 1, 4096);
   c.number(n, "budget", "apps", a.budget, 1, 4096);
+  c.number(n, "max_pending", "apps", a.max_pending, 1, 4096);
+  c.number(n, "max_pending_per_uid", "apps", a.max_pending_per_uid, 1, 4096);
+  check_per_uid(c, n, "apps", "max_pending_per_uid", a.max_pending_per_uid, "max_pending",
+                a.max_pending);
   if (YAML::Node q = Checker::value(n, "quota"); q.IsDefined()) {
     check_quota(c, q, "apps.quota", a.quota);
   }
@@ -709,9 +745,9 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   }
   Config cfg;
   cfg.source = name;
-  if (!c.mapping(
-          root, "",
-          {"runtime_dir", "log", "eal", "dataplane", "arp", "nic", "apps", "transports", "ports"}))
+  if (!c.mapping(root, "",
+                 {"runtime_dir", "log", "eal", "dataplane", "arp", "nic", "tcp", "management",
+                  "apps", "transports", "rocev2", "ports"}))
     return r;
 
   if (YAML::Node v = c.string(root, "runtime_dir", "", cfg.runtime_dir); v.IsDefined()) {
@@ -725,10 +761,15 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   if (YAML::Node n = Checker::value(root, "dataplane"); n.IsDefined()) check_dataplane(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "arp"); n.IsDefined()) check_arp(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "nic"); n.IsDefined()) check_nic(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "tcp"); n.IsDefined()) check_tcp(c, n, cfg);
+  if (YAML::Node n = Checker::value(root, "management"); n.IsDefined()) {
+    check_management(c, n, cfg);
+  }
   if (YAML::Node n = Checker::value(root, "apps"); n.IsDefined()) check_apps(c, n, cfg);
   if (YAML::Node n = Checker::value(root, "transports"); n.IsDefined()) {
     check_transports(c, n, cfg);
   }
+  if (YAML::Node n = Checker::value(root, "rocev2"); n.IsDefined()) check_rocev2(c, n, cfg);
 
   if (cfg.dataplane.lcore == cfg.eal.main_lcore) {
     c.error(first_given(root, {{"dataplane", "lcore"}, {"eal", "main_lcore"}}),

@@ -129,16 +129,34 @@ struct Config {
     uint32_t ms_committed = 32;  // MS entries each flow owns (a multiple of 16)
     uint32_t ms_store = 65536;   // MS entries shared by all flows (a multiple of 16)
   } nic;
+  // TCP's daemon-wide limits; per-listener and per-flow settings are transport parameters.
+  struct {
+    // TIME-WAIT records kept at most (Linux's tcp_max_tw_buckets). Each keeps a flow id, so at
+    // most half of nic.max_flows are used; past it a closing connection skips TIME-WAIT.
+    uint32_t max_time_wait = 4096;
+  } tcp;
+  // The control socket (cleavectl): connections from local users, capped and served in turns.
+  struct {
+    uint32_t max_clients = 64;          // connections at once
+    uint32_t max_clients_per_uid = 16;  // of them from one user
+    uint32_t requests_per_turn = 16;    // requests served from one connection before the others
+  } management;
   struct {
     uint32_t max_apps = 32;
-    uint32_t budget = 32;  // entries taken from one app per loop iteration (fairness)
-    AppQuota quota;        // the default for every rule that sets none
+    uint32_t budget = 32;              // entries taken from one app per loop iteration (fairness)
+    uint32_t max_pending = 16;         // admitted users' connections that have not said hello
+    uint32_t max_pending_per_uid = 4;  // of them from one user
+    AppQuota quota;                    // the default for every rule that sets none
     std::vector<AppRule> allow{AppRule{0, std::nullopt, AppQuota{}}};  // default: root only
   } apps;
   struct {
     std::vector<TransportPlugin> plugins;
     std::vector<TransportBinding> bindings;
   } transports;
+  // Defaults of every RoCEv2 queue pair (a QP's own parameters override them).
+  struct {
+    uint32_t cnp_dscp = 48;  // the IP DSCP of the CNPs DCQCN sends (mlx5's cnp_dscp)
+  } rocev2;
   std::vector<PortConfig> ports;
 };
 

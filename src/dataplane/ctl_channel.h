@@ -4,6 +4,11 @@
 // on a multi-producer/single-consumer rte_ring; the dataplane takes it between bursts, fills in
 // the answer in the request itself and publishes `done` with release order. The requester owns
 // the request and preallocates any room the answer needs, so the dataplane never allocates.
+//
+// A request the dataplane does not answer in time is withdrawn if the dataplane has not taken it
+// yet (a stalled or descheduled lcore): it is then never applied, and the requester knows that.
+// One the dataplane took is finished by it; the requester either waits for it or keeps a handle
+// (`late`) to learn its outcome later, so nothing is applied behind the main thread's back.
 #pragma once
 
 #include <array>
@@ -148,7 +153,22 @@ struct CtlRequest {
   uint32_t qp_mask = 0;
 
   std::atomic<bool> done{false};
+  // Who has the request: CtlChannel's business (kQueued, kTaken by the dataplane, or kWithdrawn by
+  // a requester that stopped waiting before the dataplane took it).
+  std::atomic<uint8_t> claim{0};
 };
+
+// What happened to a request that call() did not return answered.
+enum class CtlMiss : uint8_t {
+  kNone,       // answered
+  kWithdrawn,  // unanswered in time, or the ring was full: never applied, and never will be
+  kLate,       // the dataplane took it and has not finished: `late` holds it until it does
+};
+
+// Test hook (cleaved enables it with CLEAVE_TEST_HOOKS=1, see management.cc): the dataplane as
+// the control path sees a stalled or descheduled lcore. kQueued: it takes no request; kAttach: it
+// serves requests until it takes an app attach, then holds that one unanswered. Until kOff.
+enum class CtlStall : uint8_t { kOff, kQueued, kAttach };
 
 class CtlChannel {
  public:
@@ -158,21 +178,33 @@ class CtlChannel {
   ~CtlChannel();
 
   // Any management thread. Sends the request and waits up to `timeout` for the answer. Returns
-  // the answered request, or null when the dataplane did not answer in time or the ring is full;
-  // an unanswered request is kept alive until the dataplane finishes with it.
+  // the answered request, or null: the ring was full, or the dataplane did not answer in time.
+  // An unanswered request not yet taken is withdrawn (never applied); one the dataplane is working
+  // on is waited for once more `timeout`, and if still unfinished is kept alive until it is,
+  // shared with `*late` when the caller asks for it. `*miss` (optional) says which it was.
   std::unique_ptr<CtlRequest> call(std::unique_ptr<CtlRequest> req,
-                                   std::chrono::milliseconds timeout);
+                                   std::chrono::milliseconds timeout, CtlMiss* miss = nullptr,
+                                   std::shared_ptr<CtlRequest>* late = nullptr);
+  // Sends without waiting; the caller polls `done` on the handle. Null when the ring is full.
+  std::shared_ptr<CtlRequest> post(std::unique_ptr<CtlRequest> req);
 
-  // Dataplane lcore only.
+  // Dataplane lcore only. Withdrawn requests are answered here (so their owner can free them)
+  // and not returned.
   unsigned take(CtlRequest** out, unsigned n);
   static void answer(CtlRequest* r) { r->done.store(true, std::memory_order_release); }
 
+  void test_stall(CtlStall s) { stall_.store(s, std::memory_order_release); }
+
  private:
+  static constexpr uint8_t kQueued = 0, kTaken = 1, kWithdrawn = 2;
   void reap_orphans();
+  void orphan(std::shared_ptr<CtlRequest> r);
+  bool wait_done(const CtlRequest& r, std::chrono::steady_clock::time_point deadline);
 
   rte_ring* ring_;
+  std::atomic<CtlStall> stall_{CtlStall::kOff};
   std::mutex orphans_mu_;
-  std::vector<std::unique_ptr<CtlRequest>> orphans_;
+  std::vector<std::shared_ptr<CtlRequest>> orphans_;
 };
 
 }  // namespace cleave::dp

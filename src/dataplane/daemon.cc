@@ -19,12 +19,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "app_server.h"
@@ -246,8 +248,15 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
   int exit_code = kExitOk;
   {
     Fd epoll(epoll_create1(EPOLL_CLOEXEC));
-    DaemonInfo info{cfg.source,         cfg.runtime_dir,     plan.hugepages,
-                    cfg.eal.main_lcore, cfg.dataplane.lcore, Clock::now()};
+    const char* hooks = std::getenv("CLEAVE_TEST_HOOKS");
+    DaemonInfo info{cfg.source,
+                    cfg.runtime_dir,
+                    plan.hugepages,
+                    cfg.eal.main_lcore,
+                    cfg.dataplane.lcore,
+                    Clock::now(),
+                    hooks != nullptr && std::string_view(hooks) == "1"};
+    if (info.test_hooks) spdlog::warn("CLEAVE_TEST_HOOKS=1: test hooks (debug.*) are enabled");
     Management mgmt(info, cfg, ports, routes, ctl);
     std::optional<MgmtServer> server;
     std::optional<AppServer> apps;
@@ -280,7 +289,10 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
       }
       server.emplace(
           cfg.runtime_dir + "/" + std::string(mgmt::kSocketName), epoll.get(),
-          [&](std::string_view cmd, const nlohmann::json& args) { return mgmt.handle(cmd, args); });
+          [&](std::string_view cmd, const nlohmann::json& args) { return mgmt.handle(cmd, args); },
+          MgmtLimits{{cfg.management.max_clients, cfg.management.max_clients_per_uid},
+                     cfg.management.requests_per_turn});
+      mgmt.set_control(&*server);
       auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(sup.tick()).count();
       itimerspec its{};
       its.it_interval.tv_sec = its.it_value.tv_sec = ns / 1000000000;
@@ -340,6 +352,7 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
     sd.send("STOPPING=1");
     register_telemetry(nullptr);
     mgmt.set_apps(nullptr);
+    mgmt.set_control(nullptr);
     apps.reset();    // tells apps, reclaims them while the dataplane still answers
     server.reset();  // removes the control socket
   }

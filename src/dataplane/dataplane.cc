@@ -18,6 +18,7 @@
 #include <rte_prefetch.h>
 #include <rte_udp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -74,7 +75,9 @@ DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz) {
   p.nic.model.ms_store_entries = c.nic.ms_store;
   p.flows.max_flows = c.nic.max_flows;
   p.flows.max_nic_mrs = c.nic.max_mrs - 1;  // the last id is net_cleave's bounce MR
+  p.flows.tcp_max_time_wait = std::min(c.tcp.max_time_wait, c.nic.max_flows / 2);
   p.flows.tsc_hz = tsc_hz;
+  p.flows.cnp_dscp = uint8_t(c.rocev2.cnp_dscp);
   return p;
 }
 

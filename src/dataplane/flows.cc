@@ -18,6 +18,7 @@
 
 #include "rc.h"
 #include "rte_pmd_cleave.h"
+#include "tcp.h"
 #include "wire.h"
 
 namespace cleave::dp {
@@ -33,6 +34,9 @@ constexpr uint32_t kIpLen = sizeof(rte_ipv4_hdr);
 constexpr uint32_t kHdrTemplate = kEthLen + kIpLen;
 constexpr uint32_t kFlowEvents = 3;  // connected or accepted, peer closed, closed or refused
 constexpr uint32_t kExtSeg = 32768;  // payload bytes per extbuf segment
+// A descriptor's extbuf segments, built on the lcore's stack: enough for the longest payload
+// the transport ABI allows (send() refuses longer descriptors).
+constexpr uint32_t kMaxExtSegs = (transport::kMaxTxLen + kExtSeg - 1) / kExtSeg;
 constexpr uint32_t kTombstone = 0xFFFFFFFFu;
 constexpr uint16_t kEphemeralLo = 49152;
 constexpr size_t kRxStage = 512;
@@ -118,10 +122,12 @@ struct FlowPath::Flow {
   bool app_done = false;  // closed or refused delivered: later requests fail with EPIPE
   bool gone = false;      // the transport released it; freed after this burst's events
   bool data_listed = false;
-  bool message = false;   // the app asked for message mode (applied at connect)
-  bool msg_flow = false;  // the transport said its segments name their messages
-  bool nic_msg = false;   // ...and the NIC flow places by them (net_cleave only)
-  bool qp = false;        // a RoCEv2 queue pair (rocev2): found by qpn, not in the tuple hash
+  bool message = false;    // the app asked for message mode (applied at connect)
+  bool msg_flow = false;   // the transport said its segments name their messages
+  bool nic_msg = false;    // ...and the NIC flow places by them (net_cleave only)
+  bool qp = false;         // a RoCEv2 queue pair (rocev2): found by qpn, not in the tuple hash
+  bool charged = false;    // counted in its app's flows (quota.flows) until the app is done
+  bool half_open = false;  // accepted from a SYN, not yet established: counted in half_open
   uint8_t port = 0;
   uint8_t tp = 0;
   uint16_t cq = 0;
@@ -180,7 +186,15 @@ class FlowPath::Ctx final : public transport::Context {
   }
   FlowId flow_open(transport::ListenerId l, const transport::FlowTuple& t, uint32_t initial_seq,
                    bool messages) override {
-    return fp_.open_flow(tp_, l, t, initial_seq, messages);
+    return fp_.open_flow(tp_, l, t, initial_seq, messages, true);
+  }
+  FlowId flow_open_established(transport::ListenerId l, const transport::FlowTuple& t,
+                               uint32_t initial_seq, bool messages) override {
+    return fp_.open_flow(tp_, l, t, initial_seq, messages, false);
+  }
+  int flow_open_error() const override { return fp_.open_error_; }
+  bool reply(const transport::RxHeader& to, const uint8_t* l4, size_t len) override {
+    return fp_.reply(to, l4, len);
   }
   void flow_synced(FlowId flow, uint32_t initial_seq, bool messages) override {
     fp_.synced(flow, initial_seq, messages);
@@ -275,7 +289,9 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
   while ((uint64_t(1) << qpn_bits_) < params.max_flows)
     qpn_bits_++;
   std::string error;
-  transport_for("tcp", 0, error);  // the default one exists from the start
+  Tp* tcp = transport_for("tcp", 0, error);  // the default one exists from the start
+  auto* t = tcp != nullptr ? dynamic_cast<transport::tcp::TcpTransport*>(tcp->t.get()) : nullptr;
+  if (t != nullptr) t->set_max_time_wait(params.tcp_max_time_wait);
 }
 
 FlowPath::~FlowPath() = default;
@@ -329,6 +345,7 @@ uint32_t FlowPath::alloc_flow() {
 
 void FlowPath::free_flow(uint32_t id) {
   Flow& f = flows_[id];
+  uncharge(f);
   release(f, f.outstanding + f.events_left);
   if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(id));
   if (!f.qp) hash_remove(id);  // a QP is found by its number, never in the tuple hash
@@ -378,6 +395,30 @@ bool FlowPath::reserve(DpApp& a, uint16_t cq, uint32_t n) {
   if (p.cq_out.credits(p.promised + n) < p.promised + n) return false;
   p.promised += n;
   return true;
+}
+
+// One more flow for the app, within its quota (quota.flows); false, counted, when it has none.
+bool FlowPath::charge(DpApp& a) {
+  if (a.counters.flows >= a.max_flows) {
+    a.counters.flows_over_quota++;
+    stats_.flows_over_quota++;
+    return false;
+  }
+  a.counters.flows++;
+  return true;
+}
+
+void FlowPath::uncharge(Flow& f) {
+  established(f);
+  if (!f.charged) return;
+  f.charged = false;
+  if (f.app != nullptr && f.app->counters.flows != 0) f.app->counters.flows--;
+}
+
+void FlowPath::established(Flow& f) {
+  if (!f.half_open) return;
+  f.half_open = false;
+  if (f.app != nullptr && f.app->half_open != 0) f.app->half_open--;
 }
 
 void FlowPath::release(Flow& f, uint32_t n) {
@@ -461,17 +502,28 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   }
   Tp* tp = nullptr;
   transport::RxHeader h;
-  if (id != kNoFlow && flows_[id].state == Flow::State::kOpen) {
-    tp = transports_[flows_[id].tp].get();
-    h.flow = id;
-  } else {
-    const Listener* hit = nullptr;
+  const bool have_flow = id != kNoFlow && flows_[id].state == Flow::State::kOpen;
+  // A bare SYN also names its listener when a flow has the tuple: a TIME-WAIT record may hand
+  // the tuple to a new connection.
+  const bool bare_syn =
+      (tcp[13] & (RTE_TCP_SYN_FLAG | RTE_TCP_ACK_FLAG | RTE_TCP_RST_FLAG)) == RTE_TCP_SYN_FLAG;
+  const Listener* hit = nullptr;
+  if (!have_flow || bare_syn) {
     for (const Listener& l : listeners_) {
       if (l.used && l.port == lport && (l.ip == 0 || l.ip == lip)) {
         hit = &l;
         break;
       }
     }
+  }
+  if (have_flow) {
+    tp = transports_[flows_[id].tp].get();
+    h.flow = id;
+    if (hit != nullptr && hit->tp == flows_[id].tp && lip == ports_[port].ip) {
+      h.has_listener = true;
+      h.listener = uint32_t(hit - listeners_.data());
+    }
+  } else {
     if (hit == nullptr || lip != ports_[port].ip) {
       send_rst(port, m, ip, tcp, payload_len);
       return Drop::kTcpNoFlow;
@@ -533,6 +585,17 @@ Drop FlowPath::rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip
   // A whole frame (deferred, or no payload) is split here; a placed one was cut to its headers.
   const bool whole = m->data_len >= kEthLen + ip_len;
   if (pl->decision == RTE_PMD_CLEAVE_DEFERRED && !whole) return Drop::kRoceMalformed;
+  // A UDP checksum RoCEv2 leaves 0; one a sender filled in must be right (the ICRC leaves that
+  // field out): the NIC's verdict, else ours on the whole frame. Dropped here, as a UDP stack
+  // drops it, and counted apart from a bad ICRC (the transport's, per QP).
+  if (pl->decision == RTE_PMD_CLEAVE_DEFERRED &&
+      pl->reason == RTE_PMD_CLEAVE_DEFER_BAD_L4_CHECKSUM) {
+    return Drop::kRoceBadUdpChecksum;
+  }
+  if (nic_csum(*pl) == transport::Csum::kNotChecked && whole && load16(udp + 6) != 0 &&
+      rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), udp) != 0) {
+    return Drop::kRoceBadUdpChecksum;
+  }
   size_t hdr_len = in_mbuf;
   uint32_t payload_len = pl->payload_len;
   if (whole && !roce::split(udp, ip_len - ihl, &hdr_len, &payload_len)) {
@@ -548,7 +611,8 @@ Drop FlowPath::rx_roce(rte_mbuf* m, const uint8_t* ip, uint32_t ihl, uint32_t ip
       f.tuple.remote.ip.v4_host() != load32(ip + 12) || roce_tp_ == nullptr) {
     return Drop::kRoceNoQp;
   }
-  // The software ICRC, when the NIC left the frame whole and did not check it.
+  // The software ICRC, when the NIC left the frame whole and did not check it; kBad from the NIC
+  // is the ICRC's now (a bad UDP checksum was dropped above).
   transport::Csum csum = nic_csum(*pl);
   if (csum == transport::Csum::kNotChecked && whole) {
     csum = nic::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
@@ -600,39 +664,73 @@ void FlowPath::send_rst(uint8_t port, const rte_mbuf* m, const uint8_t* ip, cons
                         uint32_t payload_len) {
   const uint8_t flags = tcp[13];
   if ((flags & RTE_TCP_RST_FLAG) != 0) return;
+  rte_tcp_hdr th{};
+  std::memcpy(&th.src_port, tcp + 2, 2);
+  std::memcpy(&th.dst_port, tcp, 2);
+  th.data_off = 5 << 4;
+  if ((flags & RTE_TCP_ACK_FLAG) != 0) {
+    std::memcpy(&th.sent_seq, tcp + 8, 4);  // <SEQ=SEG.ACK><CTL=RST>
+    th.tcp_flags = RTE_TCP_RST_FLAG;
+  } else {
+    uint32_t ack = load32(tcp + 4) + payload_len + ((flags & RTE_TCP_SYN_FLAG) ? 1 : 0) +
+                   ((flags & RTE_TCP_FIN_FLAG) ? 1 : 0);
+    th.recv_ack = rte_cpu_to_be_32(ack);  // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
+    th.tcp_flags = RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG;
+  }
+  if (send_back(port, rte_pktmbuf_mtod(m, const rte_ether_hdr*), ip,
+                reinterpret_cast<const uint8_t*>(&th), sizeof th)) {
+    stats_.rst_sent++;
+  }
+}
+
+// A TCP header (`len` bytes, its checksum filled here) back to where the frame of `in_eth` and
+// `ip` came from, out of `port`.
+bool FlowPath::send_back(uint8_t port, const rte_ether_hdr* in_eth, const uint8_t* ip,
+                         const uint8_t* l4, size_t len) {
   rte_mbuf* r = rte_pktmbuf_alloc(pool_);
-  if (r == nullptr) return;
-  constexpr uint32_t len = kEthLen + kIpLen + 20;
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(r, len));
-  const auto* in_eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
+  if (r == nullptr) {
+    stats_.tx_no_mbuf++;
+    return false;
+  }
+  auto* eth =
+      reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(r, uint16_t(kEthLen + kIpLen + len)));
   eth->dst_addr = in_eth->src_addr;
   eth->src_addr = ports_[port].mac;
   eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
   auto* oip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
-  std::memset(oip, 0, kIpLen + 20);
+  std::memset(oip, 0, kIpLen);
   oip->version_ihl = RTE_IPV4_VHL_DEF;
-  oip->total_length = rte_cpu_to_be_16(kIpLen + 20);
+  oip->total_length = rte_cpu_to_be_16(uint16_t(kIpLen + len));
   oip->time_to_live = 64;
   oip->next_proto_id = IPPROTO_TCP;
   std::memcpy(&oip->src_addr, ip + 16, 4);
   std::memcpy(&oip->dst_addr, ip + 12, 4);
   auto* th = reinterpret_cast<rte_tcp_hdr*>(oip + 1);
-  std::memcpy(&th->src_port, tcp + 2, 2);
-  std::memcpy(&th->dst_port, tcp, 2);
-  th->data_off = 5 << 4;
-  if ((flags & RTE_TCP_ACK_FLAG) != 0) {
-    std::memcpy(&th->sent_seq, tcp + 8, 4);  // <SEQ=SEG.ACK><CTL=RST>
-    th->tcp_flags = RTE_TCP_RST_FLAG;
-  } else {
-    uint32_t ack = load32(tcp + 4) + payload_len + ((flags & RTE_TCP_SYN_FLAG) ? 1 : 0) +
-                   ((flags & RTE_TCP_FIN_FLAG) ? 1 : 0);
-    th->recv_ack = rte_cpu_to_be_32(ack);  // <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>
-    th->tcp_flags = RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG;
-  }
+  std::memcpy(th, l4, len);
+  th->cksum = 0;
   oip->hdr_checksum = rte_ipv4_cksum(oip);
   th->cksum = rte_ipv4_udptcp_cksum(oip, th);
-  stats_.rst_sent++;
   io_.flow_stage(port, r);
+  return true;
+}
+
+// Context::reply: `to` is a header of the burst being handed over, so its frame (the Ethernet
+// header just before l3) is still ours; the answer leaves by the port of its local address.
+bool FlowPath::reply(const transport::RxHeader& to, const uint8_t* l4, size_t len) {
+  if (to.l3 == nullptr || to.l3_len < kIpLen || (to.l3[0] >> 4) != 4 || to.l3[9] != IPPROTO_TCP ||
+      len < 20 || len > transport::kMaxL4Header) {
+    stats_.tx_bad_desc++;
+    return false;
+  }
+  const uint32_t lip = load32(to.l3 + 16);
+  for (size_t i = 0; i < ports_.size(); i++) {
+    if (ports_[i].ip == lip) {
+      const auto* eth = reinterpret_cast<const rte_ether_hdr*>(to.l3 - kEthLen);
+      return send_back(uint8_t(i), eth, to.l3, l4, len);
+    }
+  }
+  stats_.tx_bad_desc++;
+  return false;
 }
 
 // ---- transmit
@@ -652,6 +750,10 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
       stats_.tx_no_neighbour++;
       continue;
     }
+    if (d.len > transport::kMaxTxLen) {
+      stats_.tx_too_long++;
+      continue;
+    }
     const NicMr* mr = nullptr;
     if (d.len != 0) {
       mr = d.mr < nic_mrs_.size() ? &nic_mrs_[d.mr] : nullptr;
@@ -662,7 +764,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     }
     rte_mbuf* h = rte_pktmbuf_alloc(pool_);
     const uint32_t nseg = (d.len + kExtSeg - 1) / kExtSeg;
-    std::array<rte_mbuf*, 4> segs;
+    std::array<rte_mbuf*, kMaxExtSegs> segs;
     if (h == nullptr || (nseg != 0 && rte_pktmbuf_alloc_bulk(pool_, segs.data(), nseg) != 0)) {
       if (h != nullptr) rte_pktmbuf_free(h);
       stats_.tx_no_mbuf++;
@@ -676,7 +778,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     const uint32_t frames = tso ? (d.len + d.mss - 1) / d.mss : 1;
     ip->total_length = rte_cpu_to_be_16(
         uint16_t(std::min<uint32_t>(kIpLen + d.l4_len + (tso ? d.mss : d.len), 0xFFFF)));
-    ip->type_of_service = d.ecn & 3;
+    ip->type_of_service = uint8_t((d.dscp & 0x3F) << 2 | (d.ecn & 3));
     ip->packet_id = rte_cpu_to_be_16(f.ip_id);
     f.ip_id = uint16_t(f.ip_id + frames);
     if (nseg != 0) {
@@ -757,8 +859,10 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
         f.data_pending += e.len;
         post_data(f);
         continue;
-      case EventKind::kConnected:
       case EventKind::kAccepted:
+        established(f);
+        [[fallthrough]];
+      case EventKind::kConnected:
       case EventKind::kPeerClosed:
       case EventKind::kClosed:
       case EventKind::kRefused: {
@@ -775,6 +879,15 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
           f.app_done = true;
           release(f, f.events_left);
           f.events_left = 0;
+          if (!f.qp) {
+            // What the transport keeps of the flow now (TIME-WAIT) is its own: not in the app's
+            // quota, and nothing the NIC places into the app's memory.
+            uncharge(f);
+            if (f.on_nic) {
+              nic_cmd(ports_[f.port].nic->flow_remove(e.flow));
+              f.on_nic = false;
+            }
+          }
         }
         break;
       }
@@ -811,12 +924,13 @@ void FlowPath::post_data(Flow& f) {
 // ---------------------------------------------------
 
 uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::FlowTuple& t,
-                             uint32_t initial_seq, bool messages) {
+                             uint32_t initial_seq, bool messages, bool half_open) {
   if (l >= listeners_.size() || !listeners_[l].used || listeners_[l].tp != tp.index) {
     return kNoFlow;
   }
   Listener& L = listeners_[l];
   accept_params_flow_ = kNoFlow;  // flow_params() answers for the flow opened here, if any
+  open_error_ = -EACCES;
   // A tuple binding may reserve the flow for another uid, or name another transport than the
   // listener's: no flow then (the transport counts the segment as for no flow).
   const FlowBinding* tb = tuple_binding(t);
@@ -833,19 +947,43 @@ uint32_t FlowPath::open_flow(Tp& tp, transport::ListenerId l, const transport::F
       found = true;
     }
   }
-  if (!found || !hop || hop->port != port || !reserve(*L.app, L.cq, kFlowEvents)) {
+  if (!found || !hop || hop->port != port) {
+    open_error_ = -ENETUNREACH;
+    stats_.accept_refused++;
+    return kNoFlow;
+  }
+  // No room, for now: the transport may answer without state (SYN cookies) and ask again. The
+  // listener's app is charged from the SYN on, so half-open flows count in its quota too.
+  open_error_ = -ENOBUFS;
+  // Half-open flows take at most half of the quota: the rest stays for connections that
+  // complete (a SYN cookie's among them), so a SYN flood cannot lock the app's listeners.
+  if (half_open && L.app->half_open >= std::max<uint32_t>(L.app->max_flows / 2, 1)) {
+    stats_.accept_refused++;
+    return kNoFlow;
+  }
+  if (!reserve(*L.app, L.cq, kFlowEvents)) {
+    stats_.accept_refused++;
+    return kNoFlow;
+  }
+  if (!charge(*L.app)) {
+    L.app->pipes[L.cq].promised -= kFlowEvents;
     stats_.accept_refused++;
     return kNoFlow;
   }
   uint32_t id = alloc_flow();
   if (id == kNoFlow) {
     L.app->pipes[L.cq].promised -= kFlowEvents;
+    L.app->counters.flows--;
     stats_.accept_refused++;
     return kNoFlow;
   }
+  open_error_ = 0;
   Flow& f = flows_[id];
   f.state = Flow::State::kOpen;
+  f.charged = true;
   f.app = L.app;
+  f.half_open = half_open;
+  if (half_open) L.app->half_open++;
   f.owner = L.app_id;
   f.cq = L.cq;
   f.port = port;
@@ -1095,13 +1233,19 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   if (message && !tp->t->check_params(params_for(&tuple, port, *tp, true)).empty()) {
     return CL_EOPNOTSUPP;
   }
-  if (!reserve(a, cq, kFlowEvents)) return CL_EBUSY;
+  if (!charge(a)) return CL_EDQUOT;
+  if (!reserve(a, cq, kFlowEvents)) {
+    a.counters.flows--;
+    return CL_EBUSY;
+  }
   uint32_t id = alloc_flow();
   if (id == kNoFlow) {
     a.pipes[cq].promised -= kFlowEvents;
+    a.counters.flows--;
     return CL_ENOSPC;
   }
   Flow& f = flows_[id];
+  f.charged = true;
   f.app = &a;
   f.owner = a.id;
   f.cq = cq;
@@ -1162,6 +1306,7 @@ void FlowPath::app_detached(DpApp& a) {
   for (uint32_t id = 0; id < flows_.size(); id++) {
     Flow& f = flows_[id];
     if (f.state == Flow::State::kFree || f.owner != a.id) continue;
+    uncharge(f);
     if (f.state == Flow::State::kResolving) {
       f.app = nullptr;
       free_flow(id);
@@ -1177,11 +1322,13 @@ void FlowPath::app_detached(DpApp& a) {
       transport::AppRequest r;
       r.flow = id;
       r.kind = transport::ReqKind::kAbort;
+      r.flags = transport::kReqDetach;  // a close the app asked for may finish without it
       tp.ctx->at(now);
       tp.t->app_burst(std::span<const transport::AppRequest>(&r, 1), *tp.ctx);
       tp.ctx->flush();
     }
-    // Whatever remains (TIME_WAIT) needs no placement: off the NIC, so its MRs can go.
+    // Whatever remains (a close going on, TIME-WAIT) needs no placement: off the NIC, so its
+    // MRs can go.
     if (f.on_nic && !f.gone) {
       nic_cmd(ports_[f.port].nic->flow_remove(id));
       f.on_nic = false;
@@ -1271,8 +1418,10 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   std::string error;
   transport::roce::RcTransport* rc = roce(error);
   if (rc == nullptr) return CL_ENOENT;
-  // "key value key value ...": views into `params`, which outlives the call.
-  std::vector<transport::Param> p;
+  // "key value key value ...": views into `params`, which outlives the call, after the
+  // operator's defaults (config `rocev2:`), which the app's own override.
+  const std::string cnp_dscp = std::to_string(p_.cnp_dscp);
+  std::vector<transport::Param> p{{"dcqcn_cnp_dscp", cnp_dscp}};
   std::vector<std::string_view> words;
   for (size_t i = 0; i < params.size();) {
     const size_t end = std::min(params.find(' ', i), params.size());
@@ -1283,8 +1432,12 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   for (size_t i = 0; i < words.size(); i += 2)
     p.push_back({words[i], words[i + 1]});
   if (!rc->check_params(p).empty()) return CL_EINVAL;
+  if (!charge(a)) return CL_EDQUOT;
   const uint32_t id = alloc_flow();
-  if (id == kNoFlow) return CL_ENOSPC;
+  if (id == kNoFlow) {
+    a.counters.flows--;
+    return CL_ENOSPC;
+  }
   // The generation in the high bits: a stale packet for the QP the id held before finds none.
   const uint32_t gens = 1u << (24 - qpn_bits_);
   qp_gen_[id] = qp_gen_[id] + 1 == gens ? 1 : qp_gen_[id] + 1;
@@ -1295,10 +1448,12 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   caps.max_recv_wr = max_recv_wr;
   if (rc->create_qp(id, f.qpn, caps, p) != 0) {
     free_flow(id);
+    a.counters.flows--;
     return CL_EINVAL;
   }
   f.state = Flow::State::kOpen;
   f.qp = true;
+  f.charged = true;
   f.app = &a;
   f.owner = a.id;
   f.cq = cq;
@@ -1376,6 +1531,10 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
     spec.pmtu = attr.pmtu;
     spec.qpn = f.qpn;
     spec.owner = f.owner;
+    // The NIC places a go-back-N QP's requests in order only: it must know which way it recovers.
+    const bool sr = (mask & abi::kQpAttrSelectiveRepeat) != 0 ? attr.selective_repeat != 0
+                                                              : cur.selective_repeat;
+    spec.selective_repeat = sr ? 1 : 0;
     // Without a NIC flow the QP still works: every payload takes the copy path, and READ and
     // WRITE targets are refused (the NIC holds the MR table).
     if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(qp));
@@ -1450,7 +1609,8 @@ bool FlowPath::cq_in_use(const DpApp& a, uint16_t cq) const {
     if (l.used && l.app == &a && l.cq == cq) return true;
   }
   for (const Flow& f : flows_) {
-    if (f.state != Flow::State::kFree && f.app == &a && f.cq == cq) return true;
+    // A flow the app is done with (TIME-WAIT) posts nothing more to it.
+    if (f.state != Flow::State::kFree && f.app == &a && f.cq == cq && !f.app_done) return true;
   }
   return false;
 }

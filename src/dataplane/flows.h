@@ -65,7 +65,10 @@ struct FlowParams {
   uint32_t max_flows = 16384;  // also the NIC flow ids used (below the NIC's max_flows)
   uint32_t max_listeners = 1024;
   uint32_t max_nic_mrs = 4096;  // NIC MR ids used (below the NIC's max_mrs)
+  // TCP TIME-WAIT records kept at most (tcp.max_time_wait); each holds a flow id.
+  uint32_t tcp_max_time_wait = 4096;
   uint64_t tsc_hz = 0;
+  uint8_t cnp_dscp = 48;  // every QP's dcqcn_cnp_dscp unless its own parameters say otherwise
 };
 
 class FlowPath final : public FlowHandler {
@@ -169,6 +172,9 @@ class FlowPath final : public FlowHandler {
   transport::roce::RcTransport* roce(std::string& error);
   void free_qp(uint32_t id);
   bool reserve(DpApp& a, uint16_t cq, uint32_t n);
+  bool charge(DpApp& a);
+  void uncharge(Flow& f);
+  void established(Flow& f);
   void release(Flow& f, uint32_t n);
   bool fill_l2(Flow& f, uint64_t now);
   void start_connect(uint32_t id);
@@ -188,12 +194,15 @@ class FlowPath final : public FlowHandler {
   void deliver(std::span<const transport::Event> events);
   int nic_cmd(int rc);
   uint32_t open_flow(Tp& tp, transport::ListenerId l, const transport::FlowTuple& t,
-                     uint32_t initial_seq, bool messages);
+                     uint32_t initial_seq, bool messages, bool half_open);
   void synced(uint32_t id, uint32_t initial_seq, bool messages);
   void closed(uint32_t id);
   bool copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset);
   void send_rst(uint8_t port, const rte_mbuf* m, const uint8_t* ip, const uint8_t* tcp,
                 uint32_t payload_len);
+  bool send_back(uint8_t port, const rte_ether_hdr* in_eth, const uint8_t* ip, const uint8_t* l4,
+                 size_t len);
+  bool reply(const transport::RxHeader& to, const uint8_t* l4, size_t len);
 
   FlowParams p_;
   std::vector<FlowPort> ports_;
@@ -231,6 +240,7 @@ class FlowPath final : public FlowHandler {
   uint64_t icrc_flag_ = 0;        // the mbuf TX flag asking the NIC for the RoCE ICRC
   uint64_t next_resolve_check_ = 0;
   int placement_offset_ = -1;
+  int open_error_ = 0;  // Context::flow_open_error(): why the latest open_flow() gave none
 };
 
 }  // namespace cleave::dp

@@ -16,6 +16,7 @@
 #include "cleave_version.h"
 #include "log.h"
 #include "mgmt_protocol.h"
+#include "mgmt_server.h"
 #include "transport.h"
 
 namespace cleave::dp {
@@ -303,6 +304,22 @@ json Management::handle(std::string_view command, const json& args) {
     }
     return apps_->show(args["id"].get<uint32_t>());
   }
+  if (command == "debug.ctl_stall" && info_.test_hooks) {
+    // Test equipment: the dataplane as the control path sees a stalled lcore (ctl_channel.h).
+    const std::string mode = str_arg("mode", true);
+    CtlStall stall = CtlStall::kOff;
+    if (mode == "queued") {
+      stall = CtlStall::kQueued;
+    } else if (mode == "attach") {
+      stall = CtlStall::kAttach;
+    } else if (mode != "off") {
+      throw MgmtError(mgmt::kErrBadRequest,
+                      "debug.ctl_stall: argument 'mode' must be off, queued or attach");
+    }
+    spdlog::warn("test hook: control requests to the dataplane stall: {}", mode);
+    ctl_.test_stall(stall);
+    return {{"mode", mode}};
+  }
   if (command == "log.get") return {{"level", log_level()}};
   if (command == "log.set") {
     std::string level = str_arg("level", true);
@@ -347,7 +364,9 @@ json Management::status() {
           {"main_lcore", info_.main_lcore},
           {"dataplane", dp},
           {"ports", {{"total", ports_.size()}, {"link_up", up}}},
-          {"log_level", log_level()}};
+          {"log_level", log_level()},
+          {"control_socket", control_ != nullptr ? control_->stats() : json(nullptr)},
+          {"app_socket", apps_ != nullptr ? apps_->stats() : json(nullptr)}};
 }
 
 json Management::ports(const std::string& name) {

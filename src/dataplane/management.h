@@ -37,9 +37,11 @@ struct DaemonInfo {
   unsigned main_lcore = 0;
   unsigned dataplane_lcore = 0;
   std::chrono::steady_clock::time_point started;
+  bool test_hooks = false;  // CLEAVE_TEST_HOOKS=1: debug.* commands (test equipment)
 };
 
 class AppServer;
+class MgmtServer;
 
 class Management {
  public:
@@ -49,6 +51,8 @@ class Management {
   // The app server for app.* commands; those run on the main thread only (the telemetry thread
   // never calls handle()).
   void set_apps(AppServer* apps) { apps_ = apps; }
+  // The control socket, whose counters status shows (read from any thread: atomics).
+  void set_control(const MgmtServer* control) { control_ = control; }
 
   // Runs one command; throws MgmtError for anything the client should be told.
   nlohmann::json handle(std::string_view command, const nlohmann::json& args);
@@ -96,6 +100,7 @@ class Management {
   const RouteTable& routes_;
   CtlChannel& ctl_;
   AppServer* apps_ = nullptr;
+  const MgmtServer* control_ = nullptr;
 };
 
 }  // namespace cleave::dp

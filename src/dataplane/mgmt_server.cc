@@ -24,7 +24,9 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxClients = 64;
+constexpr unsigned kAcceptsPerTurn = 32;  // then the other clients get a turn
+// A client with this many answer bytes unsent is not read from until it takes them.
+constexpr size_t kOutHighWater = size_t{256} * 1024;
 
 // Client text may be echoed in messages: invalid UTF-8 is replaced, never thrown on.
 std::string encode(const json& j) {
@@ -40,8 +42,79 @@ std::string error_answer(const json& id, std::string_view code, const std::strin
 
 }  // namespace
 
-MgmtServer::MgmtServer(std::string path, int epoll_fd, Handler handler)
-    : path_(std::move(path)), epoll_fd_(epoll_fd), handler_(std::move(handler)) {
+size_t LineSplitter::room() const {
+  if (ready()) return 0;  // a complete line may wait: take it first
+  size_t partial = buf_.size() - tail_;
+  return partial > max_ ? 0 : max_ + 1 - partial;
+}
+
+bool LineSplitter::append(const char* p, size_t n) {
+  // Drop the lines already returned once they are at least half the buffer: each byte is moved
+  // at most about once, so the cost stays linear however many lines one read brings.
+  if (head_ > 0 && head_ >= buf_.size() - head_) {
+    buf_.erase(0, head_);
+    scan_ = scan_ > head_ ? scan_ - head_ : 0;
+    tail_ -= head_;
+    head_ = 0;
+  }
+  size_t at = buf_.size();
+  buf_.append(p, n);
+  const std::string_view all(buf_);
+  for (size_t nl; (nl = all.find('\n', at)) != std::string_view::npos;) {
+    if (nl - tail_ > max_) return false;
+    tail_ = at = nl + 1;
+  }
+  return buf_.size() - tail_ <= max_;
+}
+
+std::optional<std::string_view> LineSplitter::next() {
+  const std::string_view all(buf_);
+  size_t nl = all.find('\n', std::max(scan_, head_));
+  if (nl == std::string_view::npos) {
+    scan_ = buf_.size();
+    return std::nullopt;
+  }
+  std::string_view line = all.substr(head_, nl - head_);
+  head_ = scan_ = nl + 1;
+  return line;
+}
+
+std::string parse_request(std::string_view line, json& id, std::string& command, json& args) {
+  id = nullptr;
+  json req;
+  try {
+    req = json::parse(line);
+  } catch (const json::exception& e) {
+    return error_answer(nullptr, mgmt::kErrBadRequest, std::string("invalid JSON: ") + e.what());
+  }
+  if (!req.is_object()) {
+    return error_answer(nullptr, mgmt::kErrBadRequest, "a request must be a JSON object");
+  }
+  if (req.contains("id")) id = req["id"];
+  if (!req.contains("version") || !req["version"].is_number_integer()) {
+    return error_answer(id, mgmt::kErrBadRequest, "request has no integer 'version'");
+  }
+  if (req["version"].get<int64_t>() > mgmt::kProtocolVersion) {
+    return error_answer(id, mgmt::kErrUnsupportedVersion,
+                        "this cleaved speaks management protocol version " +
+                            std::to_string(mgmt::kProtocolVersion) + ", the request uses " +
+                            std::to_string(req["version"].get<int64_t>()));
+  }
+  if (!req.contains("command") || !req["command"].is_string()) {
+    return error_answer(id, mgmt::kErrBadRequest, "request has no string 'command'");
+  }
+  args = req.contains("args") ? req["args"] : json::object();
+  if (!args.is_object()) return error_answer(id, mgmt::kErrBadRequest, "'args' must be an object");
+  command = req["command"].get<std::string>();
+  return {};
+}
+
+MgmtServer::MgmtServer(std::string path, int epoll_fd, Handler handler, MgmtLimits limits)
+    : path_(std::move(path)),
+      epoll_fd_(epoll_fd),
+      handler_(std::move(handler)),
+      limits_(limits),
+      table_(limits.clients) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path_.size() >= sizeof addr.sun_path) {
@@ -90,111 +163,146 @@ bool MgmtServer::on_event(int fd, uint32_t events) {
 }
 
 void MgmtServer::accept_clients() {
-  for (;;) {
+  // A bounded number per turn: a connect flood must not keep the main thread here.
+  for (unsigned i = 0; i < kAcceptsPerTurn; i++) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a client that gave up
-    if (clients_.size() >= kMaxClients) {
-      auto idlest = std::min_element(clients_.begin(), clients_.end(), [](auto& a, auto& b) {
-        return a.second.last_active < b.second.last_active;
-      });
-      close_client(idlest->first);
+    ucred cred{};
+    if (!peer_cred(fd, cred)) {
+      close(fd);
+      continue;
     }
+    ClientTable::Decision d = table_.admit(fd, cred.uid);
+    for (int gone : d.gone) {
+      bump(counters_.reaped);
+      close_client(gone);
+    }
+    if (d.evict >= 0) {
+      bump(counters_.evicted);
+      tell(d.evict, mgmt::kErrUnavailable,
+           "cleaved closed this connection to make room for another client; connect again");
+      close_client(d.evict);
+    }
+    if (!d.admit) {
+      bump(counters_.refused);
+      tell(fd, mgmt::kErrUnavailable,
+           "too many connections from uid " + std::to_string(cred.uid) + " (at most " +
+               std::to_string(limits_.clients.per_uid) +
+               ", all busy with requests); try again when one is answered");
+      close(fd);
+      continue;
+    }
+    bump(counters_.accepted);
+    Client& c = clients_.emplace(fd, Client(mgmt::kMaxRequestBytes)).first->second;
+    c.uid = cred.uid;
+    counters_.clients.store(clients_.size(), std::memory_order_relaxed);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    clients_[fd].last_active = ++activity_;
   }
+}
+
+void MgmtServer::tell(int fd, std::string_view code, const std::string& message) {
+  std::string line = error_answer(nullptr, code, message) + "\n";
+  (void)!send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 void MgmtServer::close_client(int fd) {
+  table_.forget(fd);
+  if (clients_.erase(fd) == 0) return;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
-  clients_.erase(fd);
+  counters_.clients.store(clients_.size(), std::memory_order_relaxed);
 }
 
 bool MgmtServer::flush(int fd, Client& c) {
-  while (!c.out.empty()) {
-    ssize_t n = send(fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+  while (c.out_head < c.out.size()) {
+    ssize_t n = send(fd, c.out.data() + c.out_head, c.out.size() - c.out_head, MSG_NOSIGNAL);
     if (n < 0) {
+      if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return false;
     }
-    c.out.erase(0, static_cast<size_t>(n));
+    c.out_head += static_cast<size_t>(n);
   }
-  if (c.out.size() > mgmt::kMaxAnswerBytes) return false;  // the client does not read
-  // After EOF only writability matters: a level-triggered EPOLLIN would fire forever.
+  // Sent bytes go once they are half the buffer: linear in the bytes however they trickle out.
+  if (c.out_head > 0 && c.out_head >= c.out.size() - c.out_head) {
+    c.out.erase(0, c.out_head);
+    c.out_head = 0;
+  }
+  return c.out.size() - c.out_head <= mgmt::kMaxAnswerBytes;  // else the client does not read
+}
+
+bool MgmtServer::serve(int fd, Client& c) {
+  char buf[16384];
+  for (size_t served = 0;;) {
+    // A client that does not take its answers gets no more of them for now.
+    if (c.out.size() - c.out_head > kOutHighWater) return true;
+    if (served == limits_.requests_per_turn) {
+      if (c.in.ready()) bump(deferred_);
+      return true;
+    }
+    if (std::optional<std::string_view> line = c.in.next()) {
+      served++;  // blank lines count: they cost a turn's work too
+      if (line->find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      c.out += answer(*line);
+      c.out += '\n';
+      bump(requests_);
+      continue;
+    }
+    if (c.eof) return true;
+    // Only what the current request can still take: the limit holds on every read.
+    ssize_t n = recv(fd, buf, std::min(sizeof buf, c.in.room()), 0);
+    if (n > 0) {
+      if (!c.in.append(buf, static_cast<size_t>(n))) {
+        bump(oversized_);
+        c.out += error_answer(nullptr, mgmt::kErrBadRequest,
+                              "request longer than " + std::to_string(mgmt::kMaxRequestBytes) +
+                                  " bytes; closing the connection");
+        c.out += '\n';
+        flush(fd, c);
+        return false;
+      }
+      continue;
+    }
+    if (n == 0) {
+      c.eof = true;
+      return true;
+    }
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+}
+
+void MgmtServer::watch(int fd, const Client& c) {
+  // Reading again waits while answers pile up or after EOF (a level-triggered EPOLLIN or RDHUP
+  // would fire forever); writability stands for "more to do" while requests wait in the buffer.
+  bool backlog = c.out.size() - c.out_head > kOutHighWater;
+  bool out = c.out_head < c.out.size() || c.in.ready();
   epoll_event ev{};
   ev.events =
-      (c.eof ? 0u : uint32_t{EPOLLIN | EPOLLRDHUP}) | (c.out.empty() ? 0u : uint32_t{EPOLLOUT});
+      (c.eof || backlog ? 0u : uint32_t{EPOLLIN | EPOLLRDHUP}) | (out ? uint32_t{EPOLLOUT} : 0u);
   ev.data.fd = fd;
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
-  return true;
 }
 
 void MgmtServer::on_client(int fd, uint32_t events) {
-  Client& c = clients_[fd];
+  Client& c = clients_.at(fd);
   if ((events & (EPOLLHUP | EPOLLERR)) != 0) return close_client(fd);
-  if ((events & EPOLLIN) != 0) {
-    char buf[4096];
-    for (;;) {
-      ssize_t n = recv(fd, buf, sizeof buf, 0);
-      if (n > 0) {
-        c.in.append(buf, static_cast<size_t>(n));
-        if (c.in.size() > mgmt::kMaxRequestBytes && c.in.find('\n') == std::string::npos) {
-          c.out += error_answer(
-                       nullptr, mgmt::kErrBadRequest,
-                       "request longer than " + std::to_string(mgmt::kMaxRequestBytes) + " bytes") +
-                   "\n";
-          flush(fd, c);
-          return close_client(fd);
-        }
-        continue;
-      }
-      if (n == 0) c.eof = true;
-      break;  // EAGAIN or error
-    }
-    for (size_t nl; (nl = c.in.find('\n')) != std::string::npos;) {
-      std::string line = c.in.substr(0, nl);
-      c.in.erase(0, nl + 1);
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      c.out += answer(line);
-      c.out += '\n';
-      c.last_active = ++activity_;
-    }
-  }
-  if (!flush(fd, c) || (c.eof && c.out.empty())) close_client(fd);
+  if (!flush(fd, c) || !serve(fd, c) || !flush(fd, c)) return close_client(fd);
+  bool unsent = c.out_head < c.out.size();
+  if (c.eof && !c.in.ready() && !unsent) return close_client(fd);
+  table_.note(fd, !c.in.empty() || unsent);
+  watch(fd, c);
 }
 
 std::string MgmtServer::answer(std::string_view line) {
-  json req;
+  json id, args;
+  std::string command;
+  if (std::string error = parse_request(line, id, command, args); !error.empty()) return error;
   try {
-    req = json::parse(line);
-  } catch (const json::exception& e) {
-    return error_answer(nullptr, mgmt::kErrBadRequest, std::string("invalid JSON: ") + e.what());
-  }
-  if (!req.is_object()) {
-    return error_answer(nullptr, mgmt::kErrBadRequest, "a request must be a JSON object");
-  }
-  json id = req.contains("id") ? req["id"] : json(nullptr);
-  if (!req.contains("version") || !req["version"].is_number_integer()) {
-    return error_answer(id, mgmt::kErrBadRequest, "request has no integer 'version'");
-  }
-  if (req["version"].get<int64_t>() > mgmt::kProtocolVersion) {
-    return error_answer(id, mgmt::kErrUnsupportedVersion,
-                        "this cleaved speaks management protocol version " +
-                            std::to_string(mgmt::kProtocolVersion) + ", the request uses " +
-                            std::to_string(req["version"].get<int64_t>()));
-  }
-  if (!req.contains("command") || !req["command"].is_string()) {
-    return error_answer(id, mgmt::kErrBadRequest, "request has no string 'command'");
-  }
-  json args = req.contains("args") ? req["args"] : json::object();
-  if (!args.is_object()) {
-    return error_answer(id, mgmt::kErrBadRequest, "'args' must be an object");
-  }
-  try {
-    json result = handler_(req["command"].get<std::string>(), args);
+    json result = handler_(command, args);
     return encode(
         json{{"version", mgmt::kProtocolVersion}, {"id", id}, {"ok", true}, {"result", result}});
   } catch (const MgmtError& e) {
@@ -202,6 +310,21 @@ std::string MgmtServer::answer(std::string_view line) {
   } catch (const std::exception& e) {
     return error_answer(id, "internal", e.what());
   }
+}
+
+json MgmtServer::stats() const {
+  return {{"clients", get(counters_.clients)},
+          {"max_clients", limits_.clients.total},
+          {"max_clients_per_uid", limits_.clients.per_uid},
+          {"requests_per_turn", limits_.requests_per_turn},
+          {"max_request_bytes", mgmt::kMaxRequestBytes},
+          {"accepted", get(counters_.accepted)},
+          {"refused", get(counters_.refused)},
+          {"evicted", get(counters_.evicted)},
+          {"reaped", get(counters_.reaped)},
+          {"requests", get(requests_)},
+          {"oversized", get(oversized_)},
+          {"deferred", get(deferred_)}};
 }
 
 }  // namespace cleave::dp

@@ -37,6 +37,8 @@ namespace cleave::dp {
   X(kTcpBadChecksum, "tcp_bad_checksum", "TCP checksum mismatch")                              \
   X(kTcpNoFlow, "tcp_no_flow", "TCP segment for no flow or listener (answered with RST)")      \
   X(kRoceMalformed, "roce_malformed", "RoCEv2 UDP or BTH truncated, or lengths that disagree") \
+  X(kRoceBadUdpChecksum, "roce_bad_udp_checksum",                                              \
+    "RoCEv2 with a UDP checksum (optional there) that is wrong")                               \
   X(kRoceNoQp, "roce_no_qp", "RoCEv2 packet for no queue pair of this peer")
 
 enum class Drop : uint8_t {
@@ -89,23 +91,28 @@ struct ProtoStats {
 };
 
 // The flow path (flows.h). X(field, meaning)
-#define CLEAVE_FLOW_COUNTERS(X)                                                             \
-  X(rx_segments, "segments handed to transports")                                           \
-  X(rx_copied_bytes, "payload bytes of deferred segments copied into app buffers")          \
-  X(tx_descs, "descriptors transports emitted")                                             \
-  X(tx_no_neighbour, "descriptors dropped: next hop not resolved yet")                      \
-  X(tx_no_mbuf, "descriptors dropped: no mbuf")                                             \
-  X(tx_bad_desc, "descriptors dropped: unknown flow, MR or bad lengths")                    \
-  X(rst_sent, "RSTs sent for segments that matched no flow")                                \
-  X(flows_opened, "flows created (accepted or connecting)")                                 \
-  X(flows_closed, "flows released by their transport")                                      \
-  X(accept_refused, "new flows refused: flow table or the listener's completion pipe full") \
-  X(binding_refused,                                                                        \
-    "listens, connects, accepts refused by a binding: another uid's port or tuple, or (on " \
-    "accept) a tuple bound to another transport than the listener's")                       \
-  X(events, "flow events and completions posted to apps")                                   \
-  X(events_dropped, "events for flows whose app is gone")                                   \
-  X(data_coalesced, "data events delayed because the completion pipe was full")             \
+#define CLEAVE_FLOW_COUNTERS(X)                                                               \
+  X(rx_segments, "segments handed to transports")                                             \
+  X(rx_copied_bytes, "payload bytes of deferred segments copied into app buffers")            \
+  X(tx_descs, "descriptors transports emitted")                                               \
+  X(tx_no_neighbour, "descriptors dropped: next hop not resolved yet")                        \
+  X(tx_no_mbuf, "descriptors dropped: no mbuf")                                               \
+  X(tx_bad_desc, "descriptors dropped: unknown flow, MR or bad lengths")                      \
+  X(tx_too_long, "descriptors dropped: payload over transport::kMaxTxLen")                    \
+  X(rst_sent, "RSTs sent for segments that matched no flow")                                  \
+  X(flows_opened, "flows created (accepted or connecting)")                                   \
+  X(flows_closed, "flows released by their transport")                                        \
+  X(accept_refused,                                                                           \
+    "new flows refused: flow table, the listener's completion pipe, or its app's flow quota " \
+    "full")                                                                                   \
+  X(flows_over_quota,                                                                         \
+    "connects, accepts and QPs refused: their app holds quota.flows flows (CL_EDQUOT)")       \
+  X(binding_refused,                                                                          \
+    "listens, connects, accepts refused by a binding: another uid's port or tuple, or (on "   \
+    "accept) a tuple bound to another transport than the listener's")                         \
+  X(events, "flow events and completions posted to apps")                                     \
+  X(events_dropped, "events for flows whose app is gone")                                     \
+  X(data_coalesced, "data events delayed because the completion pipe was full")               \
   X(nic_errors, "NIC commands that failed")
 
 struct FlowStats {

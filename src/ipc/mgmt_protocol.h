@@ -10,7 +10,10 @@
 //   "..."}}
 //
 // "id" is echoed and optional; "args" is optional. A request whose version is newer than the
-// daemon's gets error code "unsupported_version" with the daemon's version in the message.
+// daemon's gets error code "unsupported_version" with the daemon's version in the message. A
+// request longer than kMaxRequestBytes gets "bad_request" and the connection is closed. A
+// connection the daemon closes to make room, or refuses because the user's connections are all
+// busy, gets one "unavailable" error line (id null) first.
 // Commands (version 1): status, port.show {name?}, arp.show, route.show, route.get {addr},
 // stats.show, nic.show {name?}, log.get, log.set {level}, app.list, app.show {id}, and:
 //
@@ -34,6 +37,18 @@
 //                   answers {name, description, origin}; bad_request with the reason when the
 //                   registry refuses it (not loadable, no entry point, ABI version, name taken,
 //                   already loaded) or the path is relative
+//
+//   status          {daemon, version, protocol, pid, uptime_s, config, runtime_dir, hugepages,
+//                    main_lcore, dataplane: {lcore, state, iterations}, ports: {total, link_up},
+//                    log_level, control_socket: {clients, max_clients, max_clients_per_uid,
+//                    requests_per_turn, max_request_bytes, accepted, refused, evicted, reaped,
+//                    requests, oversized, deferred}, app_socket: {apps, max_apps, pending,
+//                    max_pending, max_pending_per_uid, accepted, refused, refused_not_allowed,
+//                    evicted, reaped, hello_timeouts, dataplane_timeouts, late_attaches, limbo}}
+//   debug.ctl_stall {mode: off | queued | attach}
+//                   test equipment, only when cleaved runs with CLEAVE_TEST_HOOKS=1 (otherwise
+//                   unknown_command): control requests stall as if the dataplane's lcore did
+//                   (queued: none is taken; attach: an app attach is taken and held)
 //
 //   flow:    {id, app (null: none), transport, local "ip:port", remote "ip:port", info, info_keys}
 //            info: the transport's flow_info (text as strings, counters as numbers); info_keys:

@@ -23,7 +23,8 @@
 //   QpModify{qp, mask, attr}               Reply                           (version 3)
 //   QpQuery{qp}                            QpQueryReply{attr}              (version 3)
 //   QpDestroy{qp}                          Reply                           (version 3)
-//                                          Notice{reason} (unsolicited, then the daemon closes)
+//                                          Notice{reason} (unsolicited, then the daemon closes;
+//                                          kRefused may come first, instead of any reply)
 //
 // Region layout (one memfd per app, created, sealed and sized by the daemon):
 //   [RegionHeader, one 4 KiB page][pipe area: pipes at daemon-chosen offsets][heap = MR 0]
@@ -328,6 +329,10 @@ struct Reply {
 enum class NoticeReason : uint32_t {
   kShutdown = 1,  // the daemon is stopping
   kEvicted = 2,   // the app exceeded its error budget
+  // The daemon will not serve this connection, told as it accepts it (so before any Hello, and
+  // in any version); h.status says why: CL_EPERM, no apps.allow rule admits the peer's uid;
+  // CL_EAGAIN, too many of that uid's connections are waiting to say hello.
+  kRefused = 3,
 };
 
 struct Notice {

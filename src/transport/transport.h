@@ -103,6 +103,13 @@ struct RxHeader {
 // ---- send ---------------------------------------------------------------------------------------
 
 inline constexpr size_t kMaxL4Header = 64;  // TCP with options is at most 60
+// The most payload one descriptor may carry (TxDesc::len): 64 KiB, the NIC's largest TSO payload
+// and about what an IPv4 total length can describe. The dataplane refuses a longer descriptor:
+// it is not sent and is counted (`tx_too_long` in the flow path's stats). To the transport that
+// is a lost segment, as for any descriptor its owner cannot send (Context::drain_tx): a reliable
+// transport's retransmission is refused again, so a flow that emits one stalls until its timers
+// give up. Cut the payload first (TCP's descriptors stop at 63 KiB, RoCE's at a PMTU).
+inline constexpr uint32_t kMaxTxLen = 65536;
 
 // TxDesc::flags
 enum TxFlag : uint8_t {
@@ -114,14 +121,14 @@ enum TxFlag : uint8_t {
 // checksums, and for TSO when len > mss.
 struct TxDesc {
   FlowId flow = kNoFlow;
-  uint32_t len = 0;  // payload bytes at (mr, offset); 0: header only
+  uint32_t len = 0;  // payload bytes at (mr, offset), at most kMaxTxLen; 0: header only
   uint64_t offset = 0;
   uint16_t mr = 0;
   uint16_t mss = 0;    // TSO: payload bytes per segment (the header's seq advances per segment)
   uint8_t l4_len = 0;  // bytes used in l4
   uint8_t ecn = 0;     // the IP ECN field to send
   uint8_t flags = 0;   // TxFlag
-  uint8_t reserved = 0;
+  uint8_t dscp = 0;    // the IP DSCP to send (0-63), 0: best effort
   std::array<uint8_t, kMaxL4Header> l4{};
 };
 
@@ -142,6 +149,11 @@ enum class ReqKind : uint8_t {
 // AppRequest::flags
 enum ReqFlag : uint8_t {
   kReqImm = 1,  // kSend, kWrite: carry `imm` to the peer (SEND/WRITE with immediate)
+  // kAbort: the app is gone (it exited or was disconnected), not aborting. What needs none of
+  // its memory may finish without it: TCP keeps TIME-WAIT, and a close the app asked for whose
+  // data the peer has all acknowledged (FIN-WAIT, CLOSING) goes on to TIME-WAIT. Everything
+  // else is reset as by a plain kAbort, which is also what a transport ignoring the flag does.
+  kReqDetach = 2,
 };
 
 struct AppRequest {
@@ -226,6 +238,7 @@ class Context {
     d.mss = 0;
     d.ecn = 0;
     d.flags = 0;
+    d.dscp = 0;
     return d;
   }
 
@@ -287,6 +300,25 @@ class Context {
   // `messages`: each segment names its message (TCP message mode), and the NIC may place by it.
   virtual FlowId flow_open(ListenerId listener, const FlowTuple& tuple, uint32_t initial_seq,
                            bool messages) = 0;
+  // As flow_open(), for a connection that is established already (a SYN cookie's handshake just
+  // completed): flow_open() opens a half-open one (a SYN's), which the owner may hold fewer of.
+  virtual FlowId flow_open_established(ListenerId listener, const FlowTuple& tuple,
+                                       uint32_t initial_seq, bool messages) {
+    return flow_open(listener, tuple, initial_seq, messages);
+  }
+  // Why the latest flow_open() gave kNoFlow: -ENOBUFS when the listener has no room for another
+  // flow now (its app's flow quota, its completion queue, the flow table), so a handshake may be
+  // answered without state (TCP's SYN cookies) and tried again when it completes; anything else
+  // (-EACCES: a binding keeps the tuple for another user or transport; -ENETUNREACH: no route
+  // back through the port) refuses the connection.
+  virtual int flow_open_error() const { return -EACCES; }
+  // Sends `len` bytes of L4 header (checksum 0: the owner fills it) back to where `to` came
+  // from: `to` is a header of the burst being processed, and the answer goes out of the port it
+  // arrived on with the addresses and ports swapped. For answers that have no flow: a SYN
+  // cookie's SYN-ACK, a RST. False when it could not be sent (the owner counts it).
+  virtual bool reply(const RxHeader& /*to*/, const uint8_t* /*l4*/, size_t /*len*/) {
+    return false;
+  }
   // The operator's parameters for a flow flow_open() just gave (a tuple binding, cleavectl flow
   // attach tuple), to apply over the listener's; empty when there are none (the default). The
   // transport checked them when they were attached. Valid until the current call returns.

@@ -81,9 +81,7 @@ def main():
     ap.add_argument("--baseline", help="build dir whose cleaved to compare against")
     args = ap.parse_args()
     ct.require_root()
-    builds = [("this", ct.CLEAVED)]
-    if args.baseline:
-        builds.insert(0, ("baseline", os.path.join(args.baseline, "src/dataplane/cleaved")))
+    builds = ct.builds(args.baseline)
     got = {name: [] for name, _ in builds}
     port = 6000
     for r in range(args.runs):

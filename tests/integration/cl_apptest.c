@@ -10,6 +10,7 @@
  *                             another sleeps in cl_cq_wait(-1); each prints "gone CODE MS" when
  *                             its call fails (the test kills the daemon), then later calls are
  *                             checked to fail the same way
+ *   cl_apptest SOCKET open    cl_open alone: prints "CODE STRERROR" (0 success), then closes
  * Exit 0 on success; on failure prints what differed and exits 1. */
 #define _GNU_SOURCE
 #include <cleave/cleave.h>
@@ -212,11 +213,21 @@ static int wait_for_death(const char* sock) {
   return 0;
 }
 
+static int open_only(const char* sock) {
+  struct cl_open_attr attr = {.socket_path = sock, .name = "apptest-open"};
+  cl_ctx* ctx = NULL;
+  int r = cl_open(&attr, &ctx);
+  printf("%d %s\n", r, cl_strerror(r));
+  if (r == 0) cl_close(ctx);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: cl_apptest SOCKET use|bad|wait\n");
+    fprintf(stderr, "usage: cl_apptest SOCKET use|bad|wait|open\n");
     return 2;
   }
+  if (strcmp(argv[2], "open") == 0) return open_only(argv[1]);
   if (strcmp(argv[2], "use") == 0) return use(argv[1]);
   if (strcmp(argv[2], "bad") == 0) return bad(argv[1]);
   if (strcmp(argv[2], "wait") == 0) return wait_for_death(argv[1]);

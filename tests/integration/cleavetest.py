@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,11 @@ def sh(cmd, check=True, ns=None, timeout=30, **kw):
     return p
 
 
-def wait_until(fn, timeout=5.0, interval=0.02, what="condition"):
+def wait_until(fn, timeout=30.0, interval=0.02, what="condition"):
+    """Polls fn until it returns something true, and returns that. The timeout only bounds a
+    hang: a loaded machine (two polling daemons and a compile on two cores) may take seconds
+    for what takes milliseconds when idle, so a test never passes a timeout that turns slowness
+    into a failure. How fast something happens is a benchmark's figure, not a test's verdict."""
     deadline = time.monotonic() + timeout
     while True:
         v = fn()
@@ -171,7 +176,7 @@ class Daemon:
                                      env=dict(os.environ, **(env or {})))
         _cleanups.append(self.kill)
         if wait_ready:
-            wait_until(lambda: self.ready(), timeout=15, what="cleaved to answer on its socket")
+            wait_until(lambda: self.ready(), what="cleaved to answer on its socket")
 
     def ready(self):
         if self.proc.poll() is not None:
@@ -181,7 +186,7 @@ class Daemon:
     def ctl(self, *args, check=True):
         """cleavectl -j ARGS: returns (exit code, parsed JSON or None, stderr)."""
         p = subprocess.run([CLEAVECTL, "-j", "-s", self.socket] + list(args), capture_output=True,
-                           text=True, timeout=20)
+                           text=True, timeout=60)
         out = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else None
         if check and p.returncode != 0:
             raise AssertionError(f"cleavectl {' '.join(args)} failed: {p.stderr}")
@@ -207,6 +212,83 @@ class Daemon:
     def logs(self):
         with open(self.log_path) as f:
             return f.read()
+
+    def request(self, command, args=None, timeout=20):
+        """One request on the control socket as raw JSON (for commands cleavectl does not
+        have, such as debug.*); returns the parsed answer."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(self.socket)
+            s.sendall(json.dumps({"version": 1, "command": command,
+                                  "args": args or {}}).encode() + b"\n")
+            buf = b""
+            while b"\n" not in buf:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise AssertionError(f"cleaved closed the connection before answering "
+                                         f"{command}")
+                buf += chunk
+        return json.loads(buf.split(b"\n", 1)[0])
+
+
+def builds(baseline):
+    """The cleaved binaries a benchmark compares, as (name, path): this build's, and with
+    `baseline` (the build dir of another revision, e.g. main's) that one's before it."""
+    out = [("this", CLEAVED)]
+    if baseline:
+        out.insert(0, ("baseline", os.path.join(baseline, "src/dataplane/cleaved")))
+    return out
+
+
+NOBODY = 65534  # the user no configuration admits, for local-user tests
+
+
+class Nobody:
+    """fn() in a child process as uid and gid 65534; its JSON result comes back through a pipe
+    (result()). Then, when the parent says proceed(), then() in the same child, its result
+    likewise. The child stays, keeping whatever they opened, until release()."""
+
+    def __init__(self, fn, then=None):
+        r, w = os.pipe()
+        r2, w2 = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            os.close(w2)
+
+            def run(f):
+                try:
+                    out = f()
+                except BaseException as e:  # the parent fails the test with it
+                    out = {"error": repr(e)}
+                data = json.dumps(out).encode() + b"\n"
+                while data:
+                    data = data[os.write(w, data):]
+
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            run(fn)
+            if then is not None and os.read(r2, 1):
+                run(then)
+            os.read(r2, 1)
+            os._exit(0)
+        os.close(w)
+        os.close(r2)
+        self.pid, self.r, self.w2 = pid, os.fdopen(r, "rb"), w2
+        _cleanups.append(self.release)
+
+    def result(self):
+        return json.loads(self.r.readline())
+
+    def proceed(self):
+        os.write(self.w2, b"x")
+
+    def release(self):
+        if self.pid:
+            os.close(self.w2)
+            os.waitpid(self.pid, 0)
+            self.r.close()
+            self.pid = None
 
 
 class TestCase(unittest.TestCase):

@@ -41,7 +41,7 @@ EPERM, ENOENT, EAGAIN, EACCES, EFAULT, EBUSY, EINVAL = -1, -2, -11, -13, -14, -1
 EPROTO, EOPNOTSUPP, EDQUOT, EVERSION = -71, -95, -122, -1002
 EPIPE, EADDRINUSE, ECONNRESET, ECONNREFUSED = -32, -98, -104, -111
 ENOSPC, ENETUNREACH, ETIMEDOUT, ECANCELED = -28, -101, -110, -125
-NOTICE_SHUTDOWN, NOTICE_EVICTED = 1, 2
+NOTICE_SHUTDOWN, NOTICE_EVICTED, NOTICE_REFUSED = 1, 2, 3
 
 
 def header(mtype, seq, version=VERSION, magic=MAGIC):
@@ -92,9 +92,9 @@ class Pipe:
 
 
 class RawApp:
-    def __init__(self, path, name="rawapp", versions=(VERSION, VERSION), hello=True):
+    def __init__(self, path, name="rawapp", versions=(VERSION, VERSION), hello=True, timeout=5):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock.settimeout(5)
+        self.sock.settimeout(timeout)
         self.sock.connect(path)
         self.seq = 0
         self.version = versions[1]
@@ -105,12 +105,27 @@ class RawApp:
     def request(self, mtype, body=b"", fds=(), raw=None):
         self.seq += 1
         msg = raw if raw is not None else header(mtype, self.seq, self.version) + body
-        socket.send_fds(self.sock, [msg], list(fds)) if fds else self.sock.send(msg)
+        try:
+            socket.send_fds(self.sock, [msg], list(fds)) if fds else self.sock.send(msg)
+        except BrokenPipeError:
+            pass  # refused as it connected: the daemon's notice waits to be read
         return self.reply()
 
     def reply(self):
         """The next message; (header tuple, payload, fds). Raises on EOF."""
-        msg, fds, _, _ = socket.recv_fds(self.sock, 512, 4)
+        try:
+            msg, fds, _, _ = socket.recv_fds(self.sock, 512, 4)
+        except ConnectionResetError:
+            # The daemon closed with our message unread: the reset comes first and may hide
+            # a notice that says why (a refusal as it accepted us), readable next.
+            timeout = self.sock.gettimeout()
+            self.sock.setblocking(False)
+            try:
+                msg, fds, _, _ = socket.recv_fds(self.sock, 512, 4)
+            except OSError:
+                raise ConnectionResetError("cleaved reset the connection") from None
+            finally:
+                self.sock.settimeout(timeout)
         if not msg:
             raise ConnectionResetError("cleaved closed the connection")
         return HDR.unpack_from(msg), msg[HDR.size:], fds
@@ -118,6 +133,9 @@ class RawApp:
     def hello(self, name, versions):
         body = struct.pack("<HHI", versions[0], versions[1], 0) + name.encode().ljust(32, b"\0")
         (magic, ver, mtype, seq, status), payload, fds = self.request(T_HELLO, body)
+        if mtype == T_NOTICE:  # refused as it connected; the status says why
+            self.notice = int.from_bytes(payload[:4], "little")
+            return status
         self.versions = struct.unpack_from("<HH", payload)
         self.version = ver
         if status != 0:

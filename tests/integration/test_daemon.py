@@ -209,11 +209,12 @@ class DaemonTest(ct.TestCase):
         self.assertEqual(ports["p0"]["ipv4"], "10.99.0.1/24")
         self.assertEqual(ports["p0"]["link"]["up"], 1)
 
-    def test_sigterm_stops_cleanly_within_two_seconds(self):
+    # Within the systemd unit's TimeoutStopSec (5 s), past which systemd kills it.
+    def test_sigterm_stops_cleanly_within_the_units_stop_timeout(self):
         d = self.start()
         code, took = d.stop()
         self.assertEqual(code, 0)
-        self.assertLess(took, 2.0)
+        self.assertLess(took, 5.0)
         self.assertFalse(os.path.exists(d.socket))
         logs = d.logs()
         self.assertIn("shutting down", logs)
@@ -225,7 +226,7 @@ class DaemonTest(ct.TestCase):
         d = self.start()
         code, took = d.stop(sig=2)
         self.assertEqual(code, 0)
-        self.assertLess(took, 2.0)
+        self.assertLess(took, 5.0)
 
     def test_second_instance_is_refused(self):
         d = self.start()
@@ -278,6 +279,79 @@ class DaemonTest(ct.TestCase):
             c.close()
         time.sleep(0.1)
         self.assertEqual(d.ctl("status")[1]["dataplane"]["state"], "running")
+
+    def test_another_users_flood_cannot_close_a_request_being_sent(self):
+        d = self.start()
+        # uid 65534 reaches the socket as a member of its group would.
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.socket, 0o666)
+        req = b'{"version":1,"id":"slow","command":"status"}\n'
+        slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        slow.settimeout(20)
+        slow.connect(d.socket)
+        slow.sendall(req[:12])  # root is sending its request when the flood comes
+        path = d.socket
+
+        def flood():
+            held = []
+            for _ in range(100):
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.connect(path)
+                try:
+                    c.sendall(b'{"version":1,')  # each one busy sending too
+                except OSError:
+                    pass  # refused already
+                held.append(c)
+            flood.held = held
+            return len(held)
+
+        child = ct.Nobody(flood)
+        self.assertEqual(child.result(), 100)
+        # 16 of them fit the user's cap; the others are refused or make room among its own.
+        ct.wait_until(lambda: (lambda c: c["refused"] + c["evicted"])(
+            d.ctl("status")[1]["control_socket"]) == 84, timeout=30,
+            what="the flood's connections beyond its cap to be turned away")
+        slow.sendall(req[12:])
+        buf = b""
+        while b"\n" not in buf:
+            chunk = slow.recv(65536)
+            self.assertTrue(chunk, "root's connection was closed")
+            buf += chunk
+        answer = json.loads(buf.split(b"\n")[0])
+        self.assertEqual((answer["id"], answer["ok"]), ("slow", True))
+        self.assertEqual(answer["result"]["control_socket"]["max_clients_per_uid"], 16)
+        child.release()
+        slow.close()
+
+    def test_status_shows_the_sockets(self):
+        d = self.start()
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(d.socket)
+        try:
+            c.sendall(b'{"version":1,"command":"log.get"}\n' + b"x" * 70000)
+        except OSError:
+            pass  # closed before it took the rest: the answers wait to be read
+        got = b""
+        try:
+            while chunk := c.recv(65536):
+                got += chunk
+        except ConnectionResetError:
+            pass
+        c.close()
+        lines = got.splitlines()
+        self.assertEqual(len(lines), 2, got)
+        self.assertTrue(json.loads(lines[0])["ok"])
+        self.assertIn("longer than 65536 bytes", json.loads(lines[1])["error"]["message"])
+        _, s, _ = d.ctl("status")
+        self.assertEqual(s["control_socket"]["oversized"], 1)
+        self.assertGreaterEqual(s["control_socket"]["requests"], 2)
+        self.assertEqual(s["app_socket"]["apps"], 0)
+        p = subprocess.run([ct.CLEAVECTL, "-s", d.socket, "status"], capture_output=True,
+                           text=True, timeout=20)
+        self.assertRegex(p.stdout, r"control +\d+ clients \(max 64, 16 per uid\), \d+ requests; "
+                                   r"1 oversized, 0 evicted, 0 refused")
+        self.assertRegex(p.stdout, r"app socket +0 apps \(max 32\), 0 waiting for hello "
+                                   r"\(max 16, 4 per uid\)")
 
     def test_hugepages_are_used_when_free(self):
         # Reserve a few 2 MiB pages on a private hugetlbfs mount; put everything back after.

@@ -203,7 +203,7 @@ class QueuePairs(ct.TestCase):
             sq.produce(ra.send_entry(ra.OP_FLOW_RECV, wr_id=20 + i, length=64, target=qp))
         before = len(self.qps())
         ct.wait_until(lambda: [f for f in self.qps() if f["id"] == qp][0]["info"]["recv_posted"]
-                      == 3, timeout=2, what="three receives posted")
+                      == 3, what="three receives posted")
         self.assertEqual(a.qp_destroy(qp), 0)
         got = self.completions(cq, 3)
         self.assertEqual(sorted(c["wr_id"] for c in got), [20, 21, 22])
@@ -265,10 +265,10 @@ time.sleep(60)
 """], stdout=subprocess.PIPE, text=True)
         self.addCleanup(lambda: child.poll() is None and child.kill())
         self.assertEqual(child.stdout.readline().strip(), "ready")
-        ct.wait_until(lambda: len(self.qps()) == before + 4, timeout=2, what="the child's QPs")
+        ct.wait_until(lambda: len(self.qps()) == before + 4, what="the child's QPs")
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
-        ct.wait_until(lambda: len(self.qps()) == before, timeout=2, what="the QPs reclaimed")
+        ct.wait_until(lambda: len(self.qps()) == before, what="the QPs reclaimed")
         self.assertIsNone(self.d.proc.poll())
 
 

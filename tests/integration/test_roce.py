@@ -199,7 +199,7 @@ class Roce(ct.TestCase):
                 self.fail(self.why(err, f"the listener exited with {rsp.returncode}:\n{out}"))
             ss = ct.sh(["ss", "-Hltn", f"sport = :{port}"]).stdout
             return ss.strip() != ""
-        ct.wait_until(listening, timeout=15, what=f"cleave-rdma to listen on port {port}")
+        ct.wait_until(listening, what=f"cleave-rdma to listen on port {port}")
         req = self.tool("a", timeout, "--connect", f"127.0.0.1:{port}", *common)
         code_a, rows_a, err_a = self.results(req, timeout + 30)
         code_b, rows_b, err_b = self.results(rsp, timeout + 30)
@@ -332,7 +332,7 @@ class Roce(ct.TestCase):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for pcap in caps:
             ct.wait_until(lambda: os.path.exists(pcap) and os.path.getsize(pcap) >= 24,
-                          timeout=15, what="tshark to start capturing")
+                          what="tshark to start capturing")
         time.sleep(0.5)  # the capture filter is in place once the file exists; settle anyway
         # At least 13 bytes per SEND: a shorter SEND only trips tshark's RPC-over-RDMA heuristic
         # (test_roce_golden.py shows it).
@@ -374,7 +374,7 @@ class Roce(ct.TestCase):
         port = free_port()
         rsp = self.tool("b", 10, "--listen", port, "--ops", "write", "--sizes", "8k")
         ct.wait_until(lambda: ct.sh(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip(),
-                      timeout=15, what="cleave-rdma to listen")
+                      what="cleave-rdma to listen")
         req = self.tool("a", 10, "--connect", f"127.0.0.1:{port}", "--ops", "write")
         for p in (req, rsp):
             code, rows, err = self.results(p, 40)

@@ -105,7 +105,7 @@ class Msg(c2c.C2C):
         self.assertEqual(r["messages_received"], count, r)
         self.assertEqual(r["received_lengths_sha256"], s["sent_lengths_sha256"])
         for side in (src, dst):
-            self.assertEqual(self.flows(side), [], f"{side} keeps no flow")
+            self.assertEqual(self.live_flows(side), [], f"{side} keeps no flow")
         return s, r, sizes
 
     def backend(self, side):
@@ -230,7 +230,7 @@ class CleaveToCleave(Msg, ct.TestCase):
         self.assertEqual((r["error"], r["close_status"]), (CL_EPROTONOSUPPORT, CL_EPROTONOSUPPORT),
                          self.why(err, r))
         self.assertEqual(r["messages_sent"], 0)
-        self.assertEqual(self.flows("a"), [])
+        self.assertEqual(self.live_flows("a"), [])
 
     def test_stream_connect_to_message_listener_is_refused(self):
         rx = self.listen("b", 5105, "--messages", 0, "--recv", "--timeout", 10)

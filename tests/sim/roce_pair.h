@@ -132,7 +132,7 @@ class RocePair {
   bool connect(Host& h, RoceSide& s, uint32_t qpn, uint32_t dest, uint32_t sq_psn, uint32_t rq_psn,
                uint32_t peer_ip) {
     using namespace transport::roce;
-    s.qp = h.roce_flow(peer_ip, qpn, rq_psn, cfg_.pmtu);
+    s.qp = h.roce_flow(peer_ip, qpn, rq_psn, cfg_.pmtu, cfg_.selective_repeat);
     std::vector<transport::Param> params;
     for (const auto& [k, v] : cfg_.params)
       params.push_back({k, v});

@@ -100,7 +100,12 @@ void fix_ip_csum(uint8_t* ip, uint32_t ip_hlen) {
   store16(ip + 10, nic::csum_fold(nic::csum_partial(ip, ip_hlen, 0)));
 }
 
+// The dataplane's check of a frame the NIC did not check (flows.cc): the RoCEv2 ICRC (its UDP
+// checksum is 0), else the TCP or UDP checksum.
 Csum software_l4_csum(const uint8_t* l3, uint8_t proto, const uint8_t* l4, uint32_t l4_total) {
+  if (proto == 17 && load16(l4 + 2) == transport::roce::kUdpPort) {
+    return nic::roce_icrc_ok(l3, size_t(l4 - l3) + l4_total) ? Csum::kGood : Csum::kBad;
+  }
   if (proto == 17 && load16(l4 + 6) == 0) return Csum::kNotChecked;  // UDP: no checksum
   uint64_t s = nic::pseudo_sum(l3, proto, l4_total);
   return nic::csum_fold(nic::csum_partial(l4, l4_total, s)) == 0 ? Csum::kGood : Csum::kBad;
@@ -580,7 +585,8 @@ void Host::flow_synced(FlowId flow, uint32_t initial_seq, bool messages) {
   }
 }
 
-FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu) {
+FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu,
+                       bool selective_repeat) {
   FlowTuple t{
       endpoint(transport::roce::kUdpPort), {transport::IpAddr::v4(remote_ip), uint16_t(qpn)}, 17};
   FlowId id = alloc_flow(t);
@@ -595,6 +601,7 @@ FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, u
   spec.messages = true;
   spec.initial_seq = initial_psn;
   spec.pmtu = pmtu;
+  spec.selective_repeat = selective_repeat;
   if (nic_.flow_add(id, spec) != nic::Err::kOk) {
     stats_.cmd_errors++;
     free_flow(id);
@@ -653,7 +660,7 @@ void Host::send_desc(const transport::TxDesc& d) {
     return;
   }
   Flow& fl = flows_[d.flow];
-  if (d.l4_len < 8 || d.l4_len > transport::kMaxL4Header) {
+  if (d.l4_len < 8 || d.l4_len > transport::kMaxL4Header || d.len > transport::kMaxTxLen) {
     stats_.tx_bad_desc++;
     return;
   }
@@ -665,7 +672,7 @@ void Host::send_desc(const transport::TxDesc& d) {
   store16(h + 12, 0x0800);
   uint8_t* ip = h + kEthLen;
   ip[0] = 0x45;
-  ip[1] = d.ecn & 3;
+  ip[1] = uint8_t((d.dscp & 0x3F) << 2 | (d.ecn & 3));
   store16(ip + 2, uint16_t(std::min<uint64_t>(20 + d.l4_len + uint64_t(d.len), 0xFFFF)));
   store16(ip + 4, fl.ip_id);
   store16(ip + 6, 0x4000);  // DF
@@ -829,7 +836,10 @@ void Host::rx_frame(Frame f) {
     proto = l.proto;
     l4_total = l.ip_len - l.ip_hlen;
     if (proto == 17 && load16(h.l4 + 2) == transport::roce::kUdpPort) {
-      // RoCEv2: the headers run to the payload, which ends before the pad and the ICRC.
+      // RoCEv2: a UDP checksum the sender filled in and got wrong is the UDP layer's to drop
+      // (the dataplane's roce_bad_udp_checksum), not a bad ICRC.
+      if (e.reason == nic::DeferReason::kBadL4Checksum) return drop(stats_.rx_bad_udp_csum);
+      // The headers run to the payload, which ends before the pad and the ICRC.
       size_t hl = 0;
       uint32_t pl = 0;
       if (!transport::roce::split(h.l4, l4_total, &hl, &pl)) return drop(stats_.rx_bad_l4_header);
@@ -975,6 +985,13 @@ size_t SimNet::in_flight(Dir d) const {
   return links_[size_t(d)]->in_flight();
 }
 
+void SimNet::inject(Dir d, std::span<const uint8_t> frame) {
+  const uint32_t slot = pool_->alloc();
+  const auto len = uint32_t(std::min<size_t>(frame.size(), pool_->slot_bytes()));
+  if (len != 0) std::memcpy(pool_->data(slot), frame.data(), len);
+  links_[size_t(d)]->send(detail::Frame{slot, len}, now_);
+}
+
 bool SimNet::step() {
   for (auto& l : links_)
     l->release_due(now_);
@@ -1046,10 +1063,10 @@ void put_host(std::ostringstream& o, const Host& h) {
   const HostStats& s = h.stats();
   o << "host " << h.name() << ": rx " << s.rx_frames << " to_transport " << s.rx_to_transport
     << " placed " << s.rx_placed << " deferred " << s.rx_deferred << " bad_ip " << s.rx_bad_ip
-    << " truncated " << s.rx_truncated << " bad_csum " << s.rx_bad_csum << " no_flow "
-    << s.rx_no_flow << "; tx descs " << s.tx_descs << " frames " << s.tx_frames << " errors "
-    << s.tx_errors << " no_flow " << s.tx_no_flow << "; cmd_errors " << s.cmd_errors << "; flows "
-    << h.flows_open();
+    << " truncated " << s.rx_truncated << " bad_csum " << s.rx_bad_csum << " bad_udp_csum "
+    << s.rx_bad_udp_csum << " no_flow " << s.rx_no_flow << "; tx descs " << s.tx_descs << " frames "
+    << s.tx_frames << " errors " << s.tx_errors << " no_flow " << s.tx_no_flow << "; cmd_errors "
+    << s.cmd_errors << "; flows " << h.flows_open();
 }
 
 }  // namespace

@@ -181,13 +181,14 @@ struct HostStats {
   uint64_t rx_truncated = 0;      // dropped: the frame ends before its headers or IP length
   uint64_t rx_bad_l4_header = 0;  // dropped: TCP data offset or UDP length inconsistent
   uint64_t rx_bad_csum = 0;       // L4 checksum bad (delivered with kBad unless drop_bad_csum)
+  uint64_t rx_bad_udp_csum = 0;   // dropped: RoCEv2 with a UDP checksum that is wrong
   uint64_t rx_sw_csum = 0;        // L4 checksums the host checked because the NIC did not
   uint64_t rx_no_flow = 0;        // dropped: no flow and no listener
   uint64_t tx_descs = 0;
   uint64_t tx_frames = 0;
   uint64_t tx_bytes = 0;
   uint64_t tx_no_flow = 0;   // descriptors for an unknown flow (dropped)
-  uint64_t tx_bad_desc = 0;  // l4_len out of range (dropped)
+  uint64_t tx_bad_desc = 0;  // l4_len out of range, or len over kMaxTxLen (dropped)
   uint64_t tx_errors = 0;    // the NIC refused the request (bad header, DMA fault, too long)
   uint64_t cmd_errors = 0;   // NIC commands that failed
   uint64_t app_requests = 0;
@@ -243,9 +244,11 @@ class Host final : private HostRings, public transport::Context {
                  int* err = nullptr);
   // RoCEv2: a flow for a local QP `qpn` talking to `remote_ip`, steered on the NIC (RoCE parser,
   // zero-copy or copy mode as configured, SENDs by message number) from `initial_psn` on with
-  // `pmtu`. The owner's half of an RTR transition; the transport's is modify_qp. Its tuple is
-  // (this host:4791) <-> (remote_ip:4791). kNoFlow when the NIC refuses it.
-  FlowId roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu);
+  // `pmtu`, placing as the QP recovers (go-back-N: in order only). The owner's half of an RTR
+  // transition; the transport's is modify_qp. Its tuple is (this host:4791) <-> (remote_ip:4791).
+  // kNoFlow when the NIC refuses it.
+  FlowId roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu,
+                   bool selective_repeat = false);
   // What the peer may do to an MR through its rkey (nic::MrAccess; add_mr allows both).
   void set_mr_access(uint16_t mr, uint8_t access);
 
@@ -396,6 +399,11 @@ class SimNet {
   // Runs for ns of virtual time.
   void run_for(uint64_t ns);
   void set_tick_ns(uint64_t ns) { tick_ns_ = ns == 0 ? 1 : ns; }
+
+  // Puts a frame of the test's own on the link in direction `d`, as if the sending host's NIC
+  // had sent it: faults, queueing and delay apply (frames longer than the pool's slots are cut).
+  // For forged or replayed frames from an attacker on the wire (tests/fuzz).
+  void inject(Dir d, std::span<const uint8_t> frame);
 
   // Every delivered frame, as it reaches the receiving host (for tests and traces).
   void set_tap(std::function<void(Dir, std::span<const uint8_t>)> tap) { tap_ = std::move(tap); }

@@ -297,6 +297,33 @@ TEST(Config, BadAppRulesAreReported) {
   expect_error(std::string("apps:\n  allow: {uid: 0}\n") + kPort, 2, 10, "a list");
 }
 
+TEST(Config, SocketLimitsHaveDefaultsAndAreChecked) {
+  ConfigResult d = parse(kPort);
+  ASSERT_TRUE(d.config);
+  EXPECT_EQ(d.config->management.max_clients, 64u);
+  EXPECT_EQ(d.config->management.max_clients_per_uid, 16u);
+  EXPECT_EQ(d.config->management.requests_per_turn, 16u);
+  EXPECT_EQ(d.config->apps.max_pending, 16u);
+  EXPECT_EQ(d.config->apps.max_pending_per_uid, 4u);
+  ConfigResult r = parse(std::string("management: {max_clients: 8, max_clients_per_uid: 2, "
+                                     "requests_per_turn: 1}\napps: {max_pending: 3, "
+                                     "max_pending_per_uid: 3}\n") +
+                         kPort);
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
+  EXPECT_EQ(r.config->management.max_clients, 8u);
+  EXPECT_EQ(r.config->management.max_clients_per_uid, 2u);
+  EXPECT_EQ(r.config->management.requests_per_turn, 1u);
+  EXPECT_EQ(r.config->apps.max_pending, 3u);
+  EXPECT_EQ(r.config->apps.max_pending_per_uid, 3u);
+  expect_error(std::string("management:\n  max_clients: 4\n  max_clients_per_uid: 5\n") + kPort, 3,
+               24, "management.max_clients_per_uid: 5 is more than max_clients (4)");
+  expect_error(std::string("apps:\n  max_pending_per_uid: 40\n") + kPort, 2, 24,
+               "apps.max_pending_per_uid: 40 is more than max_pending (16)");
+  expect_error(std::string("management:\n  requests_per_turn: 0\n") + kPort, 2, 22,
+               "requests_per_turn");
+  expect_error(std::string("management:\n  max_client: 4\n") + kPort, 2, 3, "max_client");
+}
+
 TEST(Config, GenericNicTablesAreReadAndChecked) {
   ConfigResult r =
       parse(std::string("nic: {max_flows: 100, ms_committed: 64, ms_store: 0}\n") + kPort);
@@ -308,6 +335,28 @@ TEST(Config, GenericNicTablesAreReadAndChecked) {
   expect_error(std::string("nic:\n  ms_store: 1000\n") + kPort, 2, 13, "multiple of 16");
   expect_error(std::string("nic:\n  ms_committed: 8\n") + kPort, 2, 17, "ms_committed");
   expect_error(std::string("nic:\n  max_flow: 8\n") + kPort, 2, 3, "max_flow");
+}
+
+TEST(Config, TcpTimeWaitBoundIsReadAndChecked) {
+  ConfigResult r = parse(kPort);
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->tcp.max_time_wait, 4096u);
+  r = parse(std::string("tcp: {max_time_wait: 0}\n") + kPort);
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
+  EXPECT_EQ(r.config->tcp.max_time_wait, 0u);
+  expect_error(std::string("tcp:\n  max_time_wait: 99999999\n") + kPort, 2, 18, "max_time_wait");
+  expect_error(std::string("tcp:\n  max_tw_buckets: 8\n") + kPort, 2, 3, "max_tw_buckets");
+}
+
+TEST(Config, RoceDefaultsAreReadAndChecked) {
+  ConfigResult r = parse(kPort);
+  ASSERT_TRUE(r.config);
+  EXPECT_EQ(r.config->rocev2.cnp_dscp, 48u);  // mlx5's
+  r = parse(std::string("rocev2: {cnp_dscp: 26}\n") + kPort);
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].str());
+  EXPECT_EQ(r.config->rocev2.cnp_dscp, 26u);
+  expect_error(std::string("rocev2:\n  cnp_dscp: 64\n") + kPort, 2, 13, "rocev2.cnp_dscp");
+  expect_error(std::string("rocev2:\n  cnp_tos: 1\n") + kPort, 2, 3, "cnp_tos");
 }
 
 TEST(Config, TransportsDefaultToNone) {

@@ -331,6 +331,32 @@ TEST_F(DataplaneTest, BothNicBackendsCarryTheCopyPathAndCountIt) {
   }
 }
 
+// A RoCEv2 packet whose UDP checksum (optional there, and left out of the ICRC) is filled in and
+// wrong: both backends' NICs count it as a bad L4 checksum, not a bad ICRC, and the flow path
+// drops it as such before it looks for the QP.
+TEST_F(DataplaneTest, BothNicBackendsTellABadUdpChecksumFromABadIcrc) {
+  for (bool cleave : {false, true}) {
+    SCOPED_TRACE(cleave ? "cleave backend" : "generic backend");
+    build("", false, "arp: {retry_ms: 20, retries: 3, failed_hold_ms: 100}\n", 1500, cleave);
+    wire->take();  // the announcement
+    Bytes u = test::udp(49152, 4791, 12 + 16 + 4);
+    std::fill(u.begin() + 8, u.end(), 0);
+    u[8] = 0x04;                 // SEND only
+    test::put16(u, 10, 0xFFFF);  // P_Key
+    test::put16(u, 6, 0x1234);   // a UDP checksum, and not this datagram's
+    wire->send(test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, u));
+    poll_for(20);
+    NicBackend b{};
+    auto c = nic_counters(&b);
+    EXPECT_EQ(b, cleave ? NicBackend::kCleave : NicBackend::kGeneric);
+    EXPECT_EQ(c["nic_defer_bad_l4_csum"], 1u);
+    EXPECT_EQ(c["nic_defer_bad_icrc"], 0u);
+    EXPECT_EQ(drops(Drop::kRoceBadUdpChecksum), 1u);
+    EXPECT_EQ(drops(Drop::kRoceNoQp), 0u);
+    TearDown();
+  }
+}
+
 // A frame the NIC matched to a flow belongs to a transport; with none it is counted, not
 // mistaken for copy-path traffic.
 TEST_F(DataplaneTest, FrameOfANicFlowWithoutATransportIsDropped) {
@@ -423,6 +449,19 @@ TEST_F(DataplaneTest, DropsByReason) {
       {test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 1, Bytes(4, 0)), Drop::kIcmpMalformed});
   cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, test::udp(1000, 2000, 10)),
                    Drop::kNoHandler});
+  {
+    // RoCEv2: a SEND only (BTH, 16 bytes, an ICRC) for a QP nobody has; then the same with a
+    // UDP checksum that is filled in and wrong, which the UDP layer drops first.
+    Bytes u = test::udp(49152, 4791, 12 + 16 + 4);
+    std::fill(u.begin() + 8, u.begin() + 20, 0);
+    u[8] = 0x04;                 // SEND only
+    test::put16(u, 10, 0xFFFF);  // P_Key
+    test::put16(u, 14, 0x0123);  // DestQP 0x000123
+    cases.push_back({test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, u), Drop::kRoceNoQp});
+    test::put16(u, 6, 0x1234);
+    cases.push_back(
+        {test::ipv4(our_mac, kPeerMac, kPeerIp, kOurIp, 17, u), Drop::kRoceBadUdpChecksum});
+  }
   for (const Case& c : cases) {
     uint64_t before = drops(c.reason);
     wire->send(c.frame);
@@ -593,6 +632,75 @@ TEST_F(DataplaneTest, EveryHostileFrameIsAccountedFor) {
   EXPECT_GT(s.proto.icmp_echo_replies, 0u);
   EXPECT_GT(drops, frames / 4);
   EXPECT_EQ(rte_mempool_avail_count(g_pool), avail_before) << "packet buffers leaked";
+}
+
+// An app table with nothing registered, as the app server builds one.
+std::unique_ptr<CtlRequest> attach_request(DpApp& app) {
+  app.mrs.resize(2);
+  app.pipes.resize(3);
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kAttach;
+  req->app = &app;
+  return req;
+}
+
+std::unique_ptr<CtlRequest> detach_request(uint32_t id) {
+  auto req = std::make_unique<CtlRequest>();
+  req->op = CtlOp::kApp;
+  req->app_op = AppOp::kDetach;
+  req->app_id = id;
+  return req;
+}
+
+TEST_F(DataplaneTest, AnUnansweredRequestIsWithdrawnAndNeverApplied) {
+  build();
+  DpApp app;
+  app.id = 7;
+  CtlMiss miss = CtlMiss::kNone;
+  std::shared_ptr<CtlRequest> late;
+  // Nobody polls: the dataplane does not answer in time.
+  auto a = ctl->call(attach_request(app), std::chrono::milliseconds(20), &miss, &late);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_EQ(miss, CtlMiss::kWithdrawn);
+  EXPECT_EQ(late, nullptr);
+  poll_for(20);  // now it takes the request, and must drop it
+  auto counters = std::make_unique<CtlRequest>();
+  counters->op = CtlOp::kApp;
+  counters->app_op = AppOp::kCounters;
+  counters->app_counters.reserve(8);
+  EXPECT_TRUE(ask(std::move(counters))->app_counters.empty()) << "the withdrawn attach applied";
+  // The same id attaches now, and detaches.
+  EXPECT_TRUE(ask(attach_request(app))->app_ok);
+  EXPECT_EQ(ask(detach_request(7))->app, &app);
+}
+
+TEST_F(DataplaneTest, ARequestTakenButUnfinishedComesBackLate) {
+  build();
+  ctl->test_stall(CtlStall::kAttach);  // the lcore takes the attach, then stalls
+  std::atomic<bool> stop{false};
+  std::thread lcore([&] {
+    while (!stop.load())
+      dp->poll_once();
+  });
+  DpApp app;
+  app.id = 9;
+  CtlMiss miss = CtlMiss::kNone;
+  std::shared_ptr<CtlRequest> late;
+  auto a = ctl->call(attach_request(app), std::chrono::milliseconds(20), &miss, &late);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_EQ(miss, CtlMiss::kLate);
+  ASSERT_NE(late, nullptr);
+  EXPECT_FALSE(late->done.load());
+  ctl->test_stall(CtlStall::kOff);
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!late->done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(late->done.load(std::memory_order_acquire));
+  EXPECT_TRUE(late->app_ok);  // applied after the caller gave up: it must learn that
+  stop.store(true);
+  lcore.join();
+  EXPECT_EQ(ask(detach_request(9))->app, &app);
 }
 
 TEST_F(DataplaneTest, CountsLoopIterationsAndCycles) {

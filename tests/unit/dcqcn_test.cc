@@ -55,6 +55,7 @@ TEST(DcqcnParams, DefaultsAreTheReferences) {
   EXPECT_EQ(p.line_rate_bps, 100'000'000'000u);
   EXPECT_EQ(p.rate_reduce_period_ns, kMonitor);
   EXPECT_EQ(p.cnp_interval_ns, 50 * kUs);
+  EXPECT_EQ(p.cnp_dscp, 48u);  // mlx5's cnp_dscp
 }
 
 TEST(DcqcnRp, StartsAtLineRate) {
@@ -490,6 +491,10 @@ TEST(DcqcnParams, SetAcceptsGoodValues) {
   EXPECT_EQ(p.cnp_interval_ns, 0u);
   EXPECT_EQ(p.set("dcqcn_cnp_interval_us", "50"), "");
   EXPECT_EQ(p.cnp_interval_ns, 50'000u);
+  EXPECT_EQ(p.set("dcqcn_cnp_dscp", "0"), "");
+  EXPECT_EQ(p.cnp_dscp, 0u);
+  EXPECT_EQ(p.set("dcqcn_cnp_dscp", "63"), "");
+  EXPECT_EQ(p.cnp_dscp, 63u);
 }
 
 TEST(DcqcnParams, SetRefusesBadValuesAndLeavesThemUnchanged) {
@@ -518,6 +523,8 @@ TEST(DcqcnParams, SetRefusesBadValuesAndLeavesThemUnchanged) {
   EXPECT_NE(p.set("dcqcn_byte_counter_kb", "0"), "");
   EXPECT_NE(p.set("dcqcn_fast_recovery_steps", "256"), "");
   EXPECT_NE(p.set("dcqcn_cnp_interval_us", "1e3"), "");
+  EXPECT_EQ(p.set("dcqcn_cnp_dscp", "64"),
+            "dcqcn: bad value '64' for dcqcn_cnp_dscp (a whole number 0..63)");
   // The two rates bound each other.
   EXPECT_EQ(p.set("dcqcn_min_rate_mbps", "200000"),
             "dcqcn: bad value '200000' for dcqcn_min_rate_mbps (above dcqcn_line_rate_mbps, "
@@ -542,6 +549,7 @@ TEST(DcqcnParams, SetRefusesBadValuesAndLeavesThemUnchanged) {
   EXPECT_EQ(p.byte_counter, def.byte_counter);
   EXPECT_EQ(p.fast_recovery_steps, def.fast_recovery_steps);
   EXPECT_EQ(p.cnp_interval_ns, def.cnp_interval_ns);
+  EXPECT_EQ(p.cnp_dscp, def.cnp_dscp);
 }
 
 // One sender at 100 Gb/s into a 40 Gb/s bottleneck: a FIFO that marks CE on packets that find

@@ -32,6 +32,7 @@
 #include "frames.h"
 #include "management.h"
 #include "mgmt_protocol.h"
+#include "pipe.h"
 #include "port.h"
 #include "route.h"
 #include "transport.h"
@@ -44,7 +45,8 @@ using test::Bytes;
 using test::MacBytes;
 
 rte_mempool* g_pool = nullptr;
-std::string g_plugin;  // the datagram plugin's path; empty when it was not given
+std::string g_plugin;   // the datagram plugin's path; empty when it was not given
+std::string g_long_tx;  // the long-tx test plugin's path (CLEAVE_TEST_LONG_TX_PLUGIN)
 int g_seq = 0;
 
 constexpr uint32_t kOurIp = 0x0a000001;   // 10.0.0.1
@@ -96,11 +98,11 @@ class ManagementTest : public ::testing::Test {
     int id = rte_eth_from_rings((tag + "w").c_str(), &in_, 1, &out_, 1, SOCKET_ID_ANY);
     ASSERT_GE(id, 0);
     port_id_ = uint16_t(id);
-    ConfigResult r = parse_config(
-        "dataplane: {idle_sleep_us: 50}\nports:\n  - name: p0\n"
-        "    device: " +
-            tag + "w\n    ipv4: 10.0.0.1/24\n",
-        "test");
+    ConfigResult r = parse_config(extra_config_ +
+                                      "dataplane: {idle_sleep_us: 50}\nports:\n  - name: p0\n"
+                                      "    device: " +
+                                      tag + "w\n    ipv4: 10.0.0.1/24\n",
+                                  "test");
     ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
     cfg_ = *r.config;
     DpPort p;
@@ -148,6 +150,7 @@ class ManagementTest : public ::testing::Test {
     return mgmt_->handle(cmd, args);
   }
 
+  std::string extra_config_;  // YAML ahead of the fixture's own (set before SetUp)
   Config cfg_;
   std::vector<DpPort> ports_;
   rte_ring* in_ = nullptr;
@@ -383,7 +386,7 @@ TEST_F(ManagementTest, TransportListShowsTheRegistryAndWhatRuns) {
   EXPECT_EQ(r[1]["origin"], "built-in");
   EXPECT_EQ(r[1]["instantiated"], false);
   if (g_plugin.empty()) GTEST_SKIP() << "CLEAVE_TEST_PLUGIN is not set: run through meson test";
-  ASSERT_EQ(r.size(), 3u);
+  ASSERT_EQ(r.size(), g_long_tx.empty() ? 3u : 4u);  // long-tx is loaded after datagram
   EXPECT_EQ(r[2]["name"], "datagram");
   EXPECT_EQ(r[2]["origin"], g_plugin);
   EXPECT_EQ(r[2]["instantiated"], false);
@@ -419,6 +422,157 @@ TEST_F(ManagementTest, StatsShowCountsTheFlowPath) {
   EXPECT_EQ(s["drops"]["tcp_no_flow"], 1);
 }
 
+// An app of the test's own in plain memory, attached the way the app server attaches one: MR 0
+// (256 KiB), a completion pipe and a submit pipe.
+struct TestApp {
+  static constexpr uint16_t kCq = 0, kSq = 1;
+  static constexpr uint32_t kEntries = 64;
+  static constexpr size_t kMrBytes = 256 * 1024;
+  struct alignas(64) Line {
+    uint8_t b[64];
+  };
+
+  explicit TestApp(uint32_t id)
+      : mem(kMrBytes, 0x5A),
+        cq_mem(abi::pipe_bytes(abi::PipeKind::kCompletion, kEntries) / 64),
+        sq_mem(abi::pipe_bytes(abi::PipeKind::kSubmit, kEntries) / 64) {
+    dp.id = id;
+    dp.error_budget = 64;
+    dp.mrs.resize(1);
+    dp.mrs[0] = {mem.data(), mem.size(), abi::kAccessRead | abi::kAccessWrite};
+    dp.pipes.resize(2);
+    auto cq = ipc::pipe_at(cq_mem.data(), 0);
+    auto sq = ipc::pipe_at(sq_mem.data(), 0);
+    dp.pipes[kCq].kind = abi::PipeKind::kCompletion;
+    dp.pipes[kCq].cq_out = {cq.ctl, static_cast<abi::Completion*>(cq.ring), kEntries};
+    dp.pipes[kSq].kind = abi::PipeKind::kSubmit;
+    dp.pipes[kSq].cq = kCq;
+    dp.pipes[kSq].sq = {sq.ctl, static_cast<abi::SendEntry*>(sq.ring), kEntries};
+    sq_out = {sq.ctl, static_cast<abi::SendEntry*>(sq.ring), kEntries};
+    cq_in = {cq.ctl, static_cast<abi::Completion*>(cq.ring), kEntries};
+  }
+
+  std::vector<uint8_t> mem;
+  std::vector<Line> cq_mem, sq_mem;
+  DpApp dp;
+  ipc::PipeProducer<abi::SendEntry> sq_out;
+  ipc::PipeConsumer<abi::Completion> cq_in;
+};
+
+// A plugin's descriptor longer than transport::kMaxTxLen is refused and counted, and the lcore
+// carries on: the descriptor's extbuf segments live on its stack, sized for kMaxTxLen (before
+// the limit, 4 of them, and a 200 KiB send overflowed them: ASan's stack-buffer-overflow).
+TEST_F(ManagementTest, OverlongDescriptorFromAPluginIsRefusedAndCounted) {
+  if (g_long_tx.empty()) GTEST_SKIP() << "CLEAVE_TEST_LONG_TX_PLUGIN is not set: run through meson";
+  auto call = [&](std::unique_ptr<CtlRequest> r) {
+    r = ctl_->call(std::move(r), std::chrono::seconds(5));
+    EXPECT_NE(r, nullptr) << "the dataplane did not answer";
+    return r;
+  };
+  TestApp app(7);
+  auto r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kApp;
+  r->app_op = AppOp::kAttach;
+  r->app = &app.dp;
+  r = call(std::move(r));
+  ASSERT_TRUE(r && r->app_ok);
+  // The peer asks for our address: its own is learned, so the connect needs no ARP round.
+  send(test::arp(1, test::kBroadcast, kPeerMac, kPeerIp, {}, kOurIp));
+  auto wait_for = [&](auto&& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return done();
+  };
+  std::vector<abi::Completion> got;
+  auto poll_cq = [&] {
+    abi::Completion c[8];
+    got.insert(got.end(), c, c + app.cq_in.consume(c, 8));
+  };
+  r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kFlow;
+  r->flow_op = FlowOp::kConnect;
+  r->app_id = app.dp.id;
+  r->flow_cq = TestApp::kCq;
+  r->flow_ip = kPeerIp;
+  r->flow_port = 9;
+  r->flow_transport = "long-tx";
+  r = call(std::move(r));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->flow_status, 0);
+  const uint32_t flow = r->flow_id;
+  ASSERT_TRUE(wait_for([&] {
+    poll_cq();
+    return !got.empty();
+  }));
+  ASSERT_EQ(got[0].flags, abi::kCompEvent);
+  ASSERT_EQ(got[0].opcode, abi::kEvConnected);
+  // 200 KiB: refused. Then exactly the limit: sent.
+  for (uint32_t len : {200u * 1024, transport::kMaxTxLen}) {
+    abi::SendEntry e{};
+    e.opcode = abi::kOpFlowSend;
+    e.wr_id = len;
+    e.target = flow;
+    e.length = len;
+    ASSERT_EQ(app.sq_out.produce(&e, 1), 1u);
+  }
+  ASSERT_TRUE(wait_for([&] {
+    poll_cq();
+    return got.size() >= 3;
+  })) << "the sends did not complete";
+  json flows = handle("stats.show")["flows"];
+  EXPECT_EQ(flows["tx_too_long"], 1);
+  EXPECT_EQ(flows["tx_descs"], 2);
+  EXPECT_EQ(flows["tx_bad_desc"], 0);
+  r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kApp;
+  r->app_op = AppOp::kDetach;
+  r->app_id = app.dp.id;
+  r = call(std::move(r));
+  EXPECT_TRUE(r && r->app_ok);
+}
+
+// The config's rocev2.cnp_dscp is every new QP's CNP DSCP; a QP's own parameters override it.
+class ManagementRoceTest : public ManagementTest {
+ protected:
+  void SetUp() override {
+    extra_config_ = "rocev2: {cnp_dscp: 26}\n";
+    ManagementTest::SetUp();
+  }
+};
+
+TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
+  TestApp app(8);
+  auto r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kApp;
+  r->app_op = AppOp::kAttach;
+  r->app = &app.dp;
+  r = ctl_->call(std::move(r), std::chrono::seconds(5));
+  ASSERT_TRUE(r && r->app_ok);
+  for (const auto& [params, want] : {std::pair("", 26), {"dcqcn_cnp_dscp 10", 10}}) {
+    SCOPED_TRACE(params);
+    r = std::make_unique<CtlRequest>();
+    r->op = CtlOp::kFlow;
+    r->flow_op = FlowOp::kQpCreate;
+    r->app_id = app.dp.id;
+    r->flow_cq = TestApp::kCq;
+    r->qp_send_wr = 16;
+    r->qp_recv_wr = 16;
+    r->qp_params = params;
+    r = ctl_->call(std::move(r), std::chrono::seconds(5));
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->flow_status, 0);
+    json f = handle("flow.show", {{"id", r->flow_id}});
+    EXPECT_EQ(f["info"]["cnp_dscp"], want) << f.dump();
+  }
+  r = std::make_unique<CtlRequest>();
+  r->op = CtlOp::kApp;
+  r->app_op = AppOp::kDetach;
+  r->app_id = app.dp.id;
+  r = ctl_->call(std::move(r), std::chrono::seconds(5));
+  EXPECT_TRUE(r && r->app_ok);
+}
+
 TEST_F(ManagementTest, UnknownFlowCommandIsReported) {
   auto [code, msg] = error_of(*mgmt_, "flow.frob", json::object());
   EXPECT_EQ(code, mgmt::kErrUnknownCommand);
@@ -433,6 +587,10 @@ int main(int argc, char** argv) {
   if (const char* p = std::getenv("CLEAVE_TEST_PLUGIN")) {
     cleave::transport::Registry::global().load(p);
     cleave::dp::g_plugin = p;
+  }
+  if (const char* p = std::getenv("CLEAVE_TEST_LONG_TX_PLUGIN")) {
+    cleave::transport::Registry::global().load(p);
+    cleave::dp::g_long_tx = p;
   }
   std::string prefix = "--file-prefix=cleave-mgmttest-" + std::to_string(getpid());
   const char* eal_argv[] = {

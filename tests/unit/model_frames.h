@@ -149,13 +149,15 @@ inline uint32_t icrc_ref(const Bytes& f) {
 }
 
 // RoCEv2: BTH + ext + payload + pad + ICRC; UDP checksum zero as RoCE senders do.
+// `pad` < 0: the pad the payload needs; else that PadCnt, and that many pad bytes.
 inline Bytes roce_frame(uint8_t opcode, uint32_t psn, const Bytes& ext, const Bytes& payload,
-                        uint16_t sport = 49152, uint32_t dqp = 17) {
-  uint8_t pad = uint8_t((4 - payload.size() % 4) % 4);
+                        uint16_t sport = 49152, uint32_t dqp = 17, uint16_t pkey = 0xFFFF,
+                        int pad_cnt = -1) {
+  uint8_t pad = pad_cnt < 0 ? uint8_t((4 - payload.size() % 4) % 4) : uint8_t(pad_cnt);
   Bytes u(12 + ext.size() + payload.size() + pad + 4);
   u[0] = opcode;
   u[1] = uint8_t(pad << 4);
-  put16(&u[2], 0xFFFF);
+  put16(&u[2], pkey);
   put32(&u[4], dqp & 0xFFFFFF);
   put32(&u[8], psn & 0xFFFFFF);
   std::copy(ext.begin(), ext.end(), u.begin() + 12);

@@ -683,6 +683,7 @@ TEST_F(ModelRx, SolarStreamPlacesByOffset) {
   EXPECT_EQ(rx(test::solar_frame(1, 1, 0, 3, pattern(200))).decision, Decision::kDropped);
 }
 
+// A RoCE QP on flow 4, going back N (RC's recovery) unless the fixture says otherwise.
 class ModelRoce : public ModelRx {
  protected:
   static constexpr uint32_t kPmtu = 256;
@@ -695,18 +696,179 @@ class ModelRoce : public ModelRx {
     s.initial_seq = kFirstPsn;
     s.qpn = kQp;
     s.owner = 42;  // kMr's
+    s.selective_repeat = selective_repeat;
     ASSERT_EQ(nic->flow_add(4, s), Err::kOk);
   }
   RxEntry roce(uint8_t op, uint32_t psn, const Bytes& payload, const Bytes& ext = {},
-               uint32_t qp = kQp) {
-    return rx(test::roce_frame(op, psn & 0xFFFFFF, ext, payload, uint16_t(49152 + psn % 7), qp));
+               uint32_t qp = kQp, uint16_t pkey = 0xFFFF, int pad = -1) {
+    return rx(test::roce_frame(op, psn & 0xFFFFFF, ext, payload, uint16_t(49152 + psn % 7), qp,
+                               pkey, pad));
   }
+  bool selective_repeat = false;
   static constexpr uint32_t kFirstPsn = 0xFFFFFE;  // messages straddle the PSN wrap
   static constexpr uint32_t kQp = 17;              // roce_frame's default DestQP
   static inline const Bytes kAeth = {0x1F, 0, 0, 1};
 };
 
-TEST_F(ModelRoce, SendMessagesAcrossPsnWrapSelectPostedReceives) {
+// The same QP recovering by selective repeat: requests past a gap are placed where their place
+// is certain.
+class ModelRoceSr : public ModelRoce {
+ protected:
+  void SetUp() override {
+    selective_repeat = true;
+    ModelRoce::SetUp();
+  }
+};
+
+// Go-back-N (RC as IBTA has it): only the request at the PSN the NIC expects next is placed. One
+// past a gap, a WRITE's self-describing first packet included, is deferred and writes nothing,
+// so app memory holds a prefix of the request stream: a flag written after its data is never
+// there before it. The expected PSN runs ahead of the cursor over what the NIC placed in order,
+// so a burst is placed without a cursor update.
+TEST_F(ModelRoce, GoBackNPlacesOnlyTheExpectedRequest) {
+  const Bytes data = pattern(600);
+  const Bytes first(data.begin(), data.begin() + 256),
+      middle(data.begin() + 256, data.begin() + 512), last(data.begin() + 512, data.end());
+  const Bytes flag = pattern(8, 77);
+  RxEntry e = roce(0x06, 0xFFFFFE, first, test::reth(0x3000, kMr, 600));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_FALSE(e.out_of_order);
+  // The middle is lost: its WRITE's last packet and the flag after it are not placed.
+  for (RxEntry x :
+       {roce(0x08, 0x000000, last), roce(0x0A, 0x000001, flag, test::reth(0x8000, kMr, 8))}) {
+    EXPECT_EQ(x.decision, Decision::kDeferred);
+    EXPECT_EQ(x.reason, DeferReason::kOutOfSequence);
+    EXPECT_EQ(x.placed, 0u);
+  }
+  EXPECT_EQ(untouched(), mem.size() - 256);
+  // Behind the expected PSN and not behind the cursor: the transport decides, unwritten too.
+  EXPECT_EQ(roce(0x06, 0xFFFFFE, first, test::reth(0x3000, kMr, 600)).reason,
+            DeferReason::kOutOfSequence);
+  // The middle comes: the rest follows in order, the cursor still where it was.
+  EXPECT_EQ(roce(0x07, 0xFFFFFF, middle).decision, Decision::kPlaced);
+  EXPECT_EQ(roce(0x08, 0x000000, last).decision, Decision::kPlaced);
+  e = roce(0x0A, 0x000001, flag, test::reth(0x8000, kMr, 8));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_FALSE(e.out_of_order);
+  EXPECT_EQ(Bytes(mem.begin() + 0x3000, mem.begin() + 0x3000 + 600), data);
+  EXPECT_EQ(Bytes(mem.begin() + 0x8000, mem.begin() + 0x8000 + 8), flag);
+  EXPECT_EQ(nic->defer_count(DeferReason::kOutOfSequence), 3u);
+  EXPECT_EQ(nic->cursor(4), 0xFFFFFEu);
+  ASSERT_EQ(nic->cursor_update(4, 0x000002), Err::kOk);
+  EXPECT_EQ(roce(0x0A, 0x000001, flag, test::reth(0x8000, kMr, 8)).decision, Decision::kDropped);
+  // A request at the expected PSN the NIC defers (a SEND with no receive yet: the transport's
+  // RNR NAK) holds it: what follows is not placed until the SEND is.
+  EXPECT_EQ(roce(0x04, 0x000002, pattern(40, 1)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(roce(0x0A, 0x000003, pattern(16, 2), test::reth(0x9000, kMr, 16)).reason,
+            DeferReason::kOutOfSequence);
+  EXPECT_EQ(mem[0x9000], kUntouched);
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 64, 0}), Err::kOk);
+  EXPECT_EQ(roce(0x04, 0x000002, pattern(40, 1)).decision, Decision::kPlaced);
+  EXPECT_EQ(roce(0x0A, 0x000003, pattern(16, 2), test::reth(0x9000, kMr, 16)).decision,
+            Decision::kPlaced);
+  // The transport took requests through the copy path: the cursor moves the expected PSN on.
+  EXPECT_EQ(roce(0x0A, 0x000006, pattern(16, 3), test::reth(0xA000, kMr, 16)).reason,
+            DeferReason::kOutOfSequence);
+  ASSERT_EQ(nic->cursor_update(4, 0x000006), Err::kOk);
+  ASSERT_EQ(nic->roce_resync(4, 0x000006, 1), Err::kOk);
+  EXPECT_EQ(roce(0x0A, 0x000006, pattern(16, 3), test::reth(0xA000, kMr, 16)).decision,
+            Decision::kPlaced);
+}
+
+// A READ request takes the PSNs of its responses: the expected PSN and the message chain pass
+// over them, so the SEND after it is placed at once.
+TEST_F(ModelRoce, GoBackNReadRequestTakesItsResponsesPsns) {
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 64, 0}), Err::kOk);
+  EXPECT_EQ(roce(0x0C, 0xFFFFFE, {}, test::reth(0x100, kMr, 600)).decision, Decision::kNoPayload);
+  EXPECT_EQ(roce(0x04, 0xFFFFFF, pattern(40)).reason, DeferReason::kOutOfSequence);
+  RxEntry e = roce(0x04, 0x000001, pattern(40));  // 600 bytes: PSNs FFFFFE..000000
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_EQ(e.msg_seq, 0u);
+}
+
+// Selective repeat keeps its placement past a gap: the WRITE's last packet, then the flag (a
+// self-describing first packet), land before the missing middle.
+TEST_F(ModelRoceSr, SelectiveRepeatPlacesPastAGap) {
+  const Bytes data = pattern(600);
+  EXPECT_EQ(
+      roce(0x06, 0xFFFFFE, Bytes(data.begin(), data.begin() + 256), test::reth(0x3000, kMr, 600))
+          .decision,
+      Decision::kPlaced);
+  RxEntry e = roce(0x08, 0x000000, Bytes(data.begin() + 512, data.end()));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_TRUE(e.out_of_order);
+  e = roce(0x0A, 0x000001, pattern(8, 77), test::reth(0x8000, kMr, 8));
+  EXPECT_EQ(e.decision, Decision::kPlaced);
+  EXPECT_TRUE(e.out_of_order);
+  EXPECT_EQ(nic->defer_count(DeferReason::kOutOfSequence), 0u);
+}
+
+// IBTA's lengths hold before a byte is written, in both modes: a request that breaks them is
+// deferred untouched (the transport NAKs it as invalid) and the expected PSN stays.
+TEST_F(ModelRoce, RequestsBreakingIbtaLengthsWriteNothing) {
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 4096, 0}), Err::kOk);
+  const uint32_t p = kFirstPsn;
+  struct Case {
+    const char* what;
+    RxEntry e;
+    DeferReason want;
+  };
+  const Case cases[] = {
+      {"WRITE first shorter than a PMTU",
+       roce(0x06, p, pattern(100), test::reth(0x3000, kMr, 1000)), DeferReason::kBadLength},
+      {"WRITE first whose RETH is one PMTU",
+       roce(0x06, p, pattern(256), test::reth(0x3000, kMr, 256)), DeferReason::kBadLength},
+      {"WRITE first over 2^31", roce(0x06, p, pattern(256), test::reth(0x3000, kMr, 0x80000001)),
+       DeferReason::kBadLength},
+      {"WRITE only short of its RETH", roce(0x0A, p, pattern(30), test::reth(0x3000, kMr, 200)),
+       DeferReason::kBadLength},
+      {"WRITE only over a PMTU", roce(0x0A, p, pattern(300), test::reth(0x3000, kMr, 300)),
+       DeferReason::kBadLength},
+      {"SEND first shorter than a PMTU", roce(0x00, p, pattern(100)), DeferReason::kBadLength},
+      {"SEND only over a PMTU", roce(0x04, p, pattern(300)), DeferReason::kBadLength},
+      {"READ request over 2^31", roce(0x0C, p, {}, test::reth(0, kMr, 0x80000001)),
+       DeferReason::kBadLength},
+      {"payload and pad not whole words", roce(0x04, p, pattern(3), {}, kQp, 0xFFFF, 0),
+       DeferReason::kBadL4Header},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.e.decision, Decision::kDeferred) << c.what;
+    EXPECT_EQ(c.e.reason, c.want) << c.what;
+  }
+  EXPECT_EQ(untouched(), mem.size());
+  // A two-packet WRITE: its last packet must end at the RETH's length.
+  EXPECT_EQ(roce(0x06, p, pattern(256), test::reth(0x3000, kMr, 300)).decision, Decision::kPlaced);
+  EXPECT_EQ(roce(0x08, p + 1, pattern(50)).reason, DeferReason::kBadLength);
+  EXPECT_EQ(mem[0x3000 + 256], kUntouched);
+  EXPECT_EQ(roce(0x08, p + 1, pattern(44)).decision, Decision::kPlaced);
+}
+
+// IBTA 10.9.3: the QP is in the default partition. A P_Key of another (or an invalid one) is
+// deferred untouched; a limited member of the default partition (0x7FFF) matches ours.
+TEST_F(ModelRoce, PkeyOutsideTheDefaultPartitionWritesNothing) {
+  for (uint16_t pkey : {0x1234, 0x0000, 0x8000, 0x7FFE}) {
+    RxEntry e = roce(0x0A, kFirstPsn, pattern(64), test::reth(0x3000, kMr, 64), kQp, pkey);
+    EXPECT_EQ(e.reason, DeferReason::kBadPkey) << pkey;
+  }
+  EXPECT_EQ(untouched(), mem.size());
+  EXPECT_EQ(nic->defer_count(DeferReason::kBadPkey), 4u);
+  EXPECT_EQ(roce(0x0A, kFirstPsn, pattern(64), test::reth(0x3000, kMr, 64), kQp, 0x7FFF).decision,
+            Decision::kPlaced);
+}
+
+// What the transport refuses with an invalid-request NAK is never placed: SEND with invalidate
+// (into a posted receive), atomics, UC's opcodes on an RC QP. Nor do they move the expected PSN.
+TEST_F(ModelRoce, UnsupportedOpcodesAreNeverPlaced) {
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 4096, 0}), Err::kOk);
+  const Bytes ieth = {0, 0, 0, 9};
+  EXPECT_EQ(roce(0x17, kFirstPsn, pattern(64), ieth).reason, DeferReason::kUnsupported);
+  EXPECT_EQ(roce(0x13, kFirstPsn, {}, Bytes(28, 0)).decision, Decision::kNoPayload);
+  EXPECT_EQ(roce(0x24, kFirstPsn, pattern(64)).reason, DeferReason::kUnsupported);  // UC SEND
+  EXPECT_EQ(untouched(), mem.size());
+  EXPECT_EQ(roce(0x04, kFirstPsn, pattern(64)).decision, Decision::kPlaced);
+}
+
+TEST_F(ModelRoceSr, SendMessagesAcrossPsnWrapSelectPostedReceives) {
   ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 1024, 0}), Err::kOk);
   ASSERT_EQ(nic->ms_post(4, {kMr, 0x20000, 1024, 1}), Err::kOk);
   Bytes msg = pattern(612);
@@ -754,7 +916,7 @@ TEST_F(ModelRoce, SendMessagesAcrossPsnWrapSelectPostedReceives) {
   EXPECT_EQ(roce(0x04, 0x000002, pattern(8)).reason, DeferReason::kNoMessage);
 }
 
-TEST_F(ModelRoce, SendWhoseStartIsUnknownDefers) {
+TEST_F(ModelRoceSr, SendWhoseStartIsUnknownDefers) {
   ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 4096, 0}), Err::kOk);
   ASSERT_EQ(nic->ms_post(4, {kMr, 0x20000, 4096, 1}), Err::kOk);
   // The first packet is lost: middle and a later message cannot be placed safely.
@@ -775,7 +937,7 @@ TEST_F(ModelRoce, SendWhoseStartIsUnknownDefers) {
   EXPECT_EQ(nic->roce_resync(0, 0, 0), Err::kBadArgument);  // not a RoCE flow
 }
 
-TEST_F(ModelRoce, PacketsOfALaterMessageNeverLandInTheCurrentOne) {
+TEST_F(ModelRoceSr, PacketsOfALaterMessageNeverLandInTheCurrentOne) {
   ASSERT_EQ(nic->ms_post(4, {kMr, 0x10000, 4096, 0}), Err::kOk);
   ASSERT_EQ(nic->ms_post(4, {kMr, 0x20000, 4096, 1}), Err::kOk);
   // Message A = FFFFFE..FFFFFF (its last packet lost), B = 000000..000001 (its first lost).
@@ -802,12 +964,13 @@ TEST_F(ModelRoce, WritePlacesAtRethAddress) {
   e = roce(0x08, 0x000000, Bytes(msg.begin() + 512, msg.end()));
   EXPECT_EQ(e.frags[0].offset, 0x3000u + 512);
   EXPECT_EQ(Bytes(mem.begin() + 0x3000, mem.begin() + 0x3000 + 600), msg);
-  // Beyond the RETH length, an unknown MR, outside the MR: deferred, nothing written.
-  e = roce(0x0A, 0x000001, pattern(300), test::reth(0x5000, kMr, 200));
-  EXPECT_EQ(e.reason, DeferReason::kMsOverflow);
-  e = roce(0x0A, 0x000002, pattern(30), test::reth(0x5000, 9, 200));
+  // Beyond the RETH length, an unknown MR, outside the MR: deferred, nothing written (each at
+  // the expected PSN, which a deferred request does not move).
+  e = roce(0x0A, 0x000001, pattern(200), test::reth(0x5000, kMr, 100));
+  EXPECT_EQ(e.reason, DeferReason::kBadLength);
+  e = roce(0x0A, 0x000001, pattern(30), test::reth(0x5000, 9, 30));
   EXPECT_EQ(e.reason, DeferReason::kRemoteAccess);
-  e = roce(0x0A, 0x000003, pattern(30), test::reth((1 << 20) - 10, kMr, 200));
+  e = roce(0x0A, 0x000001, pattern(30), test::reth((1 << 20) - 10, kMr, 30));
   EXPECT_EQ(e.reason, DeferReason::kRemoteAccess);
   EXPECT_EQ(untouched(), mem.size() - 600);
 }
@@ -895,14 +1058,14 @@ TEST_F(ModelRoce, WriteNeedsTheTagTheOwnerRemoteWriteAndTheRange) {
       {0x100, 9, "no such MR"},
   };
   const size_t before = untouched();
-  uint32_t psn = kFirstPsn;
+  const uint32_t psn = kFirstPsn;  // each refused at the expected PSN, which stays
   for (const Case& c : refused) {
-    RxEntry e = roce(0x0A, psn++, pattern(64), test::reth(c.va, c.rkey, 64));
+    RxEntry e = roce(0x0A, psn, pattern(64), test::reth(c.va, c.rkey, 64));
     EXPECT_EQ(e.decision, Decision::kDeferred) << c.what;
     EXPECT_EQ(e.reason, DeferReason::kRemoteAccess) << c.what;
   }
   // A first packet whose RETH claims more than the MR is refused though its own bytes fit.
-  EXPECT_EQ(roce(0x06, psn++, pattern(256), test::reth(4096 - 256, key, 512)).reason,
+  EXPECT_EQ(roce(0x06, psn, pattern(256), test::reth(4096 - 256, key, 512)).reason,
             DeferReason::kRemoteAccess);
   EXPECT_EQ(nic->defer_count(DeferReason::kRemoteAccess), 8u);
   EXPECT_EQ(untouched(), before);
@@ -1133,7 +1296,10 @@ TEST(ModelCounters, NamesAreUniqueAndStable) {
   EXPECT_EQ(defer_reason_name(DeferReason::kDmaFault), "dma_fault");
   EXPECT_TRUE(names.count("defer_remote_access"));
   EXPECT_TRUE(names.count("cmd_err_access_denied"));
-  EXPECT_EQ(kCounterCount, 59u);
+  EXPECT_TRUE(names.count("defer_out_of_sequence"));
+  EXPECT_TRUE(names.count("defer_bad_pkey"));
+  EXPECT_TRUE(names.count("defer_bad_length"));
+  EXPECT_EQ(kCounterCount, 62u);
 }
 
 }  // namespace

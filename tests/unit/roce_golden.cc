@@ -1,6 +1,6 @@
 // roce_golden.cc - golden RoCEv2 packets: drives the real RcTransport between two simulated hosts
-// (sim/roce_pair.h) until it has sent every opcode it has, the ACK and each NAK, adds a CNP sent
-// through a host's NIC model, checks every frame (IPv4, UDP 4791 from 49152-65535, headers that
+// (sim/roce_pair.h) until it has sent every opcode it has, the ACK and each NAK and a CNP (for a
+// CE-marked packet), checks every frame (IPv4, UDP 4791 from 49152-65535, headers that
 // roce::parse accepts, the ICRC by wire.h's software one), and writes them all into a pcap
 // (classic libpcap, LINKTYPE_ETHERNET) for tshark (tests/unit/test_roce_golden.py).
 //
@@ -317,41 +317,24 @@ bool traffic(std::vector<Captured>& frames) {
     caught.insert(caught.end(), c2.begin(), c2.end());
   }
 
-  // A CNP from B to A's QP, built with roce::build and sent through B's NIC model, which appends
-  // the ICRC (kTxIcrc). The transport does not send CNPs yet. Ethernet and IP are those of B's
-  // first frame to A.
-  const Captured* from_b = nullptr;
-  for (const Captured& c : caught) {
-    if (c.bytes.size() > kBth && nic::load32(&c.bytes[kEth + 12]) == p.net->b().ip()) {
-      from_b = &c;
-      break;
+  // A CNP: a third pair whose link marks every ECN-capable frame from A CE (DCQCN is on: every
+  // RoCE packet is ECT(0)); B's notification point answers the first with a CNP at DSCP 48.
+  {
+    std::vector<Captured> c3;
+    Run run3(c3);
+    RoceConfig c = config();
+    c.ab.ce = 1.0;
+    RocePair q(kSeed + 2, c);
+    if (!q.ok) return run3.fail("the third pair's QPs did not reach RTS", q);
+    const uint64_t base = end + 1'000'000;
+    run3.tap(q, base);
+    if (!run3.op(q, {.kind = ReqKind::kWrite, .len = 100, .wr_id = 31, .rkey = q.b.mr}, 0)) {
+      return false;
     }
+    q.net->run_for(1'000'000);
+    if (q.b.rc->counters().cnps_sent == 0) return run3.fail("no CNP", q);
+    caught.insert(caught.end(), c3.begin(), c3.end());
   }
-  if (from_b == nullptr) return run.fail("no frame from B", p);
-  std::array<uint8_t, kL4 + roce::kMaxHeader> hdr{};
-  std::memcpy(hdr.data(), from_b->bytes.data(), kL4);
-  nic::store16(&hdr[kEth + 10], 0);  // the NIC fills lengths and the IP checksum
-  roce::Headers h;
-  h.src_port = roce::udp_sport(RocePair::kQpnB, RocePair::kQpnA);
-  h.opcode = roce::kCnp;
-  h.becn = true;
-  h.dest_qp = RocePair::kQpnA;
-  h.psn = 0;
-  const size_t l4 = roce::build(h, &hdr[kL4]);
-  nic::TxRequest req;
-  req.header = std::span<const uint8_t>(hdr.data(), kL4 + l4);
-  req.flags = uint8_t(nic::kTxIpCsum | nic::kTxIcrc);
-  std::vector<uint8_t> out(256);
-  std::array<nic::TxFrame, 1> tf{};
-  uint16_t n = 0;
-  if (p.net->b().nic().tx(req, out, tf, &n) != nic::TxStatus::kOk || n != 1) {
-    return run.fail("the NIC model refused the CNP", p);
-  }
-  std::array<nic::TxCompletion, 4> done{};
-  p.net->b().nic().tx_poll(done);
-  end += 1'000'000;
-  caught.push_back({end, std::vector<uint8_t>(out.begin() + tf[0].offset,
-                                              out.begin() + tf[0].offset + tf[0].len)});
   frames = std::move(caught);
   return true;
 }

@@ -7,6 +7,8 @@
 // CLEAVE_SIM_SEED replays a seed.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -325,6 +327,7 @@ std::vector<FaultCase> fault_cases() {
   f.corrupt_payload = 0.01;
   f.corrupt_checksum = 0.005;
   add("CorruptionCaughtByIcrc", f, f);
+  add("CorruptionCaughtByIcrcCopyPath", f, f, false);
   f = {};
   f.truncate = 0.005;
   add("Truncation", f, f);
@@ -384,6 +387,20 @@ INSTANTIATE_TEST_SUITE_P(Matrix, RoceFaults,
                            return std::get<0>(tp.param).name +
                                   (std::get<1>(tp.param) ? "SelectiveRepeat" : "GoBackN");
                          });
+
+// RoCEv2 senders leave the UDP checksum 0 and the ICRC leaves the field out; one that is filled
+// in and wrong is the UDP layer's to drop (as a UDP stack does), counted apart from the ICRC:
+// bad_icrc stays for what the ICRC caught.
+TEST(RoceSim, BadUdpChecksumIsNotABadIcrc) {
+  RoceConfig c;
+  c.ab.corrupt_checksum = 0.02;
+  RocePair p(seed(15), c);
+  run_workload(p, workload(30, 65536));
+  EXPECT_GT(p.net->stats(Dir::kAtoB).corrupted_checksum, 0u);
+  EXPECT_GT(p.net->b().stats().rx_bad_udp_csum, 0u) << p.describe();
+  EXPECT_LE(p.net->b().stats().rx_bad_udp_csum, p.net->stats(Dir::kAtoB).corrupted_checksum);
+  EXPECT_EQ(p.b.rc->counters().bad_icrc, 0u) << p.describe();
+}
 
 // Recovery paths that only some loss patterns reach (an ACK for everything sent overtaking a
 // rewind, READs re-executed while their first responses are still queued): more seeds of the
@@ -720,6 +737,32 @@ TEST(RoceSim, SendLongerThanTheReceiveFailsBoth) {
   EXPECT_EQ(qa.state, QpState::kErr);
 }
 
+// A QP in ERR has flushed its queues and takes no more packets. Here B's app moves its QP to ERR
+// between the first and the middle packets of a SEND: the rest of that SEND must not reach the
+// receive the flush completed (fuzz_roce_sim found it completed a second time, and the receive
+// queue's head run past its tail).
+TEST(RoceSim, QpInErrorTakesNoMorePackets) {
+  RoceConfig c;
+  c.pmtu = 1024;
+  c.link.rate_bps = 1'000'000'000;  // a packet every 8 us: B sees them one at a time
+  RocePair p(seed(14), c);
+  ASSERT_TRUE(p.ok);
+  p.post(p.net->b(), {.kind = ReqKind::kRecv, .len = 8192, .wr_id = 5});
+  p.post(p.net->a(), {.kind = ReqKind::kSend, .len = 4096, .wr_id = 1});
+  ASSERT_TRUE(p.net->run_until([&] { return p.b.rc->counters().rx_packets >= 1; }, 1'000'000'000))
+      << p.describe();
+  ASSERT_EQ(p.b.rc->counters().rx_packets, 1u) << p.describe();
+  QpAttr at;
+  at.state = QpState::kErr;
+  ASSERT_EQ(p.b.rc->modify_qp(p.b.qp, at, kAttrState, p.net->b()), 0);
+  p.net->b().flush();
+  p.net->run_for(20'000'000);  // the SEND's other packets, and A's retries
+  ASSERT_EQ(p.b.events.size(), 1u) << p.describe();
+  EXPECT_EQ(p.b.events[0].wr_id, 5u);
+  EXPECT_EQ(p.b.events[0].status, -ECANCELED);
+  EXPECT_GT(p.b.rc->counters().bad_packets, 0u);  // they came, and were dropped
+}
+
 // WRITEs with immediate and SENDs alternating, each pair arriving in one burst (an infinitely
 // fast link): the NIC must not open a SEND before the transport has accepted the WRITE before
 // it, which takes a receive too; else the SEND lands in that receive's buffer.
@@ -761,6 +804,68 @@ TEST(RoceSim, SendAfterAWriteWithImmediateTakesItsOwnReceive) {
       EXPECT_TRUE(p.same(p.net->b(), kWriteAt + o, p.net->a(), o, len));
     }
     o += len;
+  }
+}
+
+// RC executes requests in order: a flag written after its data is never seen before the data,
+// whatever the wire does to the packets. A go-back-N responder's NIC places only the request it
+// expects next, so nothing past a gap reaches app memory (before, a WRITE's self-describing
+// first packet was placed ahead of the cursor); the copy path copies only at ePSN. Checked
+// before every frame B's NIC takes: whenever B's flag says round k, rounds 0..k-1's data are
+// all in place.
+TEST(RoceSim, GoBackNNeverShowsAFlagBeforeItsData) {
+  constexpr uint32_t kData = 3 * 4096 + 100;  // a WRITE first, middles and a last
+  constexpr uint64_t kRounds = 40;
+  constexpr size_t kFlags = kHalf;  // A: each round's flag value; B: the flag
+  for (bool zc : {true, false}) {
+    SCOPED_TRACE(zc ? "NIC placement" : "copy path");
+    RoceConfig c;
+    c.zero_copy = zc;
+    c.ab.reorder = 0.25;
+    c.ab.reorder_depth = 6;
+    c.ab.loss = 0.02;
+    c.ab.duplicate = 0.02;
+    RocePair p(seed(14), c);
+    ASSERT_TRUE(p.ok);
+    p.fill(p.net->a(), 0, kRounds * kData, 21);
+    std::span<uint8_t> a_mem = p.net->a().mr(p.a.mr);
+    std::span<uint8_t> b_mem = p.net->b().mr(p.b.mr);
+    for (uint64_t k = 0; k < kRounds; k++) {
+      const uint64_t v = k + 1;
+      std::memcpy(a_mem.data() + kFlags + 8 * k, &v, 8);
+      p.post(p.net->a(), {.kind = ReqKind::kWrite,
+                          .len = kData,
+                          .offset = k * kData,
+                          .wr_id = 2 * k,
+                          .rkey = p.b.mr,
+                          .remote_addr = k * kData});
+      p.post(p.net->a(), {.kind = ReqKind::kWrite,
+                          .len = 8,
+                          .offset = kFlags + 8 * k,
+                          .wr_id = 2 * k + 1,
+                          .rkey = p.b.mr,
+                          .remote_addr = kFlags});
+    }
+    uint64_t checked = 0;  // rounds whose data was seen whole under their flag
+    uint64_t early = 0;    // flags seen before their data
+    auto check = [&] {
+      uint64_t flag = 0;
+      std::memcpy(&flag, b_mem.data() + kFlags, 8);
+      for (; checked < flag; checked++) {
+        if (!p.same(p.net->b(), checked * kData, p.net->a(), checked * kData, kData)) early++;
+      }
+    };
+    p.net->set_tap([&](Dir d, std::span<const uint8_t>) {
+      if (d == Dir::kAtoB) check();
+    });
+    ASSERT_TRUE(p.run_until_events(p.a, 2 * kRounds)) << p.describe();
+    check();
+    EXPECT_EQ(early, 0u) << "flags seen before their data\n" << p.describe();
+    EXPECT_EQ(checked, kRounds);
+    for (const Event& e : p.a.events)
+      EXPECT_EQ(e.status, 0);
+    EXPECT_GT(p.net->stats(Dir::kAtoB).reordered, 10u);
+    EXPECT_GT(p.b.rc->counters().out_of_sequence, 0u);
   }
 }
 
@@ -830,23 +935,36 @@ TEST(RoceSim, DcqcnParamsAreChecked) {
   EXPECT_EQ(rc.create_qp(1, 0x40, QpCaps{}, ok), 0);
 }
 
-// ---- the QP state machine ---------------------------------------------------------------------
+// ---- the responder's checks, packet by packet -------------------------------------------------
 
-class NullContext final : public Context {
+// A Context that keeps what the transport emits: descriptors, events, copies.
+class RecordingContext final : public Context {
  public:
-  NullContext() : Context(tx_, ev_) {}
-  int ms_post(FlowId, uint16_t, uint64_t, uint32_t, uint32_t) override { return -EOPNOTSUPP; }
+  RecordingContext() : Context(tx_, ev_) {}
+  int ms_post(FlowId, uint16_t, uint64_t, uint32_t, uint32_t) override { return 0; }
   int cursor_update(FlowId, uint32_t) override { return 0; }
   int ms_retire(FlowId, uint32_t) override { return 0; }
   int ms_retire_msg(FlowId, uint32_t) override { return 0; }
-  bool copy_in(const uint8_t*, uint32_t, uint16_t, uint64_t) override { return false; }
+  int rkey_check(FlowId, uint32_t, uint64_t va, uint32_t, bool, uint16_t* mr,
+                 uint64_t* offset) override {
+    *mr = 1;
+    *offset = va;
+    return 0;
+  }
+  bool copy_in(const uint8_t*, uint32_t len, uint16_t, uint64_t) override {
+    copied += len;
+    return true;
+  }
   FlowId flow_open(ListenerId, const FlowTuple&, uint32_t, bool) override { return kNoFlow; }
   void flow_synced(FlowId, uint32_t, bool) override {}
   void flow_closed(FlowId) override {}
+  void at(uint64_t ns) { set_now(ns); }
+  std::vector<TxDesc> sent;
   std::vector<Event> events;
+  uint64_t copied = 0;
 
  private:
-  void drain_tx(std::span<TxDesc>) override {}
+  void drain_tx(std::span<TxDesc> d) override { sent.insert(sent.end(), d.begin(), d.end()); }
   void drain_events(std::span<const Event> e) override {
     events.insert(events.end(), e.begin(), e.end());
   }
@@ -854,9 +972,229 @@ class NullContext final : public Context {
   std::array<Event, 8> ev_{};
 };
 
+// One QP in RTS (flow 1, QPN 0x11, the peer 0x22, PMTU 256, ePSN 0x100) and packets for it,
+// handed over as the copy path does (Placed::kDeferred with the payload).
+class RoceResponder : public ::testing::Test {
+ protected:
+  static constexpr FlowId kFlow = 1;
+  static constexpr uint32_t kEpsn = 0x100;
+  static constexpr uint32_t kPmtu = 256;
+
+  void make_qp(std::vector<Param> params = {}) {
+    ASSERT_EQ(rc.create_qp(kFlow, 0x11, QpCaps{}, params), 0);
+    QpAttr a;
+    a.state = QpState::kInit;
+    a.access = kRemoteWrite | kRemoteRead;
+    ASSERT_EQ(rc.modify_qp(kFlow, a, kAttrState | kAttrAccess, ctx), 0);
+    a.state = QpState::kRtr;
+    a.pmtu = kPmtu;
+    a.dest_qpn = 0x22;
+    a.rq_psn = kEpsn;
+    ASSERT_EQ(rc.modify_qp(kFlow, a, kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn, ctx), 0);
+    a.state = QpState::kRts;
+    a.sq_psn = 0x500;
+    ASSERT_EQ(
+        rc.modify_qp(kFlow, a,
+                     kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry, ctx),
+        0);
+  }
+  void SetUp() override { make_qp(); }
+
+  // Delivers one packet: UDP, BTH and the opcode's headers (`ext` more bytes of zeros for the
+  // headers build() does not write), then `payload` bytes; ECN `ecn`.
+  void deliver(Headers h, uint32_t payload, uint8_t ext = 0, uint8_t ecn = 2) {
+    h.dest_qp = 0x11;
+    h.pad = uint8_t((4 - payload % 4) % 4);
+    std::array<uint8_t, kMaxHeader + 32> l4{};
+    const size_t n = build(h, l4.data()) + ext;
+    std::vector<uint8_t> data(payload, 0xAB);
+    std::array<uint8_t, 20> ip{0x45, uint8_t(ecn)};
+    RxHeader x;
+    x.flow = kFlow;
+    x.l3 = ip.data();
+    x.l3_len = 20;
+    x.l4 = l4.data();
+    x.l4_len = uint16_t(n);
+    x.ecn = ecn;
+    x.l4_csum = Csum::kGood;
+    x.payload_len = payload;
+    x.placed = payload != 0 ? Placed::kDeferred : Placed::kNoPayload;
+    x.payload = payload != 0 ? data.data() : nullptr;
+    ctx.at(now += 1000);
+    rc.rx_burst(std::span<const RxHeader>(&x, 1), ctx);
+    ctx.flush();
+  }
+  Headers write_only(uint32_t psn, uint32_t len) {
+    Headers h;
+    h.opcode = kWriteOnly;
+    h.psn = psn;
+    h.va = 0x1000;
+    h.rkey = 1;
+    h.dma_len = len;
+    h.ack_req = true;
+    return h;
+  }
+  // The AETH syndrome and PSN of descriptor i (an ACK or NAK).
+  std::pair<uint8_t, uint32_t> aeth(size_t i) const {
+    Headers h;
+    size_t n = 0;
+    EXPECT_EQ(parse(ctx.sent.at(i).l4.data(), ctx.sent[i].l4_len, h, &n), ParseError::kNone);
+    return {h.syndrome, h.psn};
+  }
+  QpState state() {
+    QpAttr a;
+    rc.query_qp(kFlow, &a);
+    return a.state;
+  }
+
+  RcTransport rc;
+  RecordingContext ctx;
+  uint64_t now = 1'000'000;
+};
+
+// IBTA 10.9.3: the QP is in the default partition (0xFFFF). A packet of another partition is
+// dropped without a word and counted; a limited member of the same one (0x7FFF) is taken.
+TEST_F(RoceResponder, PkeyOfAnotherPartitionIsDroppedAndCounted) {
+  for (uint16_t pkey : {0x1234, 0x0000, 0x8000, 0x7FFE}) {
+    Headers h = write_only(kEpsn, 64);
+    h.pkey = pkey;
+    deliver(h, 64);
+  }
+  EXPECT_EQ(rc.counters().bad_pkey, 4u);
+  EXPECT_EQ(ctx.copied, 0u) << "a WRITE of another partition was executed";
+  EXPECT_TRUE(ctx.sent.empty()) << "no NAK for a P_Key violation";
+  Headers h = write_only(kEpsn, 64);
+  h.pkey = 0x7FFF;
+  deliver(h, 64);
+  EXPECT_EQ(ctx.copied, 64u);
+  ASSERT_EQ(ctx.sent.size(), 1u);
+  EXPECT_EQ(aeth(0), std::pair(uint8_t(kSynAck), kEpsn));
+  EXPECT_EQ(rc.counters().bad_pkey, 4u);
+}
+
+// Every RC request this transport does not implement is answered with NAK invalid request
+// (0x61) at its PSN, as rxe answers what it does not support, and the responder's QP goes to
+// ERR; nothing of it is executed. Silently dropped, a real peer would wait out its timeouts.
+TEST_F(RoceResponder, UnsupportedOpcodesGetAnInvalidRequestNak) {
+  struct Case {
+    uint8_t op;
+    uint8_t ext;
+    uint32_t payload;
+  };
+  const Case cases[] = {{kCompareSwap, 28, 0}, {kFetchAdd, 28, 0},    {kSendOnlyInv, 4, 40},
+                        {kSendLastInv, 4, 40}, {0x15, 0, 0},          {0x18, 0, 8},
+                        {kFlush, 20, 0},       {kAtomicWrite, 16, 8}, {0x1F, 0, 0}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(op_name(c.op)));
+    rc.destroy_qp(kFlow, ctx);
+    ctx.sent.clear();
+    make_qp();
+    Headers h;
+    h.opcode = c.op;
+    h.psn = kEpsn;
+    deliver(h, c.payload, c.ext);
+    ASSERT_EQ(ctx.sent.size(), 1u);
+    EXPECT_EQ(aeth(0), std::pair(uint8_t(kSynInvalid), kEpsn));
+    EXPECT_EQ(state(), QpState::kErr);
+    EXPECT_EQ(ctx.copied, 0u);
+  }
+  EXPECT_EQ(rc.counters().invalid_requests, std::size(cases));
+  EXPECT_EQ(rc.counters().bad_packets, 0u);
+}
+
+// IBTA's lengths and opcode order, checked before a byte of the request is taken.
+TEST_F(RoceResponder, RequestsBreakingLengthsOrOrderAreInvalid) {
+  auto invalid = [&](const char* what, auto&& send) {
+    SCOPED_TRACE(what);
+    rc.destroy_qp(kFlow, ctx);
+    ctx.sent.clear();
+    ctx.copied = 0;
+    make_qp();
+    send();
+    ASSERT_FALSE(ctx.sent.empty());
+    EXPECT_EQ(aeth(ctx.sent.size() - 1), std::pair(uint8_t(kSynInvalid), kEpsn + 1));
+    EXPECT_EQ(state(), QpState::kErr);
+  };
+  Headers first = write_only(kEpsn + 1, 1000);
+  first.opcode = kWriteFirst;
+  invalid("a WRITE first one PMTU long", [&] {
+    deliver(write_only(kEpsn, 0), 0);
+    Headers h = first;
+    h.dma_len = kPmtu;
+    deliver(h, kPmtu);
+    EXPECT_EQ(ctx.copied, 0u);
+  });
+  invalid("a WRITE first over 2^31", [&] {
+    deliver(write_only(kEpsn, 0), 0);
+    Headers h = first;
+    h.dma_len = kMaxMessage + 1;
+    deliver(h, kPmtu);
+    EXPECT_EQ(ctx.copied, 0u);
+  });
+  invalid("a WRITE first shorter than a PMTU", [&] {
+    deliver(write_only(kEpsn, 0), 0);
+    deliver(first, 100);
+    EXPECT_EQ(ctx.copied, 0u);
+  });
+  invalid("a WRITE first inside a SEND", [&] {
+    Headers s;
+    s.opcode = kSendFirst;
+    s.psn = kEpsn;
+    rc.app_burst(std::array{AppRequest{.flow = kFlow, .kind = ReqKind::kRecv, .len = 4096}}, ctx);
+    deliver(s, kPmtu);
+    deliver(first, kPmtu);
+  });
+  invalid("a SEND middle with no SEND", [&] {
+    deliver(write_only(kEpsn, 0), 0);
+    Headers s;
+    s.opcode = kSendMiddle;
+    s.psn = kEpsn + 1;
+    deliver(s, kPmtu);
+    EXPECT_EQ(ctx.copied, 0u);
+  });
+}
+
+// Under DCQCN every packet the QP sends is ECT(0): READ requests, WRITEs, ACKs; a CE-marked
+// packet draws a CNP at DSCP 48 (mlx5's), or the DSCP the QP's dcqcn_cnp_dscp names. Without
+// DCQCN nothing is ECN-capable.
+TEST_F(RoceResponder, EveryPacketIsEctUnderDcqcnAndCnpsHaveTheirDscp) {
+  for (const char* dscp : {"", "26", "off"}) {
+    SCOPED_TRACE(dscp);
+    rc.destroy_qp(kFlow, ctx);
+    ctx.sent.clear();
+    std::vector<Param> params;
+    if (std::string_view(dscp) == "off") {
+      params.push_back({"dcqcn", "off"});
+    } else if (*dscp != 0) {
+      params.push_back({"dcqcn_cnp_dscp", dscp});
+    }
+    make_qp(params);
+    const bool on = std::string_view(dscp) != "off";
+    rc.app_burst(std::array{AppRequest{.flow = kFlow, .kind = ReqKind::kRead, .len = 100},
+                            AppRequest{.flow = kFlow, .kind = ReqKind::kWrite, .len = 100}},
+                 ctx);
+    ctx.flush();
+    deliver(write_only(kEpsn, 8), 8, 0, 3);  // CE-marked: an ACK and (under DCQCN) a CNP
+    ASSERT_EQ(ctx.sent.size(), on ? 4u : 3u);
+    size_t cnps = 0;
+    for (const TxDesc& d : ctx.sent) {
+      EXPECT_EQ(d.ecn, on ? 2 : 0) << op_name(d.l4[8]);
+      if (d.l4[8] == kCnp) {
+        cnps++;
+        EXPECT_EQ(d.dscp, *dscp != 0 ? 26 : 48);
+      } else {
+        EXPECT_EQ(d.dscp, 0);
+      }
+    }
+    EXPECT_EQ(cnps, on ? 1u : 0u);
+  }
+}
+
+// ---- the QP state machine ---------------------------------------------------------------------
+
 TEST(RoceQp, TransitionsNeedTheirAttributes) {
   RcTransport rc;
-  NullContext ctx;
+  RecordingContext ctx;
   ASSERT_EQ(rc.create_qp(3, 0x33, QpCaps{}), 0);
   EXPECT_EQ(rc.create_qp(3, 0x34, QpCaps{}), -EEXIST);
   EXPECT_EQ(rc.create_qp(4, 0x1000000, QpCaps{}), -EINVAL);

@@ -83,6 +83,7 @@ class ScriptCtx final : public Context {
     return true;
   }
   FlowId flow_open(ListenerId, const FlowTuple& t, uint32_t initial_seq, bool msgs) override {
+    if (open_error != 0) return kNoFlow;
     opened.push_back(t);
     synced_seq = initial_seq;
     synced_messages = msgs;
@@ -93,6 +94,16 @@ class ScriptCtx final : public Context {
     synced_messages = msgs;
   }
   void flow_closed(FlowId f) override { closed.push_back(f); }
+  int flow_open_error() const override { return open_error; }
+  bool reply(const RxHeader& to, const uint8_t* l4, size_t len) override {
+    EXPECT_NE(to.l3, nullptr);
+    Out o;
+    std::memcpy(o.desc.l4.data(), l4, len);
+    o.desc.l4_len = uint8_t(len);
+    EXPECT_TRUE(parse(l4, len, o.seg));
+    replies.push_back(o);
+    return true;
+  }
 
   struct Post {
     uint16_t mr;
@@ -113,6 +124,8 @@ class ScriptCtx final : public Context {
   bool synced_messages = false;
   std::vector<uint32_t> retired_msgs;  // ms_retire_msg() calls
   int post_error = 0;                  // ms_post() fails with it when non-zero
+  int open_error = 0;                  // flow_open() gives no flow, and says this, when non-zero
+  std::vector<Out> replies;            // reply() calls: answers that had no flow
   FlowId next_flow = 7;
 
  protected:
@@ -139,9 +152,10 @@ struct PeerSeg {
   std::vector<uint8_t> payload;
   RxHeader h;
 
-  PeerSeg(BuildSpec b, std::vector<uint8_t> data = {}, FlowId flow = kNoFlow, uint8_t ecn = 0)
+  PeerSeg(BuildSpec b, std::vector<uint8_t> data = {}, FlowId flow = kNoFlow, uint8_t ecn = 0,
+          uint16_t src_port = kTuple.remote.port)
       : payload(std::move(data)) {
-    b.src_port = kTuple.remote.port;
+    b.src_port = src_port;
     b.dst_port = kTuple.local.port;
     const size_t hl = build(b, tcp.data());
     ip[0] = 0x45;

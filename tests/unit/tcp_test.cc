@@ -346,6 +346,33 @@ TEST(TcpRst, SynOnEstablishedIsChallenged) {
   EXPECT_EQ(a.tp.counters().challenge_acks, 1u);
 }
 
+// Two ends that disagree on the sequence space (one was reset by a forged RST and answered a
+// forged SYN) must not ACK each other's ACKs forever: a segment we do not accept, without data,
+// is answered at most once per 500 ms per flow, as Linux's tcp_invalid_ratelimit. fuzz_tcp_sim
+// found the ACK storm (250 000 ACKs in 20 ms).
+TEST(TcpRst, AnswersToUnacceptableSegmentsAreRateLimited) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kRecv, 100000);
+  a.ctx.take_out();
+  BuildSpec old = a.ack_spec(0, 0);
+  old.seq = kPeerIss + 1 - 1000;  // behind the window
+  EXPECT_EQ(a.peer(old).size(), 1u);
+  EXPECT_TRUE(a.peer(old).empty());
+  EXPECT_TRUE(a.peer(a.ack_spec(0, 5000)).empty());  // acknowledges what we never sent
+  BuildSpec syn = a.ack_spec(0, 0);
+  syn.flags = kSyn;
+  EXPECT_TRUE(a.peer(syn).empty());
+  EXPECT_EQ(a.tp.counters().acks_rate_limited, 3u);
+  // Data is always answered: the sender needs its DSACK.
+  EXPECT_EQ(a.peer(old, bytes(100)).size(), 1u);
+  a.ctx.at_ms(1000 + 501);
+  a.tp.tick(a.ctx);  // what timers send by then (a window update repeated) is not the answer
+  a.ctx.take_out();
+  EXPECT_EQ(a.peer(a.ack_spec(0, 5000)).size(), 1u);
+  EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
+}
+
 TEST(TcpRst, AbortSendsRstAndFailsPending) {
   Active a;
   a.establish();
@@ -1159,6 +1186,405 @@ TEST(TcpWrap, TransferAcrossTheWrap) {
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].kind, EventKind::kSendDone);
   EXPECT_EQ(info(a.tp, kFlow).n["bytes_in_flight"], 0u);
+}
+
+// ---- listener: the half-open budget and SYN cookies ----
+
+constexpr ListenerId kListener = 3;
+
+// A listener with `params` and a SYN from the peer's port `port` (kTuple's remote address).
+struct Listening {
+  TcpTransport tp;
+  ScriptCtx ctx;
+
+  explicit Listening(std::vector<Param> params = {}) {
+    ctx.at_ms(5000);
+    EXPECT_EQ(tp.listen(kListener, kTuple.local, params), 0);
+  }
+  static BuildSpec syn_spec(uint32_t isn, bool options = true) {
+    BuildSpec b;
+    b.seq = isn;
+    b.flags = kSyn;
+    b.window = 64240;
+    b.mss = 1460;
+    if (options) {
+      b.sack_permitted = true;
+      b.ts = true;
+      b.ts_val = 777;
+      b.wscale_opt = true;
+      b.wscale = 7;
+    }
+    return b;
+  }
+  void in(const BuildSpec& b, uint16_t port, FlowId flow = kNoFlow,
+          std::vector<uint8_t> data = {}) {
+    PeerSeg s(b, std::move(data), flow, 0, port);
+    if (flow == kNoFlow) {
+      s.h.has_listener = true;
+      s.h.listener = kListener;
+    }
+    tp.rx_burst({&s.h, 1}, ctx);
+  }
+  // The peer's ACK completing a handshake whose SYN-ACK was `synack`.
+  static BuildSpec ack_of(const Segment& synack, uint32_t isn) {
+    BuildSpec a;
+    a.seq = isn + 1;
+    a.ack = synack.seq + 1;
+    a.flags = kAck;
+    a.window = 502;
+    if (synack.has_ts) {
+      a.ts = true;
+      a.ts_val = 778;
+      a.ts_ecr = synack.ts_val;
+    }
+    return a;
+  }
+};
+
+TEST(TcpSynCookie, PastTheBacklogASynGetsACookieAndItsAckMakesTheConnection) {
+  Listening l(std::vector<Param>{{"backlog", "2"}});
+  l.in(Listening::syn_spec(1000), 40001);
+  l.in(Listening::syn_spec(2000), 40002);
+  EXPECT_EQ(l.ctx.opened.size(), 2u);
+  EXPECT_EQ(l.ctx.take_out().size(), 2u);  // their SYN-ACKs, from their flows
+  // The third finds the backlog full: a SYN-ACK with no flow behind it, and nothing allocated.
+  l.in(Listening::syn_spec(3000), 40003);
+  EXPECT_EQ(l.ctx.opened.size(), 2u);
+  EXPECT_TRUE(l.ctx.take_out().empty());
+  EXPECT_EQ(l.tp.flow_count(), 2u);
+  ASSERT_EQ(l.ctx.replies.size(), 1u);
+  const Segment c = l.ctx.replies[0].seg;
+  EXPECT_EQ(c.flags, kSyn | kAck);
+  EXPECT_EQ(c.src_port, kTuple.local.port);
+  EXPECT_EQ(c.dst_port, 40003);
+  EXPECT_EQ(c.ack, 3001u);
+  EXPECT_TRUE(c.has_mss);
+  EXPECT_EQ(c.mss, 1460);
+  EXPECT_TRUE(c.sack_permitted);
+  EXPECT_TRUE(c.has_wscale);
+  ASSERT_TRUE(c.has_ts);
+  EXPECT_EQ(c.ts_ecr, 777u);
+  // Linux's layout: the peer's window scale in bits 0-3, SACK in bit 4, no ECN (bit 5).
+  EXPECT_EQ(c.ts_val & 63, 7u | 16u);
+  EXPECT_LE(c.ts_val, 5000u);  // never ahead of our clock (ms)
+  EXPECT_EQ(l.tp.counters().syn_no_room, 1u);
+  EXPECT_EQ(l.tp.counters().syncookies_sent, 1u);
+
+  // The peer's ACK, 300 ms later: the connection exists from it, established at once.
+  l.ctx.at_ms(5300);
+  l.in(Listening::ack_of(c, 3000), 40003);
+  ASSERT_EQ(l.ctx.opened.size(), 3u);
+  EXPECT_EQ(l.ctx.opened[2].remote.port, 40003);
+  EXPECT_EQ(l.ctx.synced_seq, 3001u);
+  const FlowId f = 9;  // the third flow_open()
+  EXPECT_EQ(l.tp.state(f), State::kEstablished);
+  auto ev = l.ctx.take_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EventKind::kAccepted);
+  EXPECT_EQ(ev[0].flow, f);
+  EXPECT_EQ(ev[0].aux, kListener);
+  Info i = info(l.tp, f);
+  EXPECT_EQ(i.t["sack"], "on");
+  EXPECT_EQ(i.t["timestamps"], "on");
+  EXPECT_EQ(i.n["snd_wscale"], 7u);
+  EXPECT_EQ(i.n["mss"], 1460u - 12);
+  EXPECT_EQ(i.n["snd_wnd"], 502u << 7);
+  EXPECT_EQ(l.tp.counters().syncookies_recv, 1u);
+  EXPECT_TRUE(l.ctx.replies.size() == 1);  // no RST
+
+  // It moves data both ways.
+  AppRequest r;
+  r.flow = f;
+  r.kind = ReqKind::kRecv;
+  r.len = 4096;
+  r.wr_id = 5;
+  l.tp.app_burst({&r, 1}, l.ctx);
+  l.ctx.take_out();
+  BuildSpec d = Listening::ack_of(c, 3000);
+  d.flags |= kPsh;
+  l.in(d, 40003, f, bytes(100));
+  ev = l.ctx.take_events();
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(info(l.tp, f).n["bytes_received"], 100u);
+  r.kind = ReqKind::kSend;
+  r.len = 200;
+  r.wr_id = 6;
+  l.tp.app_burst({&r, 1}, l.ctx);
+  auto out = l.ctx.take_out();
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].seg.seq, c.seq + 1);
+  EXPECT_EQ(out[0].desc.len, 200u);
+}
+
+TEST(TcpSynCookie, ABadStaleOrForeignCookieGetsARstAndNoFlow) {
+  Listening l(std::vector<Param>{{"backlog", "1"}});
+  l.in(Listening::syn_spec(1000), 40001);
+  l.in(Listening::syn_spec(3000), 40003);
+  ASSERT_EQ(l.ctx.replies.size(), 1u);
+  const Segment c = l.ctx.replies[0].seg;
+  l.ctx.replies.clear();
+  // A guessed cookie.
+  BuildSpec bad = Listening::ack_of(c, 3000);
+  bad.ack += 0x5A5A5A;
+  l.in(bad, 40003);
+  // The right cookie from another port.
+  l.in(Listening::ack_of(c, 3000), 40004);
+  // The right one with another minute counter.
+  BuildSpec later = Listening::ack_of(c, 3000);
+  later.ack += 1u << 24;
+  l.in(later, 40003);
+  EXPECT_EQ(l.ctx.opened.size(), 1u);
+  ASSERT_EQ(l.ctx.replies.size(), 3u);
+  for (const Out& o : l.ctx.replies) {
+    EXPECT_EQ(o.seg.flags, kRst);
+  }
+  EXPECT_EQ(l.ctx.replies[0].seg.seq, bad.ack);  // <SEQ=SEG.ACK><CTL=RST>
+  EXPECT_EQ(l.tp.counters().syncookies_failed, 3u);
+  // Too old: cookies are good for two minutes.
+  l.ctx.at_ms(5000 + 3 * 60000);
+  l.in(Listening::ack_of(c, 3000), 40003);
+  EXPECT_EQ(l.ctx.opened.size(), 1u);
+  EXPECT_EQ(l.ctx.replies.size(), 4u);
+  EXPECT_EQ(l.tp.counters().syncookies_recv, 0u);
+}
+
+TEST(TcpSynCookie, WithoutTimestampsOnlyTheMssIsOffered) {
+  Listening l(std::vector<Param>{{"backlog", "1"}});
+  l.in(Listening::syn_spec(1000), 40001);
+  BuildSpec syn = Listening::syn_spec(5000, false);
+  syn.mss = 1400;
+  syn.sack_permitted = true;  // offered, but without timestamps there is nowhere to keep it
+  syn.wscale_opt = true;
+  syn.wscale = 9;
+  l.in(syn, 40005);
+  ASSERT_EQ(l.ctx.replies.size(), 1u);
+  const Segment c = l.ctx.replies[0].seg;
+  EXPECT_FALSE(c.has_ts);
+  EXPECT_FALSE(c.has_wscale);
+  EXPECT_FALSE(c.sack_permitted);
+  EXPECT_EQ(c.mss, 1460);
+  l.in(Listening::ack_of(c, 5000), 40005);
+  ASSERT_EQ(l.ctx.opened.size(), 2u);
+  Info i = info(l.tp, 8);
+  EXPECT_EQ(i.n["mss"], 1300u);  // the largest of 536, 1300, 1440, 1460 not above 1400
+  EXPECT_EQ(i.t["sack"], "off");
+  EXPECT_EQ(i.n["snd_wscale"], 0u);
+  EXPECT_EQ(i.n["snd_wnd"], 502u);
+}
+
+TEST(TcpSynCookie, NoRoomInTheDataplaneAlsoMeansCookiesARefusalDoesNot) {
+  Listening l;
+  l.ctx.open_error = -ENOBUFS;  // the app's flow quota, or its completion queue, is full
+  l.in(Listening::syn_spec(1000), 40001);
+  ASSERT_EQ(l.ctx.replies.size(), 1u);
+  const Segment c = l.ctx.replies[0].seg;
+  // Still no room when the handshake completes: dropped and counted, the peer tries again.
+  l.in(Listening::ack_of(c, 1000), 40001);
+  EXPECT_EQ(l.tp.counters().listen_overflows, 1u);
+  EXPECT_EQ(l.ctx.replies.size(), 1u);
+  l.ctx.open_error = 0;
+  // Our SYN-ACK offered no window: what the peer sends next is a zero-window probe, one below
+  // its next sequence number. It completes the handshake as well.
+  BuildSpec probe = Listening::ack_of(c, 1000);
+  probe.seq = 1000;
+  l.in(probe, 40001);
+  EXPECT_EQ(l.tp.state(7), State::kEstablished);
+  EXPECT_EQ(l.ctx.synced_seq, 1001u);
+  // A binding that refuses the tuple: no cookie, no answer.
+  l.ctx.open_error = -EACCES;
+  l.in(Listening::syn_spec(2000), 40002);
+  EXPECT_EQ(l.ctx.replies.size(), 1u);
+  EXPECT_EQ(l.tp.counters().syn_dropped_refused, 1u);
+}
+
+TEST(TcpSynCookie, WithCookiesOffTheSynIsDroppedAndCounted) {
+  Listening l({{"backlog", "1"}, {"syncookies", "off"}});
+  l.in(Listening::syn_spec(1000), 40001);
+  l.in(Listening::syn_spec(2000), 40002);
+  EXPECT_TRUE(l.ctx.replies.empty());
+  EXPECT_EQ(l.ctx.opened.size(), 1u);
+  EXPECT_EQ(l.tp.counters().syn_dropped_no_room, 1u);
+}
+
+TEST(TcpSynCookie, TheBudgetFreesAsHandshakesCompleteOrFail) {
+  Listening l({{"backlog", "1"}, {"syn_retries", "1"}});
+  l.in(Listening::syn_spec(1000), 40001);
+  const Segment sa = l.ctx.take_out().at(0).seg;
+  l.in(Listening::ack_of(sa, 1000), 40001, 7);
+  EXPECT_EQ(l.tp.state(7), State::kEstablished);
+  l.in(Listening::syn_spec(2000), 40002);  // room again: a flow, no cookie
+  EXPECT_EQ(l.ctx.opened.size(), 2u);
+  EXPECT_TRUE(l.ctx.replies.empty());
+  // The half-open one times out (one retry): its place is free again.
+  l.ctx.at_ms(5000 + 10000);
+  l.tp.tick(l.ctx);  // the retry
+  l.ctx.at_ms(5000 + 20000);
+  l.tp.tick(l.ctx);  // the end
+  EXPECT_EQ(l.tp.state(8), State::kClosed);
+  l.in(Listening::syn_spec(3000), 40003);
+  EXPECT_EQ(l.ctx.opened.size(), 3u);
+  EXPECT_TRUE(l.ctx.replies.empty());
+}
+
+// ---- TIME-WAIT: a record the daemon keeps ----
+
+// An active close up to TIME-WAIT; returns the peer's FIN.
+BuildSpec to_time_wait(Active& a) {
+  a.establish();
+  a.app(ReqKind::kClose);
+  a.ctx.take_out();
+  a.peer(a.ack_spec(0, 1));
+  BuildSpec fin = a.ack_spec(0, 1);
+  fin.flags |= kFin;
+  a.peer(fin);
+  a.ctx.take_events();
+  return fin;
+}
+
+TEST(TcpTimeWait, TheRecordOutlivesTheAppAndAcksARetransmittedFin) {
+  Active a;
+  const BuildSpec fin = to_time_wait(a);
+  EXPECT_EQ(a.tp.state(kFlow), State::kTimeWait);
+  EXPECT_EQ(a.tp.time_wait_count(), 1u);
+  EXPECT_EQ(a.tp.counters().time_wait, 1u);
+  EXPECT_EQ(a.tp.counters().conn_closed, 1u);  // the connection itself is gone: a record stays
+  EXPECT_EQ(info(a.tp, kFlow).n.count("cwnd"), 0u);
+  // The app exits: the dataplane detaches its flows. TIME-WAIT stays, and sends nothing.
+  AppRequest r;
+  r.flow = kFlow;
+  r.kind = ReqKind::kAbort;
+  r.flags = kReqDetach;
+  a.tp.app_burst({&r, 1}, a.ctx);
+  EXPECT_TRUE(a.ctx.take_out().empty());
+  EXPECT_EQ(a.tp.state(kFlow), State::kTimeWait);
+  // The peer did not get our ACK and sends its FIN again: it is acknowledged, not reset.
+  a.ctx.at_ms(3000);
+  BuildSpec again = fin;
+  again.ts_val = 300;
+  auto out = a.peer(again);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].desc.flow, kFlow);
+  EXPECT_EQ(out[0].seg.flags, kAck);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 2);  // after our FIN
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 2);
+  ASSERT_TRUE(out[0].seg.has_ts);
+  EXPECT_EQ(out[0].seg.ts_ecr, 200u);
+  EXPECT_EQ(a.tp.counters().time_wait_acks, 1u);
+  EXPECT_TRUE(a.ctx.closed.empty());
+  // 2 MSL (60 s) from the last answer, then the flow id goes back to the dataplane.
+  a.ctx.at_ms(3000 + 59000);
+  a.tp.tick(a.ctx);
+  EXPECT_EQ(a.tp.flow_count(), 1u);
+  a.ctx.at_ms(3000 + 61000);
+  a.tp.tick(a.ctx);
+  EXPECT_EQ(a.tp.flow_count(), 0u);
+  ASSERT_EQ(a.ctx.closed.size(), 1u);
+  EXPECT_EQ(a.ctx.closed[0], kFlow);
+}
+
+TEST(TcpTimeWait, PawsAndRstAsLinux) {
+  Active a;
+  const BuildSpec fin = to_time_wait(a);
+  // An old duplicate (its timestamp older than the FIN's): dropped by PAWS, answered.
+  BuildSpec old = a.ack_spec(0, 1, 150);
+  auto out = a.peer(old);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(a.tp.counters().paws_drops, 1u);
+  // A bare ACK in sequence: taken silently.
+  EXPECT_TRUE(a.peer(a.ack_spec(1, 1, 210)).empty());
+  // A RST in sequence ends the record.
+  BuildSpec rst = a.ack_spec(1, 1, 211);
+  rst.flags = kRst;
+  EXPECT_TRUE(a.peer(rst).empty());
+  EXPECT_EQ(a.tp.state(kFlow), State::kClosed);
+  EXPECT_EQ(a.ctx.closed.size(), 1u);
+  (void)fin;
+}
+
+TEST(TcpTimeWait, ANewerSynReusesTheTupleAboveTheOldSequence) {
+  Active a;
+  to_time_wait(a);
+  ASSERT_EQ(a.tp.listen(kListener, kTuple.local, {}), 0);
+  BuildSpec syn = Listening::syn_spec(kPeerIss + 100000);
+  syn.ts_val = 5000;
+  PeerSeg s(syn, {}, kFlow);
+  s.h.has_listener = true;
+  s.h.listener = kListener;
+  a.tp.rx_burst({&s.h, 1}, a.ctx);
+  ASSERT_EQ(a.ctx.closed.size(), 1u);
+  EXPECT_EQ(a.ctx.closed[0], kFlow);
+  ASSERT_EQ(a.ctx.opened.size(), 1u);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kSyn | kAck);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 2 + 65535 + 2);
+  EXPECT_EQ(a.tp.counters().time_wait_recycled, 1u);
+}
+
+TEST(TcpTimeWait, AnOldSynIsAnsweredWithAnAckNotAConnection) {
+  Active a;
+  to_time_wait(a);
+  ASSERT_EQ(a.tp.listen(kListener, kTuple.local, {}), 0);
+  BuildSpec syn = Listening::syn_spec(kPeerIss - 5);
+  syn.ts_val = 100;  // older than the record's
+  PeerSeg s(syn, {}, kFlow);
+  s.h.has_listener = true;
+  s.h.listener = kListener;
+  a.tp.rx_burst({&s.h, 1}, a.ctx);
+  EXPECT_TRUE(a.ctx.opened.empty());
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kAck);
+  EXPECT_EQ(a.tp.state(kFlow), State::kTimeWait);
+}
+
+TEST(TcpTimeWait, PastTheLimitAConnectionClosesWithoutIt) {
+  Active a;
+  a.tp.set_max_time_wait(0);
+  to_time_wait(a);
+  EXPECT_EQ(a.tp.state(kFlow), State::kClosed);
+  EXPECT_EQ(a.tp.counters().time_wait_overflow, 1u);
+  EXPECT_EQ(a.ctx.closed.size(), 1u);
+}
+
+TEST(TcpTimeWait, AClosingConnectionWhoseAppLeftGoesOnToTimeWait) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kClose);
+  a.ctx.take_out();
+  a.peer(a.ack_spec(0, 1));
+  EXPECT_EQ(a.tp.state(kFlow), State::kFinWait2);
+  AppRequest r;
+  r.flow = kFlow;
+  r.kind = ReqKind::kAbort;
+  r.flags = kReqDetach;
+  a.tp.app_burst({&r, 1}, a.ctx);
+  EXPECT_TRUE(a.ctx.take_out().empty());  // no RST
+  EXPECT_EQ(a.tp.counters().orphaned, 1u);
+  BuildSpec fin = a.ack_spec(0, 1);
+  fin.flags |= kFin;
+  auto out = a.peer(fin);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kAck);
+  EXPECT_EQ(a.tp.state(kFlow), State::kTimeWait);
+  EXPECT_EQ(a.tp.time_wait_count(), 1u);
+}
+
+TEST(TcpTimeWait, AnAppThatLeavesWithDataUnacknowledgedResets) {
+  Active a;
+  a.establish();
+  a.app(ReqKind::kSend, 1000, 0, 1);
+  a.app(ReqKind::kClose);
+  a.ctx.take_out();
+  AppRequest r;
+  r.flow = kFlow;
+  r.kind = ReqKind::kAbort;
+  r.flags = kReqDetach;
+  a.tp.app_burst({&r, 1}, a.ctx);
+  auto out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags & kRst, kRst);
+  EXPECT_EQ(a.tp.state(kFlow), State::kClosed);
 }
 
 }  // namespace

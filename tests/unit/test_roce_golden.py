@@ -2,8 +2,8 @@
 """test_roce_golden.py - the RoCEv2 packets our RC transport sends, decoded by tshark.
 
 roce_golden (tests/unit/roce_golden.cc) runs the real RcTransport over the simulated network
-until it has sent every opcode it has, the ACK and each NAK, adds a CNP, and writes every frame
-into a pcap. Here: every kind is there; each frame's ICRC verifies (computed with zlib.crc32 as
+until it has sent every opcode it has, the ACK and each NAK and a CNP, and writes every frame
+into a pcap. Here: every kind is there; every frame ECN-capable, the CNP at DSCP 48; each frame's ICRC verifies (computed with zlib.crc32 as
 TRANSPORTS.md says); UDP goes to 4791 from 49152-65535; tshark decodes every frame without
 "Malformed" (or any error or warning) and reads the same BTH, RETH, AETH and ImmDt fields our own
 parser below reads from the bytes; the first frame of each kind equals tests/golden/roce_rc.txt
@@ -253,6 +253,15 @@ class RoceGolden(unittest.TestCase):
             if kind(f) == "CNP":
                 self.assertEqual((d["becn"], d["psn"], d["udp_len"]), (1, 0, 40))
                 self.assertEqual(f[BTH + 12:BTH + 28], bytes(16))
+
+    def test_ecn_and_dscp(self):
+        # DCQCN is on: every packet is ECN-capable, ECT(0) (or CE, marked on the way: the CNP's
+        # link marks all), requests, responses, ACKs and NAKs, READ requests and the CNP alike;
+        # the CNP goes at DSCP 48 (mlx5's), everything else at 0.
+        for i, f in enumerate(self.frames, 1):
+            tos = f[ETH + 1]
+            self.assertIn(tos & 3, (2, 3), f"frame {i} ({kind(f)}): ECN {tos & 3}")
+            self.assertEqual(tos >> 2, 48 if kind(f) == "CNP" else 0, f"frame {i} ({kind(f)})")
 
     def test_icrc_of_every_frame(self):
         for i, f in enumerate(self.frames, 1):

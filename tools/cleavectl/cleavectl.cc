@@ -203,6 +203,25 @@ void show_status(const json& s) {
               str(s["ports"]["total"]).c_str());
   std::printf("  hugepages    %s\n", str(s["hugepages"]).c_str());
   std::printf("  log level    %s\n", str(s["log_level"]).c_str());
+  // Local users on the sockets (a daemon before these counters sends none).
+  if (const json& c = s.value("control_socket", json()); c.is_object()) {
+    std::printf(
+        "  control      %s clients (max %s, %s per uid), %s requests; %s oversized, %s evicted, "
+        "%s refused\n",
+        str(c["clients"]).c_str(), str(c["max_clients"]).c_str(),
+        str(c["max_clients_per_uid"]).c_str(), str(c["requests"]).c_str(),
+        str(c["oversized"]).c_str(), str(c["evicted"]).c_str(), str(c["refused"]).c_str());
+  }
+  if (const json& a = s.value("app_socket", json()); a.is_object()) {
+    std::printf(
+        "  app socket   %s apps (max %s), %s waiting for hello (max %s, %s per uid); %s refused "
+        "(not allowed), %s refused or evicted (busy), %s dataplane timeouts\n",
+        str(a["apps"]).c_str(), str(a["max_apps"]).c_str(), str(a["pending"]).c_str(),
+        str(a["max_pending"]).c_str(), str(a["max_pending_per_uid"]).c_str(),
+        str(a["refused_not_allowed"]).c_str(),
+        std::to_string(a["refused"].get<uint64_t>() + a["evicted"].get<uint64_t>()).c_str(),
+        str(a["dataplane_timeouts"]).c_str());
+  }
 }
 
 // A port's seeded wire faults, one line per direction: settings and what they did.
@@ -430,9 +449,12 @@ void show_apps(const json& r) {
         {str(a["id"]), str(a["name"]), str(a["pid"]), str(a["uid"]),
          mib(a["memory_bytes"]) + " / " + mib(a["memory_quota_bytes"]),
          str(a["pipes"]) + "/" + str(a["pipes_quota"]), str(a["mrs"]) + "/" + str(a["mrs_quota"]),
-         c.is_null() ? "-" : str(c["completions"]), c.is_null() ? "-" : str(c["errors_total"])});
+         (c.is_null() ? "-" : str(c["flows"])) + "/" + str(a["flows_quota"]),
+         c.is_null() ? "-" : str(c["flows_over_quota"]), c.is_null() ? "-" : str(c["completions"]),
+         c.is_null() ? "-" : str(c["errors_total"])});
   }
-  print_table({"ID", "NAME", "PID", "UID", "MEMORY", "PIPES", "MRS", "COMPLETIONS", "ERRORS"},
+  print_table({"ID", "NAME", "PID", "UID", "MEMORY", "PIPES", "MRS", "FLOWS", "OVER_QUOTA",
+               "COMPLETIONS", "ERRORS"},
               rows);
   std::printf("%zu of at most %s apps; socket %s\n", r["apps"].size(), str(r["max_apps"]).c_str(),
               str(r["socket"]).c_str());
@@ -464,6 +486,9 @@ void show_app(const json& a) {
   }
   const json& c = a["counters"];
   if (c.is_null()) return;
+  std::printf("  flows    %s of %s (flows and QPs; refused over the quota: %s)\n",
+              str(c["flows"]).c_str(), str(a["flows_quota"]).c_str(),
+              str(c["flows_over_quota"]).c_str());
   std::printf("  requests nop %s  copy %s  send %s  bytes %s  completions %s\n",
               str(c["ops"]["nop"]).c_str(), str(c["ops"]["copy"]).c_str(),
               str(c["ops"]["send"]).c_str(), str(c["bytes"]).c_str(),
@@ -690,11 +715,12 @@ void show_qp(const json& f) {
         "out_of_sequence"}},
       {"dcqcn",
        {"dcqcn", "rate_bps", "target_rate_bps", "rate_limit_bps", "alpha_ppm", "rate_decreases",
-        "ce_received", "cnps_sent", "cnps_received"}},
+        "ce_received", "cnps_sent", "cnps_received", "cnp_dscp"}},
       {"counters",
        {"tx_packets", "tx_bytes", "rx_packets", "acks_sent", "acks_received", "read_responses",
         "placed_bytes", "copied_bytes"}},
-      {"errors", {"access_errors", "invalid_requests", "bad_icrc", "bad_packets", "qp_errors"}},
+      {"errors",
+       {"access_errors", "invalid_requests", "bad_icrc", "bad_pkey", "bad_packets", "qp_errors"}},
   };
   std::printf("qp %s: qpn %s -> %s qpn %s  %s  app %s (flow %s -> %s)\n", str(f["id"]).c_str(),
               info(f, "qpn").c_str(), peer_ip(f["remote"]).c_str(), info(f, "dest_qpn").c_str(),
@@ -799,7 +825,7 @@ json route_get(Connection& c, const std::string& addr, int wait_ms) {
 const char* kHelp = R"(Usage: cleavectl [OPTIONS] OBJECT [VERB] [ARGS]
 
 Objects and verbs (the verb defaults to show; for app, flow, qp and transport to list):
-  status                  daemon version, uptime, configuration, dataplane state
+  status                  daemon version, uptime, configuration, dataplane state, sockets
   port show [NAME]        ports: device, link, MAC, IPv4, MTU, NIC counters, xstats, faults
   port fault NAME [rx|tx] [loss P] [reorder P] [duplicate P] [seed S]
   port fault NAME [rx|tx] off
@@ -814,8 +840,9 @@ Objects and verbs (the verb defaults to show; for app, flow, qp and transport to
                           path, drops
   nic show [NAME]         each port's NIC: backend (cleave: the header-split NIC; generic:
                           software placement), placement counters, table memory
-  app list                connected apps (libcleave): memory, pipes, MRs, requests, errors
-  app show ID             one app: its pipes, MRs, request counters and errors by kind
+  app list                connected apps (libcleave): memory, pipes, MRs, flows, requests,
+                          errors
+  app show ID             one app: its pipes, MRs, flows, request counters and errors by kind
   flow list               flows (state, cwnd, srtt, bytes in flight, retransmits), then
                           listeners and bindings (port and tuple)
   flow show ID            one flow: every value its transport reports, by theme

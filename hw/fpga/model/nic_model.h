@@ -91,6 +91,10 @@ struct FlowSpec {
   uint64_t initial_offset = 0;  // Solar without messages: stream offset of the first MS
   uint32_t qpn = 0;             // RoCE: the local QP number (24 bits), the BTH DestQP it receives
   uint32_t owner = 0;           // RoCE: protection domain; remote access only to MRs of this owner
+  // RoCE: the QP recovers by selective repeat, so a request past the expected PSN may be placed
+  // (when its place is certain). False, go-back-N (IBTA's RC): only the request at the PSN the
+  // NIC expects next is placed; any other is deferred unwritten (out_of_sequence).
+  bool selective_repeat = false;
 };
 
 struct MsDesc {
@@ -337,6 +341,11 @@ class NicModel {
     // RoCE
     RoceCtx send_ctx;
     RoceCtx write_ctx;
+    // Go-back-N: the PSN of the next request the NIC may place, never behind the cursor. It
+    // passes each request the NIC placed in order (or that had nothing to place), so a burst
+    // is placed before the transport moves the cursor; a request the NIC deferred holds it
+    // until the cursor passes (the transport took it through the copy path).
+    uint32_t expect = 0;
     bool next_start_known = true;
     uint32_t next_start_psn = 0;  // where the next message begins, once its predecessor ended
     uint32_t next_msg = 0;        // message number of the next SEND
@@ -363,6 +372,10 @@ class NicModel {
   // The live MS of message `msg`, or null (none posted, or retired).
   MsEntry* find_message(Flow& f, uint32_t msg);
   bool is_committed(uint32_t chunk) const { return chunk < committed_chunks_; }
+  // RoCE: the PSNs a message of `len` bytes takes (a READ's responses, a WRITE's packets).
+  static uint32_t psn_span(uint32_t len, uint32_t pmtu) {
+    return len == 0 ? 1 : uint32_t((uint64_t(len) + pmtu - 1) / pmtu);
+  }
   Err count_cmd(Err e);
 
   // RX stages.
@@ -373,6 +386,8 @@ class NicModel {
   Decision place_unreliable(Flow& f, const ParsedFrame& p, RxEntry& out);
   Decision rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out);
   Decision rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out);
+  Decision roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame& q, uint8_t opcode,
+                        bool first, bool last, uint32_t len, RxEntry& out);
   Decision place_read(Flow& f, const ParsedFrame& p, bool first, bool last, RxEntry& out);
   Decision rx_solar(Flow& f, const ParsedFrame& p, RxEntry& out);
   Decision write_frags(const ParsedFrame& p, uint32_t skip, RxEntry& out);

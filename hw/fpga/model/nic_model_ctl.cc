@@ -10,11 +10,6 @@ namespace {
 
 constexpr uint32_t kPsnMask = 0xFFFFFF;
 
-// PSNs a READ of `len` bytes takes: its responses carry one PMTU each, at least one packet.
-uint32_t read_packets(uint32_t len, uint32_t pmtu) {
-  return std::max<uint32_t>(1, uint32_t((uint64_t(len) + pmtu - 1) / pmtu));
-}
-
 // Counter names with their group prefix, built once.
 struct CounterNames {
   std::array<std::array<char, 40>, kCounterCount> buf{};
@@ -197,6 +192,7 @@ Err NicModel::flow_add(uint32_t id, const FlowSpec& spec) {
   f.cursor = spec.initial_seq;
   f.head_pos = spec.parser == Parser::kSolar ? spec.initial_offset : spec.initial_seq;
   f.next_start_psn = spec.initial_seq;
+  f.expect = spec.initial_seq;
   for (uint32_t i = 0; i < chunks_per_flow_; i++) {
     uint32_t c = id * chunks_per_flow_ + i;
     chunk_next_[c] = f.private_free;
@@ -340,6 +336,9 @@ Err NicModel::cursor_update(uint32_t flow, uint32_t cursor) {
     if (cursor > 0xFFFFFF || int32_t((cursor - f->cursor) << 8) < 0) {
       return count_cmd(Err::kBadArgument);
     }
+    // The transport accepted up to here, perhaps through the copy path: placing goes on from
+    // there at the earliest.
+    if (int32_t((cursor - f->expect) << 8) > 0) f->expect = cursor;
   } else if (f->spec.parser == Parser::kTcp && int32_t(cursor - f->cursor) < 0) {
     return count_cmd(Err::kBadArgument);
   }
@@ -466,7 +465,7 @@ Err NicModel::read_post(uint32_t flow, uint32_t first_psn, uint16_t mr, uint64_t
   // The peer writes the responses: only into memory of the flow's own protection domain.
   if (m.owner != f->spec.owner) return count_cmd(Err::kAccessDenied);
   // A response must name one sink: PSN ranges stay disjoint (and within half the PSN space).
-  const uint32_t n = read_packets(len, f->spec.pmtu);
+  const uint32_t n = psn_span(len, f->spec.pmtu);
   if (n > (1u << 23)) return count_cmd(Err::kBadArgument);
   uint32_t free_idx = kNil;
   if (f->read_chunk != kNil) {
@@ -478,7 +477,7 @@ Err NicModel::read_post(uint32_t flow, uint32_t first_psn, uint16_t mr, uint64_t
       }
       const uint32_t b = e.msg_seq & kPsnMask;
       if (((b - first_psn) & kPsnMask) < n ||
-          ((first_psn - b) & kPsnMask) < read_packets(e.len, f->spec.pmtu)) {
+          ((first_psn - b) & kPsnMask) < psn_span(e.len, f->spec.pmtu)) {
         return count_cmd(Err::kBadArgument);
       }
     }

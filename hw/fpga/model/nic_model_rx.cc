@@ -19,13 +19,21 @@ constexpr uint32_t kPsnMask = 0xFFFFFF;
 constexpr size_t kBthLen = 12;
 constexpr size_t kIcrcLen = 4;
 constexpr size_t kSolarLen = 32;
+constexpr uint32_t kMaxMessage = 1u << 31;  // IBTA: the longest message, the largest DMA length
 
 // Signed distance a - b in the 24-bit PSN space.
 int32_t psn_diff(uint32_t a, uint32_t b) {
   return int32_t((a - b) << 8) >> 8;
 }
 
-enum class RoceKind : uint8_t { kSend, kWrite, kReadResponse, kNoData, kUnsupported };
+// IBTA 10.9.3: P_Keys match when their low 15 bits are equal and not zero and one of the two is
+// a full member (bit 15). The QP's is the default partition's as a full member, 0xFFFF: a
+// packet's matches when its low 15 bits are all ones, whatever its own membership bit.
+bool pkey_ok(uint16_t pkey) {
+  return (pkey & 0x7FFF) == 0x7FFF;
+}
+
+enum class RoceKind : uint8_t { kSend, kWrite, kReadRequest, kReadResponse, kNoData, kUnsupported };
 
 struct RoceOp {
   RoceKind kind = RoceKind::kUnsupported;
@@ -50,18 +58,20 @@ constexpr std::array<RoceOp, 0x18> kRoceOps = {{
     {RoceKind::kWrite, false, true, 4, false},          // 0x09 WRITE last + ImmDt
     {RoceKind::kWrite, true, true, 16, true},           // 0x0A WRITE only (RETH)
     {RoceKind::kWrite, true, true, 20, true},           // 0x0B WRITE only (RETH, ImmDt)
-    {RoceKind::kNoData, false, false, 16, false},       // 0x0C READ request (RETH)
+    {RoceKind::kReadRequest, true, true, 16, true},     // 0x0C READ request (RETH)
     {RoceKind::kReadResponse, true, false, 4, false},   // 0x0D READ response first (AETH)
     {RoceKind::kReadResponse, false, false, 0, false},  // 0x0E READ response middle
     {RoceKind::kReadResponse, false, true, 4, false},   // 0x0F READ response last (AETH)
     {RoceKind::kReadResponse, true, true, 4, false},    // 0x10 READ response only (AETH)
     {RoceKind::kNoData, false, false, 4, false},        // 0x11 ACK (AETH)
     {RoceKind::kNoData, false, false, 12, false},       // 0x12 atomic ACK (AETH, AtomicAckETH)
-    {RoceKind::kNoData, false, false, 28, false},       // 0x13 compare-swap (AtomicETH)
-    {RoceKind::kNoData, false, false, 28, false},       // 0x14 fetch-add (AtomicETH)
-    {},                                                 // 0x15 reserved
-    {RoceKind::kSend, false, true, 4, false},           // 0x16 SEND last + IETH
-    {RoceKind::kSend, true, true, 4, false},            // 0x17 SEND only + IETH
+    // What the transport does not implement, and so refuses (an invalid-request NAK): the NIC
+    // places none of it.
+    {RoceKind::kUnsupported, true, true, 28, false},  // 0x13 compare-swap (AtomicETH)
+    {RoceKind::kUnsupported, true, true, 28, false},  // 0x14 fetch-add (AtomicETH)
+    {},                                               // 0x15 reserved
+    {RoceKind::kUnsupported, false, true, 4, false},  // 0x16 SEND last + IETH
+    {RoceKind::kUnsupported, true, true, 4, false},   // 0x17 SEND only + IETH
 }};
 
 RoceOp roce_op(uint8_t opcode) {
@@ -452,11 +462,17 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
     if (out.l4_csum == CsumStatus::kBad) return defer(out, DeferReason::kBadIcrc);
   }
 
+  // The partition: a packet of another is nobody's here (the transport drops it and counts it).
+  if (!pkey_ok(load16(bth + 2))) return defer(out, DeferReason::kBadPkey);
+
   if (opcode == 0x81) {  // CNP: header only
     out.header_len = uint16_t(std::min<size_t>(bth + p.payload_len - p.frame, kMaxHeaderBytes));
     std::memcpy(out.header.data(), p.frame, out.header_len);
     return finish(out, Decision::kNoPayload);
   }
+  // An RC QP (a reliable flow) takes RC opcodes only: UC's are another service's, dropped by the
+  // transport (as by rxe), so nothing of them is placed.
+  if (f.spec.reliable && (opcode >> 5) != 0) return defer(out, DeferReason::kUnsupported);
   RoceOp op = roce_op(opcode);
   if (p.payload_len < kBthLen + op.ext + kIcrcLen + pad) {
     return defer(out, DeferReason::kBadL4Header);
@@ -479,16 +495,58 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
   if (op.kind == RoceKind::kReadResponse) {
     return len == 0 ? finish(out, Decision::kNoPayload) : place_read(f, q, op.first, op.last, out);
   }
-  uint32_t psn = out.seq;
+  const uint32_t psn = out.seq;
   if (f.spec.reliable && psn_diff(psn, f.cursor) < 0) {
     return finish(out, Decision::kDropped);  // (b): a duplicate
   }
-  out.out_of_order = psn != f.cursor;
+  // Go-back-N, RC's own recovery: a request is placed only at the PSN the NIC expects next, so
+  // app memory only ever holds a prefix of the request stream, in order (a flag written after
+  // its data is never seen before it). One past a gap goes to the transport unwritten, which
+  // NAKs it; one the NIC passed already, which the transport did not take yet, too (the
+  // transport decides, through the copy path).
+  const bool gbn = !f.spec.selective_repeat;
+  if (gbn && psn != f.expect) return defer(out, DeferReason::kOutOfSequence);
+  out.out_of_order = !gbn && psn != f.cursor;
+  const Decision d = roce_request(f, p, q, opcode, op.first, op.last, len, out);
+  if (gbn && (d == Decision::kPlaced || d == Decision::kNoPayload)) {
+    // Past what it placed, or had nothing to place: a READ request takes its responses' PSNs.
+    const uint32_t span =
+        op.kind == RoceKind::kReadRequest ? psn_span(load32(bth + kBthLen + 12), f.spec.pmtu) : 1;
+    f.expect = (psn + span) & kPsnMask;
+  }
+  return d;
+}
 
-  const bool is_send = op.kind == RoceKind::kSend;
-  RoceCtx& c = is_send ? f.send_ctx : f.write_ctx;
+// A request at or past the cursor (a SEND's, a WRITE's or a READ request): IBTA's lengths, the
+// message it belongs to, its place. `p` is the frame, `q` its payload.
+Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame& q, uint8_t opcode,
+                                bool first, bool last, uint32_t len, RxEntry& out) {
+  const uint8_t* bth = p.payload;
+  const uint32_t psn = out.seq;
+  const uint32_t pmtu = f.spec.pmtu;
+  const RoceKind kind = roce_op(opcode).kind;
   const bool at_start = f.next_start_known && f.next_start_psn == psn;
-  if (op.first) {
+  if (kind == RoceKind::kReadRequest) {
+    // Nothing to place. Begun where a message was known to begin, the next begins past the PSNs
+    // its responses take.
+    const uint32_t dma = load32(bth + kBthLen + 12);
+    if (dma > kMaxMessage) return defer(out, DeferReason::kBadLength);
+    if (at_start) f.next_start_psn = (psn + psn_span(dma, pmtu)) & kPsnMask;
+    return finish(out, Decision::kNoPayload);
+  }
+  // IBTA's lengths, before a byte is written (the transport NAKs a request that fails them as
+  // invalid): a first or middle packet carries one PMTU, a last one 1..PMTU, an only one
+  // 0..PMTU, and the payload and its pad are whole words.
+  const uint32_t pad = (bth[1] >> 4) & 3;
+  if (((len + pad) & 3) != 0) return defer(out, DeferReason::kBadL4Header);
+  const bool len_ok =
+      first ? (last ? len <= pmtu : len == pmtu) : (last ? len != 0 && len <= pmtu : len == pmtu);
+  if (!len_ok) return defer(out, DeferReason::kBadLength);
+
+  const bool gbn = !f.spec.selective_repeat;
+  const bool is_send = kind == RoceKind::kSend;
+  RoceCtx& c = is_send ? f.send_ctx : f.write_ctx;
+  if (first) {
     if (c.valid && c.first_psn == psn) {
       // A retransmitted first packet. A WRITE first seen off the chain joins it now.
       if (at_start && !c.chained) {
@@ -501,11 +559,13 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
       // Also once it has passed a WRITE before it: a WRITE with immediate takes a receive too,
       // which only the transport knows (it accepted the WRITE's last packet and said which
       // receive is next, ROCE_RESYNC); a SEND opened earlier could take that receive's buffer.
+      // Go-back-N: a WRITE too begins only where a message is known to begin (not inside
+      // another message: the transport NAKs that).
       const RoceCtx& w = f.write_ctx;
       const bool write_pending =
           w.valid && psn_diff(w.end_psn, psn) < 0 && psn_diff(w.end_psn, f.cursor) >= 0;
-      if (is_send &&
-          (!at_start || (c.valid && psn_diff(c.end_psn, f.cursor) >= 0) || write_pending)) {
+      if ((is_send || gbn) && !at_start) return defer(out, DeferReason::kNoMessage);
+      if (is_send && ((c.valid && psn_diff(c.end_psn, f.cursor) >= 0) || write_pending)) {
         return defer(out, DeferReason::kNoMessage);
       }
       RoceCtx n;
@@ -515,7 +575,7 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
       n.next_psn = (psn + 1) & kPsnMask;
       if (is_send) {
         n.msg = f.next_msg++;
-        n.end_known = op.last;
+        n.end_known = last;
         n.end_psn = psn;
       } else {
         const uint8_t* reth = bth + kBthLen;
@@ -524,28 +584,30 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
         n.tag = uint16_t(rkey >> 16);
         n.base = load64(reth);
         n.limit = load32(reth + 12);
+        // The RETH's length: at most 2^31; a WRITE cut into packets is longer than one PMTU,
+        // and a WRITE only carries all of it.
+        if (n.limit > kMaxMessage || (!last && n.limit <= pmtu) || (last && len != n.limit)) {
+          return defer(out, DeferReason::kBadLength);
+        }
         // The whole extent the RETH claims, once; each packet is checked again below. A
         // zero-length WRITE touches nothing and needs no key.
         if (n.limit != 0 && !remote_ok(f, rkey, n.base, n.limit, kMrRemoteWrite)) {
           return defer(out, DeferReason::kRemoteAccess);
         }
-        uint64_t packets =
-            op.last ? 1 : std::max<uint64_t>(1, (n.limit + f.spec.pmtu - 1) / f.spec.pmtu);
         n.end_known = true;
-        n.end_psn = uint32_t(psn + packets - 1) & kPsnMask;
+        n.end_psn = uint32_t(psn + psn_span(uint32_t(n.limit), pmtu) - 1) & kPsnMask;
       }
       if (at_start) f.next_start_known = false;
-      // A later WRITE must not evict one the cursor has not passed yet: its middle packets would
-      // find no context. The later one's first packet is self-describing and placed anyway.
-      bool keep = !is_send && c.valid && psn_diff(c.end_psn, f.cursor) >= 0 &&
+      // Selective repeat: a later WRITE must not evict one the cursor has not passed yet: its
+      // middle packets would find no context. The later one's first packet is self-describing
+      // and placed anyway. (Go-back-N places in order: the earlier one is behind the NIC.)
+      bool keep = !gbn && !is_send && c.valid && psn_diff(c.end_psn, f.cursor) >= 0 &&
                   psn_diff(psn, c.first_psn) > 0;
       if (keep) {
         if (n.chained) {
           f.next_start_psn = (n.end_psn + 1) & kPsnMask;
           f.next_start_known = true;
         }
-        uint64_t len0 = len;
-        if (len0 > n.limit) return defer(out, DeferReason::kMsOverflow);
         out.frags[0] = {n.mr, n.base, len};
         out.nfrags = len == 0 ? 0 : 1;
         return len == 0 ? finish(out, Decision::kNoPayload) : write_frags(q, 0, out);
@@ -557,16 +619,19 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
     if (c.end_known) {
       // Within the message; its last packet exactly at its end.
       int32_t to_end = psn_diff(c.end_psn, psn);
-      if (to_end < 0 || (op.last != (to_end == 0))) return defer(out, DeferReason::kNoMessage);
+      if (to_end < 0 || (last != (to_end == 0))) return defer(out, DeferReason::kNoMessage);
     } else {
       if (psn_diff(psn, c.next_psn) > 0) return defer(out, DeferReason::kNoMessage);
       if (psn == c.next_psn) c.next_psn = (psn + 1) & kPsnMask;
-      if (op.last) {
+      if (last) {
         c.end_known = true;
         c.end_psn = psn;
       }
     }
   }
+  uint64_t at = uint64_t((psn - c.first_psn) & kPsnMask) * pmtu;
+  // A WRITE's last packet ends it exactly where its RETH said.
+  if (!is_send && last && at + len != c.limit) return defer(out, DeferReason::kBadLength);
   if (c.chained && c.end_known) {
     // The message's end is known (a WRITE from its first packet): pass the chain on, through
     // a WRITE already seen that begins right there.
@@ -578,7 +643,6 @@ Decision NicModel::rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out) {
       f.next_start_psn = (w.end_psn + 1) & kPsnMask;
     }
   }
-  uint64_t at = uint64_t((psn - c.first_psn) & kPsnMask) * f.spec.pmtu;
   if (len == 0) return finish(out, Decision::kNoPayload);
   if (is_send) return place_message(f, q, c.msg, at, len, out);
   if (at > c.limit || len > c.limit - at) return defer(out, DeferReason::kMsOverflow);
@@ -602,8 +666,7 @@ Decision NicModel::place_read(Flow& f, const ParsedFrame& p, bool first, bool la
     if ((e.msg_seq & kSinkLive) == 0) continue;
     const uint32_t start = e.msg_seq & kPsnMask;
     const uint32_t k = (psn - start) & kPsnMask;
-    const uint32_t n =
-        std::max<uint32_t>(1, uint32_t((uint64_t(e.len) + f.spec.pmtu - 1) / f.spec.pmtu));
+    const uint32_t n = psn_span(e.len, f.spec.pmtu);
     if (k >= n) continue;
     if (first != (k == 0) || last != (k == n - 1)) return defer(out, DeferReason::kNoMessage);
     out.msg_seq = start;

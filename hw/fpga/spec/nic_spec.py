@@ -89,9 +89,13 @@ ENUMS = [
             ("too_many_frags", None, "the payload would straddle more than kMaxFrags MSs"),
             ("no_message", None, "message semantics: no MS posted for that message, or no context"),
             ("ms_overflow", None, "the payload runs past the end of its message's MS"),
-            ("unsupported", None, "an opcode the NIC does not place (RoCE atomics, ...)"),
+            ("unsupported", None, "an opcode the NIC does not place (RoCE atomics, SEND with "
+                                  "invalidate, what UC does not have)"),
             ("dma_fault", None, "the MR check failed at write time"),
             ("remote_access", None, "RoCE WRITE: rkey, owner, access flag or VA range refused"),
+            ("out_of_sequence", None, "RoCE go-back-N: a request other than the one expected next"),
+            ("bad_length", None, "RoCE: a request's payload or RETH lengths break IBTA's rules"),
+            ("bad_pkey", None, "RoCE: a P_Key outside the default partition"),
         ],
     },
     {
@@ -180,7 +184,7 @@ CONSTANTS = [
     ("no_flow_24", 0xFFFFFF, "uint32_t", "flow id of an RX completion without a flow"),
     ("rx_header_slot_bytes", 256, "uint32_t", "one RX header ring slot"),
     ("roce_port", 4791, "uint16_t", "UDP destination port of RoCEv2"),
-    ("record_version", 1, "uint32_t", "layout version of the records"),
+    ("record_version", 2, "uint32_t", "layout version of the records"),
 ]
 
 # ---- records ------------------------------------------------------------------------------------
@@ -238,6 +242,7 @@ RECORDS = {
         ("fmode", 58, 1, "FLOW_ADD: FlowMode"),
         ("freliable", 59, 1, "FLOW_ADD: reliable"),
         ("fmessages", 60, 1, "FLOW_ADD: message semantics"),
+        ("fselrep", 61, 1, "FLOW_ADD: RoCE selective repeat (clear: go-back-N)"),
         ("w2", 64, 32, "word 2"),
         ("w3", 96, 32, "word 3"),
         ("w4", 128, 32, "word 4"),
@@ -252,7 +257,7 @@ COMMANDS = [
     ("mr_add", 1, "arg16 MR id, arg8 access, w2 owner, w3/w4 IOVA base (64), w5/w6 length "
                   "(40 bits), w7 bits 15..0 key tag"),
     ("mr_remove", 2, "arg16 MR id"),
-    ("flow_add", 3, "flow, fparser/fmode/freliable/fmessages, arg8 protocol, arg16 PMTU, w2 src IP "
+    ("flow_add", 3, "flow, fparser/fmode/freliable/fmessages/fselrep, arg8 protocol, arg16 PMTU, w2 src IP "
                     "(the peer), w3 dst IP, w4 src port (15..0) and dst port (31..16), w5 initial "
                     "seq/PSN, w6 owner (RoCE) or initial offset low (Solar), w7 QPN (RoCE) or "
                     "initial offset high (Solar)"),

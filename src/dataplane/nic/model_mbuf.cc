@@ -262,6 +262,7 @@ bool flow_spec(const rte_pmd_cleave_flow* flow, nic::FlowSpec& s) {
   s.initial_offset = flow->initial_offset;
   s.qpn = flow->qpn;
   s.owner = flow->owner;
+  s.selective_repeat = flow->selective_repeat != 0;
   return true;
 }
 

@@ -12,16 +12,6 @@
 
 namespace cleave::dp {
 
-std::string_view backend_name(NicBackend b) {
-  switch (b) {
-    case NicBackend::kCleave:
-      return "cleave";
-    case NicBackend::kGeneric:
-      return "generic";
-  }
-  return "unknown";
-}
-
 Nic::Nic(NicBackend b, uint16_t port_id)
     : backend_(b), port_id_(port_id), placement_offset_(rte_pmd_cleave_placement_offset()) {
   if (placement_offset_ < 0) {

@@ -35,7 +35,16 @@
 namespace cleave::dp {
 
 enum class NicBackend : uint8_t { kCleave, kGeneric };
-std::string_view backend_name(NicBackend b);
+// Inline: management names backends without linking the Nic (tests/fuzz builds it so).
+inline std::string_view backend_name(NicBackend b) {
+  switch (b) {
+    case NicBackend::kCleave:
+      return "cleave";
+    case NicBackend::kGeneric:
+      return "generic";
+  }
+  return "unknown";
+}
 
 // Sizing of the generic backend's tables (host memory). The cleave backend takes its sizing from
 // the net_cleave devargs instead.

@@ -135,13 +135,17 @@ struct rte_pmd_cleave_flow {
   uint32_t dst_ip;
   uint16_t src_port; /**< UDP parsers: 0 matches any source port */
   uint16_t dst_port;
-  uint8_t proto;    /**< 6 TCP, 17 UDP */
-  uint8_t mode;     /**< enum rte_pmd_cleave_flow_mode */
-  uint8_t parser;   /**< enum rte_pmd_cleave_parser */
-  uint8_t reliable; /**< 1: place by sequence/offset against the cursor; 0: next MS */
-  uint8_t messages; /**< 1: a message number selects the MS (Solar I/O id, RoCE SEND, TCP
-                         message option: hw/fpga/docs/formats.md section 2) */
-  uint8_t reserved[3];
+  uint8_t proto;            /**< 6 TCP, 17 UDP */
+  uint8_t mode;             /**< enum rte_pmd_cleave_flow_mode */
+  uint8_t parser;           /**< enum rte_pmd_cleave_parser */
+  uint8_t reliable;         /**< 1: place by sequence/offset against the cursor; 0: next MS */
+  uint8_t messages;         /**< 1: a message number selects the MS (Solar I/O id, RoCE SEND, TCP
+                                 message option: hw/fpga/docs/formats.md section 2) */
+  uint8_t selective_repeat; /**< RoCE: 1: the QP recovers by selective repeat, and requests past
+                                 the expected PSN may be placed; 0: go-back-N, only the request
+                                 at the PSN the NIC expects next is placed, others deferred
+                                 unwritten (RTE_PMD_CLEAVE_DEFER_OUT_OF_SEQUENCE) */
+  uint8_t reserved[2];
   uint32_t initial_seq;    /**< TCP: first payload byte expected; RoCE: first PSN */
   uint32_t pmtu;           /**< RoCE: payload bytes per first/middle packet (0: 4096) */
   uint64_t initial_offset; /**< Solar without messages: stream offset of the first MS */

@@ -20,8 +20,12 @@
 
 namespace cleave::lib {
 
-// How long a control call waits for the daemon before declaring it gone.
-inline constexpr int kCtlTimeoutMs = 5000;
+// How long a control call waits for the daemon before declaring it gone: 30 s, or
+// $CLEAVE_CTL_TIMEOUT_MS (100 to 600000). Longer than the systemd unit's watchdog (10 s), which
+// restarts a daemon whose threads stall (the app then sees EOF at once), so a daemon that is
+// slow rather than stuck (a 1 GiB registration on a loaded host takes seconds) is waited for.
+inline constexpr int kCtlTimeoutMs = 30000;
+int ctl_timeout_ms();
 // How often an idle poller or waiter looks at the socket for a dead daemon or a notice.
 inline constexpr int64_t kLivenessCheckNs = 50'000'000;
 // The first ABI version with flows (listen, connect, CL_OP_FLOW_*, events): an older daemon gets

@@ -41,13 +41,41 @@ namespace {
 
 constexpr char kDefaultSocket[] = "/run/cleave/app.sock";
 
-int notice_code(uint32_t reason) {
-  return reason == static_cast<uint32_t>(abi::NoticeReason::kEvicted) ? CL_EEVICTED : CL_EDAEMON;
-}
-
 void close_fds(const int* fds, int n) {
   for (int i = 0; i < n; i++)
     close(fds[i]);
+}
+
+int notice_code(const abi::Notice& n) {
+  switch (static_cast<abi::NoticeReason>(n.reason)) {
+    case abi::NoticeReason::kEvicted:
+      return CL_EEVICTED;
+    case abi::NoticeReason::kRefused:
+      return n.h.status < 0 ? n.h.status : CL_EDAEMON;
+    default:
+      return CL_EDAEMON;
+  }
+}
+
+// The daemon's last word after a send failed or a read was reset: a Notice (a refusal as it
+// accepted the connection, an eviction) may wait behind the closed socket. When the daemon
+// closed with our message unread, the reset is reported first and hides it from one read.
+// Its code, or CL_EDAEMON.
+int closing_notice(int sock) {
+  alignas(8) unsigned char buf[abi::kMaxMessage];
+  int fds[4], nfds = 0;
+  bool trunc = false;
+  ssize_t n = -ECONNRESET;
+  for (int attempt = 0; attempt < 2 && n == -ECONNRESET; attempt++) {
+    n = ipc::recv_msg(sock, buf, sizeof buf, MSG_DONTWAIT, fds, 4, &nfds, &trunc);
+    close_fds(fds, nfds);
+  }
+  abi::Notice no{};
+  if (n < static_cast<ssize_t>(sizeof no.h)) return CL_EDAEMON;
+  std::memcpy(&no, buf, std::min(sizeof no, static_cast<size_t>(n)));
+  if (no.h.magic != abi::kMagic || no.h.type != static_cast<uint16_t>(abi::MsgType::kNotice))
+    return CL_EDAEMON;
+  return notice_code(no);
 }
 
 bool power_of_two(uint64_t v) {
@@ -88,13 +116,13 @@ int cl_ctx::poll_daemon(bool block) {
     ssize_t n = recv_msg(sock, buf, sizeof buf, MSG_DONTWAIT, fds, 4, &nfds, &trunc);
     close_fds(fds, nfds);
     if (n < 0 && (n == -EAGAIN || n == -EWOULDBLOCK)) return 0;
-    if (n <= 0) return fail(CL_EDAEMON);
+    if (n <= 0) return fail(n == -ECONNRESET ? lib::closing_notice(sock) : CL_EDAEMON);
     abi::Notice msg{};
     std::memcpy(&msg, buf, std::min(sizeof msg, static_cast<size_t>(n)));
     if (static_cast<size_t>(n) < sizeof(abi::MsgHeader) || msg.h.magic != abi::kMagic ||
         msg.h.type != static_cast<uint16_t>(abi::MsgType::kNotice))
       return fail(CL_EPROTO);
-    return fail(lib::notice_code(msg.reason));
+    return fail(lib::notice_code(msg));
   }
 }
 
@@ -115,16 +143,16 @@ int call_locked(cl_ctx* ctx, void* req, size_t req_len, int send_fd, abi::MsgTyp
   h->status = 0;
 
   ssize_t sent = ipc::send_msg(ctx->sock, req, req_len, send_fd, 0);
-  // Any failure to send, a timeout included, means the daemon is gone or stuck.
-  if (sent != static_cast<ssize_t>(req_len)) return ctx->fail(CL_EDAEMON);
+  // Any failure to send, a timeout included, means the daemon is gone or stuck, or refused us.
+  if (sent != static_cast<ssize_t>(req_len)) return ctx->fail(closing_notice(ctx->sock));
 
   alignas(8) unsigned char buf[abi::kMaxMessage];
   int fds[4], nfds;
   bool trunc;
   ssize_t n = ipc::recv_msg(ctx->sock, buf, sizeof buf, 0, fds, 4, &nfds, &trunc);
   if (n <= 0) {
-    // EOF, a reset, or SO_RCVTIMEO expiring: all mean no reply will come.
-    return ctx->fail(CL_EDAEMON);
+    // EOF, a reset, or SO_RCVTIMEO expiring: all mean no reply will come; a reset may hide why.
+    return ctx->fail(n == -ECONNRESET ? closing_notice(ctx->sock) : CL_EDAEMON);
   }
   abi::MsgHeader rh{};
   if (static_cast<size_t>(n) >= sizeof rh) std::memcpy(&rh, buf, sizeof rh);
@@ -136,7 +164,7 @@ int call_locked(cl_ctx* ctx, void* req, size_t req_len, int send_fd, abi::MsgTyp
     close_fds(fds, nfds);
     abi::Notice no{};
     std::memcpy(&no, buf, std::min(sizeof no, static_cast<size_t>(n)));
-    return ctx->fail(notice_code(no.reason));
+    return ctx->fail(notice_code(no));
   }
   // A failed request may get a bare header back; a successful one must be complete.
   if (rh.type != static_cast<uint16_t>(type) || rh.seq != h->seq ||
@@ -161,6 +189,18 @@ int reply_status(const abi::MsgHeader& h) {
   return h.status > 0 ? CL_EPROTO : h.status;
 }
 
+}  // namespace
+
+int ctl_timeout_ms() {
+  const char* v = std::getenv("CLEAVE_CTL_TIMEOUT_MS");
+  if (v == nullptr) return kCtlTimeoutMs;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return end != v && *end == '\0' && n >= 100 && n <= 600000 ? static_cast<int>(n) : kCtlTimeoutMs;
+}
+
+namespace {
+
 int connect_socket(const char* path, int* out) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
@@ -168,7 +208,8 @@ int connect_socket(const char* path, int* out) {
   std::memcpy(a.sun_path, path, std::strlen(path) + 1);
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno == EMFILE || errno == ENFILE ? CL_ENOMEM : CL_EDAEMON;
-  timeval tv{kCtlTimeoutMs / 1000, suseconds_t{kCtlTimeoutMs % 1000} * 1000};
+  const int ms = ctl_timeout_ms();
+  timeval tv{ms / 1000, suseconds_t{ms % 1000} * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // also bounds connect()
   int r;

@@ -67,6 +67,7 @@ struct U32Key {
 constexpr U32Key kU32Keys[] = {
     {"dcqcn_fast_recovery_steps", &DcqcnParams::fast_recovery_steps, 0, 255},
     {"dcqcn_min_dec_pct", &DcqcnParams::min_dec_pct, 1, 100},
+    {"dcqcn_cnp_dscp", &DcqcnParams::cnp_dscp, 0, 63},
 };
 
 }  // namespace

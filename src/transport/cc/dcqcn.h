@@ -42,6 +42,7 @@ struct DcqcnParams {
   uint64_t line_rate_bps = 100'000'000'000;  // the initial and the highest rate
   uint64_t rate_reduce_period_ns = 4'000;    // rate_reduce_monitor_period: one cut per period
   uint64_t cnp_interval_ns = 50'000;         // NP: one CNP per QP per interval; 0: every CE
+  uint32_t cnp_dscp = 48;                    // NP: the DSCP CNPs go out with (mlx5's cnp_dscp)
 
   // Sets one operator parameter (cleavectl flow attach ... KEY VALUE); returns "" or a readable
   // error, leaving the struct unchanged on error. Keys (see dcqcn.cc kKeys for the ranges):
@@ -55,6 +56,7 @@ struct DcqcnParams {
   //   dcqcn_min_dec_pct           1..100
   //   dcqcn_rate_reduce_period_us 0 = every CNP may cut
   //   dcqcn_cnp_interval_us       0 = every CE-marked packet may draw a CNP
+  //   dcqcn_cnp_dscp              0..63, the IP DSCP of the CNPs sent
   // Rates are whole Mb/s (10^6 b/s), times whole microseconds.
   std::string set(std::string_view key, std::string_view value);
 };

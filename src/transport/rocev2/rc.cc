@@ -22,7 +22,7 @@ constexpr uint32_t kMaxSrNaks = 32;     // selective-repeat NAKs a QP sends per 
 constexpr uint32_t kMaxReadQueue = 16;  // READs a responder holds (max_dest_rd_atomic)
 constexpr uint32_t kRespBurst = 64;     // READ response packets per call, per QP
 constexpr uint64_t kDefaultRateBps = 100'000'000'000ull;
-constexpr uint8_t kEct0 = 2;            // the IP ECN field of data packets under DCQCN
+constexpr uint8_t kEct0 = 2;            // the IP ECN field of every packet under DCQCN
 constexpr uint32_t kWireOverhead = 64;  // Ethernet, IP, UDP, BTH, ICRC, preamble: the pacer's cost
 
 bool valid_pmtu(uint32_t m) {
@@ -534,6 +534,9 @@ TxDesc& header(RcTransport::Qp& q, Headers& h, Context& ctx) {
   TxDesc& d = ctx.tx_next();
   d.flow = q.flow;
   d.flags = kTxRoce;
+  // Under DCQCN every packet goes out ECT(0): requests, READ responses, ACKs and NAKs, READ
+  // requests and CNPs, as mlx5 sends them (a switch marks what is ECN-capable only).
+  d.ecn = q.dcqcn ? kEct0 : 0;
   h.src_port = q.sport;
   h.dest_qp = q.attr.dest_qpn;
   d.l4_len = uint8_t(build(h, d.l4.data()));
@@ -605,7 +608,6 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
   d.mr = w.mr;
   d.offset = w.offset + off;
   d.len = len;
-  d.ecn = q.dcqcn ? kEct0 : 0;
   count_tx(q, len, t);
 }
 
@@ -992,22 +994,26 @@ bool drop_reread(RcTransport::Qp& q) {
   return false;
 }
 
+// IBTA's packet lengths: a first or middle packet carries exactly one PMTU, a last one
+// 1..PMTU, an only one 0..PMTU (a READ request's payload is none of its business).
+bool lengths_ok(const OpInfo& o, uint32_t len, uint32_t pmtu) {
+  if (o.kind == OpKind::kReadRequest) return true;
+  if (o.first && o.last) return len <= pmtu;
+  if (o.last) return len != 0 && len <= pmtu;
+  return len == pmtu;
+}
+
+// A RETH's DMA length: no message is longer than 2^31 bytes, and a WRITE cut into packets is
+// longer than one PMTU.
+bool reth_ok(const OpInfo& o, const Headers& b, uint32_t pmtu) {
+  return b.dma_len <= kMaxMessage && (o.kind != OpKind::kWrite || o.last || b.dma_len > pmtu);
+}
+
 // The responder's side of one request packet at ePSN. Returns false (with a NAK or RNR pending)
 // when it was not accepted.
 bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
   const OpInfo o = op_info(x.b.opcode);
   const uint32_t pmtu = q.attr.pmtu;
-  // Lengths: first and middle carry exactly one PMTU, last 1..PMTU, only 0..PMTU.
-  bool len_ok = true;
-  if (o.kind == OpKind::kReadRequest) {
-    len_ok = true;
-  } else if (o.first && o.last) {
-    len_ok = x.len <= pmtu;
-  } else if (o.last) {
-    len_ok = x.len != 0 && x.len <= pmtu;
-  } else {
-    len_ok = x.len == pmtu;
-  }
   auto invalid = [&] {
     q.nak_pending = kSynInvalid;
     q.c.invalid_requests++;
@@ -1020,11 +1026,19 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     t.access_errors++;
     return false;
   };
-  if (!len_ok) return invalid();
+  // An opcode this transport does not implement (atomics, SEND with invalidate, FLUSH, ...).
+  if (o.kind == OpKind::kUnsupported) return invalid();
+  if (!lengths_ok(o, x.len, pmtu)) return invalid();
+  // Opcode order (IBTA 9.7.5.1.2, as rxe's check_op_seq): a SEND or WRITE in progress takes only
+  // its own middle or last packets; none in progress, only a first or only packet.
+  if ((o.kind == OpKind::kSend && (o.first == q.in_send || q.in_write)) ||
+      (o.kind == OpKind::kWrite && (o.first == q.in_write || q.in_send))) {
+    return invalid();
+  }
+  if (o.reth && !reth_ok(o, x.b, pmtu)) return invalid();
 
   if (o.kind == OpKind::kSend || (o.kind == OpKind::kWrite && o.last && o.imm)) {
     // Consumes a receive.
-    if (o.kind == OpKind::kSend && o.first == q.in_send) return invalid();
     const bool need_recv = o.kind == OpKind::kSend ? o.first : true;
     if (need_recv && q.rq_head == q.rq_tail) {
       q.rnr_code_pending = q.attr.min_rnr_timer;
@@ -1055,7 +1069,6 @@ bool accept(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     return true;
   }
   if (o.kind == OpKind::kWrite) {
-    if (o.first == q.in_write) return invalid();
     if (o.first) {
       q.msg_bytes = 0;
       uint16_t mr = 0;
@@ -1173,7 +1186,6 @@ void respond(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
     d.mr = r.mr;
     d.offset = r.offset + uint64_t(k) * pmtu;
     d.len = len;
-    d.ecn = q.dcqcn ? kEct0 : 0;
     count_tx(q, len, t);
     q.c.read_responses++;
     t.read_responses++;
@@ -1198,7 +1210,8 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
   if (o.kind == OpKind::kWrite && o.first) {
     // Where this WRITE goes: for its packets the NIC defers (it keeps one WRITE's context).
     WriteCtx c;
-    if (x.b.dma_len != 0 && remote_ok(q, x.b, true, ctx, &c.mr, &c.offset)) {
+    if (x.b.dma_len != 0 && reth_ok(o, x.b, q.attr.pmtu) &&
+        remote_ok(q, x.b, true, ctx, &c.mr, &c.offset)) {
       c.valid = true;
       c.first_psn = x.b.psn;
       c.npkts = packets(x.b.dma_len, q.attr.pmtu);
@@ -1217,8 +1230,10 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
       }
     }
     if (c == nullptr) return false;
+    // Copied only when IBTA's lengths hold: the packet's own, and a last one ends the WRITE.
     const uint64_t at = uint64_t(psn_diff(x.b.psn, c->first_psn)) * q.attr.pmtu;
-    if (x.len > q.attr.pmtu || at + x.len > c->len || !land(q, x, c->mr, c->offset + at, ctx, t)) {
+    if (!lengths_ok(o, x.len, q.attr.pmtu) || at + x.len > c->len ||
+        (o.last && at + x.len != c->len) || !land(q, x, c->mr, c->offset + at, ctx, t)) {
       return false;
     }
   }
@@ -1265,10 +1280,18 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
     }
     Headers b;
     size_t hl = 0;
+    // A QP takes packets from RTR on, and none once in ERR: its queues were flushed (a SEND
+    // whose first packet came before would find its receive completed already).
     if (parse(h.l4, h.l4_len, b, &hl) != ParseError::kNone || b.dest_qp != q->qpn ||
-        q->attr.state == QpState::kReset || q->attr.state == QpState::kInit) {
+        q->attr.state == QpState::kReset || q->attr.state == QpState::kInit ||
+        q->attr.state == QpState::kErr) {
       q->c.bad_packets++;
       total_.bad_packets++;
+      continue;
+    }
+    if (!pkey_match(b.pkey, kDefaultPkey)) {
+      q->c.bad_pkey++;
+      total_.bad_pkey++;
       continue;
     }
     q->c.rx_packets++;
@@ -1469,7 +1492,7 @@ void RcTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       Headers h;
       h.opcode = kCnp;
       h.becn = true;
-      header(q, h, ctx);
+      header(q, h, ctx).dscp = uint8_t(q.dcqcn_params.cnp_dscp);
       count_tx(q, 0, total_);
       q.c.cnps_sent++;
       total_.cnps_sent++;
@@ -1577,6 +1600,7 @@ void put_counters(const RcCounters& c, InfoSink& out) {
   out.number("access_errors", c.access_errors);
   out.number("invalid_requests", c.invalid_requests);
   out.number("bad_icrc", c.bad_icrc);
+  out.number("bad_pkey", c.bad_pkey);
   out.number("bad_packets", c.bad_packets);
   out.number("copied_bytes", c.copied_bytes);
   out.number("placed_bytes", c.placed_bytes);
@@ -1609,6 +1633,7 @@ bool RcTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("srtt_us", q->srtt_ns / 1000);
   out.number("rto_us", rto_ns(*q) / 1000);
   out.text("dcqcn", q->dcqcn ? "on" : "off");
+  out.number("cnp_dscp", q->dcqcn_params.cnp_dscp);
   out.number("rate_limit_bps", q->rate_bps);
   // DCQCN's rates exist from RTS on; before, the QP would start at its cap.
   const bool rp = q->dcqcn && q->attr.state == QpState::kRts;

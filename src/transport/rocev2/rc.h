@@ -21,9 +21,10 @@
 // certain; duplicates are re-ACKed and duplicate READs executed again; a SEND or a WRITE with
 // immediate without a posted receive gets an RNR NAK; a WRITE or READ outside what the rkey
 // allows gets a remote-access NAK, an invalid request (a SEND longer than its receive, opcodes
-// out of order, bad lengths) an invalid-request NAK, and after either the responder's QP goes to
-// ERR too (flushing its receives), as Linux rxe does. ACKs are coalesced: one per burst, for the
-// newest PSN.
+// out of order, bad lengths, an opcode this transport does not implement) an invalid-request
+// NAK, and after either the responder's QP goes to ERR too (flushing its receives), as Linux
+// rxe does. A packet whose P_Key is not the default partition's is dropped and counted. ACKs
+// are coalesced: one per burst, for the newest PSN.
 //
 // Payloads: the NIC has placed them (SEND into the posted receive, WRITE at the RETH's VA, READ
 // responses into the READ's buffer); a deferred one is copied by the owner where the transport
@@ -106,19 +107,21 @@ struct RcCounters {
   uint64_t rnr_naks_received = 0;
   uint64_t acks_sent = 0;
   uint64_t acks_received = 0;
-  uint64_t duplicates = 0;        // requests received again
-  uint64_t out_of_sequence = 0;   // requests past a gap
-  uint64_t read_responses = 0;    // READ response packets sent
-  uint64_t access_errors = 0;     // remote-access NAKs sent
-  uint64_t invalid_requests = 0;  // invalid-request NAKs sent (bad opcode order, lengths)
-  uint64_t bad_icrc = 0;          // dropped: the NIC saw a bad ICRC
-  uint64_t bad_packets = 0;       // dropped: not RC, truncated, another QP's number
-  uint64_t copied_bytes = 0;      // payload the copy path put in place
-  uint64_t placed_bytes = 0;      // payload the NIC placed
-  uint64_t qp_errors = 0;         // QPs moved to ERR by a failed request
-  uint64_t ce_received = 0;       // data packets that arrived CE-marked
-  uint64_t cnps_sent = 0;         // DCQCN: CNPs to the peer (at most one per interval)
-  uint64_t cnps_received = 0;     // DCQCN: CNPs from the peer
+  uint64_t duplicates = 0;       // requests received again
+  uint64_t out_of_sequence = 0;  // requests past a gap
+  uint64_t read_responses = 0;   // READ response packets sent
+  uint64_t access_errors = 0;    // remote-access NAKs sent
+  // Invalid-request NAKs sent: opcodes out of order, bad lengths, opcodes not implemented.
+  uint64_t invalid_requests = 0;
+  uint64_t bad_icrc = 0;       // dropped: the NIC saw a bad ICRC
+  uint64_t bad_pkey = 0;       // dropped: a P_Key of another partition (no NAK: IBTA 10.9.3)
+  uint64_t bad_packets = 0;    // dropped: not RC, truncated, another QP's number
+  uint64_t copied_bytes = 0;   // payload the copy path put in place
+  uint64_t placed_bytes = 0;   // payload the NIC placed
+  uint64_t qp_errors = 0;      // QPs moved to ERR by a failed request
+  uint64_t ce_received = 0;    // data packets that arrived CE-marked
+  uint64_t cnps_sent = 0;      // DCQCN: CNPs to the peer (at most one per interval)
+  uint64_t cnps_received = 0;  // DCQCN: CNPs from the peer
 };
 
 class RcTransport final : public Transport {

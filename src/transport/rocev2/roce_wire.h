@@ -55,12 +55,31 @@ enum Op : uint8_t {
   kReadRespLast = 0x0F,
   kReadRespOnly = 0x10,
   kAck = 0x11,
+  kAtomicAck = 0x12,
+  kCompareSwap = 0x13,
+  kFetchAdd = 0x14,
+  kSendLastInv = 0x16,
+  kSendOnlyInv = 0x17,
+  kFlush = 0x1C,
+  kAtomicWrite = 0x1D,
   kCnp = 0x81,
 };
 
-enum class OpKind : uint8_t { kInvalid, kSend, kWrite, kReadRequest, kReadResponse, kAck, kCnp };
+// kUnsupported: a request RC has (or reserves) that this transport does not implement: the
+// responder answers it with an invalid-request NAK (IBTA 9.7.5.2.4, as Linux rxe does).
+enum class OpKind : uint8_t {
+  kInvalid,
+  kSend,
+  kWrite,
+  kReadRequest,
+  kReadResponse,
+  kAck,
+  kCnp,
+  kUnsupported,
+};
 
-// What an opcode carries. `first`/`last`: the packet starts or ends its message.
+// What an opcode carries. `first`/`last`: the packet starts or ends its message. `ext`: for an
+// unsupported request, the bytes of its extension headers (not parsed; 0 when unknown).
 struct OpInfo {
   OpKind kind = OpKind::kInvalid;
   bool first = false;
@@ -68,29 +87,46 @@ struct OpInfo {
   bool reth = false;
   bool aeth = false;
   bool imm = false;
+  uint8_t ext = 0;
 };
 
-// RC opcodes 0x00-0x11 (kind, first, last, RETH, AETH, ImmDt). Atomics, SEND with invalidate
-// and the atomic ACK are not supported: a peer that sends them gets an invalid-request NAK.
-inline constexpr std::array<OpInfo, 0x12> kOps = {{
-    {OpKind::kSend, true, false, false, false, false},           // SEND first
-    {OpKind::kSend, false, false, false, false, false},          // SEND middle
-    {OpKind::kSend, false, true, false, false, false},           // SEND last
-    {OpKind::kSend, false, true, false, false, true},            // SEND last + imm
-    {OpKind::kSend, true, true, false, false, false},            // SEND only
-    {OpKind::kSend, true, true, false, false, true},             // SEND only + imm
-    {OpKind::kWrite, true, false, true, false, false},           // WRITE first
-    {OpKind::kWrite, false, false, false, false, false},         // WRITE middle
-    {OpKind::kWrite, false, true, false, false, false},          // WRITE last
-    {OpKind::kWrite, false, true, false, false, true},           // WRITE last + imm
-    {OpKind::kWrite, true, true, true, false, false},            // WRITE only
-    {OpKind::kWrite, true, true, true, false, true},             // WRITE only + imm
-    {OpKind::kReadRequest, true, true, true, false, false},      // READ request
-    {OpKind::kReadResponse, true, false, false, true, false},    // READ response first
-    {OpKind::kReadResponse, false, false, false, false, false},  // READ response middle
-    {OpKind::kReadResponse, false, true, false, true, false},    // READ response last
-    {OpKind::kReadResponse, true, true, false, true, false},     // READ response only
-    {OpKind::kAck, true, true, false, true, false},              // ACK
+// The RC opcodes, 0x00-0x1F (kind, first, last, RETH, AETH, ImmDt, other headers). Atomics
+// (AtomicETH, 28 bytes), SEND with invalidate (IETH, 4), FLUSH (FETH and RETH, 20), ATOMIC WRITE
+// (RETH, 16) and the reserved codes are requests this transport does not implement; the atomic
+// ACK answers a request it never makes, so it is no opcode here at all.
+inline constexpr std::array<OpInfo, 0x20> kOps = {{
+    {OpKind::kSend, true, false, false, false, false},            // SEND first
+    {OpKind::kSend, false, false, false, false, false},           // SEND middle
+    {OpKind::kSend, false, true, false, false, false},            // SEND last
+    {OpKind::kSend, false, true, false, false, true},             // SEND last + imm
+    {OpKind::kSend, true, true, false, false, false},             // SEND only
+    {OpKind::kSend, true, true, false, false, true},              // SEND only + imm
+    {OpKind::kWrite, true, false, true, false, false},            // WRITE first
+    {OpKind::kWrite, false, false, false, false, false},          // WRITE middle
+    {OpKind::kWrite, false, true, false, false, false},           // WRITE last
+    {OpKind::kWrite, false, true, false, false, true},            // WRITE last + imm
+    {OpKind::kWrite, true, true, true, false, false},             // WRITE only
+    {OpKind::kWrite, true, true, true, false, true},              // WRITE only + imm
+    {OpKind::kReadRequest, true, true, true, false, false},       // READ request
+    {OpKind::kReadResponse, true, false, false, true, false},     // READ response first
+    {OpKind::kReadResponse, false, false, false, false, false},   // READ response middle
+    {OpKind::kReadResponse, false, true, false, true, false},     // READ response last
+    {OpKind::kReadResponse, true, true, false, true, false},      // READ response only
+    {OpKind::kAck, true, true, false, true, false},               // ACK
+    {},                                                           // atomic ACK
+    {OpKind::kUnsupported, true, true, false, false, false, 28},  // compare and swap
+    {OpKind::kUnsupported, true, true, false, false, false, 28},  // fetch and add
+    {OpKind::kUnsupported, true, true},                           // reserved
+    {OpKind::kUnsupported, false, true, false, false, false, 4},  // SEND last + invalidate
+    {OpKind::kUnsupported, true, true, false, false, false, 4},   // SEND only + invalidate
+    {OpKind::kUnsupported, true, true},                           // reserved
+    {OpKind::kUnsupported, true, true},                           // reserved
+    {OpKind::kUnsupported, true, true},                           // reserved
+    {OpKind::kUnsupported, true, true},                           // reserved
+    {OpKind::kUnsupported, true, true, false, false, false, 20},  // FLUSH
+    {OpKind::kUnsupported, true, true, false, false, false, 16},  // ATOMIC WRITE
+    {OpKind::kUnsupported, true, true},                           // reserved
+    {OpKind::kUnsupported, true, true},                           // reserved
 }};
 
 // Inline: every packet in and out asks.
@@ -100,6 +136,19 @@ inline OpInfo op_info(uint8_t opcode) {
 }
 
 std::string_view op_name(uint8_t opcode);
+
+// ---- P_Keys (IBTA 10.9.3) ----
+// The one partition there is: the default, as a full member.
+inline constexpr uint16_t kDefaultPkey = 0xFFFF;
+// Two P_Keys match when their low 15 bits are equal and not zero and at least one of the two is
+// a full member (bit 15). A packet whose P_Key does not match the QP's is dropped silently and
+// counted (no NAK), as Linux rxe does.
+inline bool pkey_match(uint16_t a, uint16_t b) {
+  return (a & 0x7FFF) != 0 && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000) != 0;
+}
+
+// The IBTA's largest message (and RETH DMA length): 2^31 bytes.
+inline constexpr uint32_t kMaxMessage = 1u << 31;
 
 // ---- AETH syndromes ----
 enum Syndrome : uint8_t {

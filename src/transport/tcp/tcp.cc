@@ -76,6 +76,7 @@ constexpr U32Key kU32Keys[] = {
     {"fin_wait2_ms", &Settings::fin_wait2_ms, 0, 600000},
     {"syn_retries", &Settings::syn_retries, 1, 127},
     {"retries", &Settings::retries, 1, 255},
+    {"backlog", &Settings::backlog, 1, 65535},
 };
 
 }  // namespace
@@ -112,6 +113,8 @@ std::string parse_settings(Params params, Settings& out) {
       if (!parse_bool(p.value, out.timestamps)) return bad + " (on|off)";
     } else if (p.key == "message") {
       if (!parse_bool(p.value, out.message)) return bad + " (on|off)";
+    } else if (p.key == "syncookies") {
+      if (!parse_bool(p.value, out.syncookies)) return bad + " (on|off)";
     } else if (p.key == "ecn") {
       bool b = false;
       if (!parse_bool(p.value, b)) return bad + " (on|off)";
@@ -134,7 +137,8 @@ std::string parse_settings(Params params, Settings& out) {
         return "tcp: unknown parameter '" + std::string(p.key) +
                "' (have cc, mss, wscale, sack, timestamps, ecn, message, isn, delack_ms, "
                "rto_min_ms, "
-               "rto_initial_ms, rto_max_ms, time_wait_ms, fin_wait2_ms, syn_retries, retries)";
+               "rto_initial_ms, rto_max_ms, time_wait_ms, fin_wait2_ms, syn_retries, retries, "
+               "backlog, syncookies)";
       }
     }
   }
@@ -275,7 +279,10 @@ uint64_t Conn::inflight() const {
 
 TcpTransport::TcpTransport(uint64_t tick_ns)
     : wheel_(tick_ns, 0), tick_ns_(tick_ns), isn_secret_(std::random_device{}()) {
-  isn_secret_ = isn_secret_ << 32 | std::random_device{}();
+  std::random_device rd;
+  isn_secret_ = isn_secret_ << 32 | rd();
+  for (uint64_t& k : cookie_key_)
+    k = uint64_t(rd()) << 32 | rd();
 }
 
 TcpTransport::~TcpTransport() {
@@ -294,7 +301,7 @@ int TcpTransport::listen(ListenerId listener, const Endpoint& local, Params para
   if (!parse_settings(params, s).empty()) return -EINVAL;
   if (listener >= listeners_.size()) listeners_.resize(listener + 1);
   if (listeners_[listener].used) return -EEXIST;
-  listeners_[listener] = Listener{true, local, s};
+  listeners_[listener] = Listener{true, local, s, ++listener_gen_, 0, 0};
   return 0;
 }
 
@@ -316,7 +323,10 @@ Conn& TcpTransport::new_conn(FlowId id, const FlowTuple& tuple, const Settings& 
   c.flow = id;
   c.tuple = tuple;
   c.st = st;
-  if (st.fixed_isn) {
+  if (iss_set_) {
+    c.iss = iss_next_;  // above what the TIME-WAIT record before it sent (RFC 6191)
+    iss_set_ = false;
+  } else if (st.fixed_isn) {
     c.iss = st.isn;
   } else {
     // RFC 6528: a keyed hash of the tuple plus a 4 µs clock.
@@ -362,6 +372,7 @@ int TcpTransport::connect(FlowId flow, const FlowTuple& tuple, Params params, Co
 }
 
 State TcpTransport::state(FlowId flow) const {
+  if (tw(flow) != nullptr) return State::kTimeWait;
   const Conn* c = conn(flow);
   return c != nullptr ? c->state : State::kClosed;
 }
@@ -428,6 +439,7 @@ void TcpTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
         break;
       case ReqKind::kAbort:
         if (!open) break;
+        if ((r.flags & kReqDetach) != 0 && detach(*c, ctx)) break;
         if (c->state != State::kSynSent && c->state != State::kTimeWait) send_rst(*c, ctx);
         finish(*c, EventKind::kClosed, -ECONNABORTED, ctx);
         break;
@@ -446,6 +458,7 @@ void TcpTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
 
 void TcpTransport::finish(Conn& c, EventKind kind, int32_t status, Context& ctx) {
   const FlowId id = c.flow;
+  end_half_open(c);
   notify_end(c, kind, status, ctx);
   wheel_.cancel(&c.rto_timer);
   wheel_.cancel(&c.delack_timer);
@@ -486,6 +499,22 @@ void TcpTransport::notify_end(Conn& c, EventKind kind, int32_t status, Context& 
   if (c.accepted || !c.passive) ctx.event({id, kind, status, 0, 0, 0});
 }
 
+// The app left (kReqDetach). A connection it closed whose data the peer has all acknowledged
+// needs none of its memory to finish: FIN-WAIT and CLOSING go on (only the FIN may be resent)
+// to TIME-WAIT, where a compact record stays. A TIME-WAIT connection stays as it is. Anything
+// else is reset by the caller.
+bool TcpTransport::detach(Conn& c, Context& ctx) {
+  if (c.state == State::kTimeWait) return true;
+  const bool closing =
+      c.state == State::kFinWait1 || c.state == State::kFinWait2 || c.state == State::kClosing;
+  if (!closing || !c.fin_queued || seq_lt(c.snd_una, c.snd_end)) return false;
+  notify_end(c, EventKind::kClosed, -ECONNABORTED, ctx);
+  c.orphan = true;
+  ctr_.orphaned++;
+  touch(c);
+  return true;
+}
+
 void TcpTransport::release(Conn& c) {
   const FlowId id = c.flow;
   c.cc->~Algorithm();
@@ -499,6 +528,11 @@ void TcpTransport::release(Conn& c) {
 // ------------------------------------------------------------------------------------
 
 bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
+  if (const TimeWait* w = tw(flow); w != nullptr) {
+    out.text("state", state_name(State::kTimeWait));
+    out.text("timestamps", w->ts_ok ? "on" : "off");
+    return true;
+  }
   const Conn* c = conn(flow);
   if (c == nullptr) return false;
   out.text("state", state_name(c->state));
@@ -552,6 +586,7 @@ void TcpTransport::stats(InfoSink& out) const {
                                    {"no_flow", c.no_flow},
                                    {"paws_drops", c.paws_drops},
                                    {"challenge_acks", c.challenge_acks},
+                                   {"acks_rate_limited", c.acks_rate_limited},
                                    {"rst_in", c.rst_in},
                                    {"rst_out", c.rst_out},
                                    {"out_of_window", c.out_of_window},
@@ -572,7 +607,20 @@ void TcpTransport::stats(InfoSink& out) const {
                                    {"msg_refused", c.msg_refused},
                                    {"msg_bad", c.msg_bad},
                                    {"msg_no_buffer", c.msg_no_buffer},
-                                   {"msg_truncated", c.msg_truncated}})
+                                   {"msg_truncated", c.msg_truncated},
+                                   {"syn_no_room", c.syn_no_room},
+                                   {"syncookies_sent", c.syncookies_sent},
+                                   {"syncookies_recv", c.syncookies_recv},
+                                   {"syncookies_failed", c.syncookies_failed},
+                                   {"syn_dropped_no_room", c.syn_dropped_no_room},
+                                   {"syn_dropped_refused", c.syn_dropped_refused},
+                                   {"listen_overflows", c.listen_overflows},
+                                   {"time_wait", c.time_wait},
+                                   {"time_wait_overflow", c.time_wait_overflow},
+                                   {"time_wait_recycled", c.time_wait_recycled},
+                                   {"time_wait_acks", c.time_wait_acks},
+                                   {"time_wait_records", uint64_t(ntw_)},
+                                   {"orphaned", c.orphaned}})
     out.number(key, value);
 }
 

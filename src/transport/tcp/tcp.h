@@ -8,6 +8,8 @@
 //                  SACK-based retransmission (RFC 6675), ACKs with SACK/DSACK, SYN, FIN, RST
 //   tcp_timer.cc   RTO (RFC 6298), delayed ACK, zero-window persist, TIME_WAIT
 //   tcp_rack.cc    RACK-TLP (RFC 8985): loss detection by transmit time, the tail loss probe
+//   tcp_syncookie.cc  the listener's half-open budget and SYN cookies (RFC 4987) past it
+//   tcp_timewait.cc   TIME-WAIT as a compact record that outlives the app (RFC 9293 3.6)
 //
 // Payload is never touched: received data has been placed by the NIC (or is copied by the
 // dataplane through Context::copy_in into the buffer the transport names), sent data is named by
@@ -47,6 +49,10 @@ std::string_view state_name(State s);
 
 // Bytes a flow may have queued and unacknowledged; a send beyond it completes with -ENOBUFS.
 inline constexpr uint32_t kMaxSendQueue = 1u << 30;
+// Answers to segments we do not accept that carry no data: at most one per flow in this time
+// (RFC 5961's ACK throttling; Linux's tcp_invalid_ratelimit), so two ends out of step cannot
+// ACK each other's ACKs forever.
+inline constexpr uint64_t kInvalidAckGapNs = 500'000'000;
 
 // Per-flow settings, from Params ("cc cubic", "wscale 7", ...). check_params() lists the keys.
 struct Settings {
@@ -72,6 +78,12 @@ struct Settings {
   // a connect whose peer does not accept it is refused (-EPROTONOSUPPORT, after a RST), and a
   // message-mode listener answers a SYN without it with a RST.
   bool message = false;
+  // Listeners: half-open connections (SYN-RECEIVED) held at once, like Linux's listen backlog;
+  // past it, or when the dataplane has no room for another flow, SYNs are answered with SYN
+  // cookies ("syncookies on", the default) or dropped ("syncookies off"). Message-mode listeners
+  // never use cookies (the option's credit needs state).
+  uint32_t backlog = 128;
+  bool syncookies = true;
 
   bool dctcp() const { return std::string_view(cc) == "dctcp"; }
   // Whether our SYN asks for ECN (RFC 3168 6.1.1).
@@ -92,6 +104,9 @@ struct Counters {
   uint64_t no_flow = 0;  // for no flow or listener we know
   uint64_t paws_drops = 0;
   uint64_t challenge_acks = 0;
+  // Answers to unacceptable segments without data (out of window, PAWS, an ACK of unsent data,
+  // challenges) not sent: at most one per kInvalidAckGapNs per flow.
+  uint64_t acks_rate_limited = 0;
   uint64_t rst_in = 0;
   uint64_t rst_out = 0;
   uint64_t out_of_window = 0;
@@ -114,9 +129,24 @@ struct Counters {
   uint64_t msg_bad = 0;        // data segments whose message option was missing or inconsistent
   uint64_t msg_no_buffer = 0;  // data segments of a message with no posted receive (dropped)
   uint64_t msg_truncated = 0;  // messages longer than their receive buffer
+  // Listeners (Linux's TcpExtSyncookies*, ListenOverflows, TCPReqQFull*).
+  uint64_t syn_no_room = 0;          // SYNs that found the half-open budget used up
+  uint64_t syncookies_sent = 0;      // SYN-ACKs carrying a cookie
+  uint64_t syncookies_recv = 0;      // ACKs whose cookie was valid: connections made from them
+  uint64_t syncookies_failed = 0;    // ACKs to a listener whose cookie was not valid (RST)
+  uint64_t syn_dropped_no_room = 0;  // SYNs dropped without room and without cookies
+  uint64_t syn_dropped_refused = 0;  // SYNs the dataplane refused (a binding, no route)
+  uint64_t listen_overflows = 0;     // valid cookies dropped: still no room for the flow
+  // TIME-WAIT.
+  uint64_t time_wait = 0;           // connections that entered it (compact records made)
+  uint64_t time_wait_overflow = 0;  // ...that found max_time_wait records and closed at once
+  uint64_t time_wait_recycled = 0;  // records ended by a new SYN for their tuple (reuse)
+  uint64_t time_wait_acks = 0;      // segments a record answered (a retransmitted FIN, ...)
+  uint64_t orphaned = 0;            // closing connections that went on after their app left
 };
 
 struct Conn;
+struct TimeWait;
 
 class TcpTransport final : public Transport {
  public:
@@ -133,18 +163,26 @@ class TcpTransport final : public Transport {
   void app_burst(std::span<const AppRequest> reqs, Context& ctx) override;
   void tick(Context& ctx) override;
   bool flow_info(FlowId flow, InfoSink& out) const override;
-  size_t flow_count() const override { return nconns_; }
+  size_t flow_count() const override { return nconns_ + ntw_; }
   void stats(InfoSink& out) const override;
 
   const Counters& counters() const { return ctr_; }
-  // Tests: the connection's state, kClosed when unknown.
+  // Tests: the connection's state (kTimeWait for a TIME-WAIT record), kClosed when unknown.
   State state(FlowId flow) const;
+  // TIME-WAIT records kept at most (Linux's tcp_max_tw_buckets); a connection that would make
+  // one more closes at once (time_wait_overflow). Each record keeps its flow id.
+  void set_max_time_wait(uint32_t n) { max_tw_ = n; }
+  size_t time_wait_count() const { return ntw_; }
+  static constexpr uint32_t kDefaultMaxTimeWait = 4096;
 
   // ---- used by the tcp_*.cc parts (one class, several files) ----
   struct Listener {
     bool used = false;
     Endpoint local;
     Settings settings;
+    uint32_t gen = 0;            // which listener of this id a half-open connection counts in
+    uint32_t half_open = 0;      // its connections in SYN-RECEIVED
+    uint64_t cookies_until = 0;  // ACKs are checked for cookies until then (ns)
   };
 
   void begin(Context& ctx);
@@ -152,6 +190,9 @@ class TcpTransport final : public Transport {
   void input(const RxHeader& h, Context& ctx);
   void input_listen(const RxHeader& h, const Segment& s, Context& ctx);
   void input_conn(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
+  // Answers a segment input_conn() does not accept; `data`: it carried data or a FIN, whose
+  // sender needs the (D)SACK now. The rest are throttled (kInvalidAckGapNs).
+  void answer_invalid(Conn& c, bool data);
   void process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
   void receive_data(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
   void receive_fin(Conn& c, Context& ctx);
@@ -175,6 +216,21 @@ class TcpTransport final : public Transport {
   void enter_recovery(Conn& c);
   void rtt_sample(Conn& c, uint64_t rtt_ns);
   void enter_time_wait(Conn& c, Context& ctx);
+  // SYN cookies (tcp_syncookie.cc).
+  void send_cookie(const RxHeader& h, const Segment& s, Listener& l, Context& ctx);
+  void accept_cookie(const RxHeader& h, const Segment& s, Context& ctx);
+  uint32_t cookie_hash(const FlowTuple& t, uint32_t count, uint32_t c) const;
+  void end_half_open(Conn& c);
+  void reply_rst(const RxHeader& h, const Segment& s, Context& ctx);
+  // The app is gone: keep what needs none of its memory (kReqDetach); false: reset it.
+  bool detach(Conn& c, Context& ctx);
+  // TIME-WAIT records (tcp_timewait.cc).
+  void to_time_wait(Conn& c, Context& ctx);
+  void tw_input(TimeWait& w, const RxHeader& h, const Segment& s, Context& ctx);
+  void tw_send_ack(TimeWait& w, Context& ctx);
+  void tw_free(TimeWait& w, Context& ctx);
+  TimeWait* tw(FlowId id) const { return id < tw_.size() ? tw_[id] : nullptr; }
+  static void on_tw_timer(Timer* t, void* arg);
   // The flow ends: pending requests complete with `status` (0 for a graceful end), the app
   // hears `kind`, the dataplane forgets the flow, and the connection is freed.
   void finish(Conn& c, EventKind kind, int32_t status, Context& ctx);
@@ -199,6 +255,15 @@ class TcpTransport final : public Transport {
   uint64_t now_ns_ = 0;
   Context* ctx_ = nullptr;  // during tick(): the context timer callbacks act through
   uint64_t isn_secret_;
+  uint64_t cookie_key_[2];  // SipHash key of the SYN cookies
+  uint32_t listener_gen_ = 0;
+  bool iss_set_ = false;  // new_conn: start at iss_next_ (a SYN that ended a TIME-WAIT record)
+  uint32_t iss_next_ = 0;
+  std::vector<TimeWait*> tw_;                       // by flow id
+  std::vector<std::unique_ptr<TimeWait>> tw_pool_;  // every record made; free ones listed
+  std::vector<TimeWait*> tw_free_;
+  size_t ntw_ = 0;
+  uint32_t max_tw_ = kDefaultMaxTimeWait;
   std::vector<std::unique_ptr<Conn>> conns_;  // by flow id
   size_t nconns_ = 0;
   std::vector<Listener> listeners_;  // by listener id

@@ -138,9 +138,12 @@ struct Conn {
   FlowTuple tuple;
   State state = State::kClosed;
   bool passive = false;
-  bool accepted = false;  // the app has heard kConnected or kAccepted
-  bool app_done = false;  // the app has heard kClosed (TIME_WAIT goes on without it)
+  bool accepted = false;   // the app has heard kConnected or kAccepted
+  bool app_done = false;   // the app has heard kClosed (TIME_WAIT goes on without it)
+  bool orphan = false;     // the app left while it closed: the close goes on without it
+  bool half_open = false;  // passive, in SYN-RECEIVED: counted in its listener's half_open
   ListenerId listener = 0;
+  uint32_t listener_gen = 0;  // Listener::gen when it was counted
   Settings st;
 
   // ---- negotiated ----
@@ -240,6 +243,8 @@ struct Conn {
   bool synced = false;        // the NIC knows the receive sequence
   uint32_t unacked_segs = 0;  // received since our last ACK
   bool ack_now = false;
+  bool invalid_answered = false;  // an unacceptable segment was answered, at invalid_answer_ns
+  uint64_t invalid_answer_ns = 0;
   bool ce_pending = false;    // RFC 3168: echo ECE until the peer sends CWR
   bool last_ce = false;       // DCTCP: CE of the last data segment
   uint32_t rcv_progress = 0;  // new in-order bytes this burst (one kRecvData event)
@@ -295,6 +300,26 @@ struct Conn {
   // New data waits for the peer: a zero window, or no message credit.
   bool send_blocked() const { return snd_wnd == 0 || seq_geq(snd_nxt, msg_send_right()); }
 };
+
+// A connection in TIME-WAIT, all that is left of it once it got there (RFC 9293 3.6): enough to
+// answer a retransmitted FIN, check timestamps (PAWS) and let a newer SYN reuse the tuple. It
+// holds no app memory; its flow id stays the dataplane's until the record ends.
+struct TimeWait {
+  TcpTransport* tp = nullptr;
+  FlowId flow = kNoFlow;
+  uint16_t local_port = 0;
+  uint16_t remote_port = 0;
+  uint32_t snd_nxt = 0;  // after our FIN
+  uint32_t rcv_nxt = 0;  // after the peer's FIN
+  uint32_t ts_recent = 0;
+  uint16_t window = 0;  // the window field our ACKs carry
+  bool ts_ok = false;
+  Timer timer;  // 2 MSL (time_wait_ms), restarted by segments that need an answer
+  uint64_t duration_ns = 0;
+};
+
+// The tuple of a received segment, seen from this host.
+FlowTuple tuple_of(const RxHeader& h, const Segment& s);
 
 // How long a reopened window's update waits for the peer's data before it goes again.
 inline uint64_t wnd_repeat_ns(const Conn& c) {

@@ -9,8 +9,6 @@
 #include "tcp_conn.h"
 
 namespace cleave::transport::tcp {
-namespace {
-
 FlowTuple tuple_of(const RxHeader& h, const Segment& s) {
   FlowTuple t;
   t.proto = 6;
@@ -25,6 +23,8 @@ FlowTuple tuple_of(const RxHeader& h, const Segment& s) {
   t.local.port = s.dst_port;
   return t;
 }
+
+namespace {
 
 // ECN is on when the SYN asked for it (ECE and CWR) and the SYN-ACK agreed (ECE alone), RFC 3168
 // 6.1.1: `we_asked` is our side of that, `want` the flags the peer's segment must carry.
@@ -80,6 +80,10 @@ void TcpTransport::input(const RxHeader& h, Context& ctx) {
       input_conn(*c, h, s, ctx);
       return;
     }
+    if (TimeWait* w = tw(h.flow); w != nullptr) {
+      tw_input(*w, h, s, ctx);
+      return;
+    }
   }
   if (h.has_listener && h.listener < listeners_.size() && listeners_[h.listener].used) {
     input_listen(h, s, ctx);
@@ -88,18 +92,40 @@ void TcpTransport::input(const RxHeader& h, Context& ctx) {
   ctr_.no_flow++;
 }
 
-// LISTEN (RFC 9293 3.10.7.2): RSTs are ignored, ACKs cannot be answered without a flow (the
-// dataplane's exception path may send the RST), a SYN opens a connection.
+// LISTEN (RFC 9293 3.10.7.2): RSTs are ignored; an ACK completes a SYN cookie's handshake or
+// gets a RST; a SYN opens a connection while the listener has room for another half-open one
+// (its backlog, and the dataplane's room for a flow: the app's quota, its completion queue, the
+// flow table), else it gets a SYN cookie (tcp_syncookie.cc) or is dropped.
 void TcpTransport::input_listen(const RxHeader& h, const Segment& s, Context& ctx) {
+  if ((s.flags & (kSyn | kAck | kRst)) == kAck) {
+    accept_cookie(h, s, ctx);
+    return;
+  }
   if ((s.flags & (kSyn | kAck | kRst)) != kSyn) {
     ctr_.no_flow++;
     return;
   }
-  const Listener& l = listeners_[h.listener];
+  Listener& l = listeners_[h.listener];
   const FlowTuple tuple = tuple_of(h, s);
-  // Message mode is on when both ask (negotiate() below); a refused one is closed at once.
-  const FlowId id = ctx.flow_open(h.listener, tuple, s.seq + 1, l.settings.message && s.has_msg);
-  if (id == kNoFlow || conn(id) != nullptr) {
+  FlowId id = kNoFlow;
+  if (l.half_open < l.settings.backlog) {
+    // Message mode is on when both ask (negotiate() below); a refused one is closed at once.
+    id = ctx.flow_open(h.listener, tuple, s.seq + 1, l.settings.message && s.has_msg);
+    if (id == kNoFlow && ctx.flow_open_error() != -ENOBUFS) {
+      ctr_.syn_dropped_refused++;
+      return;
+    }
+  }
+  if (id == kNoFlow) {
+    ctr_.syn_no_room++;
+    if (!l.settings.syncookies || l.settings.message) {
+      ctr_.syn_dropped_no_room++;
+      return;
+    }
+    send_cookie(h, s, l, ctx);
+    return;
+  }
+  if (conn(id) != nullptr || tw(id) != nullptr) {
     ctr_.no_flow++;
     return;
   }
@@ -113,6 +139,9 @@ void TcpTransport::input_listen(const RxHeader& h, const Segment& s, Context& ct
   Conn& c = new_conn(id, tuple, st);
   c.passive = true;
   c.listener = h.listener;
+  c.listener_gen = l.gen;
+  c.half_open = true;
+  l.half_open++;
   c.state = State::kSynReceived;
   c.irs = s.seq;
   c.rcv_nxt = c.rcv_adv = c.nic_cursor = c.rcv_msg_seq = s.seq + 1;
@@ -197,14 +226,14 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
   // SYN in a synchronized state, whatever its sequence number (RFC 5961 4.2): challenge ACK.
   if (syn && !rst) {
     ctr_.challenge_acks++;
-    c.ack_now = true;
+    answer_invalid(c, false);
     return;
   }
 
   // PAWS (RFC 7323 5.3); segments without timestamps are accepted, as Linux does.
   if (c.ts_ok && s.has_ts && c.ts_recent_valid && !rst && int32_t(s.ts_val - c.ts_recent) < 0) {
     ctr_.paws_drops++;
-    c.ack_now = true;
+    answer_invalid(c, seglen != 0);
     return;
   }
 
@@ -242,7 +271,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
         c.dsack_pending = true;
       }
     }
-    c.ack_now = true;
+    answer_invalid(c, seglen != 0);
     return;
   }
 
@@ -251,7 +280,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
     ctr_.rst_in++;
     if (s.seq != c.rcv_nxt) {
       ctr_.challenge_acks++;
-      c.ack_now = true;
+      answer_invalid(c, false);
       return;
     }
     const bool quiet =
@@ -266,6 +295,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
 
   if (c.state == State::kSynReceived) {
     if (!seq_gt(s.ack, c.snd_una) || !seq_leq(s.ack, c.snd_max)) return;
+    end_half_open(c);
     c.state = State::kEstablished;
     c.backoff = 0;
     c.snd_wnd = uint32_t(s.window) << c.snd_wscale;
@@ -279,12 +309,12 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
 
   // ---- ACK (RFC 9293 3.10.7.4 fifth, RFC 5961 5.2) ----
   if (seq_gt(s.ack, c.snd_max)) {
-    c.ack_now = true;  // acknowledges data we never sent
+    answer_invalid(c, false);  // acknowledges data we never sent: the data is not taken either
     return;
   }
   if (seq_lt(s.ack, c.snd_una - c.max_snd_wnd)) {
     ctr_.challenge_acks++;
-    c.ack_now = true;
+    answer_invalid(c, false);
     return;
   }
   process_ack(c, h, s, ctx);
@@ -293,6 +323,12 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
   // ---- data ----
   if (plen != 0 && (c.state == State::kEstablished || c.state == State::kFinWait1 ||
                     c.state == State::kFinWait2)) {
+    if (c.orphan && seq_gt(s.seq + plen, c.rcv_nxt)) {
+      // New data for an app that left: nobody will read it (Linux resets too).
+      send_rst(c, ctx);
+      finish(c, EventKind::kClosed, -ECONNRESET, ctx);
+      return;
+    }
     receive_data(c, h, s, ctx);
   }
 
@@ -314,6 +350,18 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
     c.rcv_fin_seq = s.seq + plen;
   }
   if (c.fin_seen && !c.fin_received && c.rcv_nxt == c.rcv_fin_seq) receive_fin(c, ctx);
+}
+
+void TcpTransport::answer_invalid(Conn& c, bool data) {
+  if (!data) {
+    if (c.invalid_answered && now_ns_ - c.invalid_answer_ns < kInvalidAckGapNs) {
+      ctr_.acks_rate_limited++;
+      return;
+    }
+    c.invalid_answered = true;
+    c.invalid_answer_ns = now_ns_;
+  }
+  c.ack_now = true;
 }
 
 void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
@@ -807,6 +855,7 @@ void TcpTransport::after_burst(Conn& c, Context& ctx) {
   } else if (c.unacked_segs != 0 && !c.delack_timer.armed()) {
     wheel_.arm(&c.delack_timer, uint64_t(c.st.delack_ms) * 1'000'000);
   }
+  if (c.state == State::kTimeWait) to_time_wait(c, ctx);
 }
 
 }  // namespace cleave::transport::tcp

@@ -1,5 +1,5 @@
-// tcp_timer.cc - RTO (RFC 6298, Linux's floor), delayed ACKs, zero-window persist, TIME_WAIT and
-// FIN_WAIT_2; the transport's tick.
+// tcp_timer.cc - RTO (RFC 6298, Linux's floor), delayed ACKs, zero-window persist, entering
+// TIME_WAIT (its record: tcp_timewait.cc) and FIN_WAIT_2; the transport's tick.
 #include <algorithm>
 #include <cerrno>
 
@@ -58,9 +58,12 @@ void TcpTransport::enter_time_wait(Conn& c, Context& ctx) {
   wheel_.cancel(&c.rto_timer);
   wheel_.cancel(&c.reo_timer);
   wheel_.cancel(&c.tlp_timer);
-  // The app is done with the flow now; the quiet time is the transport's alone.
+  wheel_.cancel(&c.misc_timer);
+  // The app is done with the flow now; the quiet time is the transport's alone: at the end of
+  // this burst (after the ACK of the peer's FIN) a compact record takes the connection's place
+  // (to_time_wait).
   notify_end(c, EventKind::kClosed, 0, ctx);
-  wheel_.arm(&c.misc_timer, std::max<uint64_t>(uint64_t(c.st.time_wait_ms) * 1'000'000, 1));
+  touch(c);
 }
 
 void TcpTransport::on_rto_timer(Timer* /*t*/, void* arg) {

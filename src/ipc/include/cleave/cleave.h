@@ -61,7 +61,8 @@ enum {
   CL_EPERM = -1,            /* not allowed to connect (uid/gid not in the daemon's config) */
   CL_ENOENT = -2,           /* no such pipe or MR, or no daemon socket */
   CL_EIO = -5,              /* a QP's peer reported a remote operational error */
-  CL_EAGAIN = -11,          /* nothing now; try again (queue full, nothing to poll) */
+  CL_EAGAIN = -11,          /* nothing now; try again (queue full, nothing to poll; cl_open:
+                               too many of this user's connections wait for cleaved) */
   CL_ENOMEM = -12,          /* out of memory (heap, or the daemon's) */
   CL_EACCES = -13,          /* MR access rights do not allow the operation; or an operator's
                                binding reserves the port or flow for another user (listen,
@@ -79,7 +80,10 @@ enum {
   CL_ECONNABORTED = -103,   /* this app aborted the flow (CL_OP_FLOW_ABORT) */
   CL_ECONNRESET = -104,     /* the peer reset the flow */
   CL_ENOBUFS = -105,        /* the flow's send queue is full */
-  CL_ETIMEDOUT = -110,      /* cl_cq_wait timed out; a flow gave up retransmitting */
+  CL_ETIMEDOUT = -110,      /* cl_cq_wait timed out; a flow gave up retransmitting; cleaved's
+                               dataplane did not answer a control call in time (cl_open, pipe,
+                               MR, flow and QP calls: nothing was done unless the app was then
+                               disconnected; try again) */
   CL_ECONNREFUSED = -111,   /* the peer refused the connection */
   CL_EHOSTUNREACH = -113,   /* the next hop did not answer ARP */
   CL_EDQUOT = -122,         /* over this app's quota */
@@ -178,7 +182,10 @@ struct cl_wc {
   cl_flow flow; /* CL_OP_FLOW_* completions and events */
 };
 
-/* ---- Context ---- */
+/* ---- Context ----
+ * Every control call (cl_open, registration, queue and flow set-up) waits for the daemon's reply
+ * up to $CLEAVE_CTL_TIMEOUT_MS milliseconds as read at cl_open (100 to 600000; default 30000),
+ * then fails with CL_EDAEMON for good. A daemon that dies is noticed at once. */
 CL_API int cl_open(const struct cl_open_attr* attr /* may be NULL */, cl_ctx** out);
 CL_API int cl_close(cl_ctx* ctx); /* frees every queue, MR and heap block of the context */
 CL_API uint32_t cl_app_id(const cl_ctx* ctx);
@@ -235,6 +242,9 @@ CL_API int cl_cq_wait(cl_cq* cq, int timeout_ms);
  *   CL_EV_CONNECTED or CL_EV_REFUSED follows on cq. Requests on the flow may be posted before
  *   CL_EV_CONNECTED, except while cleaved still resolves the next hop by ARP (before the SYN
  *   leaves): then they complete with CL_EAGAIN, to be posted again after CL_EV_CONNECTED.
+ * Every flow counts in the app's quota of flows (with its QPs, and its listeners' accepted flows
+ * from their SYN on) until the app gets its CL_EV_CLOSED or CL_EV_REFUSED: past it cl_connect
+ * (and cl_qp_create) fail with CL_EDQUOT, and a listener accepts no more until a flow ends.
  * A CQ bound to flows must have room for their completions: the daemon takes a flow request
  * only while the flow's CQ can hold its completion, so a CQ that is not polled stalls its flows'
  * submit queues, never loses a completion.
