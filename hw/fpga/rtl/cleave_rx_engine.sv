@@ -169,13 +169,15 @@ module cleave_rx_engine #(
     logic next_start_known;
     logic [23:0] next_start_psn;
     logic [31:0] next_msg;
+    logic selrep;  // RoCE: selective repeat; clear: go-back-N, placed only at `exp_psn`
+    logic [23:0] exp_psn;  // go-back-N: the PSN of the next request the NIC may place
     logic read_v;
     logic [CW-1:0] read_chunk;
   } flow_t;
 
   // RoCE opcodes by their low five bits: what the packet carries (the model's kRoceOps).
   localparam logic [2:0] K_SEND = 3'd0, K_WRITE = 3'd1, K_READRESP = 3'd2, K_NODATA = 3'd3,
-      K_UNSUP = 3'd4;
+      K_UNSUP = 3'd4, K_READREQ = 3'd5;
   typedef struct packed {
     logic [2:0] kind;
     logic first;
@@ -197,17 +199,18 @@ module cleave_rx_engine #(
       5'h09: rc_op = {K_WRITE, 1'b0, 1'b1, 5'd4};
       5'h0A: rc_op = {K_WRITE, 1'b1, 1'b1, 5'd16};
       5'h0B: rc_op = {K_WRITE, 1'b1, 1'b1, 5'd20};
-      5'h0C: rc_op = {K_NODATA, 1'b0, 1'b0, 5'd16};
+      5'h0C: rc_op = {K_READREQ, 1'b1, 1'b1, 5'd16};
       5'h0D: rc_op = {K_READRESP, 1'b1, 1'b0, 5'd4};
       5'h0E: rc_op = {K_READRESP, 1'b0, 1'b0, 5'd0};
       5'h0F: rc_op = {K_READRESP, 1'b0, 1'b1, 5'd4};
       5'h10: rc_op = {K_READRESP, 1'b1, 1'b1, 5'd4};
       5'h11: rc_op = {K_NODATA, 1'b0, 1'b0, 5'd4};
       5'h12: rc_op = {K_NODATA, 1'b0, 1'b0, 5'd12};
-      5'h13: rc_op = {K_NODATA, 1'b0, 1'b0, 5'd28};
-      5'h14: rc_op = {K_NODATA, 1'b0, 1'b0, 5'd28};
-      5'h16: rc_op = {K_SEND, 1'b0, 1'b1, 5'd4};
-      5'h17: rc_op = {K_SEND, 1'b1, 1'b1, 5'd4};
+      // What the transport does not implement (atomics, SEND with invalidate): never placed.
+      5'h13: rc_op = {K_UNSUP, 1'b1, 1'b1, 5'd28};
+      5'h14: rc_op = {K_UNSUP, 1'b1, 1'b1, 5'd28};
+      5'h16: rc_op = {K_UNSUP, 1'b0, 1'b1, 5'd4};
+      5'h17: rc_op = {K_UNSUP, 1'b1, 1'b1, 5'd4};
       default: rc_op = {K_UNSUP, 1'b0, 1'b0, 5'd0};
     endcase
   endfunction
@@ -351,6 +354,8 @@ module cleave_rx_engine #(
     logic [KW-1:0] fidx;
     // RoCE
     logic [23:0] psn;
+    logic x_gbn;  // a go-back-N request: `exp_psn` passes it when placed or without payload
+    logic [23:0] gbn_span;  // the PSNs it takes
     logic is_send;
     logic at_start;
     ctx_t nctx;
@@ -539,7 +544,7 @@ module cleave_rx_engine #(
   logic [15:0] c_arg16;
   logic [23:0] c_flow;
   logic [1:0] c_parser;
-  logic c_mode, c_reliable, c_messages;
+  logic c_mode, c_reliable, c_messages, c_selrep;
   logic [31:0] c_w2, c_w3, c_w4, c_w5, c_w6, c_w7;
   always_comb begin
     c_op = r.cmd[CMD_OPCODE_LSB+:CMD_OPCODE_W];
@@ -550,6 +555,7 @@ module cleave_rx_engine #(
     c_mode = r.cmd[CMD_FMODE_LSB];
     c_reliable = r.cmd[CMD_FRELIABLE_LSB];
     c_messages = r.cmd[CMD_FMESSAGES_LSB];
+    c_selrep = r.cmd[CMD_FSELREP_LSB];
     c_w2 = r.cmd[CMD_W2_LSB+:32];
     c_w3 = r.cmd[CMD_W3_LSB+:32];
     c_w4 = r.cmd[CMD_W4_LSB+:32];
@@ -642,6 +648,7 @@ module cleave_rx_engine #(
 
   // Scratch values of the state machine (module level: Yosys takes no struct locals in blocks).
   logic [31:0] t32;
+  logic [31:0] pmtu32;
   logic [63:0] t64;
   logic [63:0] u64;
   logic [31:0] take;
@@ -657,6 +664,7 @@ module cleave_rx_engine #(
   always_comb begin
     // every scratch value assigned here first
     t32 = '0;
+    pmtu32 = '0;
     t64 = '0;
     u64 = '0;
     take = '0;
@@ -727,6 +735,7 @@ module cleave_rx_engine #(
         n.fid_v = 1'b0;
         n.x_msg = 1'b0;
         n.x_unrel = 1'b0;
+        n.x_gbn = 1'b0;
         if (s_cmd_valid) begin
           s_cmd_ready = 1'b1;
           n.cmd = s_cmd_data;
@@ -938,11 +947,16 @@ module cleave_rx_engine #(
           else begin
             if (VERIFY_L4) n.out.l4_csum = r.meta.icrc_ok ? CSUMSTATUS_GOOD : CSUMSTATUS_BAD;
             if (VERIFY_L4 && !r.meta.icrc_ok) `DEFER(DEFERREASON_BAD_ICRC)
+            // The partition (IBTA 10.9.3): the default one, 0xFFFF, whatever the membership bit.
+            else if (r.meta.l7[8*2+:7] != 7'h7F || r.meta.l7[8*3+:8] != 8'hFF)
+              `DEFER(DEFERREASON_BAD_PKEY)
             else if (r.meta.l7[7:0] == 8'h81) begin  // CNP: header only
               hl = {8'd0, r.meta.pay_off} + r.meta.pay_len;
               n.out.header_len = hl < 16'd192 ? hl[7:0] : 8'd192;
               `FINISH(DECISION_NO_PAYLOAD)
-            end else if (r.meta.pay_len < 16'd16 + {11'd0, op.ext} + {14'd0, r.meta.l7[13:12]})
+            end else if (r.f.reliable && r.meta.l7[7:5] != 3'd0)
+              `DEFER(DEFERREASON_UNSUPPORTED)  // an RC QP takes RC opcodes only
+            else if (r.meta.pay_len < 16'd16 + {11'd0, op.ext} + {14'd0, r.meta.l7[13:12]})
               `DEFER(DEFERREASON_BAD_L4_HEADER)
             else begin
               hl = {8'd0, r.meta.pay_off} + 16'd12 + {11'd0, op.ext};
@@ -964,8 +978,13 @@ module cleave_rx_engine #(
                 end
               end else if (r.f.reliable && psn_neg(psn, r.f.cursor[23:0]))
                 `FINISH(DECISION_DROPPED)  // (b): a duplicate
+              // Go-back-N: a request only at the PSN the NIC expects next, else unwritten.
+              else if (!r.f.selrep && psn != r.f.exp_psn) `DEFER(DEFERREASON_OUT_OF_SEQUENCE)
               else begin
-                n.out.ooo = psn != r.f.cursor[23:0];
+                n.out.ooo = r.f.selrep && psn != r.f.cursor[23:0];
+                n.x_gbn = !r.f.selrep;
+                n.gbn_span = op.kind == K_READREQ ?
+                    24'(read_packets(l7_32(r.meta.l7, 24), r.f.pmtu_log2)) : 24'd1;
                 n.is_send = op.kind == K_SEND;
                 n.at_start = r.f.next_start_known && r.f.next_start_psn == psn;
                 n.st = S_ROCE1;
@@ -977,69 +996,95 @@ module cleave_rx_engine #(
       // The context: a first packet opens one (or meets its own retransmission).
       S_ROCE1: begin
         c = r.is_send ? r.f.send_ctx : r.f.write_ctx;
-        if (op.first) begin
-          if (c.valid && c.first_psn == r.psn) begin
-            // A retransmitted first packet. A WRITE first seen off the chain joins it now.
-            if (r.at_start && !c.chained) begin
-              c.chained = 1'b1;
-              n.f.next_start_known = 1'b0;
-            end
-            if (r.is_send) n.f.send_ctx = c;
-            else n.f.write_ctx = c;
-            n.st = S_ROCE3;
-          end else if (r.is_send && (!r.at_start ||
-                         (c.valid && !psn_neg(c.end_psn, r.f.cursor[23:0])) ||
-                         (r.f.write_ctx.valid && psn_neg(r.f.write_ctx.end_psn, r.psn) &&
-                          !psn_neg(r.f.write_ctx.end_psn, r.f.cursor[23:0]))))
-            `DEFER(DEFERREASON_NO_MESSAGE)
+        pmtu32 = 32'd1 << r.f.pmtu_log2;
+        if (op.kind == K_READREQ) begin
+          // Nothing to place. Begun where a message was known to begin, the next begins past
+          // the PSNs its responses take.
+          if (l7_32(r.meta.l7, 24) > 32'h80000000) `DEFER(DEFERREASON_BAD_LENGTH)
           else begin
-            n.nctx = '0;
-            n.nctx.valid = 1'b1;
-            n.nctx.chained = r.at_start;
-            n.nctx.first_psn = r.psn;
-            n.nctx.next_psn = r.psn + 24'd1;
-            if (r.is_send) begin
-              n.nctx.msg = r.f.next_msg;
-              n.f.next_msg = r.f.next_msg + 32'd1;
-              n.nctx.end_known = op.last;
-              n.nctx.end_psn = r.psn;
-              n.st = S_ROCE2;
-            end else begin
-              n.rkey = l7_32(r.meta.l7, 20);
-              n.nctx.mr = {r.meta.l7[8*22+:8], r.meta.l7[8*23+:8]};
-              n.nctx.tag = {r.meta.l7[8*20+:8], r.meta.l7[8*21+:8]};
-              n.nctx.base = {l7_32(r.meta.l7, 12), l7_32(r.meta.l7, 16)};
-              n.nctx.limit = l7_32(r.meta.l7, 24);
-              // packets = last ? 1 : max(1, ceil(limit / pmtu))
-              t32 = op.last ? 32'd1 : read_packets(l7_32(r.meta.l7, 24), r.f.pmtu_log2);
-              n.nctx.end_known = 1'b1;
-              n.nctx.end_psn = r.psn + t32[23:0] - 24'd1;
-              // The whole extent the RETH claims, once; a zero-length WRITE needs no key.
-              if (l7_32(r.meta.l7, 24) != 0) begin
-                mr_raddr = MW'(l7_32(r.meta.l7, 20));
-                n.st = S_ROCE_MR1;
-              end else n.st = S_ROCE2;
-            end
+            if (r.at_start) n.f.next_start_psn = r.psn + r.gbn_span;
+            `FINISH(DECISION_NO_PAYLOAD)
           end
-        end else begin
-          if (!c.valid || psn_neg(r.psn, c.first_psn) || r.psn == c.first_psn)
-            `DEFER(DEFERREASON_NO_MESSAGE)
-          else if (c.end_known) begin
-            // Within the message; its last packet exactly at its end.
-            if (psn_neg(c.end_psn, r.psn) || (op.last != (c.end_psn == r.psn)))
-              `DEFER(DEFERREASON_NO_MESSAGE)
-            else n.st = S_ROCE3;
-          end else begin
-            if (!psn_neg(r.psn, c.next_psn) && r.psn != c.next_psn) `DEFER(DEFERREASON_NO_MESSAGE)
-            else begin
-              if (r.psn == c.next_psn) c.next_psn = r.psn + 24'd1;
-              if (op.last) begin
-                c.end_known = 1'b1;
-                c.end_psn = r.psn;
+        end
+        // IBTA's lengths, before a byte is written: payload and pad whole words; a first or
+        // middle packet carries one PMTU, a last one 1..PMTU, an only one 0..PMTU.
+        else if (((r.len + {30'd0, r.meta.l7[13:12]}) & 32'd3) != 0)
+          `DEFER(DEFERREASON_BAD_L4_HEADER)
+        else if (op.first ? (op.last ? r.len > pmtu32 : r.len != pmtu32) :
+                 (op.last ? r.len == 0 || r.len > pmtu32 : r.len != pmtu32))
+          `DEFER(DEFERREASON_BAD_LENGTH)
+        else begin
+          if (op.first) begin
+            if (c.valid && c.first_psn == r.psn) begin
+              // A retransmitted first packet. A WRITE first seen off the chain joins it now.
+              if (r.at_start && !c.chained) begin
+                c.chained = 1'b1;
+                n.f.next_start_known = 1'b0;
               end
               if (r.is_send) n.f.send_ctx = c;
               else n.f.write_ctx = c;
               n.st = S_ROCE3;
+            end else if (((r.is_send || !r.f.selrep) && !r.at_start) ||
+                         (r.is_send && ((c.valid && !psn_neg(c.end_psn, r.f.cursor[23:0])) ||
+                           (r.f.write_ctx.valid && psn_neg(r.f.write_ctx.end_psn, r.psn) &&
+                            !psn_neg(r.f.write_ctx.end_psn, r.f.cursor[23:0])))))
+              // A SEND (go-back-N: any message) opens only where a message is known to begin.
+              `DEFER(DEFERREASON_NO_MESSAGE)
+            else begin
+              n.nctx = '0;
+              n.nctx.valid = 1'b1;
+              n.nctx.chained = r.at_start;
+              n.nctx.first_psn = r.psn;
+              n.nctx.next_psn = r.psn + 24'd1;
+              if (r.is_send) begin
+                n.nctx.msg = r.f.next_msg;
+                n.f.next_msg = r.f.next_msg + 32'd1;
+                n.nctx.end_known = op.last;
+                n.nctx.end_psn = r.psn;
+                n.st = S_ROCE2;
+              end else begin
+                n.rkey = l7_32(r.meta.l7, 20);
+                n.nctx.mr = {r.meta.l7[8*22+:8], r.meta.l7[8*23+:8]};
+                n.nctx.tag = {r.meta.l7[8*20+:8], r.meta.l7[8*21+:8]};
+                n.nctx.base = {l7_32(r.meta.l7, 12), l7_32(r.meta.l7, 16)};
+                n.nctx.limit = l7_32(r.meta.l7, 24);
+                t32 = read_packets(l7_32(r.meta.l7, 24), r.f.pmtu_log2);
+                n.nctx.end_known = 1'b1;
+                n.nctx.end_psn = r.psn + t32[23:0] - 24'd1;
+                // The RETH's length: at most 2^31; a WRITE cut into packets is longer than one
+                // PMTU, a WRITE only carries all of it.
+                if (l7_32(r.meta.l7, 24) > 32'h80000000 ||
+                    (!op.last && l7_32(r.meta.l7, 24) <= pmtu32) ||
+                    (op.last && r.len != l7_32(r.meta.l7, 24)))
+                  `DEFER(DEFERREASON_BAD_LENGTH)
+                // The whole extent the RETH claims, once; a zero-length WRITE needs no key.
+                else if (l7_32(r.meta.l7, 24) != 0) begin
+                  mr_raddr = MW'(l7_32(r.meta.l7, 20));
+                  n.st = S_ROCE_MR1;
+                end else n.st = S_ROCE2;
+              end
+            end
+          end else begin
+            if (!c.valid || psn_neg(r.psn, c.first_psn) || r.psn == c.first_psn)
+              `DEFER(DEFERREASON_NO_MESSAGE)
+            else if (c.end_known) begin
+              // Within the message; its last packet exactly at its end.
+              if (psn_neg(c.end_psn, r.psn) || (op.last != (c.end_psn == r.psn)))
+                `DEFER(DEFERREASON_NO_MESSAGE)
+              else n.st = S_ROCE3;
+            end else begin
+              if (!psn_neg(r.psn, c.next_psn) && r.psn != c.next_psn)
+                `DEFER(DEFERREASON_NO_MESSAGE)
+              else begin
+                if (r.psn == c.next_psn) c.next_psn = r.psn + 24'd1;
+                if (op.last) begin
+                  c.end_known = 1'b1;
+                  c.end_psn = r.psn;
+                end
+                if (r.is_send) n.f.send_ctx = c;
+                else n.f.write_ctx = c;
+                n.st = S_ROCE3;
+              end
             end
           end
         end
@@ -1054,15 +1099,15 @@ module cleave_rx_engine #(
       S_ROCE2: begin
         c = r.f.write_ctx;
         if (r.at_start) n.f.next_start_known = 1'b0;
-        if (!r.is_send && c.valid && !psn_neg(c.end_psn, r.f.cursor[23:0]) &&
+        // (Selective repeat only: go-back-N places in order, the earlier one is behind the NIC.)
+        if (r.f.selrep && !r.is_send && c.valid && !psn_neg(c.end_psn, r.f.cursor[23:0]) &&
             !psn_neg(r.psn, c.first_psn) && r.psn != c.first_psn) begin
-          // keep: place this first packet without a context
+          // keep: place this first packet without a context (IBTA's lengths keep it inside)
           if (r.nctx.chained) begin
             n.f.next_start_psn = r.nctx.end_psn + 24'd1;
             n.f.next_start_known = 1'b1;
           end
-          if (r.len > r.nctx.limit) `DEFER(DEFERREASON_MS_OVERFLOW)
-          else if (r.len == 0) `FINISH(DECISION_NO_PAYLOAD)
+          if (r.len == 0) `FINISH(DECISION_NO_PAYLOAD)
           else begin
             fr = '0;
             fr.mr = r.nctx.mr;
@@ -1084,32 +1129,37 @@ module cleave_rx_engine #(
       S_ROCE3: begin
         nf = r.f;
         c = r.is_send ? r.f.send_ctx : r.f.write_ctx;
-        if (c.chained && c.end_known) begin
-          nf.next_start_psn = c.end_psn + 24'd1;
-          nf.next_start_known = 1'b1;
-          c.chained = 1'b0;
-          if (r.is_send) nf.send_ctx = c;
-          else nf.write_ctx = c;
-          if (nf.write_ctx.valid && !nf.write_ctx.chained &&
-              nf.write_ctx.first_psn == nf.next_start_psn)
-            nf.next_start_psn = nf.write_ctx.end_psn + 24'd1;
-        end
-        n.f = nf;
-        t64 = {40'd0, 24'(r.psn - c.first_psn)} << nf.pmtu_log2;
+        t64 = {40'd0, 24'(r.psn - c.first_psn)} << r.f.pmtu_log2;
         n.at = t64;
-        if (r.len == 0) `FINISH(DECISION_NO_PAYLOAD)
-        else if (r.is_send) begin
-          n.msg = c.msg;
-          n.ret_find = S_MSG_GOT;
-          n.st = S_FIND;
-        end else if (t64 > {32'd0, c.limit} || {32'd0, r.len} > {32'd0, c.limit} - t64)
-          `DEFER(DEFERREASON_MS_OVERFLOW)
+        // A WRITE's last packet ends it exactly where its RETH said.
+        if (!r.is_send && op.last && t64 + {32'd0, r.len} != {32'd0, c.limit})
+          `DEFER(DEFERREASON_BAD_LENGTH)
         else begin
-          // Again per packet: the MR may have been removed, or re-registered under another tag.
-          n.rkey = {c.tag, c.mr};
-          n.nctx = c;
-          mr_raddr = c.mr[MW-1:0];
-          n.st = S_ROCE_MR2;
+          if (c.chained && c.end_known) begin
+            nf.next_start_psn = c.end_psn + 24'd1;
+            nf.next_start_known = 1'b1;
+            c.chained = 1'b0;
+            if (r.is_send) nf.send_ctx = c;
+            else nf.write_ctx = c;
+            if (nf.write_ctx.valid && !nf.write_ctx.chained &&
+                nf.write_ctx.first_psn == nf.next_start_psn)
+              nf.next_start_psn = nf.write_ctx.end_psn + 24'd1;
+          end
+          n.f = nf;
+          if (r.len == 0) `FINISH(DECISION_NO_PAYLOAD)
+          else if (r.is_send) begin
+            n.msg = c.msg;
+            n.ret_find = S_MSG_GOT;
+            n.st = S_FIND;
+          end else if (t64 > {32'd0, c.limit} || {32'd0, r.len} > {32'd0, c.limit} - t64)
+            `DEFER(DEFERREASON_MS_OVERFLOW)
+          else begin
+            // Again per packet: the MR may have been removed, or re-registered under another tag.
+            n.rkey = {c.tag, c.mr};
+            n.nctx = c;
+            mr_raddr = c.mr[MW-1:0];
+            n.st = S_ROCE_MR2;
+          end
         end
       end
       S_ROCE_MR2: begin
@@ -1352,6 +1402,10 @@ module cleave_rx_engine #(
           `INC(3, CTR_RX_FRAGMENTS, r.out.nfrags)
         end
         if (r.x_msg && r.out.decision != DECISION_DEFERRED) `INC(4, CTR_RX_MESSAGE, 1)
+        // Go-back-N: past a request placed in order or that had nothing to place.
+        if (r.x_gbn && (r.out.decision == DECISION_PLACED ||
+                        r.out.decision == DECISION_NO_PAYLOAD))
+          n.f.exp_psn = r.psn + r.gbn_span;
         if (r.x_unrel && r.out.decision == DECISION_PLACED) begin
           `INC(5, CTR_RX_UNRELIABLE, 1)
           n.ret_pop = S_OUT;
@@ -1655,6 +1709,11 @@ module cleave_rx_engine #(
               `CMD_ERR(ERR_BAD_ARGUMENT)
             else begin
               n.f.cursor = c_w2;
+              // RoCE: the transport accepted up to here; placing goes on from there at the
+              // earliest.
+              if (r.f.parser == PARSER_ROCE && c_w2[23:0] != r.f.exp_psn &&
+                  !psn_neg(c_w2[23:0], r.f.exp_psn))
+                n.f.exp_psn = c_w2[23:0];
               n.st = S_CMD_DONE;
             end
           end
@@ -1828,6 +1887,8 @@ module cleave_rx_engine #(
           nf.msg_dense = 1'b1;
           nf.next_start_known = 1'b1;
           nf.next_start_psn = c_w5[23:0];
+          nf.selrep = c_selrep;
+          nf.exp_psn = c_w5[23:0];
           n.f = nf;
           n.fid_v = 1'b1;
           n.flows_in_use = r.flows_in_use + 32'd1;

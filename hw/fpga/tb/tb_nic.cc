@@ -8,7 +8,7 @@
 // tb_rx (tb_scenario.h) plus random TX requests (tb_txgen.h), and compares with the model:
 // every RX completion in the ring (each field, slot, copy flag and phase bit through ring
 // wraps), every header slot, every copy-path frame, every TX frame byte for byte, every TX
-// completion in its ring, all 59 counters read through the counter block, flows in use and free
+// completion in its ring, all 62 counters read through the counter block, flows in use and free
 // store chunks through the debug block, and host memory. CLEAVE_RTL_FRAMES sets the number of
 // received frames (default 5000).
 #include <memory>

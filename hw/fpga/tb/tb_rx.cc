@@ -394,6 +394,10 @@ int main(int argc, char** argv) {
     for (unsigned p = 0; p < 4; p++)
       TB_CHECK(s.by_parser[p][0] > 0, "no %s frame was placed", pn[p]);
     TB_CHECK(s.frags[2] && s.frags[3], "no payload straddled MSs");
+    for (auto r : {nic::DeferReason::kOutOfSequence, nic::DeferReason::kBadLength,
+                   nic::DeferReason::kBadPkey, nic::DeferReason::kUnsupported})
+      TB_CHECK(s.reason[unsigned(r)] > 0, "no frame was deferred as %s",
+               std::string(nic::defer_reason_name(r)).c_str());
     TB_CHECK(s.err[unsigned(nic::Err::kOk)] && s.err[unsigned(nic::Err::kBadArgument)],
              "command outcomes missing");
   }

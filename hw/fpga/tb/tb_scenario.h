@@ -4,11 +4,12 @@
 // few driver commands (MR and flow adds and removes, MS posts and retires, cursor moves, RoCE
 // resyncs, READ sinks, rkey checks, flow queries, and now and then a random or malformed one),
 // then a burst of frames from flows of every kind (TCP byte streams, TCP message mode,
-// unreliable TCP and UDP, Solar streams, messages and unreliable, RoCE QPs with SEND, WRITE and
-// READ responses), with the fault matrix applied: loss, reordering, duplication, truncation,
-// flipped bytes and bad checksums. Every command and frame has gone through the model when the
-// round is returned: each event carries what the model answered (Err, RxEntry). A testbench replays
-// the round into the RTL and compares.
+// unreliable TCP and UDP, Solar streams, messages and unreliable, RoCE QPs, go-back-N and
+// selective repeat, with SEND, WRITE, READ requests and responses, go-back-N retransmissions, and
+// now and then a P_Key of another partition or lengths IBTA forbids), with the fault matrix
+// applied: loss, reordering, duplication, truncation, flipped bytes and bad checksums. Every
+// command and frame has gone through the model when the round is returned: each event carries what
+// the model answered (Err, RxEntry). A testbench replays the round into the RTL and compares.
 #pragma once
 
 #include <algorithm>
@@ -177,9 +178,13 @@ class Scenario {
     uint32_t next_msg_send = 0;
     std::map<uint32_t, uint32_t> msg_len;  // posted message lengths by number
     // RoCE
-    uint32_t psn = 0;  // next PSN the sender uses
+    uint32_t psn = 0;   // next PSN the sender uses
+    uint32_t rpsn = 0;  // next PSN of our own READs (their responses come in our PSN space)
     uint32_t sends = 0;
-    std::deque<Bytes> queue;                           // packets not sent yet
+    std::deque<Bytes> queue;  // packets not sent yet
+    std::deque<Bytes> sent;   // the last ones sent, for go-back-N
+    // where messages begin: PSN, SENDs before it (what a transport resyncs the NIC to)
+    std::deque<std::pair<uint32_t, uint32_t>> starts;
     std::vector<std::pair<uint32_t, uint32_t>> reads;  // READ sinks: first PSN, length
   };
 
@@ -305,8 +310,11 @@ class Scenario {
         s.owner = uint32_t(1 + rng_.below(2));
         s.pmtu = rng_.chance(0.7) ? 256 : 1024;
         s.messages = true;
+        s.reliable = rng_.chance(0.85);  // else UC
         break;
     }
+    // RoCE: the QP's recovery; other parsers ignore the flag
+    s.selective_repeat = rng_.chance(g.kind == Kind::kRoce ? 0.5 : 0.1);
     s.mode = rng_.chance(0.05) ? nic::FlowMode::kCopy : nic::FlowMode::kZeroCopy;
     // now and then a bad one: protocol and parser apart, a bad PMTU or QPN
     if (rng_.chance(0.03)) s.key.proto = rng_.chance(0.5) ? 6 : 17;
@@ -319,6 +327,7 @@ class Scenario {
     c.set(CLEAVE_NIC_CMD_FMODE_LSB, 1, uint32_t(s.mode));
     c.set(CLEAVE_NIC_CMD_FRELIABLE_LSB, 1, s.reliable);
     c.set(CLEAVE_NIC_CMD_FMESSAGES_LSB, 1, s.messages);
+    c.set(CLEAVE_NIC_CMD_FSELREP_LSB, 1, s.selective_repeat);
     c.w(2, s.key.src_ip).w(3, s.key.dst_ip).w(4, uint32_t(s.key.dst_port) << 16 | s.key.src_port);
     c.w(5, s.initial_seq);
     if (s.parser == nic::Parser::kSolar) {
@@ -330,6 +339,8 @@ class Scenario {
     if (e == nic::Err::kOk && !flows_[id].live) {
       g.live = true;
       g.psn = s.initial_seq;
+      g.rpsn = uint32_t(rng_.u64()) & 0xFFFFFF;
+      boundary(g);
       pick_mr_for(g);
       flows_[id] = std::move(g);
     }
@@ -474,6 +485,8 @@ class Scenario {
       case Kind::kTcpMsg:
       case Kind::kSolarMsg:
       case Kind::kRoce: {
+        // A RoCE transport moves its ePSN as it takes requests: often.
+        if (g.kind == Kind::kRoce && rng_.chance(0.7)) roce_cursor(out, id, g);
         if (g.kind == Kind::kRoce && rng_.chance(0.4)) {
           roce_driver(out, id, g);
           break;
@@ -486,7 +499,13 @@ class Scenario {
         } else if (!g.msg_len.empty()) {
           auto it = g.msg_len.begin();
           if (rng_.chance(0.3)) std::advance(it, long(rng_.below(g.msg_len.size())));
-          retire_msg(out, id, g, it->first);
+          // RoCE: the transport retires the receives SENDs before the cursor took (and now
+          // and then another)
+          if (g.kind != Kind::kRoce || g.msg_len.begin()->first < sends_at(g, model_->cursor(id)) ||
+              rng_.chance(0.1)) {
+            if (g.kind == Kind::kRoce && rng_.chance(0.9)) it = g.msg_len.begin();
+            retire_msg(out, id, g, it->first);
+          }
         }
         if (g.kind == Kind::kTcpMsg && rng_.chance(0.3)) {
           uint64_t cur = uint32_t(model_->cursor(id) - isn);
@@ -514,16 +533,39 @@ class Scenario {
     }
   }
 
-  void roce_driver(std::vector<Event>& out, uint32_t id, FlowGen& g) {
-    switch (rng_.below(5)) {
-      case 0: {  // the responder's ePSN moves towards the sender's, mostly all the way
-        uint32_t cur = model_->cursor(id);
-        uint32_t ahead = (g.psn - cur) & 0xFFFFFF;
-        if (ahead >= 0x800000) ahead = 0;
-        uint32_t by = rng_.chance(0.7) ? ahead : uint32_t(rng_.below(ahead + 1));
-        cursor(out, id, (cur + by) & 0xFFFFFF);
+  // The responder's transport takes requests (some through the copy path): its ePSN moves to
+  // the start of a message the sender has reached, mostly the latest, and the NIC's chain is
+  // resynced there. Now and then it moves anywhere up to the sender's PSN instead.
+  void roce_cursor(std::vector<Event>& out, uint32_t id, FlowGen& g) {
+    const uint32_t cur = model_->cursor(id);
+    uint32_t front = g.psn;  // the first request not sent yet (READ responses aside)
+    for (const Bytes& f : g.queue) {
+      const uint8_t op = f[bth_at(f)];
+      if (op < 0x0D || op > 0x10) {
+        front = bth_psn(f);
         break;
       }
+    }
+    auto ahead = [&](uint32_t p, uint32_t of) { return ((p - of) & 0xFFFFFF) < 0x800000; };
+    std::vector<std::pair<uint32_t, uint32_t>> can;
+    for (const auto& st : g.starts)
+      if (ahead(st.first, cur) && ahead(front, st.first)) can.push_back(st);
+    if (can.empty() || rng_.chance(0.1)) {
+      uint32_t up = (g.psn - cur) & 0xFFFFFF;
+      if (up >= 0x800000) up = 0;
+      cursor(out, id, (cur + uint32_t(rng_.below(up + 1))) & 0xFFFFFF);
+      return;
+    }
+    const auto& st = rng_.chance(0.7) ? can.back() : can[rng_.below(can.size())];
+    cursor(out, id, st.first);
+    if (rng_.chance(0.8)) resync(out, id, st.first, st.second);
+  }
+
+  void roce_driver(std::vector<Event>& out, uint32_t id, FlowGen& g) {
+    switch (rng_.below(5)) {
+      case 0:
+        roce_cursor(out, id, g);
+        break;
       case 1:  // the transport restarts the chain where the sender is
         resync(out, id, g.psn, g.sends);
         break;
@@ -531,11 +573,11 @@ class Scenario {
         if (g.reads.size() < 4) {
           uint32_t len = uint32_t(rng_.below(3 * g.spec.pmtu + 10));
           uint32_t n = std::max<uint32_t>(1, (len + g.spec.pmtu - 1) / g.spec.pmtu);
-          read_post(out, id, g, g.psn, len);
+          read_post(out, id, g, g.rpsn, len);
           if (!out.empty() && out.back().want == nic::Err::kOk) {
-            // its responses come later, in the sender's PSN space
-            read_responses(g, g.psn, len);
-            g.psn = (g.psn + n) & 0xFFFFFF;
+            // its responses come later, in our own PSN space
+            read_responses(g, g.rpsn, len);
+            g.rpsn = (g.rpsn + n) & 0xFFFFFF;
           }
         }
         break;
@@ -761,33 +803,73 @@ class Scenario {
         return true;
       }
       case Kind::kRoce:
+        if (rng_.chance(0.04)) go_back(g);
         if (g.queue.empty()) roce_message(g);
         if (g.queue.empty()) return false;
         f = std::move(g.queue.front());
         g.queue.pop_front();
+        g.sent.push_back(f);
+        if (g.sent.size() > 48) g.sent.pop_front();
+        bth_faults(f);
         return true;
     }
     return false;
   }
+
+  // Go-back-N as a requester recovers: everything sent from the responder's ePSN (the cursor)
+  // on, again, before what is new.
+  void go_back(FlowGen& g) {
+    const uint32_t cur = model_->cursor(uint32_t(&g - flows_.data()));
+    std::deque<Bytes> again;
+    for (const Bytes& f : g.sent)
+      if (((bth_psn(f) - cur) & 0xFFFFFF) < 0x800000) again.push_back(f);
+    g.queue.insert(g.queue.begin(), again.begin(), again.end());
+  }
+
+  static size_t bth_at(const Bytes& f) { return 14 + size_t(f[14] & 0x0F) * 4 + 8; }
+  static uint32_t bth_psn(const Bytes& f) { return nic::load32(&f[bth_at(f) + 8]) & 0xFFFFFF; }
 
   Bytes roce_pkt(FlowGen& g, uint8_t op, uint32_t psn, const Bytes& ext, const Bytes& pl) {
     IpOpts o = ipo(g);
     return roce_frame(op, psn, g.spec.qpn, ext, pl, uint16_t(49152 + rng_.below(64)), o);
   }
 
+  // Now and then a P_Key of another partition (or the default one as a limited member), or a
+  // pad count that leaves the payload not whole words; the ICRC still good. (On the way out:
+  // a go-back-N retransmission sends the packet as it was made.)
+  void bth_faults(Bytes& f) {
+    const size_t b = bth_at(f);
+    if (rng_.chance(0.01)) {
+      const uint16_t keys[] = {0x7FFF, 0x8001, 0x0000, 0xFFFE, uint16_t(rng_.u64())};
+      nic::store16(&f[b + 2], keys[rng_.below(std::size(keys))]);
+      fix_icrc(f);
+    } else if (rng_.chance(0.005)) {
+      f[b + 1] = uint8_t((f[b + 1] + 0x10) & 0x30);
+      fix_icrc(f);
+    }
+  }
+
+  // A message's packet payload: PMTU for all but the last; now and then one IBTA forbids.
+  uint32_t pkt_len(uint32_t pmtu, uint32_t len, uint32_t i, uint32_t n) {
+    uint32_t pl = i + 1 < n ? pmtu : len - i * pmtu;
+    if (rng_.chance(0.02)) pl = rng_.chance(0.5) ? pl + 4 : (pl >= 4 ? pl - 4 : pmtu + 4);
+    return pl;
+  }
+
   // A message of packets into the flow's queue: SEND, WRITE, or something else now and then.
   void roce_message(FlowGen& g) {
     const uint32_t pmtu = g.spec.pmtu;
-    uint32_t len = uint32_t(rng_.below(rng_.chance(0.3) ? 4 * pmtu : pmtu + 10));
-    uint32_t n = std::max<uint32_t>(1, (len + pmtu - 1) / pmtu);
     const uint64_t kind = rng_.below(10);
+    // WRITEs are cut into packets more often: their extent and lengths are checked per packet
+    uint32_t len = uint32_t(rng_.below(rng_.chance(kind < 5 ? 0.3 : 0.6) ? 4 * pmtu : pmtu + 10));
+    uint32_t n = std::max<uint32_t>(1, (len + pmtu - 1) / pmtu);
     if (kind < 5) {  // SEND, mostly as long as the receive posted for it
       if (g.msg_len.count(g.sends) && rng_.chance(0.8)) {
         len = g.msg_len[g.sends] - uint32_t(rng_.below(std::min<uint32_t>(g.msg_len[g.sends], 64)));
         n = std::max<uint32_t>(1, (len + pmtu - 1) / pmtu);
       }
       for (uint32_t i = 0; i < n; i++) {
-        uint32_t pl = i + 1 < n ? pmtu : len - i * pmtu;
+        uint32_t pl = pkt_len(pmtu, len, i, n);
         uint8_t op = n == 1      ? (rng_.chance(0.2) ? 0x05 : 0x04)
                      : i == 0    ? 0x00
                      : i + 1 < n ? 0x01
@@ -798,26 +880,44 @@ class Scenario {
       g.sends++;
     } else if (kind < 8) {  // WRITE into an MR of the owner (or a bad key)
       uint16_t mr = pick_mr();
+      for (int tries = 0; tries < 16 && rng_.chance(0.9); tries++) {
+        const MrGen& c = mrs_[mr];
+        if (c.live && c.owner == g.spec.owner && (c.access & nic::kMrRemoteWrite)) break;
+        mr = pick_mr();
+      }
       const MrGen& m = mrs_[mr];
       uint64_t va = m.len > len ? rng_.below(m.len - len) : 0;
       uint32_t rkey = uint32_t(m.tag) << 16 | mr;
       if (rng_.chance(0.1)) rkey ^= 1u << 16;
+      // the RETH's length: now and then not the message's, or past IBTA's 2^31
+      uint32_t dma = len;
+      if (rng_.chance(0.15)) dma = rng_.chance(0.8) ? len + 4 : 0x80000000u + 4;
       for (uint32_t i = 0; i < n; i++) {
-        uint32_t pl = i + 1 < n ? pmtu : len - i * pmtu;
+        uint32_t pl = pkt_len(pmtu, len, i, n);
         uint8_t op = n == 1      ? (rng_.chance(0.2) ? 0x0B : 0x0A)
                      : i == 0    ? 0x06
                      : i + 1 < n ? 0x07
                                  : (rng_.chance(0.2) ? 0x09 : 0x08);
         Bytes ext;
-        if (op == 0x06 || op == 0x0A || op == 0x0B) ext = reth(va, rkey, len);
+        if (op == 0x06 || op == 0x0A || op == 0x0B) ext = reth(va, rkey, dma);
         if (op == 0x0B || op == 0x09) {
           Bytes imm = payload(4);
           ext.insert(ext.end(), imm.begin(), imm.end());
         }
         g.queue.push_back(roce_pkt(g, op, (g.psn + i) & 0xFFFFFF, ext, payload(pl)));
       }
-    } else if (kind < 9) {  // ACK, CNP, an atomic, a UC or unknown opcode
-      uint8_t ops[] = {0x11, 0x81, 0x13, 0x24, 0x2A, 0x15, 0x19, 0x64};
+    } else if (kind < 9 && rng_.chance(0.5)) {  // a READ request: its responses' PSNs
+      uint16_t mr = pick_mr();
+      uint32_t dma = uint32_t(rng_.below(4 * pmtu));
+      if (rng_.chance(0.03)) dma = 0x80000000u + uint32_t(rng_.below(100));
+      g.queue.push_back(roce_pkt(g, 0x0C, g.psn,
+                                 reth(rng_.below(4096), uint32_t(mrs_[mr].tag) << 16 | mr, dma),
+                                 payload(rng_.chance(0.05) ? 4 : 0)));
+      // (one refused for its length takes one PSN: the requester will not go on past it)
+      n = dma > 0x80000000u ? 1
+                            : std::max<uint32_t>(1, uint32_t((uint64_t(dma) + pmtu - 1) / pmtu));
+    } else if (kind < 9) {  // ACK, CNP, an atomic, SEND with invalidate, a UC or unknown opcode
+      uint8_t ops[] = {0x11, 0x81, 0x13, 0x14, 0x16, 0x17, 0x24, 0x2A, 0x15, 0x19, 0x64};
       uint8_t op = ops[rng_.below(std::size(ops))];
       g.queue.push_back(
           roce_pkt(g, op, g.psn, payload(rng_.below(5) * 4), payload(rng_.below(40))));
@@ -827,6 +927,20 @@ class Scenario {
       n = 1;
     }
     g.psn = (g.psn + n) & 0xFFFFFF;
+    boundary(g);
+  }
+
+  // SENDs begun before PSN `psn`, as far as the message starts remembered tell.
+  static uint32_t sends_at(const FlowGen& g, uint32_t psn) {
+    uint32_t n = 0;
+    for (const auto& st : g.starts)
+      if (((psn - st.first) & 0xFFFFFF) < 0x800000) n = st.second;
+    return n;
+  }
+
+  void boundary(FlowGen& g) {
+    g.starts.emplace_back(g.psn, g.sends);
+    if (g.starts.size() > 64) g.starts.pop_front();
   }
 
   void read_responses(FlowGen& g, uint32_t first, uint32_t len) {
