@@ -11,6 +11,13 @@
 // completion in its ring, all 62 counters read through the counter block, flows in use and free
 // store chunks through the debug block, and host memory. CLEAVE_RTL_FRAMES sets the number of
 // received frames (default 5000).
+//
+// With CLEAVE_RTL_RATE=1 it prints figures instead (the `bench` suite; asserts nothing about
+// speed): frames per cycle the unit sustains with nothing held back (no stall on any stream, DMA
+// requests taken at once, the RX ring's consumer index returned as completions arrive), one flow
+// at a time, from the first beat in to the last RX completion in host memory, every frame placed
+// (or the run fails); median of five runs, beside the input's own bound (its beats per frame).
+#include <algorithm>
 #include <memory>
 
 #include "Vcleave_nic.h"
@@ -144,9 +151,126 @@ struct Bench {
   }
 };
 
+Event ok_cmd(const CmdRec& c) {
+  Event ev;
+  ev.is_cmd = true;
+  ev.cmd = c;
+  ev.want = nic::Err::kOk;
+  return ev;
+}
+
+// One rate run: `frames` frames of one flow (kind 0 TCP in order, 1 RoCE WRITE only) with
+// `payload` bytes each; returns the cycles from the first beat to the last completion.
+uint64_t rate_run(int argc, char** argv, int kind, uint32_t payload, uint32_t frames, int rep,
+                  size_t* flen) {
+  Bench b(uint64_t(rep) + 1);
+  b.ctx->commandArgs(argc, argv);
+  Bytes mem(4u << 20, 0);
+  b.mem = &mem;
+  for (auto* s : {&b.copy, &b.tx, &b.wr})
+    s->set_stall(0.0);
+  b.rx.set_stall(0.0);
+  b.rd.set_stall(0.0);
+  b.req_ready = 1.0;
+  b.top->rst = 1;
+  for (int i = 0; i < 8; i++)
+    b.cycle();
+  b.top->rst = 0;
+  const uint32_t rq = CLEAVE_NIC_RB_RXQ_BASE;
+  b.write(rq + CLEAVE_NIC_RB_RXQ_CPL_BASE_LO, uint32_t(kRxCpl));
+  b.write(rq + CLEAVE_NIC_RB_RXQ_CPL_BASE_HI, uint32_t(kRxCpl >> 32));
+  b.write(rq + CLEAVE_NIC_RB_RXQ_HDR_BASE_LO, uint32_t(kRxHdr));
+  b.write(rq + CLEAVE_NIC_RB_RXQ_HDR_BASE_HI, uint32_t(kRxHdr >> 32));
+  b.write(rq + CLEAVE_NIC_RB_RXQ_LOG2_ENTRIES, kRxLog2);
+  b.write(rq + CLEAVE_NIC_RB_RXQ_ENABLE, 1);
+  // One MR over host memory, one flow, MSs for the whole run.
+  CmdRec mr;
+  mr.op(CLEAVE_NIC_CMD_MR_ADD).arg16(0).arg8(nic::kMrRemoteWrite).w(2, 1);
+  mr.w(3, uint32_t(kIovaBase)).w(4, uint32_t(kIovaBase >> 32)).w(5, uint32_t(mem.size()));
+  mr.w(6, 0).w(7, 0x55);
+  run_cmd(b, ok_cmd(mr));
+  const uint32_t isn = 1000;
+  CmdRec f;
+  f.op(CLEAVE_NIC_CMD_FLOW_ADD).flow(0).w(2, 0x0A000002).w(3, 0x0A000001).w(5, isn);
+  f.set(CLEAVE_NIC_CMD_FRELIABLE_LSB, 1, 1);
+  if (kind == 0) {
+    f.arg8(6).set(CLEAVE_NIC_CMD_FPARSER_LSB, 2, CLEAVE_NIC_PARSER_TCP).w(4, 5001u << 16 | 40000);
+  } else {
+    f.arg8(17).arg16(4096).set(CLEAVE_NIC_CMD_FPARSER_LSB, 2, CLEAVE_NIC_PARSER_ROCE);
+    f.w(4, 4791u << 16).w(6, 1).w(7, 17);
+  }
+  run_cmd(b, ok_cmd(f));
+  if (kind == 0) {
+    const uint32_t ms_len = (frames * payload) / 8 + 1;
+    for (uint32_t i = 0; i < 8; i++) {
+      CmdRec p;
+      p.op(CLEAVE_NIC_CMD_MS_POST).flow(0).arg16(0).w(2, i * ms_len).w(3, 0).w(4, ms_len);
+      run_cmd(b, ok_cmd(p));
+    }
+  }
+  Rng rng(uint64_t(rep) + 1);
+  for (uint32_t i = 0; i < frames; i++) {
+    Bytes pl = random_bytes(rng, payload);
+    Bytes fr = kind == 0 ? tcp_frame(isn + i * payload, pl)
+                         : roce_frame(0x0A, (isn + i) & 0xFFFFFF, 17,
+                                      reth(uint64_t(i) * payload, 0x55u << 16, payload), pl);
+    *flen = fr.size();
+    b.rx.push(std::move(fr));
+  }
+  Rings rings;
+  const uint64_t c0 = b.cycles;
+  while (rings.rx_cons < frames) {
+    b.cycle();
+    uint8_t rec[32];
+    while (rx_entry(b, rings, rec)) {
+      TB_CHECK(CLEAVE_NIC_RX_CPL_GET(rec, DECISION) == unsigned(nic::Decision::kPlaced),
+               "frame %u not placed (reason %u)", rings.rx_cons,
+               unsigned(CLEAVE_NIC_RX_CPL_GET(rec, REASON)));
+      rings.rx_cons++;
+    }
+    if (rings.rx_cons % 64 == 0 && rings.rx_cons != 0) {
+      b.write(rq + CLEAVE_NIC_RB_RXQ_CPL_CONS, rings.rx_cons);  // the unit runs meanwhile
+    }
+    TB_CHECK(b.cycles - c0 < 100'000'000, "stuck at frame %u", rings.rx_cons);
+  }
+  return b.cycles - c0;
+}
+
+int rate(int argc, char** argv) {
+  constexpr double kClockHz = 250e6;
+  std::printf("the whole unit at %u bits, no backpressure; 250 MHz assumed\n", TB_DATA_WIDTH);
+  std::printf("%-28s %12s %12s %12s %12s %14s\n", "workload", "cycles/frame", "frames/cycle",
+              "Mframes/s", "Gb/s", "beats/frame");
+  struct Spec {
+    const char* name;
+    int kind;
+    uint32_t payload, frames;
+  };
+  const Spec specs[] = {
+      {"TCP in order, 1460 B", 0, 1460, 2000},
+      {"TCP in order, 64 B frames", 0, 10, 2000},
+      {"TCP in order, 9000 B", 0, 8960, 300},
+      {"RoCE WRITE only, 1024 B", 1, 1024, 2000},
+  };
+  for (const Spec& sp : specs) {
+    std::vector<double> per_frame;
+    size_t flen = 0;
+    for (int rep = 0; rep < 5; rep++)
+      per_frame.push_back(double(rate_run(argc, argv, sp.kind, sp.payload, sp.frames, rep, &flen)) /
+                          double(sp.frames));
+    std::sort(per_frame.begin(), per_frame.end());
+    const double cpf = per_frame[per_frame.size() / 2];
+    std::printf("%-28s %12.2f %12.4f %12.2f %12.2f %14zu\n", sp.name, cpf, 1.0 / cpf,
+                kClockHz / cpf / 1e6, kClockHz / cpf * double(flen) * 8 / 1e9,
+                (flen + kNb - 1) / kNb);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (env_u64("CLEAVE_RTL_RATE", 0) != 0) return rate(argc, argv);
   uint64_t seed = init_seed("tb_nic");
   Bench b(seed);
   b.ctx->commandArgs(argc, argv);
