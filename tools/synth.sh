@@ -2,17 +2,20 @@
 # synth.sh - synthesize the NIC unit with Yosys for Xilinx UltraScale+ and print its area.
 #
 # Usage: tools/synth.sh [--flows N] [--width BITS] [--top MODULE] [--keep DIR]
-#   --flows N     flow table entries (default 10240; the hash gets the power of two >= 2N buckets)
+#   --flows N     flow table entries (default 10000; the hash gets the power of two >= 2N buckets)
 #   --width BITS  AXI-Stream data width (default 512)
 #   --top MODULE  cleave_nic (default) or mqnic_app_block
 #   --keep DIR    keep the generated headers, the script and the log in DIR
 # The other geometry is the model's default: 4096 MRs, MS chunks of 16, 32 committed per flow,
 # a shared store of 65536, tables in UltraRAM. Prints LUT, FF, BRAM (RAMB36 + RAMB18/2), URAM
-# and DSP counts from `stat` after `synth_xilinx -family xcup`. Needs yosys (tools/setup.sh).
+# and DSP counts from `stat` after `synth_xilinx -family xcup`, then the memories as inferred
+# (depth x width of each, before they are mapped to RAM primitives) and their sum, and what the
+# RAM primitives hold (URAM288 36 KiB, RAMB36 4.5 KiB, RAMB18 2.25 KiB, data and parity).
+# Needs yosys (tools/setup.sh); the unit at 10 K flows takes about an hour of one core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-flows=10240
+flows=10000
 width=512
 top=cleave_nic
 keep=""
@@ -52,7 +55,9 @@ params+=" -set FBUF_BEATS $((32768 / (width / 8)))"
 {
   echo "read_verilog -sv -I$work -I$rtl $(printf "$rtl/%s " "${sources[@]}")"
   echo "chparam $params $top"
-  echo "synth_xilinx -family xcup -top $top -flatten"
+  echo "synth_xilinx -family xcup -top $top -flatten -run :map_memory"
+  echo "tee -q -o $work/mem.txt dump t:\$mem_v2"
+  echo "synth_xilinx -family xcup -top $top -flatten -run map_memory:"
   echo "tee -o $work/stat.txt stat"
 } > "$work/synth.ys"
 
@@ -72,3 +77,11 @@ dsp=$(count DSP48E2)
 bram=$(awk -v a="$ram36" -v b="$ram18" 'BEGIN { printf "%g", a + b / 2 }')
 printf 'top %s flows %d width %d: LUT %d FF %d BRAM %s (RAMB36 %d, RAMB18 %d) URAM %d DSP %d LUTRAM %d\n' \
   "$top" "$flows" "$width" "$luts" "$ffs" "$bram" "$ram36" "$ram18" "$uram" "$dsp" "$lutram"
+# The memories as inferred: name, depth x width, bytes.
+awk '/^ *cell \$mem_v2 / { name = $3 } /parameter \\SIZE / { size = $3 }
+     /parameter \\WIDTH / { width = $3 }
+     /^ *end$/ && name != "" { printf "  %-60s %8d x %5d = %10.0f B\n", name, size, width, size * width / 8;
+                               total += size * width / 8; name = "" }
+     END { printf "memories as inferred: %.0f B (%.2f MB)\n", total, total / 1e6 }' "$work/mem.txt"
+awk -v u="$uram" -v a="$ram36" -v b="$ram18" \
+  'BEGIN { t = u * 36864 + a * 4608 + b * 2304; printf "RAM primitives: %.0f B (%.2f MB): URAM288 %d, RAMB36 %d, RAMB18 %d\n", t, t / 1e6, u, a, b }'
