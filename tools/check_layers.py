@@ -23,6 +23,8 @@ ROOT = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
 # "dpdk" for DPDK's headers. The first rule whose folder holds the file applies, so the more
 # specific folder comes first.
 RULES = [
+    ("src/common/", ["dpdk", "src/dataplane/", "src/transport/", "src/ipc/", "src/compat/", "hw/"],
+     "common helpers are leaves every layer may use"),
     ("src/transport/", ["dpdk", "src/dataplane/", "src/ipc/", "src/compat/", "hw/"],
      "a transport knows nothing of DPDK, ports or apps"),
     ("hw/fpga/model/", ["dpdk", "src/dataplane/", "src/transport/", "src/ipc/", "src/compat/"],

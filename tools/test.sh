@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test.sh - install, build and run every test: the normal build, then ASan+UBSan, then TSan on
-# the pipes and libcleave, then a short run of every fuzzer, then format.
+# the pipes and libcleave, then a short run of every fuzzer, then format, the layers and lint.
 #
-# Suites: unit (no root, no network), integration (root: namespaces, veth, taps); slow (long
-# runs) is left out here, as by `meson test` without --suite: meson test -C build --suite slow.
+# Suites: unit (no root, no network), integration (root: namespaces, veth, taps), rtl (the NIC's
+# Verilator testbenches, with verilator installed); slow (long runs) is left out here, as by
+# `meson test` without --suite: meson test -C build --suite slow.
 # Run as root on Debian 12. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,9 +15,11 @@ echo "==> tests (build/)"
 meson test -C build --print-errorlogs
 
 echo "==> tests under AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/)"
+# Without the RTL testbenches: simulation under the sanitizers would double their share of the
+# run (build them there by hand: meson configure build-asan -Drtl=enabled).
 if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dbenchmarks=false
+    -Dbenchmarks=false -Drtl=disabled
 fi
 ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -45,8 +48,9 @@ fi
 ninja -C build-fuzz fuzzers
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 
-echo "==> format (.clang-format) and static checks (.clang-tidy)"
+echo "==> format (.clang-format), layers (docs/architecture.md) and static checks (.clang-tidy)"
 git ls-files '*.cc' '*.h' '*.c' | xargs clang-format --dry-run --Werror
+python3 tools/check_layers.py build
 tools/lint.sh
 
 echo "==> all tests passed in $(( $(date +%s) - start )) s"

@@ -8,9 +8,7 @@ For each tracked README.md, the names it writes in backticks that look like file
   - a name it gives matches no tracked file: a file that was renamed or removed.
 Names with a slash are looked up from the README's folder, then from the top of the tree; bare
 names from the README's folder down, then anywhere (a README may name a neighbour's header).
-
-Not yet in the unit suite: it still finds stale lists in src/dataplane, src/transport and
-hw/fpga, whose READMEs are being rewritten. Run it by hand: python3 tests/unit/test_readmes.py
+Names a meson.build gives as `output :` count as present in its folder (generated headers).
 """
 
 import fnmatch
@@ -34,6 +32,20 @@ def tracked():
     out = subprocess.run(["git", "-C", ROOT, "ls-files"], check=True, capture_output=True,
                          text=True).stdout.split("\n")
     return [f for f in out if f]
+
+
+def generated(files):
+    """Files the build writes (a meson.build's `output :` names, in its folder): a README may
+    name them though git does not track them."""
+    out = []
+    for f in files:
+        if os.path.basename(f) != "meson.build":
+            continue
+        with open(os.path.join(ROOT, f)) as m:
+            text = m.read()
+        for group in re.findall(r"output\s*:\s*(\[[^\]]*\]|'[^']*')", text):
+            out += [os.path.join(os.path.dirname(f), n) for n in re.findall(r"'([^'@]+)'", group)]
+    return out
 
 
 def expand(token):
@@ -63,14 +75,15 @@ def matches(pattern, paths):
     return [p for p in paths if fnmatch.fnmatchcase(p, pattern)]
 
 
-def check(readme, files, text=None):
+def check(readme, files, text=None, built=()):
     """The problems of one README (its text read from the tree unless given): the names that
-    match nothing, and the entries of its folder it does not name."""
+    match nothing (among the tracked files and those the build writes, `built`), and the entries
+    of its folder it does not name."""
     folder = os.path.dirname(readme)
     prefix = folder + "/" if folder else ""
     dirs = {os.path.dirname(f) + "/" for f in files}
     dirs |= {d[: i + 1] for d in list(dirs) for i, c in enumerate(d) if c == "/"}
-    everything = files + sorted(dirs)
+    everything = files + list(built) + sorted(dirs)
     if text is None:
         with open(os.path.join(ROOT, readme)) as f:
             text = f.read()
@@ -112,11 +125,12 @@ def check(readme, files, text=None):
 class Readmes(unittest.TestCase):
     def test_every_readme_lists_its_folder(self):
         files = tracked()
+        built = generated(files)
         problems = []
         for r in sorted(f for f in files if os.path.basename(f) == "README.md"):
             if r == "README.md":
                 continue  # the front door has its own layout table, checked by the folders' own
-            stale, unnamed = check(r, files)
+            stale, unnamed = check(r, files, built=built)
             problems += [f"{r}: names `{n}`, which git does not track" for n in stale]
             problems += [f"{r}: does not name `{os.path.basename(e.rstrip('/'))}"
                          f"{'/' if e.endswith('/') else ''}`" for e in unnamed]

@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "nic_model_defs.h"  // enums, flags, constants: generated from hw/fpga/spec
+
 namespace cleave::nic {
 
 // ---- configuration and sizes ----------------------------------------------------------------
@@ -52,68 +54,16 @@ struct NicConfig {
 };
 
 // ---- enums ----------------------------------------------------------------------------------
+// Err, FlowMode, Parser, Decision, DeferReason, CsumStatus, TxStatus, Ctr, TxFlags, MrAccess,
+// kMaxFrags and the other limits, kNoFlow and kCounterCount come from nic_model_defs.h, which
+// the build generates from hw/fpga/spec/nic_spec.py (the RTL and the PMD share that source).
+// MrAccess is the access beyond the local access every MR allows (mr_add); a remote peer names
+// an MR by its rkey = tag << 16 | MR id.
 
-enum class Err : uint8_t {
-  kOk,
-  kBadArgument,
-  kUnknownMr,
-  kMrExists,
-  kMrTableFull,
-  kMrInUse,
-  kOutOfBounds,  // MS or TX reference outside its MR, or base/length overflow
-  kUnknownFlow,
-  kFlowExists,
-  kFlowTableFull,
-  kMsFull,       // the flow's committed chunks and the shared store are exhausted
-  kNotConsumed,  // retiring an MS the cursor has not passed
-  kNoSuchMessage,
-  kAccessDenied,  // an rkey or READ sink the flow's owner may not use (see rkey_check)
-  kCount
-};
 std::string_view err_name(Err e);
-
-enum class FlowMode : uint8_t { kZeroCopy, kCopy };
-enum class Parser : uint8_t { kTcp, kRoce, kSolar, kUdp };
-
-enum class Decision : uint8_t {
-  kPlaced,     // (a)/(d): the whole payload was written to app memory
-  kTrimmed,    // (c): the part before the cursor was cut, the rest placed
-  kDropped,    // (b): wholly before the cursor (a duplicate); header still delivered
-  kDeferred,   // (e): the whole frame goes to the copy path; see DeferReason
-  kNoPayload,  // nothing to place (ACKs, zero-length segments, CNPs)
-};
 std::string_view decision_name(Decision d);
-
-enum class DeferReason : uint8_t {
-  kNone,
-  kNotIpv4,      // not Ethernet/IPv4
-  kTruncated,    // a header or the payload extends beyond the frame
-  kBadIpHeader,  // version, IHL or total length inconsistent
-  kIpFragment,
-  kBadIpChecksum,
-  kBadL4Header,  // TCP data offset, UDP length, BTH version/opcode inconsistent
-  kBadL4Checksum,
-  kBadIcrc,
-  kBadCrc32c,
-  kNotL4,  // IPv4 but neither TCP nor UDP
-  kFlowMiss,
-  kCopyMode,
-  kNoMs,           // no posted MS covers the payload (MS exhaustion)
-  kTooManyFrags,   // the payload would straddle more than kMaxFrags MSs
-  kNoMessage,      // message semantics: no MS posted for that message, or no message context
-  kMsOverflow,     // the payload runs past the end of its message's MS
-  kUnsupported,    // an opcode the model does not place (RoCE atomics, SEND with invalidate,
-                   // what UC does not have)
-  kDmaFault,       // the MR check failed at write time
-  kRemoteAccess,   // RoCE WRITE: the rkey, owner, access flag or VA range does not allow it
-  kOutOfSequence,  // RoCE go-back-N: a request other than the one the NIC expects next
-  kBadLength,      // RoCE: a request's payload or RETH lengths break IBTA's rules
-  kBadPkey,        // RoCE: a P_Key outside the default partition
-  kCount
-};
 std::string_view defer_reason_name(DeferReason r);
-
-enum class CsumStatus : uint8_t { kNotChecked, kGood, kBad };
+std::string_view tx_status_name(TxStatus s);
 
 // ---- commands and records ---------------------------------------------------------------------
 
@@ -147,24 +97,12 @@ struct FlowSpec {
   bool selective_repeat = false;
 };
 
-// MR access beyond the local access every MR allows (mr_add). A remote peer names an MR by its
-// rkey = tag << 16 | MR id.
-enum MrAccess : uint8_t {
-  kMrRemoteWrite = 1,
-  kMrRemoteRead = 2,
-};
-
 struct MsDesc {
   uint16_t mr = 0;
   uint64_t offset = 0;
   uint32_t len = 0;
   uint32_t msg_seq = 0;  // message semantics: the message this MS receives
 };
-
-inline constexpr size_t kMaxFrags = 4;
-inline constexpr uint32_t kMaxMtu = 9216;        // largest IPv4 packet the NIC sends
-inline constexpr uint32_t kMaxTsoBytes = 65536;  // largest TSO payload
-inline constexpr size_t kMaxHeaderBytes = 192;
 
 struct Placement {
   uint16_t mr = 0;
@@ -191,14 +129,6 @@ struct RxEntry {
   std::array<Placement, kMaxFrags> frags{};
   std::array<uint8_t, kMaxHeaderBytes> header{};
 };
-inline constexpr uint32_t kNoFlow = 0xFFFFFFFFu;
-
-enum TxFlags : uint8_t {
-  kTxIpCsum = 1,
-  kTxL4Csum = 2,
-  kTxTso = 4,   // implies both checksums; header must be Ethernet/IPv4/TCP
-  kTxIcrc = 8,  // RoCEv2: append pad (BTH PadCnt) and ICRC
-};
 
 struct TxRequest {
   std::span<const uint8_t> header;  // Ethernet/IPv4/L4(/BTH/...) as the transport built it
@@ -209,17 +139,6 @@ struct TxRequest {
   uint8_t flags = 0;
   uint64_t cookie = 0;  // echoed in the completion
 };
-
-enum class TxStatus : uint8_t {
-  kOk,
-  kBadHeader,
-  kDmaFault,
-  kTooLong,
-  kNoRoom,           // output buffer or frame array too small
-  kCompletionsFull,  // the driver must poll completions first; nothing was sent
-  kCount
-};
-std::string_view tx_status_name(TxStatus s);
 
 struct TxFrame {
   uint32_t offset = 0;  // into the output buffer
@@ -234,31 +153,6 @@ struct TxCompletion {
 };
 
 // ---- counters -------------------------------------------------------------------------------
-
-enum class Ctr : uint16_t {
-  kRxFrames,
-  kRxInOrder,
-  kRxPastHole,
-  kRxTrimmed,
-  kRxTrimmedBytes,
-  kRxDropped,
-  kRxNoPayload,
-  kRxDeferred,
-  kRxPlacedBytes,
-  kRxFragments,
-  kRxUnreliable,
-  kRxMessage,
-  kTxRequests,
-  kTxFrames,
-  kTxBytes,
-  kTxTsoRequests,
-  kTxErrors,
-  kCmdOk,
-  kCmdErrors,
-  kCount
-};
-inline constexpr size_t kCounterCount = size_t(Ctr::kCount) + size_t(DeferReason::kCount) +
-                                        size_t(Err::kCount) + size_t(TxStatus::kCount);
 
 struct MemoryLine {
   std::string_view name;

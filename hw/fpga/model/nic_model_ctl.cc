@@ -8,35 +8,7 @@
 namespace cleave::nic {
 namespace {
 
-constexpr uint16_t kRocePort = 4791;
 constexpr uint32_t kPsnMask = 0xFFFFFF;
-
-constexpr std::array<std::string_view, size_t(Err::kCount)> kErrNames = {
-    "ok",        "bad_argument",  "unknown_mr",      "mr_exists",     "mr_table_full",
-    "mr_in_use", "out_of_bounds", "unknown_flow",    "flow_exists",   "flow_table_full",
-    "ms_full",   "not_consumed",  "no_such_message", "access_denied",
-};
-constexpr std::array<std::string_view, size_t(DeferReason::kCount)> kDeferNames = {
-    "none",          "not_ipv4",      "truncated",
-    "bad_ip_header", "ip_fragment",   "bad_ip_csum",
-    "bad_l4_header", "bad_l4_csum",   "bad_icrc",
-    "bad_crc32c",    "not_l4",        "flow_miss",
-    "copy_mode",     "no_ms",         "too_many_frags",
-    "no_message",    "ms_overflow",   "unsupported",
-    "dma_fault",     "remote_access", "out_of_sequence",
-    "bad_length",    "bad_pkey",
-};
-constexpr std::array<std::string_view, size_t(TxStatus::kCount)> kTxNames = {
-    "ok", "bad_header", "dma_fault", "too_long", "no_room", "completions_full",
-};
-constexpr std::array<std::string_view, size_t(Ctr::kCount)> kCtrNames = {
-    "rx_frames",       "rx_in_order",   "rx_past_hole", "rx_trimmed",      "rx_trimmed_bytes",
-    "rx_dropped",      "rx_no_payload", "rx_deferred",  "rx_placed_bytes", "rx_fragments",
-    "rx_unreliable",   "rx_message",    "tx_requests",  "tx_frames",       "tx_bytes",
-    "tx_tso_requests", "tx_errors",     "cmd_ok",       "cmd_errors",
-};
-constexpr std::array<std::string_view, 5> kDecisionNames = {"placed", "trimmed", "dropped",
-                                                            "deferred", "no_payload"};
 
 // Counter names with their group prefix, built once.
 struct CounterNames {
@@ -53,11 +25,11 @@ struct CounterNames {
     };
     for (auto n : kCtrNames)
       add("", n);
-    for (auto n : kDeferNames)
+    for (auto n : kDeferReasonNames)
       add("defer_", n);
     for (auto n : kErrNames)
       add("cmd_err_", n);
-    for (auto n : kTxNames)
+    for (auto n : kTxStatusNames)
       add("tx_status_", n);
   }
 };
@@ -72,10 +44,10 @@ std::string_view err_name(Err e) {
   return e < Err::kCount ? kErrNames[size_t(e)] : "?";
 }
 std::string_view defer_reason_name(DeferReason r) {
-  return r < DeferReason::kCount ? kDeferNames[size_t(r)] : "?";
+  return r < DeferReason::kCount ? kDeferReasonNames[size_t(r)] : "?";
 }
 std::string_view tx_status_name(TxStatus s) {
-  return s < TxStatus::kCount ? kTxNames[size_t(s)] : "?";
+  return s < TxStatus::kCount ? kTxStatusNames[size_t(s)] : "?";
 }
 std::string_view decision_name(Decision d) {
   return size_t(d) < kDecisionNames.size() ? kDecisionNames[size_t(d)] : "?";

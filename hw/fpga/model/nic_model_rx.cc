@@ -15,7 +15,6 @@ namespace {
 
 constexpr uint16_t kEtherIpv4 = 0x0800;
 constexpr size_t kEthLen = 14;
-constexpr uint16_t kRocePort = 4791;
 constexpr uint32_t kPsnMask = 0xFFFFFF;
 constexpr size_t kBthLen = 12;
 constexpr size_t kIcrcLen = 4;

@@ -49,16 +49,7 @@ bool same_bytes(const void* a, const void* b, size_t n) {
 
 #define CL_LOG(level, ...) rte_log(RTE_LOG_##level, g_logtype, "net_cleave: " __VA_ARGS__)
 
-// The private API's values are the model's: a hardware PMD keeps the header, the model keeps
-// the meaning.
-static_assert(RTE_PMD_CLEAVE_PLACED == int(nic::Decision::kPlaced));
-static_assert(RTE_PMD_CLEAVE_NO_PAYLOAD == int(nic::Decision::kNoPayload));
-static_assert(RTE_PMD_CLEAVE_DEFER_FLOW_MISS == int(nic::DeferReason::kFlowMiss));
-static_assert(RTE_PMD_CLEAVE_DEFER_OUT_OF_SEQUENCE == int(nic::DeferReason::kOutOfSequence));
-static_assert(RTE_PMD_CLEAVE_DEFER_BAD_PKEY + 1 == int(nic::DeferReason::kCount));
-static_assert(RTE_PMD_CLEAVE_PARSER_UDP == int(nic::Parser::kUdp));
-static_assert(RTE_PMD_CLEAVE_COPY == int(nic::FlowMode::kCopy));
-static_assert(RTE_PMD_CLEAVE_CSUM_BAD == int(nic::CsumStatus::kBad));
+// The private API's values are the model's: both are generated from hw/fpga/spec/nic_spec.py.
 static_assert(sizeof(struct rte_pmd_cleave_placement) == 32 &&
               alignof(struct rte_pmd_cleave_placement) == 4);
 static_assert(nic::kMaxFrags <= RTE_PMD_CLEAVE_F_NFRAGS_MASK);

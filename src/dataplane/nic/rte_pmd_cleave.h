@@ -71,62 +71,12 @@ extern "C" {
 /** Name of the mbuf dynamic field holding struct rte_pmd_cleave_placement. */
 #define RTE_PMD_CLEAVE_PLACEMENT_DYNFIELD "rte_pmd_cleave_placement"
 
-/** Identifiers of the same values in hw/fpga/model/nic_model.h (checked by static_assert). */
-enum rte_pmd_cleave_decision {
-  RTE_PMD_CLEAVE_PLACED = 0,   /**< whole payload written to app memory (in order or past a hole) */
-  RTE_PMD_CLEAVE_TRIMMED = 1,  /**< the part before the cursor was cut, the rest placed */
-  RTE_PMD_CLEAVE_DROPPED = 2,  /**< wholly before the cursor (duplicate); header delivered */
-  RTE_PMD_CLEAVE_DEFERRED = 3, /**< the whole frame is in the mbuf (copy path); see reason */
-  RTE_PMD_CLEAVE_NO_PAYLOAD = 4, /**< nothing to place (ACKs, zero-length segments) */
-};
-
-/** Why a frame was deferred (values of cleave::nic::DeferReason). */
-enum rte_pmd_cleave_defer_reason {
-  RTE_PMD_CLEAVE_DEFER_NONE = 0,
-  RTE_PMD_CLEAVE_DEFER_NOT_IPV4 = 1,
-  RTE_PMD_CLEAVE_DEFER_TRUNCATED = 2,
-  RTE_PMD_CLEAVE_DEFER_BAD_IP_HEADER = 3,
-  RTE_PMD_CLEAVE_DEFER_IP_FRAGMENT = 4,
-  RTE_PMD_CLEAVE_DEFER_BAD_IP_CHECKSUM = 5,
-  RTE_PMD_CLEAVE_DEFER_BAD_L4_HEADER = 6,
-  RTE_PMD_CLEAVE_DEFER_BAD_L4_CHECKSUM = 7,
-  RTE_PMD_CLEAVE_DEFER_BAD_ICRC = 8,
-  RTE_PMD_CLEAVE_DEFER_BAD_CRC32C = 9,
-  RTE_PMD_CLEAVE_DEFER_NOT_L4 = 10,
-  RTE_PMD_CLEAVE_DEFER_FLOW_MISS = 11,
-  RTE_PMD_CLEAVE_DEFER_COPY_MODE = 12,
-  RTE_PMD_CLEAVE_DEFER_NO_MS = 13,
-  RTE_PMD_CLEAVE_DEFER_TOO_MANY_FRAGS = 14,
-  RTE_PMD_CLEAVE_DEFER_NO_MESSAGE = 15,
-  RTE_PMD_CLEAVE_DEFER_MS_OVERFLOW = 16,
-  RTE_PMD_CLEAVE_DEFER_UNSUPPORTED = 17,
-  RTE_PMD_CLEAVE_DEFER_DMA_FAULT = 18,
-  RTE_PMD_CLEAVE_DEFER_REMOTE_ACCESS = 19, /**< RoCE WRITE: rkey, owner, access or range refused */
-  RTE_PMD_CLEAVE_DEFER_OUT_OF_SEQUENCE = 20, /**< RoCE go-back-N: not the expected request */
-  RTE_PMD_CLEAVE_DEFER_BAD_LENGTH = 21,      /**< RoCE: payload or RETH lengths break IBTA's */
-  RTE_PMD_CLEAVE_DEFER_BAD_PKEY = 22,        /**< RoCE: a P_Key of another partition */
-};
-
-enum rte_pmd_cleave_parser {
-  RTE_PMD_CLEAVE_PARSER_TCP = 0,
-  RTE_PMD_CLEAVE_PARSER_ROCE = 1,
-  RTE_PMD_CLEAVE_PARSER_SOLAR = 2,
-  RTE_PMD_CLEAVE_PARSER_UDP = 3,
-};
-
-enum rte_pmd_cleave_flow_mode {
-  RTE_PMD_CLEAVE_ZERO_COPY = 0, /**< place payloads into posted MSs */
-  RTE_PMD_CLEAVE_COPY = 1,      /**< deliver every frame whole (copy path) */
-};
-
-/** Checksum status (values of cleave::nic::CsumStatus). */
-enum rte_pmd_cleave_csum {
-  RTE_PMD_CLEAVE_CSUM_NOT_CHECKED = 0,
-  RTE_PMD_CLEAVE_CSUM_GOOD = 1,
-  RTE_PMD_CLEAVE_CSUM_BAD = 2,
-};
-
-#define RTE_PMD_CLEAVE_NO_FLOW UINT32_C(0xFFFFFFFF)
+/*
+ * enum rte_pmd_cleave_decision, _defer_reason, _parser, _flow_mode and _csum, the
+ * RTE_PMD_CLEAVE_MR_REMOTE_* access bits and RTE_PMD_CLEAVE_NO_FLOW: generated from
+ * hw/fpga/spec/nic_spec.py, the source the reference model and the RTL take them from too.
+ */
+#include "rte_pmd_cleave_defs.h"
 
 /**
  * Placement metadata of one received frame, in the mbuf dynamic field. 32 bytes, 4-byte
@@ -202,10 +152,6 @@ struct rte_pmd_cleave_flow {
   uint32_t qpn;            /**< RoCE: the local QP number (24 bits) */
   uint32_t owner;          /**< RoCE: protection domain; peers reach only MRs of this owner */
 };
-
-/** MR access beyond the local access every MR allows (rte_pmd_cleave_mr_add_remote). */
-#define RTE_PMD_CLEAVE_MR_REMOTE_WRITE 0x1u
-#define RTE_PMD_CLEAVE_MR_REMOTE_READ 0x2u
 
 /** Registers app memory [base, base+len) as MR `id` (below the max_mrs devarg) of `owner`. */
 int rte_pmd_cleave_mr_add(uint16_t port, uint16_t id, void* base, uint64_t len, uint32_t owner);
