@@ -207,7 +207,9 @@ class Bindings(ct.TestCase):
         app, cq = self.app()
         st, fid = app.connect(host(KERNEL), 6001, cq.id)
         self.assertEqual(st, 0)
-        f = self.d.ctl("flow", "show", str(fid))[1]
+        # The flow shows its transport's state once ARP has answered ("resolving" until then).
+        f = ct.wait_until(lambda: (lambda f: f if "cc" in f["info"] else None)(
+            self.d.ctl("flow", "show", str(fid))[1]), what="the connect to leave resolving")
         self.assertEqual((f["remote"], f["info"]["cc"]), (f"{KERNEL}:6001", "dctcp"))
         app.close()
         server.stdin.close()
