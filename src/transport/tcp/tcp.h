@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "cc.h"
+#include "transport/cc/cc.h"
 #include "tcp_wire.h"
 #include "timer_wheel.h"
 #include "transport.h"
