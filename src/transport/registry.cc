@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "rc.h"
-#include "tcp.h"
+#include "transport/rocev2/rc.h"
+#include "transport/tcp/tcp.h"
 #include "transport_abi.h"
 
 namespace cleave::transport {

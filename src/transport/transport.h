@@ -265,7 +265,7 @@ struct RxParsed {
   uint32_t number = 0;  // kNumber: the flow's number
 };
 
-// What a transport takes from the wire (DESIGN.md "Traffic to transports"): an IP protocol and,
+// What a transport takes from the wire (docs/architecture.md, "Transports"): an IP protocol and,
 // for UDP, destination ports. The owner hands the transport every packet that matches, parsed by
 // `parse`, and no other; a transport that claims nothing (proto 0, the default) still serves
 // flows and listeners of other claims' traffic that name it. Claims are read once, when the

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dcqcn.h"
-#include "pacer.h"
+#include "transport/cc/dcqcn.h"
+#include "transport/cc/pacer.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <cstring>
 
 #include "common/wire.h"
-#include "rc.h"
-#include "roce_wire.h"
+#include "transport/rocev2/rc.h"
+#include "transport/rocev2/roce_wire.h"
 #include "transport.h"
 
 namespace {

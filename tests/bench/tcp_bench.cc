@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/wire.h"
-#include "tcp.h"
-#include "tcp_wire.h"
+#include "transport/tcp/tcp.h"
+#include "transport/tcp/tcp_wire.h"
 #include "transport.h"
 
 namespace {

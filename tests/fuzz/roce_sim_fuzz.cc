@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "fuzz_input.h"
-#include "rc.h"
+#include "transport/rocev2/rc.h"
 #include "roce_pair.h"
 #include "sim_attack.h"
 

@@ -10,7 +10,7 @@
 
 #include "common/wire.h"
 #include "fuzz_input.h"
-#include "roce_wire.h"
+#include "transport/rocev2/roce_wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cleave::transport::roce;

@@ -24,7 +24,7 @@
 #include "fuzz_input.h"
 #include "sim_attack.h"
 #include "sim_net.h"
-#include "tcp.h"
+#include "transport/tcp/tcp.h"
 
 namespace cleave::fuzz {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "fuzz_input.h"
-#include "tcp_wire.h"
+#include "transport/tcp/tcp_wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cleave::transport::tcp;

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "rc.h"
+#include "transport/rocev2/rc.h"
 #include "sim_net.h"
 
 namespace cleave::sim {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "common/wire.h"
-#include "roce_wire.h"
+#include "transport/rocev2/roce_wire.h"
 
 namespace cleave::sim {
 

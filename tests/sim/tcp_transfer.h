@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "sim_net.h"
-#include "tcp.h"
+#include "transport/tcp/tcp.h"
 
 namespace cleave::transport::tcp::test {
 

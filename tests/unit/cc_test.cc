@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "cc.h"
+#include "transport/cc/cc.h"
 
 namespace cleave::transport::cc {
 namespace {

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "frames.h"
-#include "rc.h"
+#include "transport/rocev2/rc.h"
 #include "rdma.h"
-#include "tcp.h"
+#include "transport/tcp/tcp.h"
 
 namespace cleave::transport {
 namespace {

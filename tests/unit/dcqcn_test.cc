@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dcqcn.h"
-#include "pacer.h"
+#include "transport/cc/dcqcn.h"
+#include "transport/cc/pacer.h"
 
 namespace cleave::transport::cc {
 namespace {

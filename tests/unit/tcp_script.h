@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "tcp.h"
-#include "tcp_wire.h"
+#include "transport/tcp/tcp.h"
+#include "transport/tcp/tcp_wire.h"
 #include "transport.h"
 
 namespace cleave::transport::tcp::test {

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dcqcn.h"
-#include "pacer.h"
+#include "transport/cc/dcqcn.h"
+#include "transport/cc/pacer.h"
 #include "rc.h"
 #include "roce_wire.h"
 #include "rtt.h"

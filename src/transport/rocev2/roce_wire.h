@@ -1,6 +1,6 @@
 // roce_wire.h - RoCEv2 on the wire: PSN arithmetic, the opcodes of the Reliable Connection
-// service, and the UDP + BTH + extension headers, parsed and built (../shared/reference/
-// TRANSPORTS.md; IBTA spec vol. 1 chapter 9, RoCEv2 annex A17).
+// service, and the UDP + BTH + extension headers, parsed and built (IBTA spec vol. 1 chapter 9,
+// RoCEv2 annex A17; docs/transports.md).
 //
 // parse() reads untrusted bytes: every length is checked against the bytes given, and a packet
 // whose opcode, version or headers are not what RC allows comes back invalid with a reason. The

@@ -473,12 +473,7 @@ void TcpTransport::finish(Conn& c, EventKind kind, int32_t status, Context& ctx)
   const FlowId id = c.flow;
   end_half_open(c);
   notify_end(c, kind, status, ctx);
-  wheel_.cancel(&c.rto_timer);
-  wheel_.cancel(&c.delack_timer);
-  wheel_.cancel(&c.misc_timer);
-  wheel_.cancel(&c.reo_timer);
-  wheel_.cancel(&c.tlp_timer);
-  wheel_.cancel(&c.wnd_timer);
+  cancel_timers(c);
   c.state = State::kClosed;
   ctx.flow_closed(id);
   // A connection on this burst's list is freed by after_burst, which skips closed ones.

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "cc.h"
+#include "transport/cc/cc.h"
 #include "tcp_wire.h"
 #include "timer_wheel.h"
 #include "transport.h"
@@ -213,6 +213,7 @@ class TcpTransport final : public Transport {
   void send_rst(Conn& c, Context& ctx);
   void send_probe(Conn& c, Context& ctx);
   void arm_rto(Conn& c);
+  void cancel_timers(Conn& c);  // every timer of the connection
   // RACK-TLP (tcp_rack.cc).
   void rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt);
   void rack_ack(Conn& c, uint32_t dsacks);

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cc.h"
+#include "transport/cc/cc.h"
 #include "rtt.h"
 #include "tcp.h"
 #include "tcp_wire.h"

@@ -45,6 +45,15 @@ void TcpTransport::arm_rto(Conn& c) {
   c.rto_at = now_ns_ + t;
 }
 
+void TcpTransport::cancel_timers(Conn& c) {
+  wheel_.cancel(&c.rto_timer);
+  wheel_.cancel(&c.delack_timer);
+  wheel_.cancel(&c.misc_timer);
+  wheel_.cancel(&c.reo_timer);
+  wheel_.cancel(&c.tlp_timer);
+  wheel_.cancel(&c.wnd_timer);
+}
+
 void TcpTransport::enter_time_wait(Conn& c, Context& ctx) {
   c.state = State::kTimeWait;
   wheel_.cancel(&c.rto_timer);

@@ -52,12 +52,7 @@ void TcpTransport::to_time_wait(Conn& c, Context& ctx) {
   w->timer.arg = w;
   const FlowId id = c.flow;
   // The connection goes without telling the dataplane: the record keeps its flow id.
-  wheel_.cancel(&c.rto_timer);
-  wheel_.cancel(&c.delack_timer);
-  wheel_.cancel(&c.misc_timer);
-  wheel_.cancel(&c.reo_timer);
-  wheel_.cancel(&c.tlp_timer);
-  wheel_.cancel(&c.wnd_timer);
+  cancel_timers(c);
   c.state = State::kClosed;
   release(c);
   if (id >= tw_.size()) tw_.resize(size_t(id) + 1, nullptr);
