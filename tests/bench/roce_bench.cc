@@ -12,9 +12,9 @@
 #include <cstring>
 
 #include "common/wire.h"
+#include "transport.h"
 #include "transport/rocev2/rc.h"
 #include "transport/rocev2/roce_wire.h"
-#include "transport.h"
 
 namespace {
 

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "common/wire.h"
+#include "transport.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_wire.h"
-#include "transport.h"
 
 namespace {
 

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "fuzz_input.h"
-#include "transport/rocev2/rc.h"
 #include "roce_pair.h"
 #include "sim_attack.h"
+#include "transport/rocev2/rc.h"
 
 namespace cleave::fuzz {
 namespace {

@@ -21,8 +21,8 @@
 #include "../unit/model_frames.h"
 #include "fuzz_input.h"
 #include "nic_rx_ops.h"
-#include "transport/rocev2/roce_wire.h"
 #include "shm_abi.h"
+#include "transport/rocev2/roce_wire.h"
 #include "transport/tcp/tcp_wire.h"
 
 namespace {

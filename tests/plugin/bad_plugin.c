@@ -3,8 +3,8 @@
  * tests/meson.build builds this file several times, each with one -D below changed from the
  * good default: BAD_PLUGIN_ENTRY (the exported symbol's name), BAD_PLUGIN_ABI, BAD_PLUGIN_SIZE
  * (struct_size), BAD_PLUGIN_NAME. BAD_PLUGIN_ABI is also the previous version, which a registry
- * must refuse as it refuses any other. It is C on purpose: it also proves transport_abi.h compiles as
- * C. Its create() makes nothing; the registry never gets far enough to call it.
+ * must refuse as it refuses any other. It is C on purpose: it also proves transport_abi.h compiles
+ * as C. Its create() makes nothing; the registry never gets far enough to call it.
  */
 #include <stddef.h>
 

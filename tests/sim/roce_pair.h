@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "transport/rocev2/rc.h"
 #include "sim_net.h"
+#include "transport/rocev2/rc.h"
 
 namespace cleave::sim {
 

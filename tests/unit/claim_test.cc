@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "frames.h"
-#include "transport/rocev2/rc.h"
 #include "rdma.h"
+#include "transport/rocev2/rc.h"
 #include "transport/tcp/tcp.h"
 
 namespace cleave::transport {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "transport.h"
 #include "transport/tcp/tcp.h"
 #include "transport/tcp/tcp_wire.h"
-#include "transport.h"
 
 namespace cleave::transport::tcp::test {
 

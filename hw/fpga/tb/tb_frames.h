@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "tb_common.h"
 #include "common/wire.h"
+#include "tb_common.h"
 
 namespace cleave::tb {
 

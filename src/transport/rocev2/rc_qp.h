@@ -12,11 +12,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "transport/cc/dcqcn.h"
-#include "transport/cc/pacer.h"
 #include "rc.h"
 #include "roce_wire.h"
 #include "rtt.h"
+#include "transport/cc/dcqcn.h"
+#include "transport/cc/pacer.h"
 
 namespace cleave::transport::roce {
 

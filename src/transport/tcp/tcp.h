@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "transport/cc/cc.h"
 #include "tcp_wire.h"
 #include "timer_wheel.h"
 #include "transport.h"
+#include "transport/cc/cc.h"
 
 namespace cleave::transport::tcp {
 

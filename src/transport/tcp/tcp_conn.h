@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "transport/cc/cc.h"
 #include "rtt.h"
 #include "tcp.h"
 #include "tcp_wire.h"
 #include "timer_wheel.h"
+#include "transport/cc/cc.h"
 
 namespace cleave::transport::tcp {
 
