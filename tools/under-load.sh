@@ -7,8 +7,8 @@
 #
 # With no COMMAND it runs the integration suite: meson test -C build --suite integration.
 # It prints the command's result and how many compiles ran meanwhile; it exits with the
-# command's status. The tests must pass like this (issue: "tests that survive a loaded
-# machine"): they wait for conditions and bound hangs, never judge speed. Needs root (the
+# command's status. The tests must pass like this (they must survive a loaded
+# machine): they wait for conditions and bound hangs, never judge speed. Needs root (the
 # integration suite does) and a built `build/`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

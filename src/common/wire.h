@@ -55,7 +55,7 @@ uint64_t pseudo_sum(const uint8_t* ip_hdr, uint8_t proto, uint32_t l4_len);
 // start with 0xFFFFFFFF and XOR the result with 0xFFFFFFFF at the end.
 uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n);
 
-// The RoCEv2 invariant CRC (IBTA vol. 1 annex A17.3.3; TRANSPORTS.md, RoCEv2 section):
+// The RoCEv2 invariant CRC (IBTA vol. 1 annex A17.3.3):
 // zlib's CRC-32 over 8 bytes of 0xFF, then the packet from the IP header up to the ICRC, with
 // the fields a router may change taken as all ones: IPv4 TOS, TTL and header checksum (IPv6
 // traffic class, flow label and hop limit), the UDP checksum and BTH byte 4 (FECN, BECN).

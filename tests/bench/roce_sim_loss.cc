@@ -46,7 +46,7 @@ struct Options {
   uint32_t qd = 16;
   // Loss runs: 64 KiB WRITEs (ib_write_bw's default size), 4 outstanding. More outstanding
   // bytes only queue on a 10 Gb/s link (the requester paces at 100 Gb/s) and are resent by
-  // go-back-N; past the local ACK timeout (1 ms) they time out (see tests/README.md).
+  // go-back-N; past the local ACK timeout (1 ms) they time out (see docs/testing.md).
   uint32_t loss_qd = 4;
   uint32_t msg = 64u << 10;
   uint64_t tick_ns = 50'000;

@@ -23,9 +23,9 @@ side must agree with the other. Cases:
     destroyed), and the rocev2 transport's counters over all QPs (`cleavectl transport list`) show
     packets sent, as many payload bytes as the operations moved, and no bad packet, bad ICRC,
     access error, invalid request or failed QP;
-  - the wire itself, captured on a's end of the veth while every operation runs: each frame's
-    ICRC (added by the NIC) verifies and tshark decodes every frame as RoCEv2 with no
-    "Malformed" and no error (test_roce_golden.py's reader and checks);
+  - the wire itself, captured on both ends of the veth while every operation runs (each side's
+    frames where they arrive): each frame's ICRC (added by the NIC) verifies and tshark decodes
+    every frame as RoCEv2 with no "Malformed" and no error (test_roce_golden.py's reader and checks);
   - 200 moves in flight per size with selective repeat and DCQCN on;
   - the tool's own rules: options that differ between the sides are refused by both (exit 1),
     and a requester with nobody to talk to gives up after --timeout.

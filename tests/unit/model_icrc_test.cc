@@ -1,5 +1,5 @@
 // model_icrc_test.cc - the software RoCEv2 ICRC of common/wire.h (roce_icrc, roce_icrc_ok)
-// against the two reference vectors of TRANSPORTS.md byte for byte, and what it covers: one
+// against two published reference vectors byte for byte, and what it covers: one
 // flipped bit anywhere but in a variant field changes it, the variant fields (IPv4 TOS, TTL,
 // header checksum; IPv6 traffic class, flow label, hop limit; UDP checksum; BTH byte 4) do not.
 #include <gtest/gtest.h>
@@ -47,7 +47,7 @@ Bytes connectx4_cnp() {
       "0000 8100ffff 40000118 00000000 00000000000000000000000000000000 82fd002a");
 }
 
-// Vector 2 built field by field as TRANSPORTS.md describes it: UC SEND only (0x24)
+// Vector 2 built field by field as its reference describes it: UC SEND only (0x24)
 // 192.168.0.7 -> itself, TOS 0x01, IP id 1144, DF, TTL 64, UDP 49152 -> 4791, MigReq, PadCnt 2,
 // P_Key 0xFFFF, DestQP 211, PSN 13571856, scapy's 20-byte payload (18 bytes and the 2 pad
 // bytes). Checksums and ICRC are computed here: IP checksum, then ICRC (which masks the UDP

@@ -1,5 +1,5 @@
 // model_tx_test.cc - the NIC model's send path: TSO parsed back, checksum offload, ICRC against
-// the reference vectors of TRANSPORTS.md, completions and bad requests.
+// the published ICRC reference vectors, completions and bad requests.
 #include <gtest/gtest.h>
 
 #include <string>

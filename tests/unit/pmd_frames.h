@@ -137,7 +137,7 @@ inline rte_pmd_cleave_flow roce_flow(uint32_t qpn, uint32_t owner, uint32_t init
 }
 
 // A RoCEv2 frame from A to B: BTH (opcode, DestQP `qpn`, PSN), `ext` headers, payload, pad and
-// the ICRC, computed here bit by bit (TRANSPORTS.md), not by the model under test.
+// the ICRC, computed here bit by bit (IBTA annex A17), not by the model under test.
 inline Bytes roce_frame(uint8_t opcode, uint32_t psn, uint32_t qpn, const Bytes& ext,
                         const uint8_t* payload, uint32_t len) {
   const uint32_t pad = (4 - len % 4) % 4;

@@ -203,7 +203,7 @@ class Run {
 // pad is exercised (515 = 256 + 256 + 3: first, middle, last with PadCnt 1). The SEND only
 // carries 17 bytes: tshark 4.0's RPC-over-RDMA heuristic (rpcrdma_infiniband) throws on an RC
 // SEND only or last whose payload is under 13 bytes and marks the frame "[Malformed Packet:
-// RPCoRDMA]" after decoding its InfiniBand headers correctly (tests/README.md).
+// RPCoRDMA]" after decoding its InfiniBand headers correctly (docs/testing.md).
 constexpr uint32_t kPmtu = 256;
 constexpr uint32_t kLong = 2 * kPmtu + 3;
 

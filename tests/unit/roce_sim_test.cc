@@ -1,6 +1,6 @@
 // roce_sim_test.cc - RoCEv2 RC between two RcTransports over the simulated network (tests/sim):
 // SEND, SEND with immediate, WRITE, WRITE with immediate and READ of 0 B to 1 MiB, checked byte
-// for byte and completion by completion, through the fault matrix of TRANSPORTS.md (loss, lost
+// for byte and completion by completion, through the fault matrix (docs/testing.md) (loss, lost
 // ACKs, NAKs and READ responses, reordering, duplicates, corruption caught by the ICRC, PSN wrap)
 // on the NIC's placement and on the copy path; retry exhaustion, RNR, remote access errors.
 //

@@ -1,5 +1,5 @@
 // tcp_sim_test.cc - two TCP endpoints over the simulated network (tests/sim): 100 MB per case
-// through the fault matrix of TRANSPORTS.md, byte-exact with no duplicates and no stalls, on the
+// through the fault matrix (docs/testing.md), byte-exact with no duplicates and no stalls, on the
 // NIC's zero-copy placement and on the copy path; sequence wrap; option combinations; zero window
 // from a slow reader; congestion control on a bottleneck.
 //

@@ -4,7 +4,7 @@
 roce_golden (tests/unit/roce_golden.cc) runs the real RcTransport over the simulated network
 until it has sent every opcode it has, the ACK and each NAK and a CNP, and writes every frame
 into a pcap. Here: every kind is there; every frame ECN-capable, the CNP at DSCP 48; each frame's ICRC verifies (computed with zlib.crc32 as
-TRANSPORTS.md says); UDP goes to 4791 from 49152-65535; tshark decodes every frame without
+IBTA annex A17 defines it); UDP goes to 4791 from 49152-65535; tshark decodes every frame without
 "Malformed" (or any error or warning) and reads the same BTH, RETH, AETH and ImmDt fields our own
 parser below reads from the bytes; the first frame of each kind equals tests/golden/roce_rc.txt
 byte for byte, and tshark decodes that committed file cleanly too. The CNP (0x81) is an opcode
@@ -35,7 +35,7 @@ TSHARK = shutil.which("tshark")
 ETH, IP, UDP = 14, 20, 8
 BTH = ETH + IP + UDP  # where the BTH starts in a frame
 
-# RC opcodes: (name, RETH, AETH, ImmDt), from IBTA vol. 1 table 38 as TRANSPORTS.md lists them.
+# RC opcodes: (name, RETH, AETH, ImmDt), from IBTA vol. 1 table 38 as listed there.
 OPS = {
     0x00: ("SEND_FIRST", 0, 0, 0),
     0x01: ("SEND_MIDDLE", 0, 0, 0),
@@ -137,7 +137,7 @@ def kind(f):
 
 
 def icrc(f):
-    """The ICRC bytes of a frame (TRANSPORTS.md): zlib CRC-32 over 8 bytes of 0xFF and the
+    """The ICRC bytes of a frame (IBTA annex A17): zlib CRC-32 over 8 bytes of 0xFF and the
     packet from the IP header to the ICRC with TOS, TTL, IP checksum, UDP checksum and BTH byte 4
     as ones, least-significant byte first."""
     m = bytearray(b"\xff" * 8 + f[ETH:-4])

@@ -28,7 +28,7 @@
 
 #include "cleave_version.h"
 #include "mgmt_protocol.h"
-#include "stats.h"
+#include "stats.h"  // src/dataplane: the counters cleavectl names and explains
 
 namespace {
 

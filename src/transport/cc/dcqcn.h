@@ -17,7 +17,7 @@
 
 namespace cleave::transport::cc {
 
-// Every DCQCN constant, defaults from the paper and NVIDIA's mlx5 (TRANSPORTS.md, RoCEv2).
+// Every DCQCN constant, defaults from the paper and NVIDIA's mlx5 (docs/transports.md, DCQCN).
 // One instance per transport or per binding; QPs copy what they need at init().
 struct DcqcnParams {
   static constexpr uint32_t kOneShift = 20;
