@@ -169,9 +169,10 @@ void BM_OneWay(benchmark::State& state) {
 // closer to a daemon that polls many pipes in turn and finds a batch waiting.
 void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"burst", "pauses"})->UseRealTime();
-  for (int pauses : {1, 32})
+  for (int pauses : {1, 32}) {
     for (int burst : {1, 8, 32})
       b->Args({burst, pauses});
+  }
 }
 BENCHMARK_TEMPLATE(BM_OneWay, PipeQ)->Apply(Args);
 BENCHMARK_TEMPLATE(BM_OneWay, LamportQ)->Apply(Args);

@@ -28,7 +28,7 @@ uint32_t get32(const Bytes& b, size_t off) {
 // A TCP header: ports 40000 -> 80, seq, ack, flags, data offset `words`, then `payload` bytes.
 Bytes tcp_segment(uint8_t flags, uint32_t seq, uint32_t ack, uint8_t words = 5,
                   size_t payload = 0) {
-  Bytes b(words * 4u + payload, 0);
+  Bytes b(size_t(words) * 4 + payload, 0);
   put16(b, 0, 40000);
   put16(b, 2, 80);
   put32(b, 4, seq);

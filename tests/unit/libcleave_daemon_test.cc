@@ -234,7 +234,7 @@ TEST_F(LibTest, ControlAndDataFromManyThreads) {
         }
         cl_send_wr w[10]{};
         for (int i = 0; i < 10; i++) {
-          w[i].wr_id = static_cast<uint64_t>(t * 1000 + i);
+          w[i].wr_id = static_cast<uint64_t>(t) * 1000 + uint64_t(i);
           w[i].opcode = CL_OP_COPY;
           w[i].mr = mr;
           w[i].dst_mr = mr;
@@ -248,9 +248,11 @@ TEST_F(LibTest, ControlAndDataFromManyThreads) {
           if (cl_cq_wait(cq, 100) < -200) break;
           cl_wc wc[10];
           int n = cl_poll_cq(cq, wc, 10);
-          for (int i = 0; i < n; i++)
-            if (wc[i].status != 0 || wc[i].wr_id != static_cast<uint64_t>(t * 1000 + got + i))
+          for (int i = 0; i < n; i++) {
+            if (wc[i].status != 0 ||
+                wc[i].wr_id != static_cast<uint64_t>(t) * 1000 + uint64_t(got + i))
               failures++;
+          }
           got += n > 0 ? n : 0;
         }
         if (got != 10) failures++;

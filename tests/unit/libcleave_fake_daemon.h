@@ -199,10 +199,11 @@ class FakeDaemon {
       if (r <= 0) continue;
       if (lfd_ >= 0 && (fds[0].revents & POLLIN)) {
         int c = accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c >= 0 && cfd_ >= 0)
+        if (c >= 0 && cfd_ >= 0) {
           close(c);  // one app at a time
-        else if (c >= 0)
+        } else if (c >= 0) {
           cfd_ = c;
+        }
       }
       if (cfd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP))) serve();
     }
@@ -417,11 +418,12 @@ class FakeDaemon {
       listen_cq_kinds.push_back(pipe_kind(req.cq));
     }
     abi::ListenReply r{};
-    for (auto& [id, l] : listeners_)
+    for (auto& [id, l] : listeners_) {
       if (l.port == req.port) {
         reply(r, req.h, abi::MsgType::kListenReply, CL_EADDRINUSE);
         return;
       }
+    }
     r.id = next_listener_++;
     listeners_[r.id] = {req.port, req.cq};
     reply(r, req.h, abi::MsgType::kListenReply, 0);
@@ -768,12 +770,13 @@ class FakeDaemon {
     Pipe p{kind, req.entries, req.cq, efd, {}, {}, {}};
     std::memset(region_ + next_pipe_off_, 0, bytes);
     ipc::PipeView v = ipc::pipe_at(region_, next_pipe_off_);
-    if (kind == abi::PipeKind::kSubmit)
+    if (kind == abi::PipeKind::kSubmit) {
       p.sq = {v.ctl, static_cast<abi::SendEntry*>(v.ring), req.entries};
-    else if (kind == abi::PipeKind::kRecv)
+    } else if (kind == abi::PipeKind::kRecv) {
       p.rq = {v.ctl, static_cast<abi::RecvEntry*>(v.ring), req.entries};
-    else
+    } else {
       p.cq_prod = {v.ctl, static_cast<abi::Completion*>(v.ring), req.entries};
+    }
     r.pipe = next_pipe_id_++;
     r.entries = req.entries;
     r.offset = bad_pipe_offset ? abi::kRegionHeaderSize + o_.pipe_area - 64 : next_pipe_off_;

@@ -169,11 +169,12 @@ TEST_F(LibTest, HeapIsSafeForManyThreads) {
         } else if (!mine.empty()) {
           size_t k = rng() % mine.size();
           auto [p, n] = mine[k];
-          for (size_t j = 0; j < n; j++)
+          for (size_t j = 0; j < n; j++) {
             if (p[j] != t + 1) {
               bad++;
               break;
             }
+          }
           cl_free(ctx_, p);
           mine.erase(mine.begin() + static_cast<long>(k));
         }

@@ -154,9 +154,10 @@ TYPED_TEST(PipeTyped, EveryBurstSizeAgainstEveryRing) {
         ASSERT_LE(r.prod.produced() - r.cons.consumed(), count);
         next_in += put;
         unsigned got = r.cons.consume(out.data(), cburst);
-        for (unsigned k = 0; k < got; k++)
+        for (unsigned k = 0; k < got; k++) {
           ASSERT_TRUE(check(out[k], next_out + k))
               << "ring " << count << " burst " << burst << " entry " << next_out + k;
+        }
         next_out += got;
         ASSERT_EQ(r.ctl->consumer, next_out);  // published after every burst
         ASSERT_TRUE(put != 0 || got != 0) << "stuck at " << next_in << "/" << next_out;
