@@ -7,11 +7,14 @@
 #   --top MODULE  cleave_nic (default) or mqnic_app_block
 #   --keep DIR    keep the generated headers, the script and the log in DIR
 # The other geometry is the model's default: 4096 MRs, MS chunks of 16, 32 committed per flow,
-# a shared store of 65536, tables in UltraRAM. Prints LUT, FF, BRAM (RAMB36 + RAMB18/2), URAM
-# and DSP counts from `stat` after `synth_xilinx -family xcup`, then the memories as inferred
-# (depth x width of each, before they are mapped to RAM primitives) and their sum, and what the
-# RAM primitives hold (URAM288 36 KiB, RAMB36 4.5 KiB, RAMB18 2.25 KiB, data and parity).
-# Needs yosys (tools/setup.sh); the unit at 10 K flows takes about an hour of one core.
+# a shared store of 65536, tables in UltraRAM. Runs `synth_xilinx -family xcup` without
+# flattening: Yosys synthesizes each module once per parameter set, on its own (no optimization
+# across module boundaries), and `stat` adds the cells up over every instance of the unit's
+# hierarchy. Prints those totals: LUT, FF, BRAM (RAMB36 + RAMB18/2), URAM and DSP; then the
+# memories as inferred in a flattened copy (depth x width of each instance, before they are
+# mapped to RAM primitives) and their sum, what the RAM primitives hold (URAM288 36 KiB, RAMB36
+# 4.5 KiB, RAMB18 2.25 KiB, data and parity), and the time taken.
+# Needs yosys (tools/setup.sh); the unit takes about half an hour of one core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +28,7 @@ while [ $# -gt 0 ]; do
     --width) width=$2; shift 2 ;;
     --top) top=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "synth.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -55,16 +58,27 @@ params+=" -set FBUF_BEATS $((32768 / (width / 8)))"
 {
   echo "read_verilog -sv -I$work -I$rtl $(printf "$rtl/%s " "${sources[@]}")"
   echo "chparam $params $top"
-  echo "synth_xilinx -family xcup -top $top -flatten -run :map_memory"
+  echo "synth_xilinx -family xcup -top $top -run :map_memory"
+  # the memories of every instance, listed from a flattened copy
+  echo "design -save hier"
+  echo "flatten"
   echo "tee -q -o $work/mem.txt dump t:\$mem_v2"
-  echo "synth_xilinx -family xcup -top $top -flatten -run map_memory:"
-  echo "tee -o $work/stat.txt stat"
+  echo "design -load hier"
+  echo "synth_xilinx -family xcup -top $top -run map_memory:"
+  echo "tee -q -o $work/stat.txt stat"
 } > "$work/synth.ys"
 
 echo "synth.sh: $top at $flows flows, $width bits (yosys $(yosys -V | awk '{print $2}'), log in $work/yosys.log)" >&2
+echo "synth.sh: not flattened: each module synthesized on its own, the totals are Yosys' stat over every instance" >&2
+start=$(date +%s)
 yosys -q -l "$work/yosys.log" -s "$work/synth.ys" >/dev/null
+took=$(($(date +%s) - start))
 
-count() { awk -v c="$1" '$1 == c { n += $2 } END { print n + 0 }' "$work/stat.txt"; }
+# The totals over the hierarchy: the section after "design hierarchy" (the whole design when it
+# is one module).
+awk '/=== design hierarchy ===/ { n = 0 } { line[n++] = $0 }
+     END { for (i = 0; i < n; i++) print line[i] }' "$work/stat.txt" > "$work/total.txt"
+count() { awk -v c="$1" '$1 == c { n += $2 } END { print n + 0 }' "$work/total.txt"; }
 luts=0
 for l in LUT1 LUT2 LUT3 LUT4 LUT5 LUT6 LUT6_2; do luts=$((luts + $(count $l))); done
 ffs=0
@@ -85,3 +99,5 @@ awk '/^ *cell \$mem_v2 / { name = $3 } /parameter \\SIZE / { size = $3 }
      END { printf "memories as inferred: %.0f B (%.2f MB)\n", total, total / 1e6 }' "$work/mem.txt"
 awk -v u="$uram" -v a="$ram36" -v b="$ram18" \
   'BEGIN { t = u * 36864 + a * 4608 + b * 2304; printf "RAM primitives: %.0f B (%.2f MB): URAM288 %d, RAMB36 %d, RAMB18 %d\n", t, t / 1e6, u, a, b }'
+cpu=$(grep -o 'CPU: user [0-9.]*s' "$work/yosys.log" | tail -1 | awk '{ print $3 }')
+echo "took ${took} s (yosys CPU user ${cpu:-?})"

@@ -1271,7 +1271,8 @@ module cleave_rx_engine #(
           fr.mr = r.e.mr;
           fr.off = r.e.off + r.inn[47:0];
           fr.len = take[15:0];
-          n.out.frags[144*r.nfr+:144] = fr;
+          // constant slices: a variable one shifts all of `n` in Yosys
+          for (int i = 0; i < 4; i++) if (32'(r.nfr) == i) n.out.frags[144*i+:144] = fr;
           n.nfr = r.nfr + 3'd1;
           n.left = r.left - take;
           if (r.left == take) begin
@@ -1369,7 +1370,7 @@ module cleave_rx_engine #(
           `DEFER(DEFERREASON_DMA_FAULT)
         else begin
           fr.addr = mm.base + {16'd0, fr.off};
-          n.out.frags[144*r.wf_i+:144] = fr;
+          for (int i = 0; i < 4; i++) if (32'(r.wf_i) == i) n.out.frags[144*i+:144] = fr;
           n.wf_sum = r.wf_sum + {16'd0, fr.len};
           if (r.wf_i + 3'd1 == r.out.nfrags) begin
             n.out.placed = 16'(r.wf_sum + {16'd0, fr.len});

@@ -452,9 +452,10 @@ module cleave_tx #(
       case (st)
         T_RECV: begin
           if (rfire) begin
-            for (int j = 0; j < NB; j++) begin
-              if (32'(req_beat) * NB + j < CAP && s_axis_txd_tkeep[j])
-                req_v[8*(32'(req_beat)*NB+j)+:8] <= s_axis_txd_tdata[8*j+:8];
+            // byte k arrives in beat k / NB, lane k % NB (constant indices: no shifter)
+            for (int k = 0; k < CAP; k++) begin
+              if (32'(req_beat) == k / NB && s_axis_txd_tkeep[k%NB])
+                req_v[8*k+:8] <= s_axis_txd_tdata[8*(k%NB)+:8];
             end
             req_len <= req_len + keep_count;
             req_beat <= req_beat + 1'b1;
