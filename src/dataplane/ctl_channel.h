@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -214,38 +215,32 @@ struct CtlRequest {
     return std::make_unique<CtlRequest>(ctl::Body(std::move(b)));
   }
 
+  // The body as the request it is (the caller knows; another type is a bug and aborts).
   template <class T>
-  T& as() {
-    return std::get<T>(body);
+  T& as() noexcept {
+    T* b = std::get_if<T>(&body);
+    if (b == nullptr) std::abort();
+    return *b;
   }
   template <class T>
-  const T& as() const {
-    return std::get<T>(body);
+  const T& as() const noexcept {
+    const T* b = std::get_if<T>(&body);
+    if (b == nullptr) std::abort();
+    return *b;
   }
   template <class T>
   bool is() const {
     return std::holds_alternative<T>(body);
   }
   // A flow request, and its status; an app table update, and whether it applied.
-  bool is_flow() const {
-    return std::visit(
-        [](const auto& b) { return std::is_base_of_v<ctl::FlowAnswer, Of<decltype(b)>>; }, body);
+  bool is_flow() const noexcept { return base<ctl::FlowAnswer>() != nullptr; }
+  int32_t flow_status() const noexcept {
+    const ctl::FlowAnswer* b = base<ctl::FlowAnswer>();
+    return b != nullptr ? b->status : 0;
   }
-  int32_t flow_status() const {
-    return std::visit(
-        [](const auto& b) -> int32_t {
-          if constexpr (std::is_base_of_v<ctl::FlowAnswer, Of<decltype(b)>>) return b.status;
-          return 0;
-        },
-        body);
-  }
-  bool app_ok() const {
-    return std::visit(
-        [](const auto& b) -> bool {
-          if constexpr (std::is_base_of_v<ctl::AppUpdate, Of<decltype(b)>>) return b.ok;
-          return false;
-        },
-        body);
+  bool app_ok() const noexcept {
+    const ctl::AppUpdate* b = base<ctl::AppUpdate>();
+    return b != nullptr && b->ok;
   }
 
   ctl::Body body;
@@ -257,8 +252,25 @@ struct CtlRequest {
   std::atomic<uint8_t> claim{0};
 
  private:
-  template <class R>
-  using Of = std::remove_cvref_t<R>;
+  // The body as a `Base` when its type derives from it, else nullptr; never throws (std::visit
+  // may, on a valueless variant).
+  template <class Base>
+  const Base* base() const noexcept {
+    const Base* out = nullptr;
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      ((body.index() == I ? (out = base_of<Base>(std::get_if<I>(&body))) : nullptr), ...);
+    }
+    (std::make_index_sequence<std::variant_size_v<ctl::Body>>{});
+    return out;
+  }
+  template <class Base, class T>
+  static const Base* base_of(const T* b) noexcept {
+    if constexpr (std::is_base_of_v<Base, T>) {
+      return b;
+    } else {
+      return nullptr;
+    }
+  }
 };
 
 // What happened to a request that call() did not return answered.

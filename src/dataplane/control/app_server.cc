@@ -637,7 +637,7 @@ int32_t AppServer::pipe_create(Session& s, const abi::PipeCreate& m, int fd, abi
   set.app_id = s.id;
   set.index = id;
   set.pipe = p;
-  auto req = CtlRequest::make(std::move(set));
+  auto req = CtlRequest::make(set);
   // Unfinished, the dataplane may install the pipe yet: its doorbell stays open (and its
   // number unused) until the app is detached; the pipe's place in the region is never reused.
   if (int32_t st = app_ctl(s, std::move(req), CL_ENOSPC, nullptr, nullptr, owned.fd); st != 0) {
@@ -667,7 +667,7 @@ int32_t AppServer::pipe_destroy(Session& s, const abi::PipeDestroy& m) {
   ctl::AppSetPipe set;  // an empty pipe: the slot is freed
   set.app_id = s.id;
   set.index = m.pipe;
-  auto req = CtlRequest::make(std::move(set));
+  auto req = CtlRequest::make(set);
   if (int32_t st = app_ctl(s, std::move(req), CL_EBUSY, nullptr, nullptr, it->second.doorbell_fd);
       st != 0) {
     // Unfinished: the pipe may be gone or not; its doorbell is held, its place never reused.
