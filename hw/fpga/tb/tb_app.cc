@@ -11,6 +11,15 @@
 #include <map>
 #include <memory>
 
+// The application block's parameters (meson passes -DTB_<parameter>),
+// named as the unit's before the headers read them.
+#define TB_DATA_WIDTH TB_AXIS_DATA_WIDTH
+#define TB_MAX_FLOWS TB_CLEAVE_MAX_FLOWS
+#define TB_MAX_MRS TB_CLEAVE_MAX_MRS
+#define TB_MS_CHUNK TB_CLEAVE_MS_CHUNK
+#define TB_MS_COMMITTED TB_CLEAVE_MS_COMMITTED
+#define TB_MS_STORE TB_CLEAVE_MS_STORE
+
 #include "Vmqnic_app_block.h"
 #include "cleave_nic_hw.h"
 #include "tb_common.h"
@@ -18,14 +27,6 @@
 
 using namespace cleave::tb;
 namespace nic = cleave::nic;
-
-// The application block's parameters (meson passes -DTB_<parameter>).
-#define TB_DATA_WIDTH TB_AXIS_DATA_WIDTH
-#define TB_MAX_FLOWS TB_CLEAVE_MAX_FLOWS
-#define TB_MAX_MRS TB_CLEAVE_MAX_MRS
-#define TB_MS_CHUNK TB_CLEAVE_MS_CHUNK
-#define TB_MS_COMMITTED TB_CLEAVE_MS_COMMITTED
-#define TB_MS_STORE TB_CLEAVE_MS_STORE
 
 namespace {
 
@@ -142,13 +143,8 @@ struct Bench {
   uint32_t r_row0 = 0, r_rows = 0, r_sent[kSegs] = {}, r_done[kSegs] = {};
   double ram_ready = 0.8;
 
-  static Top* make(VerilatedContext* c, uint64_t seed) {
-    c->randReset(2);
-    c->randSeed(int(seed & 0x7FFFFFFF));
-    return new Top(c);
-  }
   explicit Bench(uint64_t seed)
-      : top(make(ctx.get(), seed)),
+      : top(make_top<Top>(ctx.get(), seed)),
         rng(seed ^ 0x77777777ull),
         axil_ports(top.get()),
         axil(&axil_ports),
@@ -422,13 +418,7 @@ int main(int argc, char** argv) {
   Bench b(seed);
   b.ctx->commandArgs(argc, argv);
   const uint64_t frames = env_u64("CLEAVE_RTL_FRAMES", 2000);
-  ScenarioConfig cfg;
-  cfg.max_flows = TB_MAX_FLOWS;
-  cfg.max_mrs = TB_MAX_MRS;
-  cfg.ms_chunk = TB_MS_CHUNK;
-  cfg.ms_committed = TB_MS_COMMITTED;
-  cfg.ms_store = TB_MS_STORE;
-  Scenario sc(seed, cfg);
+  Scenario sc(seed, built_geometry());
   Bytes mem = sc.mem();
   b.mem = &mem;
 

@@ -47,6 +47,14 @@ inline uint64_t init_seed(const char* tb) {
   return g_seed;
 }
 
+// A Verilated model whose uninitialized state is random, from the run's seed (replayable).
+template <class Top>
+Top* make_top(VerilatedContext* c, uint64_t seed) {
+  c->randReset(2);
+  c->randSeed(int(seed & 0x7FFFFFFF));
+  return new Top(c);
+}
+
 [[noreturn]] inline void fail(const std::string& what) {
   std::fprintf(stderr, "FAIL: %s\n  (seed %" PRIu64 ", replay with CLEAVE_RTL_SEED=%" PRIu64 ")\n",
                what.c_str(), g_seed, g_seed);

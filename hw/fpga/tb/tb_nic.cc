@@ -52,13 +52,8 @@ struct Bench {
   double req_ready = 0.7;
   uint64_t cycles = 0, dma_writes = 0, dma_reads = 0;
 
-  static Top* make(VerilatedContext* c, uint64_t seed) {
-    c->randReset(2);
-    c->randSeed(int(seed & 0x7FFFFFFF));
-    return new Top(c);
-  }
   explicit Bench(uint64_t seed)
-      : top(make(ctx.get(), seed)),
+      : top(make_top<Top>(ctx.get(), seed)),
         rng(seed ^ 0x1234567ull),
         axil(top.get()),
         rx(kNb, &top->s_axis_rx_tdata, &top->s_axis_rx_tkeep, &top->s_axis_rx_tvalid,
@@ -275,13 +270,7 @@ int main(int argc, char** argv) {
   Bench b(seed);
   b.ctx->commandArgs(argc, argv);
   const uint64_t frames = env_u64("CLEAVE_RTL_FRAMES", 5000);
-  ScenarioConfig cfg;
-  cfg.max_flows = TB_MAX_FLOWS;
-  cfg.max_mrs = TB_MAX_MRS;
-  cfg.ms_chunk = TB_MS_CHUNK;
-  cfg.ms_committed = TB_MS_COMMITTED;
-  cfg.ms_store = TB_MS_STORE;
-  Scenario sc(seed, cfg);
+  Scenario sc(seed, built_geometry());
   Bytes mem = sc.mem();
   b.mem = &mem;
 

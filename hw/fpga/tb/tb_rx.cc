@@ -91,13 +91,8 @@ struct Bench {
   uint32_t rsp_ms = 0, rsp_cursor = 0, rsp_reads = 0;
   uint64_t cycles = 0;
 
-  static Top* make(VerilatedContext* c, uint64_t seed) {
-    c->randReset(2);
-    c->randSeed(int(seed & 0x7FFFFFFF));
-    return new Top(c);
-  }
   explicit Bench(uint64_t seed)
-      : top(make(ctx.get(), seed)),
+      : top(make_top<Top>(ctx.get(), seed)),
         rng(seed ^ 0x5DEECE66Dull),
         src(kNb, &top->s_axis_tdata, &top->s_axis_tkeep, &top->s_axis_tvalid, &top->s_axis_tlast,
             &top->s_axis_tready),
@@ -304,13 +299,7 @@ int main(int argc, char** argv) {
   Bench b(seed);
   b.ctx->commandArgs(argc, argv);
   const uint64_t frames = env_u64("CLEAVE_RTL_FRAMES", 20000);
-  ScenarioConfig cfg;
-  cfg.max_flows = TB_MAX_FLOWS;
-  cfg.max_mrs = TB_MAX_MRS;
-  cfg.ms_chunk = TB_MS_CHUNK;
-  cfg.ms_committed = TB_MS_COMMITTED;
-  cfg.ms_store = TB_MS_STORE;
-  Scenario sc(seed, cfg);
+  Scenario sc(seed, built_geometry());
   Bytes rtl_mem = sc.mem();
 
   b.reset();

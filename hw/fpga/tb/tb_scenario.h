@@ -69,6 +69,19 @@ struct ScenarioConfig {
   double junk_cmd = 0.05;  // a random or malformed command
 };
 
+#ifdef TB_MS_STORE
+// The geometry the build gave this testbench (tb/meson.build's TB_* definitions).
+inline ScenarioConfig built_geometry() {
+  ScenarioConfig cfg;
+  cfg.max_flows = TB_MAX_FLOWS;
+  cfg.max_mrs = TB_MAX_MRS;
+  cfg.ms_chunk = TB_MS_CHUNK;
+  cfg.ms_committed = TB_MS_COMMITTED;
+  cfg.ms_store = TB_MS_STORE;
+  return cfg;
+}
+#endif
+
 class Scenario {
  public:
   Scenario(uint64_t seed, const ScenarioConfig& c) : rng_(seed), cfg_(c) {

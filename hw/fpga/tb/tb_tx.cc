@@ -43,13 +43,8 @@ struct Bench {
   double rd_ready_p = 0.7, cpl_stall = 0.3;
   uint64_t cycles = 0;
 
-  static Top* make(VerilatedContext* c, uint64_t seed) {
-    c->randReset(2);
-    c->randSeed(int(seed & 0x7FFFFFFF));
-    return new Top(c);
-  }
   explicit Bench(uint64_t seed)
-      : top(make(ctx.get(), seed)),
+      : top(make_top<Top>(ctx.get(), seed)),
         rng(seed ^ 0xA5A5A5A5ull),
         src(kNb, &top->s_axis_txd_tdata, &top->s_axis_txd_tkeep, &top->s_axis_txd_tvalid,
             &top->s_axis_txd_tlast, &top->s_axis_txd_tready),
