@@ -22,25 +22,6 @@ namespace cleave::dp {
 
 namespace {
 
-// The counters a claim's packets are dropped under, by what they are (the NIC's parser kinds):
-// the names operators know. Packets of kinds without counters of their own count as
-// no_transport.
-struct ClaimDrops {
-  Drop malformed;
-  Drop bad_checksum;
-  Drop no_flow;
-};
-ClaimDrops drops_of(transport::NicParser p) {
-  switch (p) {
-    case transport::NicParser::kTcp:
-      return {Drop::kTcpMalformed, Drop::kTcpBadChecksum, Drop::kTcpNoFlow};
-    case transport::NicParser::kRoce:
-      return {Drop::kRoceMalformed, Drop::kRoceBadUdpChecksum, Drop::kRoceNoQp};
-    default:
-      return {Drop::kNoTransport, Drop::kNoTransport, Drop::kNoTransport};
-  }
-}
-
 // The NIC's verdict on a frame's L4 checksum (TCP, UDP) or ICRC (RoCE).
 transport::Csum nic_csum(const rte_pmd_cleave_placement& pl) {
   switch ((pl.flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3) {
@@ -97,6 +78,23 @@ void FlowPath::add_claim(std::string_view name, const transport::Claim& c) {
   if (!took) return;
   ClaimEntry ce{std::string(name), c, first_port, -1};
   ce.claim.udp_ports = {};  // taken into the tables above
+  // The counters operators know for the NIC's parser kinds; other kinds count as no_transport.
+  switch (c.nic.parser) {
+    case transport::NicParser::kTcp:
+      ce.malformed = Drop::kTcpMalformed;
+      ce.bad_checksum = Drop::kTcpBadChecksum;
+      ce.no_flow = Drop::kTcpNoFlow;
+      break;
+    case transport::NicParser::kRoce:
+      ce.malformed = Drop::kRoceMalformed;
+      ce.bad_checksum = Drop::kRoceBadUdpChecksum;
+      ce.no_flow = Drop::kRoceNoQp;
+      break;
+    default:
+      break;
+  }
+  ce.l4_verdict =
+      c.nic.parser == transport::NicParser::kTcp || c.nic.parser == transport::NicParser::kUdp;
   claims_.push_back(std::move(ce));
 }
 
@@ -280,7 +278,6 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   }
   if (claim == 0) return Drop::kNoTransport;
   const ClaimEntry& c = claims_[claim - 1];
-  const ClaimDrops drops = drops_of(c.claim.nic.parser);
 
   // The claim's parse splits header and payload and reads the flow key. TCP's checksum covers
   // a header the parse has read; UDP's is the UDP layer's, checked before the transport that
@@ -289,30 +286,28 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   const bool deferred = pl->decision == RTE_PMD_CLEAVE_DEFERRED;
   const uint32_t total = ip_len - ihl;
   if (avail < c.claim.min_header || total < uint32_t(c.claim.min_header) + c.claim.trailer) {
-    return drops.malformed;
+    return c.malformed;
   }
   const bool whole = m->data_len >= kEthLen + ip_len;
   const transport::RxL4 in{l4, avail, total, whole, pl->payload_len};
   transport::RxParsed k;
-  if (proto != IPPROTO_UDP && !c.claim.parse(in, &k)) return drops.malformed;
-  if (deferred && !whole) return drops.malformed;  // the copy path needs the whole frame
+  if (proto != IPPROTO_UDP && !c.claim.parse(in, &k)) return c.malformed;
+  if (deferred && !whole) return c.malformed;  // the copy path needs the whole frame
   // The L4 checksum: the NIC's verdict where its parser checks it (TCP, plain UDP), a UDP
   // checksum it found bad, else ours on a whole frame (UDP's is optional: 0 is none). The NIC's
   // verdict on another parser's packet is its own check's (RoCEv2's ICRC): the transport's.
   transport::Csum csum = nic_csum(*pl);
-  const bool l4_verdict = c.claim.nic.parser == transport::NicParser::kTcp ||
-                          c.claim.nic.parser == transport::NicParser::kUdp;
-  if (l4_verdict && csum == transport::Csum::kBad) return drops.bad_checksum;
+  if (c.l4_verdict && csum == transport::Csum::kBad) return c.bad_checksum;
   if (proto == IPPROTO_UDP) {
-    if (deferred && pl->reason == RTE_PMD_CLEAVE_DEFER_BAD_L4_CHECKSUM) return drops.bad_checksum;
+    if (deferred && pl->reason == RTE_PMD_CLEAVE_DEFER_BAD_L4_CHECKSUM) return c.bad_checksum;
     if (csum == transport::Csum::kNotChecked && whole && load16(l4 + 6) != 0 &&
         rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), l4) != 0) {
-      return drops.bad_checksum;
+      return c.bad_checksum;
     }
-    if (!c.claim.parse(in, &k)) return drops.malformed;
+    if (!c.claim.parse(in, &k)) return c.malformed;
   } else if (proto == IPPROTO_TCP && csum == transport::Csum::kNotChecked && whole) {
     if (rte_ipv4_udptcp_cksum_verify(reinterpret_cast<const rte_ipv4_hdr*>(ip), l4) != 0) {
-      return drops.bad_checksum;
+      return c.bad_checksum;
     }
     csum = transport::Csum::kGood;
   }
@@ -328,7 +323,7 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
     if (c.claim.key == transport::FlowKey::kTuple && c.claim.no_flow_answer != nullptr) {
       answer_no_flow(port, m, ip, in, k, *c.claim.no_flow_answer);
     }
-    return drops.no_flow;
+    return c.no_flow;
   }
   // What the NIC checks on a parser's packets and did not, on a whole frame: done here
   // (RoCEv2's ICRC; the transport counts a bad one per flow).

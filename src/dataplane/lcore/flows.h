@@ -190,6 +190,13 @@ class FlowPath final : public FlowHandler {
     transport::Claim claim;  // its udp_ports are in udp_claims_
     uint16_t port = 0;       // UDP: the first port it took (a QP's, both ends)
     int tp = -1;             // its transport's index once instantiated
+    // Set when the claim is learned, read per packet: the counters its packets are dropped
+    // under, and whether the NIC's checksum verdict on them is the L4 checksum's (TCP, UDP)
+    // rather than the transport's own check (RoCEv2's ICRC).
+    Drop malformed = Drop::kNoTransport;
+    Drop bad_checksum = Drop::kNoTransport;
+    Drop no_flow = Drop::kNoTransport;
+    bool l4_verdict = false;
   };
   using NoFlowAnswer = size_t (*)(const transport::RxL4&, const transport::RxParsed&, uint8_t*);
 
