@@ -626,7 +626,7 @@ void show_flow(const json& f) {
       {"rtt", {"srtt_us", "rttvar_us", "rto_ms"}},
       {"options", {"sack", "timestamps", "ecn"}},
       {"loss",
-       {"bytes_in_flight", "sack_scoreboard", "ooo_ranges", "retransmits", "rtos",
+       {"ca_state", "bytes_in_flight", "sack_scoreboard", "ooo_ranges", "retransmits", "rtos",
         "fast_recoveries", "tlp_probes", "rack_losses", "ecn_reductions"}},
       {"bytes", {"bytes_sent", "bytes_acked", "bytes_received"}},
       {"placement", {"placed_bytes", "copied_bytes", "dup_bytes"}},

@@ -545,6 +545,13 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   if (c == nullptr) return false;
   out.text("state", state_name(c->state));
   out.text("cc", c->cc != nullptr ? c->cc->name() : "-");
+  // Where loss recovery stands, in Linux's names (tcpi_ca_state): recovery (fast recovery), loss
+  // (after an RTO, until what was outstanding then is acknowledged), cwr (the window of data
+  // after an ECN reduction), open.
+  out.text("ca_state", c->rto_recovery   ? "loss"
+                       : c->in_recovery  ? "recovery"
+                       : c->ecn_reacting ? "cwr"
+                                         : "open");
   out.number("mss", c->eff_mss);
   out.number("cwnd", c->ccs.cwnd);
   // Like ss(8): no ssthresh until a loss (or DCTCP's first window) sets one.
