@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,60 @@ TEST(TcpSimPath, DownAndUp) {
   EXPECT_LT(during, t.total);
   EXPECT_GT(tcp_of(t.net->a()).counters().rtos, 0u);
 }
+
+// Under random loss each way (1 % and 5 %) the sender cuts its window once per loss episode
+// (RFC 5681 3.1, RFC 6582: a fast recovery, or an RTO outside one), never again inside one (an
+// RTO in recovery, or of a segment an RTO already resent), and by its algorithm's factor of the
+// window it had (NewReno half, CUBIC 0.7), not of a flight that loss detection has already
+// emptied of SACKed and lost bytes.
+struct WindowCase {
+  const char* cc;
+  double loss;
+};
+void PrintTo(const WindowCase& w, std::ostream* os) {
+  *os << w.cc << " at " << w.loss * 100 << " % loss";
+}
+class TcpSimWindow : public ::testing::TestWithParam<WindowCase> {};
+
+TEST_P(TcpSimWindow, OneReductionPerLossEpisode) {
+  const WindowCase& p = GetParam();
+  Case c;
+  c.name = std::string("Window-") + p.cc + "-" + std::to_string(p.loss);
+  c.params = {{"cc", p.cc}};
+  c.bytes = 32u << 20;
+  c.link.rate_bps = 1'000'000'000;
+  c.link.delay_ns = 50'000;
+  c.ab.loss = c.ba.loss = p.loss;
+  Transfer t(c, SimNet::seed_from_env(2500));
+  WindowWatch w;
+  w.beta = std::string(p.cc) == "cubic" ? 0.7 : 0.5;
+  t.on_step = [&] { w.sample(t); };
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  for (const std::string& e : t.errors)
+    ADD_FAILURE() << e;
+  EXPECT_EQ(t.received, t.total);
+  EXPECT_GT(w.episodes, 20u);
+  std::string inside, deep;
+  for (const WindowWatch::Cut& k : w.cuts) {
+    if (!k.new_episode && k.moved && inside.size() < 2000)
+      inside += "\n  " + WindowWatch::describe(k);
+    if (k.ssthresh > 2 * w.mss && double(k.ssthresh) < w.beta * double(k.cwnd) - double(w.mss) &&
+        deep.size() < 2000) {
+      deep += "\n  " + WindowWatch::describe(k);
+    }
+  }
+  EXPECT_EQ(w.inside, 0u) << "cuts inside an episode:" << inside;
+  EXPECT_EQ(w.deep, 0u) << "cuts deeper than beta x cwnd:" << deep;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cc, TcpSimWindow,
+                         ::testing::Values(WindowCase{"newreno", 0.01}, WindowCase{"cubic", 0.01},
+                                           WindowCase{"newreno", 0.05}, WindowCase{"cubic", 0.05}),
+                         [](const auto& i) {
+                           return std::string(i.param.cc) + "Loss" +
+                                  std::to_string(int(i.param.loss * 100));
+                         });
 
 // Congestion control reacts to a bottleneck: with CE marks DCTCP cuts its window.
 TEST(TcpSimCc, EcnIsNegotiatedAndReactedTo) {

@@ -988,6 +988,58 @@ TEST(TcpRack, ProbeInRecoveryFindsALostRetransmission) {
   EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
 }
 
+// One window reduction per loss episode (RFC 5681 3.1, RFC 6582; Linux's tcp_enter_loss): an RTO
+// that fires in fast recovery collapses the window to one segment but keeps the ssthresh the
+// recovery set, instead of halving again a flight that recovery has already emptied.
+TEST(TcpRack, AnRtoInRecoveryKeepsTheRecoverysSsthresh) {
+  for (const char* cc : {"newreno", "cubic"}) {
+    SCOPED_TRACE(cc);
+    Active a(std::vector<Param>{{"cc", cc}});
+    establish_10ms(a);
+    a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+    a.ctx.take_out();
+    ASSERT_TRUE(sends(lose_segment_0(a), a, 0));  // recovery; this copy of segment 0 is lost too
+    const uint64_t ssthresh = info(a.tp, kFlow).n["ssthresh"];
+    ASSERT_GT(ssthresh, 2u * kSeg);
+    a.ctx.at_ms(1024);
+    std::vector<SackBlock> sb{{kSeg, 10 * kSeg}};
+    a.peer(sack_spec(a, 0, sb));
+    // Nothing more comes back (the probe is lost too) until the RTO.
+    for (uint64_t t = 1025; t < 2000 && info(a.tp, kFlow).n["rtos"] == 0; t++)
+      tick_at(a, t);
+    auto i = info(a.tp, kFlow);
+    ASSERT_EQ(i.n["rtos"], 1u);
+    EXPECT_EQ(i.n["cwnd"], kSeg);
+    EXPECT_EQ(i.n["ssthresh"], ssthresh);
+  }
+}
+
+// An RTO of a segment the RTO already resent keeps ssthresh (RFC 5681 3.1, Linux): the second
+// timeout says nothing new about the window, and halving the one-segment window it left would
+// put ssthresh at its 2 MSS floor.
+TEST(TcpSend, ABackedOffRtoKeepsSsthresh) {
+  for (const char* cc : {"newreno", "cubic"}) {
+    SCOPED_TRACE(cc);
+    Active a(std::vector<Param>{{"cc", cc}});
+    establish_10ms(a);
+    a.app(ReqKind::kSend, 1 << 20, 0, 51);
+    a.ctx.take_out();
+    uint64_t t = 1011;
+    for (; t < 5000 && info(a.tp, kFlow).n["rtos"] == 0; t++)
+      tick_at(a, t);
+    ASSERT_EQ(info(a.tp, kFlow).n["rtos"], 1u);
+    const uint64_t ssthresh = info(a.tp, kFlow).n["ssthresh"];
+    EXPECT_GE(ssthresh, 5u * kSeg);
+    // The resent segment is lost too: the RTO again, backed off.
+    for (; t < 5000 && info(a.tp, kFlow).n["rtos"] == 1; t++)
+      tick_at(a, t);
+    auto i = info(a.tp, kFlow);
+    ASSERT_EQ(i.n["rtos"], 2u);
+    EXPECT_EQ(i.n["cwnd"], kSeg);
+    EXPECT_EQ(i.n["ssthresh"], ssthresh);
+  }
+}
+
 // In recovery a second hole with less than DupThreshold segments SACKed above it may only be
 // reordering (RFC 6675 IsLost): NextSeg leaves it though the window has room, and RACK resends
 // it once the reordering window past its RTT has gone by without it.
