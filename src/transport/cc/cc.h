@@ -55,8 +55,11 @@ class Algorithm {
   // The peer echoed congestion (ECE), at most once per window of data (the transport guards):
   // reduce like a loss (RFC 3168), or by the marked fraction (DCTCP).
   virtual void on_ecn(State& s, uint64_t now_ns) = 0;
-  // The retransmission timer expired: ssthresh from the flight, cwnd one segment (RFC 5681).
-  virtual void on_rto(State& s, uint64_t now_ns) = 0;
+  // The retransmission timer expired: cwnd one segment (RFC 5681 3.1). An RTO that begins a loss
+  // episode also sets ssthresh from the window, as on_loss does; one inside an episode (in fast
+  // recovery, or again before the data outstanding at an earlier RTO is acknowledged) keeps the
+  // ssthresh the episode set: one reduction per window of data.
+  virtual void on_rto(State& s, uint64_t now_ns, bool new_episode) = 0;
   // Fast recovery ended: deflate the window to ssthresh (RFC 6582).
   virtual void on_recovery_end(State& s, uint64_t now_ns) = 0;
 
