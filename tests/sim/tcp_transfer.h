@@ -273,6 +273,7 @@ struct WindowWatch {
     uint64_t in_flight = 0;  // after
     bool new_episode = false;
     bool moved = false;  // ssthresh changed
+    bool deep = false;   // below beta x cwnd - 1 MSS (and above 2 MSS)
   };
   double beta = 0.5;  // the algorithm's decrease factor: a cut below beta x cwnd is deeper than it
   uint64_t mss = 0;
@@ -297,6 +298,7 @@ struct WindowWatch {
     if (t.fa == kNoFlow || !t.net->a().transport().flow_info(t.fa, k)) return;
     const uint64_t st = k.n.count("ssthresh") != 0 ? k.n["ssthresh"] : ~0ull;
     const uint64_t fr = k.n["fast_recoveries"], rt = k.n["rtos"];
+    if (k.n.count("mss") == 0) return;  // TIME_WAIT: the window is gone
     mss = k.n["mss"];
     // A reduction: a fast recovery or an RTO began, or ssthresh fell (a probe's repair).
     if (fr > recoveries || rt > rtos || st < ssthresh) {
@@ -318,6 +320,7 @@ struct WindowWatch {
       if (st <= 2 * mss) {
         floor++;
       } else if (double(st) < beta * double(cwnd) - double(mss)) {
+        c.deep = true;
         deep++;
       }
       min_ssthresh = std::min(min_ssthresh, st);

@@ -259,10 +259,7 @@ TEST_P(TcpSimWindow, OneReductionPerLossEpisode) {
   for (const WindowWatch::Cut& k : w.cuts) {
     if (!k.new_episode && k.moved && inside.size() < 2000)
       inside += "\n  " + WindowWatch::describe(k);
-    if (k.ssthresh > 2 * w.mss && double(k.ssthresh) < w.beta * double(k.cwnd) - double(w.mss) &&
-        deep.size() < 2000) {
-      deep += "\n  " + WindowWatch::describe(k);
-    }
+    if (k.deep && deep.size() < 2000) deep += "\n  " + WindowWatch::describe(k);
   }
   EXPECT_EQ(w.inside, 0u) << "cuts inside an episode:" << inside;
   EXPECT_EQ(w.deep, 0u) << "cuts deeper than beta x cwnd:" << deep;
