@@ -704,8 +704,8 @@ TEST(TcpSend, SlowStartAfterRtoGrowsBeforeTheOldFlightIsAcked) {
   EXPECT_EQ(out[0].desc.len, 1448u);
   EXPECT_EQ(info(a.tp, kFlow).n["cwnd"], 1448u);
   // Each ACK of resent data opens the window by a segment: 2, then 4 segments go out, then up
-  // to ssthresh: half of the 11 segments in flight at the RTO (the 10, and the probe's new one).
-  const uint64_t ssthresh = 11ull * 1448 / 2;
+  // to ssthresh: half of the window at the RTO (10 segments; the probe's new one went beyond it).
+  const uint64_t ssthresh = 10ull * 1448 / 2;
   uint32_t acked = 1448;
   for (uint64_t expect : {uint64_t{2 * 1448}, uint64_t{4 * 1448}, ssthresh}) {
     out = a.peer(a.ack_spec(0, acked));

@@ -17,12 +17,12 @@
 namespace cleave::transport::cc {
 
 // The window state a transport keeps per flow. The transport sets mss and inflight before each
-// call; the algorithm reads them and updates cwnd and ssthresh.
+// call that reduces; the algorithm reads them and updates cwnd and ssthresh.
 struct State {
   uint32_t mss = 1460;
   uint64_t cwnd = 0;          // congestion window
   uint64_t ssthresh = ~0ull;  // slow-start threshold; "infinite" at first
-  uint64_t inflight = 0;      // bytes sent and not yet acknowledged or SACKed, at the call
+  uint64_t inflight = 0;      // the flight a reduction scales (RFC 5681 FlightSize, <= cwnd)
   uint32_t srtt_us = 0;       // smoothed RTT, 0 before the first sample
   uint32_t min_rtt_us = 0;    // lowest RTT seen, 0 before the first sample
 };

@@ -351,7 +351,7 @@ Conn& TcpTransport::new_conn(FlowId id, const FlowTuple& tuple, const Settings& 
     h ^= h >> 29;
     c.iss = uint32_t(h) + uint32_t(now_ns_ / 4000);
   }
-  c.snd_una = c.snd_nxt = c.snd_max = c.iss;
+  c.snd_una = c.snd_nxt = c.snd_max = c.prior_una = c.iss;
   c.snd_end = c.iss + 1;
   c.high_rxt = c.recover = c.iss;
   c.rto = uint64_t(st.rto_initial_ms) * 1'000'000;

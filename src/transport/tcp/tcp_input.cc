@@ -193,7 +193,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
       negotiate_ecn(c, c.st.requests_ecn(), s.flags, kEce);
       if (c.rtt_timing && c.backoff == 0) rtt_sample(c, now_ns_ - c.rtt_start);
       c.rtt_timing = false;
-      c.snd_una = s.ack;
+      c.snd_una = c.prior_una = s.ack;
       c.backoff = 0;
       c.state = State::kEstablished;
       c.accepted = true;
@@ -364,6 +364,7 @@ void TcpTransport::answer_invalid(Conn& c, bool data) {
 
 void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
   const uint32_t ack = s.ack;
+  c.prior_una = c.snd_una;
   // The peer's message credit only grows; a reordered older one says nothing new.
   if (c.msg_ok && s.has_msg && int32_t(s.msg_limit - c.peer_msg_limit) > 0) {
     c.peer_msg_limit = s.msg_limit;
@@ -476,7 +477,6 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   }
 
   // Congestion control.
-  c.ccs.inflight = c.inflight();
   if (acked != 0 || newly_sacked != 0) {
     cc::Ack a;
     a.now_ns = now_ns_;
@@ -491,6 +491,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     c.cc->on_ack(c.ccs, a);
   }
   if (c.ecn_ok && (s.flags & kEce) != 0 && !c.ecn_reacting && !c.in_recovery) {
+    c.ccs.inflight = c.flight_size();
     c.cc->on_ecn(c.ccs, now_ns_);
     c.ecn_reacting = true;
     c.ecn_recover = c.snd_max;
@@ -514,6 +515,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   } else if (acked != 0 && !c.persist) {
     arm_rto(c);  // RFC 6298 5.3: restart on new data acknowledged
   }
+  c.prior_una = c.snd_una;
 }
 
 // Received payload [seq, seq + len): already placed by the NIC, or to be copied (deferred).

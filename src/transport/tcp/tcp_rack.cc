@@ -78,7 +78,7 @@ void TcpTransport::enter_recovery(Conn& c) {
   c.rtt_timing = false;
   c.tlp_out = false;
   wheel_.cancel(&c.tlp_timer);
-  c.ccs.inflight = c.inflight();
+  c.ccs.inflight = c.flight_size();
   c.cc->on_loss(c.ccs, now_ns_);
   c.fast_recoveries++;
   ctr_.fast_recoveries++;
@@ -141,7 +141,7 @@ void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
   if (c.tlp_out && seq_geq(c.snd_una, c.tlp_end_seq)) {
     c.tlp_out = false;
     if (c.tlp_rxt && !c.tlp_dsack && !c.in_recovery) {
-      c.ccs.inflight = c.inflight();
+      c.ccs.inflight = c.flight_size();
       c.cc->on_loss(c.ccs, now_ns_);
       c.cc->on_recovery_end(c.ccs, now_ns_);
     }

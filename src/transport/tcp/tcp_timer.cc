@@ -95,7 +95,7 @@ void TcpTransport::on_rto_timer(Timer* /*t*/, void* arg) {
   c.rtos++;
   tp.ctr_.rtos++;
   c.backoff++;
-  c.ccs.inflight = c.inflight();
+  c.ccs.inflight = c.flight_size();
   c.cc->on_rto(c.ccs, tp.now_ns_, !c.in_recovery && !c.rto_recovery);
   c.in_recovery = false;
   c.rto_recovery = true;
