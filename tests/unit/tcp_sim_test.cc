@@ -273,6 +273,25 @@ INSTANTIATE_TEST_SUITE_P(Cc, TcpSimWindow,
                                   std::to_string(int(i.param.loss * 100));
                          });
 
+// CUBIC's window grows past what RACK's log holds one descriptor each (XmitLog::kMax); a loss
+// among the oldest transmissions must still start a recovery, not wait for the RTO (200 ms,
+// where the whole transfer takes 600).
+TEST(TcpSimRack, LargeWindowLossesRecoverWithoutAnRto) {
+  Case c;
+  c.name = "LargeWindow";
+  c.params = {{"cc", "cubic"}};
+  c.bytes = 64u << 20;
+  c.link.rate_bps = 1'000'000'000;
+  c.link.delay_ns = 50'000;
+  c.ab.loss = c.ba.loss = 0.001;
+  Transfer t(c, SimNet::seed_from_env(1000));
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  EXPECT_EQ(t.received, t.total);
+  EXPECT_GT(tcp_of(t.net->a()).counters().fast_recoveries, 20u);
+  EXPECT_EQ(tcp_of(t.net->a()).counters().rtos, 0u);
+}
+
 // Congestion control reacts to a bottleneck: with CE marks DCTCP cuts its window.
 TEST(TcpSimCc, EcnIsNegotiatedAndReactedTo) {
   Case c;

@@ -108,8 +108,11 @@ struct Xmit {
   bool delivered = false;   // wholly acknowledged or SACKed
 };
 
-// The flow's transmissions in time order: a fixed ring. When full the oldest is forgotten (its
-// bytes are then left to SACK recovery and the RTO).
+// The flow's transmissions in time order: a fixed ring. When full, the oldest two join when they
+// are one stretch of first transmissions, under the later one's time (RACK then deems their bytes
+// lost no sooner than it would have); else the oldest is forgotten (its bytes are then left to
+// SACK recovery and the RTO). Forgetting alone left a loss among forgotten bytes of a window of
+// more than kMax descriptors to the RTO (CUBIC at 0.1 % loss, tcp_sim_loss).
 struct XmitLog {
   static constexpr size_t kMax = 256;
   Xmit e[kMax];
@@ -120,7 +123,13 @@ struct XmitLog {
   Xmit& operator[](size_t i) { return e[(head + i) % kMax]; }
   const Xmit& operator[](size_t i) const { return e[(head + i) % kMax]; }
   void push(const Xmit& x) {
-    if (n == kMax) pop();
+    if (n == kMax) {
+      const Xmit& a = e[head];
+      Xmit& b = (*this)[1];
+      const bool first = !a.rxt && !b.rxt && !a.superseded && !b.superseded;
+      if (first && !a.delivered && !b.delivered && a.end == b.start) b.start = a.start;
+      pop();
+    }
     e[(head + n++) % kMax] = x;
     rxt += x.rxt ? 1 : 0;
   }
