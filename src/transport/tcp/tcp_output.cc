@@ -230,7 +230,17 @@ void TcpTransport::output(Conn& c, Context& ctx) {
   if (c.need_rxt) {
     c.need_rxt = false;
     const uint32_t at = c.lost.n != 0 ? c.lost.r[0].left : c.snd_una;
-    const uint32_t n = send_data(*this, c, ctx, at, c.eff_mss, true);
+    // At most a segment, and none of what the peer SACKed: a SACKed byte sent again is wasted,
+    // and its SACK would tell RACK the retransmission arrived before it has.
+    uint32_t len = c.eff_mss;
+    if (c.lost.n != 0) len = std::min(len, c.lost.r[0].right - at);
+    for (size_t i = 0; i < c.sacked.n; i++) {
+      if (seq_gt(c.sacked.r[i].left, at)) {
+        len = std::min(len, c.sacked.r[i].left - at);
+        break;
+      }
+    }
+    const uint32_t n = send_data(*this, c, ctx, at, len, true);
     if (n != 0) {
       c.high_rxt = seq_max(c.high_rxt, at + n);
       pipe += n;
