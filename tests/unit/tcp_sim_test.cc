@@ -294,7 +294,8 @@ TEST(TcpSimRack, LargeWindowLossesRecoverWithoutAnRto) {
 }
 
 // A retransmission carries only what was lost: never bytes the peer SACKed (a hole can be
-// shorter than a segment where a send ended in a runt). Such bytes are wasted, and their SACK,
+// shorter than a segment where a send ended in a runt, and descriptors are cut at whole
+// segments so that no other runt makes one). Such bytes are wasted, and their SACK,
 // already known, would tell RACK that the retransmission arrived while it still queues, so
 // everything sent before it would be taken for lost and resent too.
 TEST(TcpSimRack, RetransmissionsCarryOnlyLostBytes) {
@@ -302,11 +303,14 @@ TEST(TcpSimRack, RetransmissionsCarryOnlyLostBytes) {
   c.name = "OnlyLostBytes";
   c.ab.loss = c.ba.loss = 0.001;
   auto payload = std::make_shared<uint64_t>(0);  // every data byte put on the wire
-  c.ab.drop_if = [payload](std::span<const uint8_t> f) {
+  auto runts = std::make_shared<uint64_t>(0);    // segments short of the MSS not ending a send
+  c.ab.drop_if = [payload, runts](std::span<const uint8_t> f) {
     if (f.size() >= 54 && f[23] == 6) {
       const size_t ihl = (f[14] & 0xF) * 4;
       const size_t hl = size_t(f[14 + ihl + 12] >> 4) * 4;
-      *payload += size_t(f[16] << 8 | f[17]) - ihl - hl;
+      const size_t len = size_t(f[16] << 8 | f[17]) - ihl - hl;
+      *payload += len;
+      if (len != 0 && len < 1448 && (f[14 + ihl + 13] & kPsh) == 0) ++*runts;
     }
     return false;
   };
@@ -320,6 +324,8 @@ TEST(TcpSimRack, RetransmissionsCarryOnlyLostBytes) {
   // twice, a few segments (a probe of a tail that was not lost, a resend whose SACK was lost).
   EXPECT_LE(*payload - t.total, (ab.lost + 4) * 1448);
   EXPECT_LE(tcp_of(t.net->b()).counters().dup_bytes, 8u * 1448);
+  // Descriptors are cut at whole segments, so a hole is never shorter than one.
+  EXPECT_EQ(*runts, 0u);
 }
 
 // Congestion control reacts to a bottleneck: with CE marks DCTCP cuts its window.
