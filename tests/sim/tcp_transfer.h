@@ -273,7 +273,8 @@ struct WindowWatch {
     uint64_t in_flight = 0;  // after
     bool new_episode = false;
     bool moved = false;  // ssthresh changed
-    bool deep = false;   // below beta x cwnd - 1 MSS (and above 2 MSS)
+    bool deep = false;   // below beta x cwnd - 1 MSS (and above 2 MSS), before the tail
+    bool tail = false;   // the FIN was out: the flight was what data was left, not the window
   };
   double beta = 0.5;  // the algorithm's decrease factor: a cut below beta x cwnd is deeper than it
   uint64_t mss = 0;
@@ -282,16 +283,17 @@ struct WindowWatch {
   std::vector<Cut> cuts;  // every reduction
   uint64_t episodes = 0;  // cuts that began an episode
   uint64_t inside = 0;    // cuts inside an episode that moved ssthresh
-  uint64_t deep = 0;      // cuts below beta x cwnd - 1 MSS (and above 2 MSS)
+  uint64_t deep = 0;      // cuts below beta x cwnd - 1 MSS (and above 2 MSS), before the tail
   uint64_t floor = 0;     // cuts to 2 MSS
   uint64_t min_ssthresh = ~0ull;
 
   void sample(Transfer& t) {
     struct Sink final : InfoSink {
       std::map<std::string, uint64_t, std::less<>> n;
-      std::string ca_state;
+      std::string ca_state, state;
       void text(std::string_view k, std::string_view v) override {
         if (k == "ca_state") ca_state = v;
+        if (k == "state") state = v;
       }
       void number(std::string_view k, uint64_t v) override { n[std::string(k)] = v; }
     } k;
@@ -312,6 +314,7 @@ struct WindowWatch {
       c.new_episode = fr > recoveries || (state != "recovery" && state != "loss" &&
                                           (rt > rtos || k.ca_state == "open"));
       c.moved = st != ssthresh;
+      c.tail = k.state != "ESTABLISHED" && k.state != "CLOSE-WAIT";
       if (c.new_episode) {
         episodes++;
       } else if (c.moved) {
@@ -319,7 +322,7 @@ struct WindowWatch {
       }
       if (st <= 2 * mss) {
         floor++;
-      } else if (double(st) < beta * double(cwnd) - double(mss)) {
+      } else if (!c.tail && double(st) < beta * double(cwnd) - double(mss)) {
         c.deep = true;
         deep++;
       }

@@ -328,6 +328,42 @@ TEST(TcpSimRack, RetransmissionsCarryOnlyLostBytes) {
   EXPECT_EQ(*runts, 0u);
 }
 
+// A tail loss probe whose original was only late: the original (and the FIN behind it) arrive
+// and are acknowledged before the probe, so the ACK that reaches the probe's end comes before
+// any DSACK of the probe could. Nothing says the probe repaired a loss, and the window stays
+// (RFC 8985 7.4.2). It used to be cut, to 2 segments: to half of what was then in flight.
+TEST(TcpSimRack, ProbeOfALateTailReducesNothing) {
+  Case c;
+  c.name = "LateTail";
+  c.bytes = 700 * 1448;  // one send, its last segment full: the probe timeout has no delayed ACK
+  c.link.rate_bps = 1'000'000'000;
+  c.link.delay_ns = 50'000;
+  // The last segment and the FIN are held 20 ms, past the probe timeout (2 srtt + 2 ms, srtt
+  // under 2 ms here); the probe (the last segment again) 40 ms.
+  auto last_seen = std::make_shared<int>(0);
+  c.ab.delay_if = [last_seen](std::span<const uint8_t> f) -> uint64_t {
+    if (f.size() < 54 || f[23] != 6) return 0;
+    const uint8_t flags = f[14 + (f[14] & 0xF) * 4 + 13];
+    if ((flags & kFin) != 0) return 20'000'000;
+    if ((flags & kPsh) == 0) return 0;
+    return ++*last_seen == 1 ? 20'000'000 : 40'000'000;
+  };
+  Transfer t(c, SimNet::seed_from_env(3100));
+  WindowWatch w;
+  t.on_step = [&] { w.sample(t); };
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  EXPECT_EQ(t.received, t.total);
+  const Counters& a = tcp_of(t.net->a()).counters();
+  EXPECT_EQ(*last_seen, 2);  // the original and the probe
+  EXPECT_EQ(a.tlp_probes, 1u);
+  EXPECT_EQ(a.rtos, 0u);
+  std::string cuts;
+  for (const WindowWatch::Cut& k : w.cuts)
+    cuts += "\n  " + WindowWatch::describe(k);
+  EXPECT_TRUE(w.cuts.empty()) << "reductions:" << cuts;
+}
+
 // Congestion control reacts to a bottleneck: with CE marks DCTCP cuts its window.
 TEST(TcpSimCc, EcnIsNegotiatedAndReactedTo) {
   Case c;

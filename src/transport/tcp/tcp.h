@@ -216,7 +216,8 @@ class TcpTransport final : public Transport {
   void cancel_timers(Conn& c);  // every timer of the connection
   // RACK-TLP (tcp_rack.cc).
   void rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt);
-  void rack_ack(Conn& c, uint32_t dsacks);
+  // progress: the ACK acknowledged or SACKed new data.
+  void rack_ack(Conn& c, uint32_t dsacks, bool progress);
   void rack_detect(Conn& c);
   void arm_tlp(Conn& c);
   bool send_tlp(Conn& c, Context& ctx);

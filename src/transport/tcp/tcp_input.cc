@@ -504,7 +504,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   // segments above a hole may be reordering, and RACK waits its window before calling it lost
   // (as Linux does with RACK on). Without SACK, DupThresh duplicate ACKs (RFC 5681), outside
   // an episode we are already in.
-  rack_ack(c, uint32_t(ctr_.dsacks_in - dsacks_before));
+  rack_ack(c, uint32_t(ctr_.dsacks_in - dsacks_before), acked != 0 || newly_sacked != 0);
   if (!c.sack_ok && !c.in_recovery && !c.rto_recovery && c.snd_max != c.snd_una && c.dupacks >= 3 &&
       seq_geq(c.snd_una, c.recover)) {
     enter_recovery(c);

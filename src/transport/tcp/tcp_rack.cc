@@ -10,6 +10,8 @@
 namespace cleave::transport::tcp {
 namespace {
 
+constexpr uint64_t kTlpSlackNs = 2'000'000;
+
 // Whether (t1, s1) went out after (t2, s2) (RFC 8985 RACK_sent_after).
 bool sent_after(uint64_t t1, uint32_t s1, uint64_t t2, uint32_t s2) {
   return t1 > t2 || (t1 == t2 && seq_gt(s1, s2));
@@ -85,7 +87,7 @@ void TcpTransport::enter_recovery(Conn& c) {
 }
 
 // After an ACK's SACK blocks and cumulative ACK are applied (RFC 8985 6.2 and 7.4).
-void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
+void TcpTransport::rack_ack(Conn& c, uint32_t dsacks, bool progress) {
   if (!c.sack_ok) return;
   // Step 4: a DSACK says we were fooled by reordering; widen the window once per round trip,
   // and keep it wide for 16 recoveries.
@@ -137,13 +139,24 @@ void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
   while (c.xmits.n != 0 && (c.xmits[0].delivered || seq_leq(c.xmits[0].end, c.snd_una)))
     c.xmits.pop();
 
-  // TLP (7.4): a probe that resent old data and drew no DSACK repaired a loss: react once.
+  // TLP (7.4): a probe that resent old data repaired a loss unless both it and the original
+  // arrived. The ACK that reaches the probe's end may be the original's, with the probe's
+  // DSACK (or bare duplicate ACK) still on its way: only an ACK beyond the probe's end without
+  // a DSACK says the probe was needed (as Linux decides, tcp_process_tlp_ack). Then react
+  // once.
   if (c.tlp_out && seq_geq(c.snd_una, c.tlp_end_seq)) {
-    c.tlp_out = false;
-    if (c.tlp_rxt && !c.tlp_dsack && !c.in_recovery) {
-      c.ccs.inflight = c.flight_size();
-      c.cc->on_loss(c.ccs, now_ns_);
-      c.cc->on_recovery_end(c.ccs, now_ns_);
+    if (!c.tlp_rxt || c.tlp_dsack || (!progress && c.snd_una == c.tlp_end_seq)) {
+      c.tlp_out = false;
+    } else if (seq_gt(c.snd_una, c.tlp_end_seq)) {
+      c.tlp_out = false;
+      if (!c.in_recovery) {
+        // From the window, as Linux (tcp_init_cwnd_reduction): a probe goes when the sender is
+        // at a tail, with little in flight, and half of that would leave a window of 2
+        // segments for what comes next.
+        c.ccs.inflight = c.ccs.cwnd;
+        c.cc->on_loss(c.ccs, now_ns_);
+        c.cc->on_recovery_end(c.ccs, now_ns_);
+      }
     }
   }
   rack_detect(c);
@@ -215,7 +228,9 @@ void TcpTransport::on_reo_timer(Timer* /*t*/, void* arg) {
   c.tp->rack_detect(c);
 }
 
-// The probe timeout (7.2): 2 srtt, plus the peer's delayed ACK when one segment is in flight,
+// The probe timeout (7.2): 2 srtt and 2 ms, as Linux (where the round trip is tens of
+// microseconds, the time a host takes to answer varies by more, and a probe at 2 srtt mostly
+// repeats a segment still on its way), plus the peer's delayed ACK when one segment is in flight,
 // at most until the RTO; with no probe outstanding, and not after an RTO. Also in fast recovery,
 // where a lost retransmission stops the ACK clock when nothing sent after it is left to be
 // SACKed.
@@ -225,7 +240,7 @@ void TcpTransport::arm_tlp(Conn& c) {
     wheel_.cancel(&c.tlp_timer);
     return;
   }
-  uint64_t pto = 2 * c.rtt.srtt();
+  uint64_t pto = 2 * c.rtt.srtt() + kTlpSlackNs;
   if (c.snd_max - c.snd_una <= c.eff_mss) pto += uint64_t(c.st.peer_delack_ms) * 1'000'000;
   // Not after the RTO: then the probe goes in its place, a tick ahead of it.
   const uint64_t rto_left = c.rto_at > now_ns_ + tick_ns_ ? c.rto_at - now_ns_ - tick_ns_ : 0;
