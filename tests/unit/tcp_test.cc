@@ -891,35 +891,67 @@ std::vector<Out> lose_segment_0(Active& a) {
   return out;
 }
 
-// With SACK, duplicate ACKs or three SACKed segments do not start recovery (reordering looks
-// the same); RACK does, a reordering window (min_rtt / 4) past the RTT of what was delivered.
-TEST(TcpRack, ThreeSackedSegmentsWaitForRack) {
+// With SACK, as Linux: until reordering is seen, three SACKed segments above a hole make it a
+// loss at once; fewer wait for RACK, a reordering window (min_rtt / 4) past the RTT of what was
+// delivered. Once a segment sent once has arrived after later ones, three wait as well.
+TEST(TcpRack, ThreeSackedSegmentsAreALossUntilReorderingIsSeen) {
   Active a;
   establish_10ms(a);
-  a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
-  a.ctx.take_out();
+  a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
+  a.ctx.take_out();  // segments 0-9
   a.ctx.at_ms(1020);
   std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  EXPECT_FALSE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
-  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 0u);
-  // Sent at 1010, delivered with RTT 10 ms: lost at 1022.5.
-  EXPECT_FALSE(sends(tick_at(a, 1022), a, 0));
-  EXPECT_TRUE(sends(tick_at(a, 1023), a, 0));
+  EXPECT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
   EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
+  // The resend fills the hole, which says nothing of reordering: the next hole with three
+  // SACKed above it is a loss at once too.
+  a.ctx.at_ms(1030);
+  a.peer(a.ack_spec(0, 10 * kSeg));
+  a.ctx.at_ms(1040);
+  sb = {{11 * kSeg, 14 * kSeg}};
+  EXPECT_TRUE(sends(a.peer(sack_spec(a, 10 * kSeg, sb)), a, 10 * kSeg));
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 2u);
 
-  // Segment 0 only came late: it arrives inside the window, and nothing is resent.
+  // Two SACKed segments wait for RACK; segment 0 only came late: it arrives inside the
+  // window, nothing is resent, and that was reordering.
   Active b;
   establish_10ms(b);
   b.app(ReqKind::kSend, 10 * kSeg, 0, 1);
   b.ctx.take_out();
   b.ctx.at_ms(1020);
-  sb = {{kSeg, 4 * kSeg}};
-  b.peer(sack_spec(b, 0, sb));
+  sb = {{kSeg, 3 * kSeg}};
+  EXPECT_FALSE(sends(b.peer(sack_spec(b, 0, sb)), b, 0));
   b.ctx.at_ms(1021);
-  EXPECT_FALSE(sends(b.peer(b.ack_spec(0, 4 * kSeg)), b, 0));
+  EXPECT_FALSE(sends(b.peer(b.ack_spec(0, 3 * kSeg)), b, 0));
   EXPECT_FALSE(sends(ticks(b, 1022, 1030), b, 0));
   EXPECT_EQ(info(b.tp, kFlow).n["fast_recoveries"], 0u);
   EXPECT_EQ(info(b.tp, kFlow).n["retransmits"], 0u);
+  // Now three SACKed segments above segment 3 wait too. Sent at 1010, delivered with RTT
+  // 10 ms: lost at 1022.5, past the window.
+  Active& c = b;
+  c.ctx.at_ms(1031);
+  sb = {{4 * kSeg, 7 * kSeg}};
+  const uint32_t three = 3 * kSeg;
+  EXPECT_FALSE(sends(c.peer(sack_spec(c, three, sb)), c, three));
+  EXPECT_EQ(info(c.tp, kFlow).n["fast_recoveries"], 0u);
+}
+
+// Sent at 1010, segments 1-3 delivered with RTT 10 ms: once reordering was seen, segment 0 is
+// lost a reordering window later, not at once.
+TEST(TcpRack, AfterReorderingAHoleWaitsForRacksWindow) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+  a.ctx.take_out();
+  a.ctx.at_ms(1020);
+  // A DSACK of segment 1 (sent once: the wire duplicated it) says the path reorders, and
+  // widens the window to 2 x min_rtt / 4: lost at 1025.
+  std::vector<SackBlock> sb{{kSeg, 2 * kSeg}, {kSeg, 4 * kSeg}};
+  EXPECT_FALSE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 0u);
+  EXPECT_FALSE(sends(ticks(a, 1021, 1024), a, 0));
+  EXPECT_TRUE(sends(ticks(a, 1025, 1026), a, 0));
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
 }
 
 TEST(TcpRack, LostRetransmissionIsResentWithoutAnRto) {
@@ -939,12 +971,11 @@ TEST(TcpRack, LostRetransmissionIsResentWithoutAnRto) {
   const uint32_t before = top;
   track(a.peer(sack_spec(a, 0, sb)), a, top);
   ASSERT_GT(top, before);
-  // That new data is SACKed, but the retransmission of segment 0 is lost too. RACK waits the
-  // reordering window past the new data's RTT, then resends it: long before the RTO.
+  // That new data is SACKed, but the retransmission of segment 0 is lost too. RACK resends it
+  // at once (in recovery, with no reordering seen, its window is 0): long before the RTO.
   a.ctx.at_ms(1035);
   sb = {{kSeg, top}};
-  EXPECT_FALSE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
-  out = ticks(a, 1036, 1045);
+  out = a.peer(sack_spec(a, 0, sb));
   EXPECT_TRUE(sends(out, a, 0));
   track(out, a, top);
   auto i = info(a.tp, kFlow);
@@ -1040,16 +1071,19 @@ TEST(TcpSend, ABackedOffRtoKeepsSsthresh) {
   }
 }
 
-// In recovery a second hole with less than DupThreshold segments SACKed above it may only be
-// reordering (RFC 6675 IsLost): NextSeg leaves it though the window has room, and RACK resends
-// it once the reordering window past its RTT has gone by without it.
+// On a path that reorders, in recovery a second hole with less than DupThreshold segments
+// SACKed above it may only be reordering (RFC 6675 IsLost): NextSeg leaves it though the window
+// has room, and RACK resends it once the reordering window past its RTT has gone by without it.
 TEST(TcpRack, AHoleWithFewSackedAboveWaitsForRack) {
   Active a;
   establish_10ms(a);
   a.app(ReqKind::kSend, 60 * kSeg, 0, 1);
   a.ctx.take_out();  // segments 0-9
+  a.ctx.at_ms(1019);
+  std::vector<SackBlock> early{{kSeg, 3 * kSeg}};
+  a.peer(sack_spec(a, 0, early));  // segment 0 is late (slow start: 10 and 11 go)...
   a.ctx.at_ms(1020);
-  a.peer(a.ack_spec(0, 10 * kSeg));  // slow start: 20 more go, 10-29
+  a.peer(a.ack_spec(0, 10 * kSeg));  // ...and arrives, never resent: reordering. 12-29 go
   // Segment 10 is lost: RACK's recovery resends it.
   a.ctx.at_ms(1030);
   std::vector<SackBlock> sb{{11 * kSeg, 14 * kSeg}};

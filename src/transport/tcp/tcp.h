@@ -216,6 +216,8 @@ class TcpTransport final : public Transport {
   void cancel_timers(Conn& c);  // every timer of the connection
   // RACK-TLP (tcp_rack.cc).
   void rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt);
+  // Notes reordering when [lo, hi), newly delivered below data already SACKed, was never resent.
+  void rack_check_reordering(Conn& c, uint32_t lo, uint32_t hi);
   // progress: the ACK acknowledged or SACKed new data.
   void rack_ack(Conn& c, uint32_t dsacks, bool progress);
   void rack_detect(Conn& c);

@@ -204,6 +204,7 @@ struct Conn {
   uint32_t rack_end_seq = 0;  // ...and its end
   uint64_t rack_rtt = 0;      // its RTT
   uint32_t reo_wnd_mult = 1;  // reordering window in min_rtt/4 (grows with DSACKs)
+  bool reord_seen = false;    // a DSACK came, or a segment sent once arrived after later ones
   uint32_t reo_wnd_persist = 0;
   uint32_t dsack_round = 0;  // no new growth until snd_una passes this
   bool dsack_round_on = false;

@@ -373,6 +373,12 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   // below the cumulative ACK or inside the second block.
   uint32_t newly_sacked = 0;
   const uint64_t dsacks_before = ctr_.dsacks_in;
+  // Reordering (for RACK's window): a segment sent once arriving below others already SACKed,
+  // by a SACK block or by the cumulative ACK filling the hole below them.
+  const uint32_t prior_high = c.sacked.n != 0 ? c.sacked.r[c.sacked.n - 1].right : c.snd_una;
+  if (c.sacked.n != 0 && seq_gt(ack, c.snd_una)) {
+    rack_check_reordering(c, c.snd_una, seq_min(ack, c.sacked.r[0].left));
+  }
   if (c.sack_ok && s.nsack != 0) {
     const uint64_t before = c.sacked.bytes();
     for (size_t i = 0; i < s.nsack; i++) {
@@ -385,6 +391,10 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
       }
       b.left = seq_max(b.left, seq_max(ack, c.snd_una));
       if (seq_gt(b.right, c.snd_max) || !seq_lt(b.left, b.right)) continue;
+      const uint32_t below = seq_min(b.right, prior_high);
+      if (seq_lt(b.left, below) && !c.sacked.covers(b.left, below)) {
+        rack_check_reordering(c, b.left, below);
+      }
       c.sacked.add(b.left, b.right);
       c.lost.remove(b.left, b.right);  // it arrived after all
     }

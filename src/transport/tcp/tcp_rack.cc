@@ -21,8 +21,12 @@ uint64_t min_rtt(const Conn& c) {
   return uint64_t(c.ccs.min_rtt_us) * 1000;
 }
 
-// RFC 8985 6.2 step 4: min_rtt / 4, in steps that DSACKs add, at most srtt.
+// RFC 8985 6.2 step 4: min_rtt / 4, in steps that DSACKs add, at most srtt. As Linux
+// (tcp_rack_reo_wnd), none until reordering is seen once a recovery is under way or DupThresh
+// segments are SACKed: then a hole is a loss, not a segment overtaken, and waiting for the
+// window would cost a tick of the timer wheel (1 ms), many round trips on a short path.
 uint64_t reo_wnd(const Conn& c) {
+  if (!c.reord_seen && (c.in_recovery || c.sacked.bytes() >= 3ull * c.eff_mss)) return 0;
   return std::min<uint64_t>(c.reo_wnd_mult * min_rtt(c) / 4, c.rtt.srtt());
 }
 
@@ -86,12 +90,22 @@ void TcpTransport::enter_recovery(Conn& c) {
   ctr_.fast_recoveries++;
 }
 
+void TcpTransport::rack_check_reordering(Conn& c, uint32_t lo, uint32_t hi) {
+  if (c.reord_seen || !c.sack_ok || !seq_lt(lo, hi)) return;
+  for (size_t i = 0; i < c.xmits.n; i++) {
+    const Xmit& x = c.xmits[i];
+    if ((x.rxt || x.superseded) && seq_lt(x.start, hi) && seq_lt(lo, x.end)) return;
+  }
+  c.reord_seen = true;
+}
+
 // After an ACK's SACK blocks and cumulative ACK are applied (RFC 8985 6.2 and 7.4).
 void TcpTransport::rack_ack(Conn& c, uint32_t dsacks, bool progress) {
   if (!c.sack_ok) return;
   // Step 4: a DSACK says we were fooled by reordering; widen the window once per round trip,
   // and keep it wide for 16 recoveries.
   if (dsacks != 0) {
+    c.reord_seen = true;
     if (c.tlp_out) c.tlp_dsack = true;
     if (!c.dsack_round_on || seq_geq(c.snd_una, c.dsack_round)) {
       c.reo_wnd_mult = std::min<uint32_t>(c.reo_wnd_mult + 1, 64);
