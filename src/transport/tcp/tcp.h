@@ -58,7 +58,7 @@ inline constexpr uint64_t kInvalidAckGapNs = 500'000'000;
 
 // Per-flow settings, from Params ("cc cubic", "wscale 7", ...). check_params() lists the keys.
 struct Settings {
-  char cc[16] = "newreno";
+  char cc[16] = "cubic";
   uint16_t mss = 1460;  // our MSS: MTU - 40
   uint8_t wscale = 7;   // our window scale (Linux's usual)
   bool sack = true;
