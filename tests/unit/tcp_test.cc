@@ -937,6 +937,56 @@ TEST(TcpRack, ThreeSackedSegmentsAreALossUntilReorderingIsSeen) {
   EXPECT_EQ(info(c.tp, kFlow).n["fast_recoveries"], 0u);
 }
 
+// A reduction for nothing is undone (Linux's tcp_try_undo_dsack): segment 0 was only late, the
+// peer reports the resend of it as a duplicate, and every byte the episode resent is so
+// reported: the window and ssthresh come back and recovery ends.
+TEST(TcpRack, AResendReportedAsADuplicateUndoesTheReduction) {
+  for (const char* cc : {"newreno", "cubic"}) {
+    SCOPED_TRACE(cc);
+    Active a(std::vector<Param>{{"cc", cc}});
+    establish_10ms(a);
+    a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
+    a.ctx.take_out();  // segments 0-9
+    const uint64_t cwnd = info(a.tp, kFlow).n["cwnd"];
+    a.ctx.at_ms(1020);
+    std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+    ASSERT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+    auto i = info(a.tp, kFlow);
+    ASSERT_EQ(i.n["fast_recoveries"], 1u);
+    ASSERT_LT(i.n["cwnd"], cwnd);
+    ASSERT_EQ(i.t["ca_state"], "recovery");
+    // The original arrives, then the resend: a DSACK of segment 0.
+    a.ctx.at_ms(1021);
+    a.peer(a.ack_spec(0, 10 * kSeg));
+    ASSERT_EQ(info(a.tp, kFlow).n["undos"], 0u);
+    a.ctx.at_ms(1030);
+    sb = {{0, kSeg}};
+    a.peer(sack_spec(a, 10 * kSeg, sb));
+    i = info(a.tp, kFlow);
+    EXPECT_EQ(i.n["undos"], 1u);
+    EXPECT_GE(i.n["cwnd"], cwnd);
+    EXPECT_EQ(i.n.count("ssthresh"), 0u) << "ssthresh is back to infinite";
+    EXPECT_EQ(i.t["ca_state"], "open");
+  }
+}
+
+// A resend that repaired a loss draws no DSACK: nothing is undone.
+TEST(TcpRack, ARepairedLossIsNotUndone) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
+  a.ctx.take_out();
+  a.ctx.at_ms(1020);
+  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+  ASSERT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+  const uint64_t ssthresh = info(a.tp, kFlow).n["ssthresh"];
+  a.ctx.at_ms(1030);
+  a.peer(a.ack_spec(0, 10 * kSeg));
+  auto i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["undos"], 0u);
+  EXPECT_EQ(i.n["ssthresh"], ssthresh);
+}
+
 // Sent at 1010, segments 1-3 delivered with RTT 10 ms: once reordering was seen, segment 0 is
 // lost a reordering window later, not at once.
 TEST(TcpRack, AfterReorderingAHoleWaitsForRacksWindow) {

@@ -627,7 +627,7 @@ void show_flow(const json& f) {
       {"options", {"sack", "timestamps", "ecn"}},
       {"loss",
        {"ca_state", "bytes_in_flight", "sack_scoreboard", "ooo_ranges", "retransmits", "rtos",
-        "fast_recoveries", "tlp_probes", "rack_losses", "ecn_reductions"}},
+        "fast_recoveries", "tlp_probes", "rack_losses", "undos", "ecn_reductions"}},
       {"bytes", {"bytes_sent", "bytes_acked", "bytes_received"}},
       {"placement", {"placed_bytes", "copied_bytes", "dup_bytes"}},
       {"queues", {"send_queue", "recv_buffers"}},

@@ -575,6 +575,7 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("fast_recoveries", c->fast_recoveries);
   out.number("tlp_probes", c->tlp_probes);
   out.number("rack_losses", c->rack_losses);
+  out.number("undos", c->undos);
   out.number("ecn_reductions", c->ecn_reductions);
   out.number("bytes_sent", c->bytes_sent);
   out.number("bytes_acked", c->bytes_acked);
@@ -615,6 +616,7 @@ void TcpTransport::stats(InfoSink& out) const {
                                    {"ecn_reductions", c.ecn_reductions},
                                    {"tlp_probes", c.tlp_probes},
                                    {"rack_losses", c.rack_losses},
+                                   {"undos", c.undos},
                                    {"zero_window_probes", c.zero_window_probes},
                                    {"window_update_repeats", c.window_update_repeats},
                                    {"conn_opened", c.conn_opened},

@@ -205,6 +205,12 @@ struct Conn {
   uint64_t rack_rtt = 0;      // its RTT
   uint32_t reo_wnd_mult = 1;  // reordering window in min_rtt/4 (grows with DSACKs)
   bool reord_seen = false;    // a DSACK came, or a segment sent once arrived after later ones
+  // Undo (Linux's undo_marker, undo_retrans): the window before the latest loss episode, and the
+  // bytes it has resent that no DSACK has reported yet; -1 when there is nothing to undo.
+  int64_t undo_rxt = -1;
+  uint32_t undo_marker = 0;  // snd_una when the episode began: DSACKs below it are older
+  uint64_t undo_cwnd = 0;
+  uint64_t undo_ssthresh = 0;
   uint32_t reo_wnd_persist = 0;
   uint32_t dsack_round = 0;  // no new growth until snd_una passes this
   bool dsack_round_on = false;
@@ -289,6 +295,7 @@ struct Conn {
   uint64_t ecn_reductions = 0;
   uint64_t tlp_probes = 0;
   uint64_t rack_losses = 0;  // ranges RACK marked lost
+  uint64_t undos = 0;        // reductions undone: every retransmission of the episode DSACKed
 
   bool dirty = false;  // on the transport's list for after_burst
 

@@ -387,6 +387,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
       if (i == 0 && (seq_leq(b.right, ack) || (s.nsack > 1 && seq_geq(b.left, s.sack[1].left) &&
                                                seq_leq(b.right, s.sack[1].right)))) {
         ctr_.dsacks_in++;
+        undo_dsack(c, b.left, b.right);
         continue;
       }
       b.left = seq_max(b.left, seq_max(ack, c.snd_una));
@@ -514,7 +515,8 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   // segments above a hole may be reordering, and RACK waits its window before calling it lost
   // (as Linux does with RACK on). Without SACK, DupThresh duplicate ACKs (RFC 5681), outside
   // an episode we are already in.
-  rack_ack(c, uint32_t(ctr_.dsacks_in - dsacks_before), acked != 0 || newly_sacked != 0);
+  rack_ack(c, uint32_t(ctr_.dsacks_in - dsacks_before), acked != 0 || newly_sacked != 0,
+           c.ts_ok && s.has_ts && s.ts_ecr != 0 ? std::optional<uint32_t>(s.ts_ecr) : std::nullopt);
   if (!c.sack_ok && !c.in_recovery && !c.rto_recovery && c.snd_max != c.snd_una && c.dupacks >= 3 &&
       seq_geq(c.snd_una, c.recover)) {
     enter_recovery(c);

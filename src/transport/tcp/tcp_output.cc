@@ -188,6 +188,7 @@ static uint32_t send_data(TcpTransport& t, Conn& c, Context& ctx, uint32_t seq, 
   c.bytes_sent += len;
   t.rack_sent(c, seq, len, retransmit);
   if (retransmit) {
+    if (c.undo_rxt >= 0) c.undo_rxt += len;
     t.ctr_.retransmits++;
     c.retransmits++;
     c.rtt_timing = false;  // Karn

@@ -74,7 +74,33 @@ void TcpTransport::rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt) {
   c.xmits.push({seq, end, now_ns_, rxt, false, false});
 }
 
+void TcpTransport::undo_mark(Conn& c) {
+  c.undo_rxt = 0;
+  c.undo_marker = c.snd_una;
+  c.undo_cwnd = c.ccs.cwnd;
+  c.undo_ssthresh = c.ccs.ssthresh;
+}
+
+void TcpTransport::undo_dsack(Conn& c, uint32_t left, uint32_t right) {
+  if (c.undo_rxt <= 0 || seq_lt(left, c.undo_marker)) return;
+  c.undo_rxt -= std::min<int64_t>(right - left, c.undo_rxt);
+  if (c.undo_rxt != 0) return;
+  // Every resend was a duplicate: the originals all arrived (reordering, a late ACK), and no
+  // loss means no reduction (Linux's tcp_try_undo_dsack). The window comes back, and recovery
+  // (not the loss state after an RTO: what it resends is outstanding) ends here.
+  c.undo_rxt = -1;
+  c.ccs.cwnd = std::max(c.ccs.cwnd, c.undo_cwnd);
+  c.ccs.ssthresh = std::max(c.ccs.ssthresh, c.undo_ssthresh);
+  if (c.in_recovery) {
+    c.in_recovery = false;
+    c.lost.clear();
+  }
+  c.undos++;
+  ctr_.undos++;
+}
+
 void TcpTransport::enter_recovery(Conn& c) {
+  undo_mark(c);
   c.in_recovery = true;
   c.recover = c.snd_max;
   c.high_rxt = c.snd_una;
@@ -100,7 +126,8 @@ void TcpTransport::rack_check_reordering(Conn& c, uint32_t lo, uint32_t hi) {
 }
 
 // After an ACK's SACK blocks and cumulative ACK are applied (RFC 8985 6.2 and 7.4).
-void TcpTransport::rack_ack(Conn& c, uint32_t dsacks, bool progress) {
+void TcpTransport::rack_ack(Conn& c, uint32_t dsacks, bool progress,
+                            std::optional<uint32_t> ts_ecr) {
   if (!c.sack_ok) return;
   // Step 4: a DSACK says we were fooled by reordering; widen the window once per round trip,
   // and keep it wide for 16 recoveries.
@@ -143,7 +170,13 @@ void TcpTransport::rack_ack(Conn& c, uint32_t dsacks, bool progress) {
     // resent leaves the rest the original's).
     if (x.superseded && resent_later(c, i, hi - 1)) continue;
     const uint64_t rtt = now_ns_ - x.ts;
-    if (x.rxt && rtt < min_rtt(c)) continue;  // most likely the original arrived
+    // Most likely the original arrived: an RTT shorter than any, or an ACK that echoes a
+    // timestamp from before the retransmission (RFC 8985 6.2 step 2; Linux's
+    // tcp_rack_detect_loss). Else a late original's SACK would make everything sent before the
+    // retransmission look lost.
+    if (x.rxt &&
+        (rtt < min_rtt(c) || (ts_ecr && int32_t(*ts_ecr - uint32_t(x.ts / 1'000'000)) <= 0)))
+      continue;
     if (sent_after(x.ts, hi, c.rack_xmit_ts, c.rack_end_seq)) {
       c.rack_xmit_ts = x.ts;
       c.rack_end_seq = hi;
@@ -164,6 +197,7 @@ void TcpTransport::rack_ack(Conn& c, uint32_t dsacks, bool progress) {
     } else if (seq_gt(c.snd_una, c.tlp_end_seq)) {
       c.tlp_out = false;
       if (!c.in_recovery) {
+        c.undo_rxt = -1;  // a repaired loss: nothing to undo
         // From the window, as Linux (tcp_init_cwnd_reduction): a probe goes when the sender is
         // at a tail, with little in flight, and half of that would leave a window of 2
         // segments for what comes next.
