@@ -185,9 +185,9 @@ if [ -f "$PLUGIN_DIR/$PLUGIN" ]; then
 else
   say "(the example plugin $PLUGIN_DIR/$PLUGIN is not built: no transport attach)"
 fi
-say "TCP flows between 198.18.0.1:5001 and any port of 198.18.0.2 get CUBIC (tcp's default is"
-say "NewReno), chosen when the flow is created; the next step's flow show says which it got:"
-"${CTL[@]}" flow attach tuple 198.18.0.1:5001 '198.18.0.2:*' cc cubic | sed 's/^/      /'
+say "TCP flows between 198.18.0.1:5001 and any port of 198.18.0.2 get NewReno (tcp's default is"
+say "CUBIC, as Linux's), chosen when the flow is created; the next step's flow show says which:"
+"${CTL[@]}" flow attach tuple 198.18.0.1:5001 '198.18.0.2:*' cc newreno | sed 's/^/      /'
 
 TCP_BYTES=$((256 << 20))
 step "TCP: Linux sends $((TCP_BYTES >> 20)) MiB to a cleave app (zero copy on the header-split NIC)"

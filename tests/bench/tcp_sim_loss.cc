@@ -10,8 +10,11 @@
 // and its ratio against 0 %. Asserts nothing.
 //
 // --reorder P also holds back that share of frames (both directions) behind 1 to 3 later ones.
+// --trace N follows the sender's window through each transfer: every fall of ssthresh, by what
+// came with it (a fast recovery began, an RTO fired, neither), those that cut deeper than 0.4
+// of the window before, those down to 2 MSS; it prints the first N of them.
 //
-// Usage: tcp_sim_loss [--mb N] [--seeds N] [--loss P,P,...] [--reorder P] [--cc NAME]
+// Usage: tcp_sim_loss [--mb N] [--seeds N] [--loss P,P,...] [--reorder P] [--cc NAME] [--trace N]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
   std::vector<double> losses = {0, 0.001, 0.01, 0.05};
   std::string cc;
   double reorder = 0;
+  int trace = -1;  // --trace N: count the window's reductions, print the first N
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--mb") {
@@ -68,10 +72,12 @@ int main(int argc, char** argv) {
       reorder = std::strtod(argv[i + 1], nullptr);
     } else if (k == "--cc") {
       cc = argv[i + 1];
+    } else if (k == "--trace") {
+      trace = std::atoi(argv[i + 1]);
     } else {
       std::fprintf(stderr,
                    "usage: tcp_sim_loss [--mb N] [--seeds N] [--loss P,P,...] [--reorder P] "
-                   "[--cc NAME]\n");
+                   "[--cc NAME] [--trace N]\n");
       return 2;
     }
   }
@@ -97,6 +103,9 @@ int main(int argc, char** argv) {
         c.ab.reorder_depth = c.ba.reorder_depth = 3;
         if (!cc.empty()) c.params = {{"cc", cc}};
         Transfer t(c, 1000 + uint64_t(s));
+        WindowWatch w;
+        w.beta = cc == "cubic" ? 0.7 : 0.5;
+        if (trace >= 0) t.on_step = [&] { w.sample(t); };
         const bool ok = t.run();
         const cleave::transport::tcp::Counters& a = tcp_of(t.net->a()).counters();
         if (!ok || !t.errors.empty() || t.done_ns == 0) {
@@ -113,6 +122,20 @@ int main(int argc, char** argv) {
             static_cast<unsigned long long>(a.fast_recoveries),
             static_cast<unsigned long long>(a.rtos), static_cast<unsigned long long>(a.tlp_probes),
             double(t.longest_wait_ns) / 1e6);
+        if (trace >= 0) {
+          std::printf(
+              "    reductions: %llu began an episode, %llu inside one; %llu below beta x cwnd, "
+              "%llu to 2 MSS, lowest %llu B; data frames lost %llu; bytes that arrived twice "
+              "%llu\n",
+              static_cast<unsigned long long>(w.episodes),
+              static_cast<unsigned long long>(w.inside), static_cast<unsigned long long>(w.deep),
+              static_cast<unsigned long long>(w.floor),
+              static_cast<unsigned long long>(w.min_ssthresh == ~0ull ? 0 : w.min_ssthresh),
+              static_cast<unsigned long long>(t.net->stats(Dir::kAtoB).dropped()),
+              static_cast<unsigned long long>(tcp_of(t.net->b()).counters().dup_bytes));
+          for (size_t i = 0; i < w.cuts.size() && int(i) < trace; i++)
+            std::printf("      %s\n", WindowWatch::describe(w.cuts[i]).c_str());
+        }
       }
       const double m = median(gbps);
       if (p == 0) base = m;

@@ -168,17 +168,17 @@ class Bindings(ct.TestCase):
     # ---- tuple bindings
 
     def test_a_tuple_binding_chooses_cc_over_the_port_binding(self):
-        self.d.ctl("flow", "attach", "port", "5001", "cc", "cubic")
+        self.d.ctl("flow", "attach", "port", "5001", "cc", "newreno")  # the default is cubic
         b = self.d.ctl("flow", "attach", "tuple", f"{OURS}:5001", f"{KERNEL}:*", "cc", "dctcp")[1]
         tuple_b = {"tuple": {"local": f"{OURS}:5001", "remote": f"{KERNEL}:*"}, "uid": None,
                    "transport": "tcp", "params": {"cc": "dctcp"}}
         self.assertEqual(b, tuple_b)
         self.assertEqual(self.d.ctl("flow", "list")[1]["bindings"],
                          [{"port": 5001, "uid": None, "transport": "tcp",
-                           "params": {"cc": "cubic"}}, tuple_b])
+                           "params": {"cc": "newreno"}}, tuple_b])
         text = ct.sh([ct.CLEAVECTL, "-s", self.d.socket, "flow", "list"]).stdout
         self.assertRegex(text, rf"\n  tuple {OURS}:5001 {KERNEL}:\* +- +tcp +cc dctcp\n")
-        self.assertRegex(text, r"\n  port 5001 +- +tcp +cc cubic\n")
+        self.assertRegex(text, r"\n  port 5001 +- +tcp +cc newreno\n")
         tool1, client1, f1 = self.accepted(5001)
         self.assertEqual(f1["info"]["cc"], "dctcp")
         # Detached: the next flow gets the port's cc; the one that exists keeps its own.
@@ -189,7 +189,7 @@ class Bindings(ct.TestCase):
         self.assertEqual((code, err), (1, f"cleavectl: no binding for tuple {OURS}:5001 "
                                           f"{KERNEL}:*\n"))
         tool2, client2, f2 = self.accepted(5001)
-        self.assertEqual(f2["info"]["cc"], "cubic")
+        self.assertEqual(f2["info"]["cc"], "newreno")
         self.assertEqual(self.d.ctl("flow", "show", str(f1["id"]))[1]["info"]["cc"], "dctcp")
         self.finish(tool1, client1)
         self.finish(tool2, client2)
@@ -202,7 +202,7 @@ class Bindings(ct.TestCase):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.assertEqual(server.stdout.readline(), "ready\n")
         # The most specific tuple wins: the second names the remote port too.
-        self.d.ctl("flow", "attach", "tuple", "*:*", f"{KERNEL}:*", "cc", "cubic")
+        self.d.ctl("flow", "attach", "tuple", "*:*", f"{KERNEL}:*", "cc", "newreno")
         self.d.ctl("flow", "attach", "tuple", "*:*", f"{KERNEL}:6001", "cc", "dctcp")
         app, cq = self.app()
         st, fid = app.connect(host(KERNEL), 6001, cq.id)

@@ -302,6 +302,14 @@ class Link {
 
   // Reorder holds and window reversal.
   void order(Frame f, uint64_t now) {
+    if (faults.delay_if) {
+      if (const uint64_t ns =
+              faults.delay_if(std::span<const uint8_t>(pool_.data(f.slot), f.len))) {
+        held_.push_back({f, UINT32_MAX, now + ns});
+        stats.reordered++;
+        return;
+      }
+    }
     if (!window_.empty()) {
       window_.push_back(f);
       if (window_.size() >= window_target_) flush_window(now);
@@ -1048,6 +1056,7 @@ void put_faults(std::ostringstream& o, const Faults& f) {
   if (f.ce > 0) o << " ce " << f.ce;
   if (f.down) o << " DOWN";
   if (f.drop_if) o << " drop_if";
+  if (f.delay_if) o << " delay_if";
 }
 
 void put_stats(std::ostringstream& o, const LinkStats& s) {

@@ -100,6 +100,9 @@ struct Faults {
   bool down = false;
   // Targeted drops: true drops the frame (Ethernet/IPv4/L4 as sent, before any other fault).
   std::function<bool(std::span<const uint8_t> frame)> drop_if;
+  // Targeted delays: the frame is held back this many ns (0: not), frames after it pass it;
+  // asked after drop_if and the random faults.
+  std::function<uint64_t(std::span<const uint8_t> frame)> delay_if;
 };
 
 // What the link did, per direction. Every frame sent is delivered or counted in exactly one drop

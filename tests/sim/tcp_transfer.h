@@ -11,8 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim_net.h"
@@ -201,6 +204,7 @@ struct Transfer {
       const bool moved = net->run_until(
           [&] {
             release_held();
+            if (on_step) on_step();
             return (a_closed && b_closed) || received != last;
           },
           stall_ns);
@@ -246,10 +250,99 @@ struct Transfer {
   uint64_t sent = 0, send_done = 0, posted = 0, recv_done = 0, received = 0;
   std::deque<uint64_t> held;
   std::vector<std::string> errors;
+  std::function<void()> on_step;  // called after every step of the network while run() runs
 };
 
 inline TcpTransport& tcp_of(sim::Host& h) {
   return static_cast<TcpTransport&>(h.transport());
 }
+
+// The sender's window through a transfer, from A's flow_info after every step (set
+// Transfer::on_step to call sample()): every reduction (a fast recovery or an RTO began, or
+// ssthresh fell), and whether a loss episode began with it. One reduction per episode, an episode
+// being the window of data outstanding when a loss was found (RFC 5681 3.1, RFC 6582, RFC 6675): a
+// fast recovery begins one, so does an RTO outside one, and a tail loss probe that repaired a loss
+// (RFC 8985 7.4.2: no counter; seen as a fall in ca_state open); an RTO in recovery or in the loss
+// state after an RTO does not.
+struct WindowWatch {
+  struct Cut {
+    uint64_t at_ns = 0;      // since the flow connected
+    std::string from, to;    // ca_state before and after
+    uint64_t cwnd = 0;       // before
+    uint64_t ssthresh = 0;   // after
+    uint64_t in_flight = 0;  // after
+    bool new_episode = false;
+    bool moved = false;  // ssthresh changed
+    bool deep = false;   // below beta x cwnd - 1 MSS (and above 2 MSS), before the tail
+    bool tail = false;   // the FIN was out: the flight was what data was left, not the window
+  };
+  double beta = 0.5;  // the algorithm's decrease factor: a cut below beta x cwnd is deeper than it
+  uint64_t mss = 0;
+  uint64_t cwnd = 0, ssthresh = ~0ull, recoveries = 0, rtos = 0;
+  std::string state = "open";
+  std::vector<Cut> cuts;  // every reduction
+  uint64_t episodes = 0;  // cuts that began an episode
+  uint64_t inside = 0;    // cuts inside an episode that moved ssthresh
+  uint64_t deep = 0;      // cuts below beta x cwnd - 1 MSS (and above 2 MSS), before the tail
+  uint64_t floor = 0;     // cuts to 2 MSS
+  uint64_t min_ssthresh = ~0ull;
+
+  void sample(Transfer& t) {
+    struct Sink final : InfoSink {
+      std::map<std::string, uint64_t, std::less<>> n;
+      std::string ca_state, state;
+      void text(std::string_view k, std::string_view v) override {
+        if (k == "ca_state") ca_state = v;
+        if (k == "state") state = v;
+      }
+      void number(std::string_view k, uint64_t v) override { n[std::string(k)] = v; }
+    } k;
+    if (t.fa == kNoFlow || !t.net->a().transport().flow_info(t.fa, k)) return;
+    const uint64_t st = k.n.count("ssthresh") != 0 ? k.n["ssthresh"] : ~0ull;
+    const uint64_t fr = k.n["fast_recoveries"], rt = k.n["rtos"];
+    if (k.n.count("mss") == 0) return;  // TIME_WAIT: the window is gone
+    mss = k.n["mss"];
+    // A reduction: a fast recovery or an RTO began, or ssthresh fell (a probe's repair).
+    if (fr > recoveries || rt > rtos || st < ssthresh) {
+      Cut c;
+      c.at_ns = t.net->now_ns() - t.connected_ns;
+      c.from = state;
+      c.to = k.ca_state;
+      c.cwnd = cwnd;
+      c.ssthresh = st;
+      c.in_flight = k.n["bytes_in_flight"];
+      c.new_episode = fr > recoveries || (state != "recovery" && state != "loss" &&
+                                          (rt > rtos || k.ca_state == "open"));
+      c.moved = st != ssthresh;
+      c.tail = k.state != "ESTABLISHED" && k.state != "CLOSE-WAIT";
+      if (c.new_episode) {
+        episodes++;
+      } else if (c.moved) {
+        inside++;
+      }
+      if (st <= 2 * mss) {
+        floor++;
+      } else if (!c.tail && double(st) < beta * double(cwnd) - double(mss)) {
+        c.deep = true;
+        deep++;
+      }
+      min_ssthresh = std::min(min_ssthresh, st);
+      cuts.push_back(c);
+    }
+    ssthresh = st;
+    cwnd = k.n["cwnd"];
+    recoveries = fr;
+    rtos = rt;
+    state = k.ca_state;
+  }
+  static std::string describe(const Cut& c) {
+    return std::to_string(double(c.at_ns) / 1e6) + " ms " + c.from + " -> " + c.to + ": cwnd " +
+           std::to_string(c.cwnd) + " -> ssthresh " + std::to_string(c.ssthresh) + " (in flight " +
+           std::to_string(c.in_flight) + ")" +
+           (c.new_episode ? ""
+            : c.moved     ? " inside an episode"
+                          : " inside an episode, kept");
+  }
+};
 
 }  // namespace cleave::transport::tcp::test

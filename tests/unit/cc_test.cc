@@ -178,11 +178,29 @@ TEST_P(CcAll, TimeoutCollapsesToOneSegmentAndSlowStartsAgain) {
   Flow f(GetParam());
   f.s.cwnd = 40 * kMss;
   f.s.inflight = 40 * kMss;
-  f.alg().on_rto(f.s, 0);
+  f.alg().on_rto(f.s, 0, true);
   EXPECT_EQ(f.s.cwnd, kMss);
   EXPECT_GT(f.s.ssthresh, kMss);
   f.ack(kMss);
   EXPECT_EQ(f.s.cwnd, 2 * kMss);
+}
+
+// An RTO inside a loss episode (in recovery, or backed off) collapses the window but keeps the
+// ssthresh the episode set: one reduction per window of data.
+TEST_P(CcAll, TimeoutInsideAnEpisodeKeepsSsthresh) {
+  Flow f(GetParam());
+  f.s.cwnd = 40 * kMss;
+  f.s.inflight = 40 * kMss;
+  f.alg().on_loss(f.s, 0);
+  const uint64_t ssthresh = f.s.ssthresh;
+  f.s.inflight = kMss;  // recovery has emptied the flight
+  f.alg().on_rto(f.s, 0, false);
+  EXPECT_EQ(f.s.cwnd, kMss);
+  EXPECT_EQ(f.s.ssthresh, ssthresh);
+  f.alg().on_rto(f.s, 0, false);  // backed off
+  EXPECT_EQ(f.s.ssthresh, ssthresh);
+  f.ack(kMss);
+  EXPECT_EQ(f.s.cwnd, 2 * kMss);  // slow start again
 }
 
 TEST_P(CcAll, RecoveryEndDeflatesToSsthresh) {
@@ -271,7 +289,7 @@ TEST(NewReno, TimeoutTakesSsthreshFromTheFlight) {
   Flow f("newreno");
   f.s.cwnd = 50 * kMss;
   f.s.inflight = 40 * kMss;
-  f.alg().on_rto(f.s, 0);
+  f.alg().on_rto(f.s, 0, true);
   EXPECT_EQ(f.s.ssthresh, 20 * kMss);
   EXPECT_EQ(f.s.cwnd, kMss);
 }
@@ -302,7 +320,7 @@ TEST(Cubic, TimeoutKeepsSeventyPercentAsSsthresh) {
   Flow f("cubic");
   f.s.cwnd = 100 * kMss;
   f.s.inflight = 60 * kMss;
-  f.alg().on_rto(f.s, 0);
+  f.alg().on_rto(f.s, 0, true);
   EXPECT_EQ(f.s.ssthresh, 70 * kMss);
   EXPECT_EQ(f.s.cwnd, kMss);
 }
@@ -438,7 +456,7 @@ TEST(Cubic, TimeoutRestartsTheCurveAtTheNewWindow) {
   f.alg().on_loss(f.s, 0);
   f.run_until(seconds(2));
   const uint64_t before = f.s.cwnd;
-  f.alg().on_rto(f.s, f.now_ns);
+  f.alg().on_rto(f.s, f.now_ns, true);
   ASSERT_EQ(f.s.ssthresh, static_cast<uint64_t>(static_cast<double>(before) * kBeta));
   ASSERT_EQ(f.s.cwnd, kMss);
   while (f.s.cwnd < f.s.ssthresh) {
@@ -540,7 +558,7 @@ TEST(Dctcp, LossAndTimeoutAsNewReno) {
   EXPECT_EQ(f.s.cwnd, 15 * kMss);
   EXPECT_EQ(f.s.ssthresh, 15 * kMss);
   f.s.inflight = 40 * kMss;
-  f.alg().on_rto(f.s, 0);
+  f.alg().on_rto(f.s, 0, true);
   EXPECT_EQ(f.s.ssthresh, 20 * kMss);
   EXPECT_EQ(f.s.cwnd, kMss);
 }

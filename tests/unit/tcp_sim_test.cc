@@ -6,9 +6,11 @@
 // CLEAVE_TCP_SIM_MB sets the transfer size (default 100), CLEAVE_SIM_SEED replays a seed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -219,6 +221,171 @@ TEST(TcpSimPath, DownAndUp) {
   EXPECT_EQ(t.received, t.total);
   EXPECT_LT(during, t.total);
   EXPECT_GT(tcp_of(t.net->a()).counters().rtos, 0u);
+}
+
+// Under random loss each way (1 % and 5 %) the sender cuts its window once per loss episode
+// (RFC 5681 3.1, RFC 6582: a fast recovery, or an RTO outside one), never again inside one (an
+// RTO in recovery, or of a segment an RTO already resent), and by its algorithm's factor of the
+// window it had (NewReno half, CUBIC 0.7), not of a flight that loss detection has already
+// emptied of SACKed and lost bytes.
+struct WindowCase {
+  const char* cc;
+  double loss;
+};
+void PrintTo(const WindowCase& w, std::ostream* os) {
+  *os << w.cc << " at " << w.loss * 100 << " % loss";
+}
+class TcpSimWindow : public ::testing::TestWithParam<WindowCase> {};
+
+TEST_P(TcpSimWindow, OneReductionPerLossEpisode) {
+  const WindowCase& p = GetParam();
+  Case c;
+  c.name = std::string("Window-") + p.cc + "-" + std::to_string(p.loss);
+  c.params = {{"cc", p.cc}};
+  c.bytes = 32u << 20;
+  c.link.rate_bps = 1'000'000'000;
+  c.link.delay_ns = 50'000;
+  c.ab.loss = c.ba.loss = p.loss;
+  Transfer t(c, SimNet::seed_from_env(2500));
+  WindowWatch w;
+  w.beta = std::string(p.cc) == "cubic" ? 0.7 : 0.5;
+  t.on_step = [&] { w.sample(t); };
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  for (const std::string& e : t.errors)
+    ADD_FAILURE() << e;
+  EXPECT_EQ(t.received, t.total);
+  EXPECT_GT(w.episodes, 20u);
+  std::string inside, deep;
+  for (const WindowWatch::Cut& k : w.cuts) {
+    if (!k.new_episode && k.moved && inside.size() < 2000)
+      inside += "\n  " + WindowWatch::describe(k);
+    if (k.deep && deep.size() < 2000) deep += "\n  " + WindowWatch::describe(k);
+  }
+  EXPECT_EQ(w.inside, 0u) << "cuts inside an episode:" << inside;
+  EXPECT_EQ(w.deep, 0u) << "cuts deeper than beta x cwnd:" << deep;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cc, TcpSimWindow,
+                         ::testing::Values(WindowCase{"newreno", 0.01}, WindowCase{"cubic", 0.01},
+                                           WindowCase{"newreno", 0.05}, WindowCase{"cubic", 0.05}),
+                         [](const auto& i) {
+                           return std::string(i.param.cc) + "Loss" +
+                                  std::to_string(int(i.param.loss * 100));
+                         });
+
+// CUBIC's window grows past what RACK's log holds one descriptor each (XmitLog::kMax); a loss
+// among the oldest transmissions must still start a recovery, not wait for the RTO (200 ms,
+// where the whole transfer takes 600).
+TEST(TcpSimRack, LargeWindowLossesRecoverWithoutAnRto) {
+  Case c;
+  c.name = "LargeWindow";
+  c.params = {{"cc", "cubic"}};
+  c.bytes = 64u << 20;
+  c.link.rate_bps = 1'000'000'000;
+  c.link.delay_ns = 50'000;
+  c.ab.loss = c.ba.loss = 0.001;
+  Transfer t(c, SimNet::seed_from_env(1000));
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  EXPECT_EQ(t.received, t.total);
+  EXPECT_GT(tcp_of(t.net->a()).counters().fast_recoveries, 20u);
+  EXPECT_EQ(tcp_of(t.net->a()).counters().rtos, 0u);
+}
+
+// A retransmission carries only what was lost: never bytes the peer SACKed (a hole can be
+// shorter than a segment where a send ended in a runt, and descriptors are cut at whole
+// segments so that no other runt makes one). Such bytes are wasted, and their SACK,
+// already known, would tell RACK that the retransmission arrived while it still queues, so
+// everything sent before it would be taken for lost and resent too.
+TEST(TcpSimRack, RetransmissionsCarryOnlyLostBytes) {
+  Case c;
+  c.name = "OnlyLostBytes";
+  c.ab.loss = c.ba.loss = 0.001;
+  auto payload = std::make_shared<uint64_t>(0);  // every data byte put on the wire
+  auto runts = std::make_shared<uint64_t>(0);    // segments short of the MSS not ending a send
+  c.ab.drop_if = [payload, runts](std::span<const uint8_t> f) {
+    if (f.size() >= 54 && f[23] == 6) {
+      const size_t ihl = (f[14] & 0xF) * 4;
+      const size_t hl = size_t(f[14 + ihl + 12] >> 4) * 4;
+      const size_t len = size_t(f[16] << 8 | f[17]) - ihl - hl;
+      *payload += len;
+      if (len != 0 && len < 1448 && (f[14 + ihl + 13] & kPsh) == 0) ++*runts;
+    }
+    return false;
+  };
+  Transfer t(c, SimNet::seed_from_env(12709463));
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  EXPECT_EQ(t.received, t.total);
+  const sim::LinkStats& ab = t.net->stats(Dir::kAtoB);
+  ASSERT_GT(ab.lost, 20u);
+  // What went twice: at most a segment per frame lost, and a few tail probes; what arrived
+  // twice, a few segments (a probe of a tail that was not lost, a resend whose SACK was lost).
+  EXPECT_LE(*payload - t.total, (ab.lost + 4) * 1448);
+  EXPECT_LE(tcp_of(t.net->b()).counters().dup_bytes, 8u * 1448);
+  // Descriptors are cut at whole segments, so a hole is never shorter than one.
+  EXPECT_EQ(*runts, 0u);
+}
+
+// A tail loss probe whose original was only late: the original (and the FIN behind it) arrive
+// and are acknowledged before the probe, so the ACK that reaches the probe's end comes before
+// any DSACK of the probe could. Nothing says the probe repaired a loss, and the window stays
+// (RFC 8985 7.4.2). It used to be cut, to 2 segments: to half of what was then in flight.
+TEST(TcpSimRack, ProbeOfALateTailReducesNothing) {
+  Case c;
+  c.name = "LateTail";
+  c.bytes = 700 * 1448;  // one send, its last segment full: the probe timeout has no delayed ACK
+  c.link.rate_bps = 1'000'000'000;
+  c.link.delay_ns = 50'000;
+  // The last segment and the FIN are held 20 ms, past the probe timeout (2 srtt + 2 ms, srtt
+  // under 2 ms here); the probe (the last segment again) 40 ms.
+  auto last_seen = std::make_shared<int>(0);
+  c.ab.delay_if = [last_seen](std::span<const uint8_t> f) -> uint64_t {
+    if (f.size() < 54 || f[23] != 6) return 0;
+    const uint8_t flags = f[14 + (f[14] & 0xF) * 4 + 13];
+    if ((flags & kFin) != 0) return 20'000'000;
+    if ((flags & kPsh) == 0) return 0;
+    return ++*last_seen == 1 ? 20'000'000 : 40'000'000;
+  };
+  Transfer t(c, SimNet::seed_from_env(3100));
+  WindowWatch w;
+  t.on_step = [&] { w.sample(t); };
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  EXPECT_EQ(t.received, t.total);
+  const Counters& a = tcp_of(t.net->a()).counters();
+  EXPECT_EQ(*last_seen, 2);  // the original and the probe
+  EXPECT_EQ(a.tlp_probes, 1u);
+  EXPECT_EQ(a.rtos, 0u);
+  std::string cuts;
+  for (const WindowWatch::Cut& k : w.cuts)
+    cuts += "\n  " + WindowWatch::describe(k);
+  EXPECT_TRUE(w.cuts.empty()) << "reductions:" << cuts;
+}
+
+// A path that reorders but loses nothing: recoveries RACK starts for segments that were only
+// late are undone once the peer reports every resend of theirs as a duplicate. And a late
+// original's SACK is not taken for the resend's (the ACK echoes the original's timestamp):
+// else everything sent before the resend, still on its way, would be called lost and resent.
+TEST(TcpSimRack, ReductionsForReorderingAreUndone) {
+  Case c;
+  c.name = "ReorderUndo";
+  c.bytes = 32u << 20;
+  c.link.rate_bps = 1'000'000'000;
+  c.link.delay_ns = 50'000;
+  c.ab.reorder = 0.01;
+  c.ab.reorder_depth = 16;
+  Transfer t(c, SimNet::seed_from_env(4200));
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  EXPECT_EQ(t.received, t.total);
+  const Counters& a = tcp_of(t.net->a()).counters();
+  ASSERT_GT(a.fast_recoveries, 0u);
+  EXPECT_LE(tcp_of(t.net->b()).counters().dup_bytes, 256u * 1448);
+  // Each episode's resends all reported as duplicates, but an episode may overlap the next
+  // (whose start forgets what is left of the last): at least half are undone.
+  EXPECT_GE(a.undos * 2, a.fast_recoveries);
 }
 
 // Congestion control reacts to a bottleneck: with CE marks DCTCP cuts its window.

@@ -684,8 +684,9 @@ TEST(TcpSend, SegmentsAreTsoDescriptorsOverAppMemory) {
 
 // After an RTO the window restarts at one segment and grows by slow start with each ACK of
 // the resent data (RFC 5681 3.1), long before the ACKs reach what was outstanding at the RTO.
+// (NewReno: its ssthresh is half the flight.)
 TEST(TcpSend, SlowStartAfterRtoGrowsBeforeTheOldFlightIsAcked) {
-  Active a;
+  Active a(std::vector<Param>{{"cc", "newreno"}});
   a.establish(65535, 7);
   a.app(ReqKind::kSend, 1 << 20, 0, 51);
   const uint64_t sent = payload_of(a.ctx.take_out());
@@ -704,8 +705,8 @@ TEST(TcpSend, SlowStartAfterRtoGrowsBeforeTheOldFlightIsAcked) {
   EXPECT_EQ(out[0].desc.len, 1448u);
   EXPECT_EQ(info(a.tp, kFlow).n["cwnd"], 1448u);
   // Each ACK of resent data opens the window by a segment: 2, then 4 segments go out, then up
-  // to ssthresh: half of the 11 segments in flight at the RTO (the 10, and the probe's new one).
-  const uint64_t ssthresh = 11ull * 1448 / 2;
+  // to ssthresh: half of the window at the RTO (10 segments; the probe's new one went beyond it).
+  const uint64_t ssthresh = 10ull * 1448 / 2;
   uint32_t acked = 1448;
   for (uint64_t expect : {uint64_t{2 * 1448}, uint64_t{4 * 1448}, ssthresh}) {
     out = a.peer(a.ack_spec(0, acked));
@@ -891,35 +892,117 @@ std::vector<Out> lose_segment_0(Active& a) {
   return out;
 }
 
-// With SACK, duplicate ACKs or three SACKed segments do not start recovery (reordering looks
-// the same); RACK does, a reordering window (min_rtt / 4) past the RTT of what was delivered.
-TEST(TcpRack, ThreeSackedSegmentsWaitForRack) {
+// With SACK, as Linux: until reordering is seen, three SACKed segments above a hole make it a
+// loss at once; fewer wait for RACK, a reordering window (min_rtt / 4) past the RTT of what was
+// delivered. Once a segment sent once has arrived after later ones, three wait as well.
+TEST(TcpRack, ThreeSackedSegmentsAreALossUntilReorderingIsSeen) {
   Active a;
   establish_10ms(a);
-  a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
-  a.ctx.take_out();
+  a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
+  a.ctx.take_out();  // segments 0-9
   a.ctx.at_ms(1020);
   std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  EXPECT_FALSE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
-  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 0u);
-  // Sent at 1010, delivered with RTT 10 ms: lost at 1022.5.
-  EXPECT_FALSE(sends(tick_at(a, 1022), a, 0));
-  EXPECT_TRUE(sends(tick_at(a, 1023), a, 0));
+  EXPECT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
   EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
+  // The resend fills the hole, which says nothing of reordering: the next hole with three
+  // SACKed above it is a loss at once too.
+  a.ctx.at_ms(1030);
+  a.peer(a.ack_spec(0, 10 * kSeg));
+  a.ctx.at_ms(1040);
+  sb = {{11 * kSeg, 14 * kSeg}};
+  EXPECT_TRUE(sends(a.peer(sack_spec(a, 10 * kSeg, sb)), a, 10 * kSeg));
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 2u);
 
-  // Segment 0 only came late: it arrives inside the window, and nothing is resent.
+  // Two SACKed segments wait for RACK; segment 0 only came late: it arrives inside the
+  // window, nothing is resent, and that was reordering.
   Active b;
   establish_10ms(b);
   b.app(ReqKind::kSend, 10 * kSeg, 0, 1);
   b.ctx.take_out();
   b.ctx.at_ms(1020);
-  sb = {{kSeg, 4 * kSeg}};
-  b.peer(sack_spec(b, 0, sb));
+  sb = {{kSeg, 3 * kSeg}};
+  EXPECT_FALSE(sends(b.peer(sack_spec(b, 0, sb)), b, 0));
   b.ctx.at_ms(1021);
-  EXPECT_FALSE(sends(b.peer(b.ack_spec(0, 4 * kSeg)), b, 0));
+  EXPECT_FALSE(sends(b.peer(b.ack_spec(0, 3 * kSeg)), b, 0));
   EXPECT_FALSE(sends(ticks(b, 1022, 1030), b, 0));
   EXPECT_EQ(info(b.tp, kFlow).n["fast_recoveries"], 0u);
   EXPECT_EQ(info(b.tp, kFlow).n["retransmits"], 0u);
+  // Now three SACKed segments above segment 3 wait too. Sent at 1010, delivered with RTT
+  // 10 ms: lost at 1022.5, past the window.
+  Active& c = b;
+  c.ctx.at_ms(1031);
+  sb = {{4 * kSeg, 7 * kSeg}};
+  const uint32_t three = 3 * kSeg;
+  EXPECT_FALSE(sends(c.peer(sack_spec(c, three, sb)), c, three));
+  EXPECT_EQ(info(c.tp, kFlow).n["fast_recoveries"], 0u);
+}
+
+// A reduction for nothing is undone (Linux's tcp_try_undo_dsack): segment 0 was only late, the
+// peer reports the resend of it as a duplicate, and every byte the episode resent is so
+// reported: the window and ssthresh come back and recovery ends.
+TEST(TcpRack, AResendReportedAsADuplicateUndoesTheReduction) {
+  for (const char* cc : {"newreno", "cubic"}) {
+    SCOPED_TRACE(cc);
+    Active a(std::vector<Param>{{"cc", cc}});
+    establish_10ms(a);
+    a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
+    a.ctx.take_out();  // segments 0-9
+    const uint64_t cwnd = info(a.tp, kFlow).n["cwnd"];
+    a.ctx.at_ms(1020);
+    std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+    ASSERT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+    auto i = info(a.tp, kFlow);
+    ASSERT_EQ(i.n["fast_recoveries"], 1u);
+    ASSERT_LT(i.n["cwnd"], cwnd);
+    ASSERT_EQ(i.t["ca_state"], "recovery");
+    // The original arrives, then the resend: a DSACK of segment 0.
+    a.ctx.at_ms(1021);
+    a.peer(a.ack_spec(0, 10 * kSeg));
+    ASSERT_EQ(info(a.tp, kFlow).n["undos"], 0u);
+    a.ctx.at_ms(1030);
+    sb = {{0, kSeg}};
+    a.peer(sack_spec(a, 10 * kSeg, sb));
+    i = info(a.tp, kFlow);
+    EXPECT_EQ(i.n["undos"], 1u);
+    EXPECT_GE(i.n["cwnd"], cwnd);
+    EXPECT_EQ(i.n.count("ssthresh"), 0u) << "ssthresh is back to infinite";
+    EXPECT_EQ(i.t["ca_state"], "open");
+  }
+}
+
+// A resend that repaired a loss draws no DSACK: nothing is undone.
+TEST(TcpRack, ARepairedLossIsNotUndone) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
+  a.ctx.take_out();
+  a.ctx.at_ms(1020);
+  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
+  ASSERT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+  const uint64_t ssthresh = info(a.tp, kFlow).n["ssthresh"];
+  a.ctx.at_ms(1030);
+  a.peer(a.ack_spec(0, 10 * kSeg));
+  auto i = info(a.tp, kFlow);
+  EXPECT_EQ(i.n["undos"], 0u);
+  EXPECT_EQ(i.n["ssthresh"], ssthresh);
+}
+
+// Sent at 1010, segments 1-3 delivered with RTT 10 ms: once reordering was seen, segment 0 is
+// lost a reordering window later, not at once.
+TEST(TcpRack, AfterReorderingAHoleWaitsForRacksWindow) {
+  Active a;
+  establish_10ms(a);
+  a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+  a.ctx.take_out();
+  a.ctx.at_ms(1020);
+  // A DSACK of segment 1 (sent once: the wire duplicated it) says the path reorders, and
+  // widens the window to 2 x min_rtt / 4: lost at 1025.
+  std::vector<SackBlock> sb{{kSeg, 2 * kSeg}, {kSeg, 4 * kSeg}};
+  EXPECT_FALSE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 0u);
+  EXPECT_FALSE(sends(ticks(a, 1021, 1024), a, 0));
+  EXPECT_TRUE(sends(ticks(a, 1025, 1026), a, 0));
+  EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
 }
 
 TEST(TcpRack, LostRetransmissionIsResentWithoutAnRto) {
@@ -939,12 +1022,11 @@ TEST(TcpRack, LostRetransmissionIsResentWithoutAnRto) {
   const uint32_t before = top;
   track(a.peer(sack_spec(a, 0, sb)), a, top);
   ASSERT_GT(top, before);
-  // That new data is SACKed, but the retransmission of segment 0 is lost too. RACK waits the
-  // reordering window past the new data's RTT, then resends it: long before the RTO.
+  // That new data is SACKed, but the retransmission of segment 0 is lost too. RACK resends it
+  // at once (in recovery, with no reordering seen, its window is 0): long before the RTO.
   a.ctx.at_ms(1035);
   sb = {{kSeg, top}};
-  EXPECT_FALSE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
-  out = ticks(a, 1036, 1045);
+  out = a.peer(sack_spec(a, 0, sb));
   EXPECT_TRUE(sends(out, a, 0));
   track(out, a, top);
   auto i = info(a.tp, kFlow);
@@ -988,16 +1070,71 @@ TEST(TcpRack, ProbeInRecoveryFindsALostRetransmission) {
   EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 0u);
 }
 
-// In recovery a second hole with less than DupThreshold segments SACKed above it may only be
-// reordering (RFC 6675 IsLost): NextSeg leaves it though the window has room, and RACK resends
-// it once the reordering window past its RTT has gone by without it.
+// One window reduction per loss episode (RFC 5681 3.1, RFC 6582; Linux's tcp_enter_loss): an RTO
+// that fires in fast recovery collapses the window to one segment but keeps the ssthresh the
+// recovery set, instead of halving again a flight that recovery has already emptied.
+TEST(TcpRack, AnRtoInRecoveryKeepsTheRecoverysSsthresh) {
+  for (const char* cc : {"newreno", "cubic"}) {
+    SCOPED_TRACE(cc);
+    Active a(std::vector<Param>{{"cc", cc}});
+    establish_10ms(a);
+    a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+    a.ctx.take_out();
+    ASSERT_TRUE(sends(lose_segment_0(a), a, 0));  // recovery; this copy of segment 0 is lost too
+    const uint64_t ssthresh = info(a.tp, kFlow).n["ssthresh"];
+    ASSERT_GT(ssthresh, 2u * kSeg);
+    a.ctx.at_ms(1024);
+    std::vector<SackBlock> sb{{kSeg, 10 * kSeg}};
+    a.peer(sack_spec(a, 0, sb));
+    // Nothing more comes back (the probe is lost too) until the RTO.
+    for (uint64_t t = 1025; t < 2000 && info(a.tp, kFlow).n["rtos"] == 0; t++)
+      tick_at(a, t);
+    auto i = info(a.tp, kFlow);
+    ASSERT_EQ(i.n["rtos"], 1u);
+    EXPECT_EQ(i.n["cwnd"], kSeg);
+    EXPECT_EQ(i.n["ssthresh"], ssthresh);
+  }
+}
+
+// An RTO of a segment the RTO already resent keeps ssthresh (RFC 5681 3.1, Linux): the second
+// timeout says nothing new about the window, and halving the one-segment window it left would
+// put ssthresh at its 2 MSS floor.
+TEST(TcpSend, ABackedOffRtoKeepsSsthresh) {
+  for (const char* cc : {"newreno", "cubic"}) {
+    SCOPED_TRACE(cc);
+    Active a(std::vector<Param>{{"cc", cc}});
+    establish_10ms(a);
+    a.app(ReqKind::kSend, 1 << 20, 0, 51);
+    a.ctx.take_out();
+    uint64_t t = 1011;
+    for (; t < 5000 && info(a.tp, kFlow).n["rtos"] == 0; t++)
+      tick_at(a, t);
+    ASSERT_EQ(info(a.tp, kFlow).n["rtos"], 1u);
+    const uint64_t ssthresh = info(a.tp, kFlow).n["ssthresh"];
+    EXPECT_GE(ssthresh, 5u * kSeg);
+    // The resent segment is lost too: the RTO again, backed off.
+    for (; t < 5000 && info(a.tp, kFlow).n["rtos"] == 1; t++)
+      tick_at(a, t);
+    auto i = info(a.tp, kFlow);
+    ASSERT_EQ(i.n["rtos"], 2u);
+    EXPECT_EQ(i.n["cwnd"], kSeg);
+    EXPECT_EQ(i.n["ssthresh"], ssthresh);
+  }
+}
+
+// On a path that reorders, in recovery a second hole with less than DupThreshold segments
+// SACKed above it may only be reordering (RFC 6675 IsLost): NextSeg leaves it though the window
+// has room, and RACK resends it once the reordering window past its RTT has gone by without it.
 TEST(TcpRack, AHoleWithFewSackedAboveWaitsForRack) {
   Active a;
   establish_10ms(a);
   a.app(ReqKind::kSend, 60 * kSeg, 0, 1);
   a.ctx.take_out();  // segments 0-9
+  a.ctx.at_ms(1019);
+  std::vector<SackBlock> early{{kSeg, 3 * kSeg}};
+  a.peer(sack_spec(a, 0, early));  // segment 0 is late (slow start: 10 and 11 go)...
   a.ctx.at_ms(1020);
-  a.peer(a.ack_spec(0, 10 * kSeg));  // slow start: 20 more go, 10-29
+  a.peer(a.ack_spec(0, 10 * kSeg));  // ...and arrives, never resent: reordering. 12-29 go
   // Segment 10 is lost: RACK's recovery resends it.
   a.ctx.at_ms(1030);
   std::vector<SackBlock> sb{{11 * kSeg, 14 * kSeg}};

@@ -47,7 +47,7 @@ class NewReno : public Algorithm {
   void on_ack(State& s, const Ack& a) override;
   void on_loss(State& s, uint64_t now_ns) override;
   void on_ecn(State& s, uint64_t now_ns) override;
-  void on_rto(State& s, uint64_t now_ns) override;
+  void on_rto(State& s, uint64_t now_ns, bool new_episode) override;
   void on_recovery_end(State& s, uint64_t now_ns) override;
 
  protected:
@@ -64,7 +64,7 @@ class Cubic final : public Algorithm {
   void on_ack(State& s, const Ack& a) override;
   void on_loss(State& s, uint64_t now_ns) override;
   void on_ecn(State& s, uint64_t now_ns) override;
-  void on_rto(State& s, uint64_t now_ns) override;
+  void on_rto(State& s, uint64_t now_ns, bool new_episode) override;
   void on_recovery_end(State& s, uint64_t now_ns) override;
 
  private:

@@ -17,12 +17,12 @@
 namespace cleave::transport::cc {
 
 // The window state a transport keeps per flow. The transport sets mss and inflight before each
-// call; the algorithm reads them and updates cwnd and ssthresh.
+// call that reduces; the algorithm reads them and updates cwnd and ssthresh.
 struct State {
   uint32_t mss = 1460;
   uint64_t cwnd = 0;          // congestion window
   uint64_t ssthresh = ~0ull;  // slow-start threshold; "infinite" at first
-  uint64_t inflight = 0;      // bytes sent and not yet acknowledged or SACKed, at the call
+  uint64_t inflight = 0;      // the flight a reduction scales (RFC 5681 FlightSize, <= cwnd)
   uint32_t srtt_us = 0;       // smoothed RTT, 0 before the first sample
   uint32_t min_rtt_us = 0;    // lowest RTT seen, 0 before the first sample
 };
@@ -55,8 +55,11 @@ class Algorithm {
   // The peer echoed congestion (ECE), at most once per window of data (the transport guards):
   // reduce like a loss (RFC 3168), or by the marked fraction (DCTCP).
   virtual void on_ecn(State& s, uint64_t now_ns) = 0;
-  // The retransmission timer expired: ssthresh from the flight, cwnd one segment (RFC 5681).
-  virtual void on_rto(State& s, uint64_t now_ns) = 0;
+  // The retransmission timer expired: cwnd one segment (RFC 5681 3.1). An RTO that begins a loss
+  // episode also sets ssthresh from the window, as on_loss does; one inside an episode (in fast
+  // recovery, or again before the data outstanding at an earlier RTO is acknowledged) keeps the
+  // ssthresh the episode set: one reduction per window of data.
+  virtual void on_rto(State& s, uint64_t now_ns, bool new_episode) = 0;
   // Fast recovery ended: deflate the window to ssthresh (RFC 6582).
   virtual void on_recovery_end(State& s, uint64_t now_ns) = 0;
 

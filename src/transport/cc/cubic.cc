@@ -104,14 +104,17 @@ void Cubic::on_ecn(State& s, uint64_t /*now_ns*/) {
   reduce(s);
 }
 
-void Cubic::on_rto(State& s, uint64_t /*now_ns*/) {
+void Cubic::on_rto(State& s, uint64_t /*now_ns*/, bool new_episode) {
   // Section 4.8: ssthresh as for a loss, cwnd as Reno; the next epoch starts its curve at
-  // whatever slow start reaches, with K = 0, so forget W_max.
-  const auto cwnd = static_cast<double>(s.cwnd);
-  cwnd_prior_ = cwnd;
-  s.ssthresh = std::max(static_cast<uint64_t>(cwnd * kBeta), kMinSsthreshSegments * s.mss);
+  // whatever slow start reaches, with K = 0, so forget W_max. Inside an episode the reduction it
+  // made stands (its W_max too); only the window collapses.
+  if (new_episode) {
+    const auto cwnd = static_cast<double>(s.cwnd);
+    cwnd_prior_ = cwnd;
+    s.ssthresh = std::max(static_cast<uint64_t>(cwnd * kBeta), kMinSsthreshSegments * s.mss);
+    w_max_ = 0;
+  }
   s.cwnd = s.mss;
-  w_max_ = 0;
   in_epoch_ = false;
   growth_.reset();
 }

@@ -50,8 +50,8 @@ void NewReno::on_ecn(State& s, uint64_t now_ns) {
   on_loss(s, now_ns);
 }
 
-void NewReno::on_rto(State& s, uint64_t /*now_ns*/) {
-  s.ssthresh = reno_ssthresh(s);
+void NewReno::on_rto(State& s, uint64_t /*now_ns*/, bool new_episode) {
+  if (new_episode) s.ssthresh = reno_ssthresh(s);
   s.cwnd = s.mss;
   growth_.reset();
 }

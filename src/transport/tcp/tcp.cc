@@ -351,7 +351,7 @@ Conn& TcpTransport::new_conn(FlowId id, const FlowTuple& tuple, const Settings& 
     h ^= h >> 29;
     c.iss = uint32_t(h) + uint32_t(now_ns_ / 4000);
   }
-  c.snd_una = c.snd_nxt = c.snd_max = c.iss;
+  c.snd_una = c.snd_nxt = c.snd_max = c.prior_una = c.iss;
   c.snd_end = c.iss + 1;
   c.high_rxt = c.recover = c.iss;
   c.rto = uint64_t(st.rto_initial_ms) * 1'000'000;
@@ -545,6 +545,13 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   if (c == nullptr) return false;
   out.text("state", state_name(c->state));
   out.text("cc", c->cc != nullptr ? c->cc->name() : "-");
+  // Where loss recovery stands, in Linux's names (tcpi_ca_state): recovery (fast recovery), loss
+  // (after an RTO, until what was outstanding then is acknowledged), cwr (the window of data
+  // after an ECN reduction), open.
+  out.text("ca_state", c->rto_recovery   ? "loss"
+                       : c->in_recovery  ? "recovery"
+                       : c->ecn_reacting ? "cwr"
+                                         : "open");
   out.number("mss", c->eff_mss);
   out.number("cwnd", c->ccs.cwnd);
   // Like ss(8): no ssthresh until a loss (or DCTCP's first window) sets one.
@@ -568,6 +575,7 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("fast_recoveries", c->fast_recoveries);
   out.number("tlp_probes", c->tlp_probes);
   out.number("rack_losses", c->rack_losses);
+  out.number("undos", c->undos);
   out.number("ecn_reductions", c->ecn_reductions);
   out.number("bytes_sent", c->bytes_sent);
   out.number("bytes_acked", c->bytes_acked);
@@ -608,6 +616,7 @@ void TcpTransport::stats(InfoSink& out) const {
                                    {"ecn_reductions", c.ecn_reductions},
                                    {"tlp_probes", c.tlp_probes},
                                    {"rack_losses", c.rack_losses},
+                                   {"undos", c.undos},
                                    {"zero_window_probes", c.zero_window_probes},
                                    {"window_update_repeats", c.window_update_repeats},
                                    {"conn_opened", c.conn_opened},

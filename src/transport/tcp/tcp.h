@@ -25,6 +25,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,7 +59,7 @@ inline constexpr uint64_t kInvalidAckGapNs = 500'000'000;
 
 // Per-flow settings, from Params ("cc cubic", "wscale 7", ...). check_params() lists the keys.
 struct Settings {
-  char cc[16] = "newreno";
+  char cc[16] = "cubic";
   uint16_t mss = 1460;  // our MSS: MTU - 40
   uint8_t wscale = 7;   // our window scale (Linux's usual)
   bool sack = true;
@@ -121,6 +122,7 @@ struct Counters {
   uint64_t rtos = 0;
   uint64_t tlp_probes = 0;
   uint64_t rack_losses = 0;
+  uint64_t undos = 0;
   uint64_t ecn_reductions = 0;
   uint64_t zero_window_probes = 0;
   uint64_t window_update_repeats = 0;  // window updates sent again (wnd_timer)
@@ -216,7 +218,16 @@ class TcpTransport final : public Transport {
   void cancel_timers(Conn& c);  // every timer of the connection
   // RACK-TLP (tcp_rack.cc).
   void rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt);
-  void rack_ack(Conn& c, uint32_t dsacks);
+  // Notes reordering when [lo, hi), newly delivered below data already SACKed, was never resent.
+  void rack_check_reordering(Conn& c, uint32_t lo, uint32_t hi);
+  // A loss episode begins: what an undo would restore.
+  void undo_mark(Conn& c);
+  // A DSACK of [left, right): once DSACKs have reported every byte the episode resent, the
+  // reduction was for nothing and is undone.
+  void undo_dsack(Conn& c, uint32_t left, uint32_t right);
+  // progress: the ACK acknowledged or SACKed new data; ts_ecr: its echoed timestamp (with
+  // timestamps on), which tells a retransmission's ACK from the original's.
+  void rack_ack(Conn& c, uint32_t dsacks, bool progress, std::optional<uint32_t> ts_ecr);
   void rack_detect(Conn& c);
   void arm_tlp(Conn& c);
   bool send_tlp(Conn& c, Context& ctx);

@@ -108,8 +108,11 @@ struct Xmit {
   bool delivered = false;   // wholly acknowledged or SACKed
 };
 
-// The flow's transmissions in time order: a fixed ring. When full the oldest is forgotten (its
-// bytes are then left to SACK recovery and the RTO).
+// The flow's transmissions in time order: a fixed ring. When full, the oldest two join when they
+// are one stretch of first transmissions, under the later one's time (RACK then deems their bytes
+// lost no sooner than it would have); else the oldest is forgotten (its bytes are then left to
+// SACK recovery and the RTO). Forgetting alone left a loss among forgotten bytes of a window of
+// more than kMax descriptors to the RTO (CUBIC at 0.1 % loss, tcp_sim_loss).
 struct XmitLog {
   static constexpr size_t kMax = 256;
   Xmit e[kMax];
@@ -120,7 +123,13 @@ struct XmitLog {
   Xmit& operator[](size_t i) { return e[(head + i) % kMax]; }
   const Xmit& operator[](size_t i) const { return e[(head + i) % kMax]; }
   void push(const Xmit& x) {
-    if (n == kMax) pop();
+    if (n == kMax) {
+      const Xmit& a = e[head];
+      Xmit& b = (*this)[1];
+      const bool first = !a.rxt && !b.rxt && !a.superseded && !b.superseded;
+      if (first && !a.delivered && !b.delivered && a.end == b.start) b.start = a.start;
+      pop();
+    }
     e[(head + n++) % kMax] = x;
     rxt += x.rxt ? 1 : 0;
   }
@@ -161,6 +170,7 @@ struct Conn {
   // ---- send ----
   uint32_t iss = 0;
   uint32_t snd_una = 0;
+  uint32_t prior_una = 0;  // snd_una before the ACK being processed (else snd_una)
   uint32_t snd_nxt = 0;
   uint32_t snd_max = 0;  // highest sequence sent + 1
   uint32_t snd_end = 0;  // one past the last byte the app queued
@@ -194,6 +204,13 @@ struct Conn {
   uint32_t rack_end_seq = 0;  // ...and its end
   uint64_t rack_rtt = 0;      // its RTT
   uint32_t reo_wnd_mult = 1;  // reordering window in min_rtt/4 (grows with DSACKs)
+  bool reord_seen = false;    // a DSACK came, or a segment sent once arrived after later ones
+  // Undo (Linux's undo_marker, undo_retrans): the window before the latest loss episode, and the
+  // bytes it has resent that no DSACK has reported yet; -1 when there is nothing to undo.
+  int64_t undo_rxt = -1;
+  uint32_t undo_marker = 0;  // snd_una when the episode began: DSACKs below it are older
+  uint64_t undo_cwnd = 0;
+  uint64_t undo_ssthresh = 0;
   uint32_t reo_wnd_persist = 0;
   uint32_t dsack_round = 0;  // no new growth until snd_una passes this
   bool dsack_round_on = false;
@@ -278,10 +295,17 @@ struct Conn {
   uint64_t ecn_reductions = 0;
   uint64_t tlp_probes = 0;
   uint64_t rack_losses = 0;  // ranges RACK marked lost
+  uint64_t undos = 0;        // reductions undone: every retransmission of the episode DSACKed
 
   bool dirty = false;  // on the transport's list for after_burst
 
   uint64_t inflight() const;  // RFC 6675 pipe
+  // The flight a window reduction scales: RFC 5681's FlightSize (sent, not cumulatively
+  // acknowledged) before the ACK that found the loss (Linux's prior_snd_una), at most cwnd (Linux
+  // scales cwnd). Not the pipe: by the time a loss is found, SACKed bytes, the holes and what RACK
+  // marked lost have left it, and halving what remained cut NewReno to about 0.4 of its window at
+  // nearly every loss (tcp_sim_loss --trace).
+  uint64_t flight_size() const { return std::min<uint64_t>(snd_max - prior_una, ccs.cwnd); }
   // Room in the posted buffers. In message mode posted_end counts the known length of each
   // buffer's message in place of the buffer's (see msg_buffer), so a message longer than its
   // buffer still opens the window it needs.

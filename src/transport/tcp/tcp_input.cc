@@ -193,7 +193,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
       negotiate_ecn(c, c.st.requests_ecn(), s.flags, kEce);
       if (c.rtt_timing && c.backoff == 0) rtt_sample(c, now_ns_ - c.rtt_start);
       c.rtt_timing = false;
-      c.snd_una = s.ack;
+      c.snd_una = c.prior_una = s.ack;
       c.backoff = 0;
       c.state = State::kEstablished;
       c.accepted = true;
@@ -364,6 +364,7 @@ void TcpTransport::answer_invalid(Conn& c, bool data) {
 
 void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {
   const uint32_t ack = s.ack;
+  c.prior_una = c.snd_una;
   // The peer's message credit only grows; a reordered older one says nothing new.
   if (c.msg_ok && s.has_msg && int32_t(s.msg_limit - c.peer_msg_limit) > 0) {
     c.peer_msg_limit = s.msg_limit;
@@ -372,6 +373,12 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   // below the cumulative ACK or inside the second block.
   uint32_t newly_sacked = 0;
   const uint64_t dsacks_before = ctr_.dsacks_in;
+  // Reordering (for RACK's window): a segment sent once arriving below others already SACKed,
+  // by a SACK block or by the cumulative ACK filling the hole below them.
+  const uint32_t prior_high = c.sacked.n != 0 ? c.sacked.r[c.sacked.n - 1].right : c.snd_una;
+  if (c.sacked.n != 0 && seq_gt(ack, c.snd_una)) {
+    rack_check_reordering(c, c.snd_una, seq_min(ack, c.sacked.r[0].left));
+  }
   if (c.sack_ok && s.nsack != 0) {
     const uint64_t before = c.sacked.bytes();
     for (size_t i = 0; i < s.nsack; i++) {
@@ -380,10 +387,15 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
       if (i == 0 && (seq_leq(b.right, ack) || (s.nsack > 1 && seq_geq(b.left, s.sack[1].left) &&
                                                seq_leq(b.right, s.sack[1].right)))) {
         ctr_.dsacks_in++;
+        undo_dsack(c, b.left, b.right);
         continue;
       }
       b.left = seq_max(b.left, seq_max(ack, c.snd_una));
       if (seq_gt(b.right, c.snd_max) || !seq_lt(b.left, b.right)) continue;
+      const uint32_t below = seq_min(b.right, prior_high);
+      if (seq_lt(b.left, below) && !c.sacked.covers(b.left, below)) {
+        rack_check_reordering(c, b.left, below);
+      }
       c.sacked.add(b.left, b.right);
       c.lost.remove(b.left, b.right);  // it arrived after all
     }
@@ -476,7 +488,6 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   }
 
   // Congestion control.
-  c.ccs.inflight = c.inflight();
   if (acked != 0 || newly_sacked != 0) {
     cc::Ack a;
     a.now_ns = now_ns_;
@@ -491,6 +502,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
     c.cc->on_ack(c.ccs, a);
   }
   if (c.ecn_ok && (s.flags & kEce) != 0 && !c.ecn_reacting && !c.in_recovery) {
+    c.ccs.inflight = c.flight_size();
     c.cc->on_ecn(c.ccs, now_ns_);
     c.ecn_reacting = true;
     c.ecn_recover = c.snd_max;
@@ -503,7 +515,8 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   // segments above a hole may be reordering, and RACK waits its window before calling it lost
   // (as Linux does with RACK on). Without SACK, DupThresh duplicate ACKs (RFC 5681), outside
   // an episode we are already in.
-  rack_ack(c, uint32_t(ctr_.dsacks_in - dsacks_before));
+  rack_ack(c, uint32_t(ctr_.dsacks_in - dsacks_before), acked != 0 || newly_sacked != 0,
+           c.ts_ok && s.has_ts && s.ts_ecr != 0 ? std::optional<uint32_t>(s.ts_ecr) : std::nullopt);
   if (!c.sack_ok && !c.in_recovery && !c.rto_recovery && c.snd_max != c.snd_una && c.dupacks >= 3 &&
       seq_geq(c.snd_una, c.recover)) {
     enter_recovery(c);
@@ -514,6 +527,7 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   } else if (acked != 0 && !c.persist) {
     arm_rto(c);  // RFC 6298 5.3: restart on new data acknowledged
   }
+  c.prior_una = c.snd_una;
 }
 
 // Received payload [seq, seq + len): already placed by the NIC, or to be copied (deferred).

@@ -11,6 +11,16 @@ namespace {
 
 constexpr uint32_t kMaxTso = 65536 - 1024;  // payload per descriptor, well inside the NIC's 64 KB
 
+// What of `range` bytes to send in one descriptor with `room` left in the window: whole
+// segments unless the range ends first (0 when the room is short of one). A runt in the middle
+// of the data is one packet more for the same bytes, and once lost, a hole shorter than a
+// segment.
+uint32_t segments(const Conn& c, uint64_t range, uint64_t room) {
+  uint64_t n = std::min<uint64_t>({range, room, kMaxTso});
+  if (n < range) n -= n % c.eff_mss;
+  return uint32_t(n);
+}
+
 // The window field we advertise, and the right edge it promises (rcv_adv: the furthest yet).
 //
 // Scaled, the posted space is rounded up to the scale unit (as Linux's ALIGN in
@@ -178,6 +188,7 @@ static uint32_t send_data(TcpTransport& t, Conn& c, Context& ctx, uint32_t seq, 
   c.bytes_sent += len;
   t.rack_sent(c, seq, len, retransmit);
   if (retransmit) {
+    if (c.undo_rxt >= 0) c.undo_rxt += len;
     t.ctr_.retransmits++;
     c.retransmits++;
     c.rtt_timing = false;  // Karn
@@ -196,8 +207,9 @@ static uint64_t resend_lost(TcpTransport& t, Conn& c, Context& ctx, uint64_t pip
   while (c.lost.n != 0 && pipe < cwnd) {
     const SackBlock r = c.lost.r[0];
     if (!tail && !seq_lt(r.left, c.high_rxt)) break;
-    const uint32_t want = uint32_t(std::min<uint64_t>({r.right - r.left, cwnd - pipe, kMaxTso}));
-    const uint32_t n = send_data(t, c, ctx, r.left, std::max<uint32_t>(want, 1), true);
+    const uint32_t want = segments(c, r.right - r.left, cwnd - pipe);
+    if (want == 0) break;
+    const uint32_t n = send_data(t, c, ctx, r.left, want, true);
     if (n == 0) {
       c.lost.remove(r.left, r.right);  // no longer queued
       continue;
@@ -230,7 +242,17 @@ void TcpTransport::output(Conn& c, Context& ctx) {
   if (c.need_rxt) {
     c.need_rxt = false;
     const uint32_t at = c.lost.n != 0 ? c.lost.r[0].left : c.snd_una;
-    const uint32_t n = send_data(*this, c, ctx, at, c.eff_mss, true);
+    // At most a segment, and none of what the peer SACKed: a SACKed byte sent again is wasted,
+    // and its SACK would tell RACK the retransmission arrived before it has.
+    uint32_t len = c.eff_mss;
+    if (c.lost.n != 0) len = std::min(len, c.lost.r[0].right - at);
+    for (size_t i = 0; i < c.sacked.n; i++) {
+      if (seq_gt(c.sacked.r[i].left, at)) {
+        len = std::min(len, c.sacked.r[i].left - at);
+        break;
+      }
+    }
+    const uint32_t n = send_data(*this, c, ctx, at, len, true);
     if (n != 0) {
       c.high_rxt = seq_max(c.high_rxt, at + n);
       pipe += n;
@@ -261,8 +283,9 @@ void TcpTransport::output(Conn& c, Context& ctx) {
       // may be reordering, and RACK's timer decides.
       if (!seq_lt(at, hole_end) || sacked - below < 3ull * c.eff_mss) break;
       const uint64_t room = cwnd - pipe;
-      const uint32_t want = uint32_t(std::min<uint64_t>({hole_end - at, room, kMaxTso}));
-      const uint32_t n = send_data(*this, c, ctx, at, std::max<uint32_t>(want, 1), true);
+      const uint32_t want = segments(c, hole_end - at, room);
+      if (want == 0) break;
+      const uint32_t n = send_data(*this, c, ctx, at, want, true);
       if (n == 0) break;
       c.high_rxt = at + n;
       pipe += n;
@@ -278,7 +301,9 @@ void TcpTransport::output(Conn& c, Context& ctx) {
     }
     const uint32_t limit = seq_min(c.snd_end, wnd_right);
     if (!seq_lt(c.snd_nxt, limit) || pipe >= cwnd) break;
-    uint32_t n = std::min<uint64_t>({limit - c.snd_nxt, cwnd - pipe, kMaxTso});
+    // Whole segments where the window cuts, up to the peer's right edge.
+    uint32_t n = segments(c, limit - c.snd_nxt, cwnd - pipe);
+    if (n == 0) n = uint32_t(std::min<uint64_t>(cwnd - pipe, kMaxTso));  // room for a runt only
     // Sender SWS avoidance: a runt while more waits, with data in flight, waits for room.
     if (n < c.eff_mss && n < c.snd_end - c.snd_nxt && c.snd_max != c.snd_una) break;
     const bool resend = seq_lt(c.snd_nxt, c.snd_max);

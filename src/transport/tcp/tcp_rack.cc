@@ -10,6 +10,8 @@
 namespace cleave::transport::tcp {
 namespace {
 
+constexpr uint64_t kTlpSlackNs = 2'000'000;
+
 // Whether (t1, s1) went out after (t2, s2) (RFC 8985 RACK_sent_after).
 bool sent_after(uint64_t t1, uint32_t s1, uint64_t t2, uint32_t s2) {
   return t1 > t2 || (t1 == t2 && seq_gt(s1, s2));
@@ -19,8 +21,12 @@ uint64_t min_rtt(const Conn& c) {
   return uint64_t(c.ccs.min_rtt_us) * 1000;
 }
 
-// RFC 8985 6.2 step 4: min_rtt / 4, in steps that DSACKs add, at most srtt.
+// RFC 8985 6.2 step 4: min_rtt / 4, in steps that DSACKs add, at most srtt. As Linux
+// (tcp_rack_reo_wnd), none until reordering is seen once a recovery is under way or DupThresh
+// segments are SACKed: then a hole is a loss, not a segment overtaken, and waiting for the
+// window would cost a tick of the timer wheel (1 ms), many round trips on a short path.
 uint64_t reo_wnd(const Conn& c) {
+  if (!c.reord_seen && (c.in_recovery || c.sacked.bytes() >= 3ull * c.eff_mss)) return 0;
   return std::min<uint64_t>(c.reo_wnd_mult * min_rtt(c) / 4, c.rtt.srtt());
 }
 
@@ -68,7 +74,33 @@ void TcpTransport::rack_sent(Conn& c, uint32_t seq, uint32_t len, bool rxt) {
   c.xmits.push({seq, end, now_ns_, rxt, false, false});
 }
 
+void TcpTransport::undo_mark(Conn& c) {
+  c.undo_rxt = 0;
+  c.undo_marker = c.snd_una;
+  c.undo_cwnd = c.ccs.cwnd;
+  c.undo_ssthresh = c.ccs.ssthresh;
+}
+
+void TcpTransport::undo_dsack(Conn& c, uint32_t left, uint32_t right) {
+  if (c.undo_rxt <= 0 || seq_lt(left, c.undo_marker)) return;
+  c.undo_rxt -= std::min<int64_t>(right - left, c.undo_rxt);
+  if (c.undo_rxt != 0) return;
+  // Every resend was a duplicate: the originals all arrived (reordering, a late ACK), and no
+  // loss means no reduction (Linux's tcp_try_undo_dsack). The window comes back, and recovery
+  // (not the loss state after an RTO: what it resends is outstanding) ends here.
+  c.undo_rxt = -1;
+  c.ccs.cwnd = std::max(c.ccs.cwnd, c.undo_cwnd);
+  c.ccs.ssthresh = std::max(c.ccs.ssthresh, c.undo_ssthresh);
+  if (c.in_recovery) {
+    c.in_recovery = false;
+    c.lost.clear();
+  }
+  c.undos++;
+  ctr_.undos++;
+}
+
 void TcpTransport::enter_recovery(Conn& c) {
+  undo_mark(c);
   c.in_recovery = true;
   c.recover = c.snd_max;
   c.high_rxt = c.snd_una;
@@ -78,18 +110,29 @@ void TcpTransport::enter_recovery(Conn& c) {
   c.rtt_timing = false;
   c.tlp_out = false;
   wheel_.cancel(&c.tlp_timer);
-  c.ccs.inflight = c.inflight();
+  c.ccs.inflight = c.flight_size();
   c.cc->on_loss(c.ccs, now_ns_);
   c.fast_recoveries++;
   ctr_.fast_recoveries++;
 }
 
+void TcpTransport::rack_check_reordering(Conn& c, uint32_t lo, uint32_t hi) {
+  if (c.reord_seen || !c.sack_ok || !seq_lt(lo, hi)) return;
+  for (size_t i = 0; i < c.xmits.n; i++) {
+    const Xmit& x = c.xmits[i];
+    if ((x.rxt || x.superseded) && seq_lt(x.start, hi) && seq_lt(lo, x.end)) return;
+  }
+  c.reord_seen = true;
+}
+
 // After an ACK's SACK blocks and cumulative ACK are applied (RFC 8985 6.2 and 7.4).
-void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
+void TcpTransport::rack_ack(Conn& c, uint32_t dsacks, bool progress,
+                            std::optional<uint32_t> ts_ecr) {
   if (!c.sack_ok) return;
   // Step 4: a DSACK says we were fooled by reordering; widen the window once per round trip,
   // and keep it wide for 16 recoveries.
   if (dsacks != 0) {
+    c.reord_seen = true;
     if (c.tlp_out) c.tlp_dsack = true;
     if (!c.dsack_round_on || seq_geq(c.snd_una, c.dsack_round)) {
       c.reo_wnd_mult = std::min<uint32_t>(c.reo_wnd_mult + 1, 64);
@@ -127,7 +170,13 @@ void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
     // resent leaves the rest the original's).
     if (x.superseded && resent_later(c, i, hi - 1)) continue;
     const uint64_t rtt = now_ns_ - x.ts;
-    if (x.rxt && rtt < min_rtt(c)) continue;  // most likely the original arrived
+    // Most likely the original arrived: an RTT shorter than any, or an ACK that echoes a
+    // timestamp from before the retransmission (RFC 8985 6.2 step 2; Linux's
+    // tcp_rack_detect_loss). Else a late original's SACK would make everything sent before the
+    // retransmission look lost.
+    if (x.rxt &&
+        (rtt < min_rtt(c) || (ts_ecr && int32_t(*ts_ecr - uint32_t(x.ts / 1'000'000)) <= 0)))
+      continue;
     if (sent_after(x.ts, hi, c.rack_xmit_ts, c.rack_end_seq)) {
       c.rack_xmit_ts = x.ts;
       c.rack_end_seq = hi;
@@ -137,13 +186,25 @@ void TcpTransport::rack_ack(Conn& c, uint32_t dsacks) {
   while (c.xmits.n != 0 && (c.xmits[0].delivered || seq_leq(c.xmits[0].end, c.snd_una)))
     c.xmits.pop();
 
-  // TLP (7.4): a probe that resent old data and drew no DSACK repaired a loss: react once.
+  // TLP (7.4): a probe that resent old data repaired a loss unless both it and the original
+  // arrived. The ACK that reaches the probe's end may be the original's, with the probe's
+  // DSACK (or bare duplicate ACK) still on its way: only an ACK beyond the probe's end without
+  // a DSACK says the probe was needed (as Linux decides, tcp_process_tlp_ack). Then react
+  // once.
   if (c.tlp_out && seq_geq(c.snd_una, c.tlp_end_seq)) {
-    c.tlp_out = false;
-    if (c.tlp_rxt && !c.tlp_dsack && !c.in_recovery) {
-      c.ccs.inflight = c.inflight();
-      c.cc->on_loss(c.ccs, now_ns_);
-      c.cc->on_recovery_end(c.ccs, now_ns_);
+    if (!c.tlp_rxt || c.tlp_dsack || (!progress && c.snd_una == c.tlp_end_seq)) {
+      c.tlp_out = false;
+    } else if (seq_gt(c.snd_una, c.tlp_end_seq)) {
+      c.tlp_out = false;
+      if (!c.in_recovery) {
+        c.undo_rxt = -1;  // a repaired loss: nothing to undo
+        // From the window, as Linux (tcp_init_cwnd_reduction): a probe goes when the sender is
+        // at a tail, with little in flight, and half of that would leave a window of 2
+        // segments for what comes next.
+        c.ccs.inflight = c.ccs.cwnd;
+        c.cc->on_loss(c.ccs, now_ns_);
+        c.cc->on_recovery_end(c.ccs, now_ns_);
+      }
     }
   }
   rack_detect(c);
@@ -215,7 +276,9 @@ void TcpTransport::on_reo_timer(Timer* /*t*/, void* arg) {
   c.tp->rack_detect(c);
 }
 
-// The probe timeout (7.2): 2 srtt, plus the peer's delayed ACK when one segment is in flight,
+// The probe timeout (7.2): 2 srtt and 2 ms, as Linux (where the round trip is tens of
+// microseconds, the time a host takes to answer varies by more, and a probe at 2 srtt mostly
+// repeats a segment still on its way), plus the peer's delayed ACK when one segment is in flight,
 // at most until the RTO; with no probe outstanding, and not after an RTO. Also in fast recovery,
 // where a lost retransmission stops the ACK clock when nothing sent after it is left to be
 // SACKed.
@@ -225,7 +288,7 @@ void TcpTransport::arm_tlp(Conn& c) {
     wheel_.cancel(&c.tlp_timer);
     return;
   }
-  uint64_t pto = 2 * c.rtt.srtt();
+  uint64_t pto = 2 * c.rtt.srtt() + kTlpSlackNs;
   if (c.snd_max - c.snd_una <= c.eff_mss) pto += uint64_t(c.st.peer_delack_ms) * 1'000'000;
   // Not after the RTO: then the probe goes in its place, a tick ahead of it.
   const uint64_t rto_left = c.rto_at > now_ns_ + tick_ns_ ? c.rto_at - now_ns_ - tick_ns_ : 0;

@@ -188,7 +188,7 @@ void TcpTransport::accept_cookie(const RxHeader& h, const Segment& s, Context& c
   }
   Conn& c = new_conn(id, t, st);
   c.iss = cookie;
-  c.snd_una = c.snd_nxt = c.snd_max = c.snd_end = cookie + 1;
+  c.snd_una = c.prior_una = c.snd_nxt = c.snd_max = c.snd_end = cookie + 1;
   c.high_rxt = c.recover = cookie + 1;
   c.passive = true;
   c.listener = h.listener;

@@ -87,12 +87,17 @@ void TcpTransport::on_rto_timer(Timer* /*t*/, void* arg) {
     tp.finish(c, EventKind::kClosed, -ETIMEDOUT, ctx);
     return;
   }
-  // RFC 6298 5.4-5.6 and RFC 5681 3.1: back off, collapse the window, resend from snd_una.
+  // RFC 6298 5.4-5.6 and RFC 5681 3.1: back off, collapse the window, resend from snd_una. One
+  // reduction per window of data: an RTO in fast recovery, or again before what was outstanding
+  // at the last RTO is acknowledged (its resent segment lost too), keeps the ssthresh its episode
+  // set (RFC 5681 3.1, as Linux's tcp_enter_loss); halving the flight recovery has emptied, or the
+  // one segment the last RTO left, would take ssthresh to its 2 MSS floor.
   c.rtos++;
   tp.ctr_.rtos++;
   c.backoff++;
-  c.ccs.inflight = c.inflight();
-  c.cc->on_rto(c.ccs, tp.now_ns_);
+  c.ccs.inflight = c.flight_size();
+  if (!c.in_recovery && !c.rto_recovery) tp.undo_mark(c);
+  c.cc->on_rto(c.ccs, tp.now_ns_, !c.in_recovery && !c.rto_recovery);
   c.in_recovery = false;
   c.rto_recovery = true;
   c.need_rxt = false;
