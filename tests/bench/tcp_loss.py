@@ -92,6 +92,7 @@ def plot(path, backends, reorders, rates, frac):
                   f"set multiplot layout {len(backends)},{len(reorders)}",
                   "set logscale x", "set xlabel 'loss each way (%)'",
                   "set ylabel 'goodput / own lossless'", "set yrange [0:*]", "set grid",
+                  "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2",
                   "set key bottom left",
                   "set xtics (" + ", ".join(f"'{p * 100:g}' {p * 100}" for p in lossy) + ")",
                   f"set xrange [{min(lossy) * 100 / 1.5}:"
