@@ -72,10 +72,11 @@ static int report(const struct result* r) {
       "{\"role\":\"%s\",\"bytes\":%llu,\"seconds\":%.6f,\"gbps\":%.4f,\"cpu_user\":%.3f,"
       "\"cpu_sys\":%.3f,\"error\":",
       r->role, (unsigned long long)r->bytes, r->seconds, gbps, user, sys);
-  if (r->error[0] != '\0')
+  if (r->error[0] != '\0') {
     printf("\"%s\"", r->error); /* our own text: no quotes or backslashes in it */
-  else
+  } else {
     printf("null");
+  }
   if (r->have_info) {
     const struct tcp_info* i = &r->info;
     printf(

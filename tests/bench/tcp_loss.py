@@ -17,17 +17,17 @@ receiver's bytes over its accept-to-FIN time.
 Rounds alternate every case (and which sender goes first), so drift on this shared machine
 touches all alike; each case's two transfers in a round use the same fault seed, a new one
 per round. A line per transfer shows progress: goodput, and what limited the sender (its CPU
-and the dataplane lcore's busy time against the wall time, the window at the end (cleave's
-as last polled, every 50 ms), retransmissions). Then the table: per backend, reorder and loss, the median goodput and spread
-(min-max) of each sender, each as a fraction of its own lossless median (same backend, loss 0,
-reorder 0), and cleave's fraction over Linux's (target: >= 1); then the limits table (medians).
-A failed or stalled transfer is printed, counted in the table and left out of the medians. The
-curve (fraction of lossless against loss, a line per sender, a panel per backend and reorder
-rate) goes to --png through gnuplot (Debian's gnuplot-nox; skipped with a note without it).
-The last line is every figure as JSON.
+and the dataplane lcore's busy time against the wall time, the window at the end (cleave's as
+last polled, every 50 ms), retransmissions). Then the table: per backend, reorder and loss,
+the median goodput and spread (min-max) of each sender, each as a fraction of its own lossless
+median (same backend, loss 0, reorder 0), and cleave's fraction over Linux's (target: >= 1);
+then the limits table (medians). A failed or stalled transfer is printed, counted in the
+table and left out of the medians. The curve (fraction of lossless against loss, a line per
+sender, a panel per backend and reorder rate) goes to --png through gnuplot (Debian's
+gnuplot-nox; skipped with a note without it). The last line is every figure as JSON.
 
 A default run is 2 backends x 2 reorder x 4 loss x 2 senders x 5 rounds = 160 transfers of
-32 MiB: about 8 minutes on a two-core VM, most of it in cleave's sender at 5 % loss. Asserts
+32 MiB: about 12 minutes on a shared two-core VM, most of it at 5 % loss. Asserts
 nothing. Needs root.
 
 Usage: tcp_loss.py [--backend cleave|generic|both] [--runs N] [--bytes N] [--loss P,...]

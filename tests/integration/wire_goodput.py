@@ -142,9 +142,11 @@ def transfer(d, ns, sender, port, n, timeout=120):
          "counters": {k: c1[k] - c0[k] for k in WATCHED}}
     try:
         r["kernel"], r["cleave"] = json.loads(kj), json.loads(cj)
-    except ValueError:
-        r["error"] = (f"no JSON (exit {tx_res[0]}, {rx_res[0]}): {tx_res[2].strip()} "
-                      f"{rx_res[2].strip()}")
+    except ValueError:  # one was killed at the deadline: say what each end said
+        k_res, c_res = (tx_res, rx_res) if sender == "linux" else (rx_res, tx_res)
+        r["error"] = (f"sender exit {tx_res[0]}, receiver exit {rx_res[0]} (-9: killed after "
+                      f"{timeout:g} s); kernel_tcp: {kj or '-'} {k_res[2].strip()}; "
+                      f"cleave-tcp: {cj or '-'} {c_res[2].strip()}")
         return r
     k, c = r["kernel"], r["cleave"]
     if k["error"] is not None or c["error"] != 0 or c["close_status"] != 0 or tx_res[0] != 0 \
