@@ -20,6 +20,7 @@ packages=(
   iproute2 ethtool iputils-ping systemd groff-base clang-format clang-tidy curl socat iperf3 tshark
   clang-14 libclang-rt-14-dev llvm-14  # the fuzzers (tests/fuzz): libFuzzer, coverage tools
   verilator yosys  # the NIC's RTL (hw/fpga/tb, tools/synth.sh)
+  gnuplot-nox  # the loss benchmark's plot (tests/bench/tcp_loss.py)
 )
 missing=()
 for p in "${packages[@]}"; do

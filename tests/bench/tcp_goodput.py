@@ -8,11 +8,12 @@ also has 10.99.0.2 for the kernel end of the cleave cases. cleaved a (10.99.0.1)
 cleave backend (net_cleave over net_af_packet) on a's veth end; cleaved b (10.99.0.3) on b's
 end, for cleave<->cleave only. Cases, each run --runs times in rounds so all see the same load:
   kernel->kernel  iperf3 -n BYTES, client in a, server in b (no daemon running);
-  cleave->kernel  cleave-tcp --connect --send in a, a kernel socket sink in b;
-  kernel->cleave  a kernel socket source in b, cleave-tcp --listen --recv in a;
+  cleave->kernel  cleave-tcp --connect --send in a, kernel_tcp recv in b;
+  kernel->cleave  kernel_tcp send in b, cleave-tcp --listen --recv in a;
   cleave->cleave  cleave-tcp --connect --send on a, cleave-tcp --listen --recv on b.
-The kernel sink and source here neither hash nor check (like iperf3); cleave-tcp always makes
-its pattern and SHA-256s what it sends and receives, which the cleave figures include.
+No end does per-byte work of its own, like iperf3: kernel_tcp (tests/bench/kernel_tcp.c) sends
+from one buffer filled once and drops what it reads, cleave-tcp runs with --no-check (no
+pattern made, nothing hashed).
 
 Goodput: payload bytes / wall time from starting the sending side until both ends have exited
 (the receiver already listening). CPU: busy jiffies of all CPUs in /proc/stat (user + nice +
@@ -43,6 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import cleavetest as ct  # noqa: E402
 
 TOOL = os.environ.get("CLEAVE_TCP", "build/tools/cleave-tcp")
+KERNEL_TCP = os.environ.get("KERNEL_TCP", "build/tests/kernel_tcp")
 A_IP, B_IP, B_KIP = "10.99.0.1", "10.99.0.3", "10.99.0.2"
 KA, KB = "10.99.1.1", "10.99.1.2"
 
@@ -57,36 +59,6 @@ dataplane:
   lcore: %(lcore)d
 %(sleep)s""" + ct.TCP_APPS + ct.port_yaml(
     "net_cleave0,wire=net_af_packet0,wire_args=iface=%(iface)s", "%(mac)s", "%(ip)s")
-
-# The kernel's end of a cleave case: a sink that reads and drops, a source that writes one
-# buffer over and over. No hashing, like iperf3.
-SINK = """
-import socket, sys
-l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(1)
-print("ready", flush=True)
-c, _ = l.accept(); buf = bytearray(1 << 20); n = 0
-while True:
-    k = c.recv_into(buf)
-    if k == 0: break
-    n += k
-c.close(); print(n, flush=True)
-"""
-SOURCE = """
-import socket, sys, time
-n = int(sys.argv[3]); deadline = time.monotonic() + 10
-while True:
-    try:
-        s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); break
-    except ConnectionRefusedError:
-        if time.monotonic() > deadline: raise
-        time.sleep(0.01)
-buf = bytes(1 << 20); left = n
-while left:
-    left -= s.send(memoryview(buf)[:min(left, len(buf))])
-s.shutdown(socket.SHUT_WR); s.recv(1); s.close(); print(n, flush=True)
-"""
-
 
 def cpu_hz():
     f = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
@@ -163,7 +135,7 @@ def main():
 
     def tool(d, *a):
         return popen([TOOL, "-s", os.path.join(d.run_dir, "app.sock"), "--json", "--timeout",
-                      "60", *map(str, a)])
+                      "60", "--no-check", *map(str, a)])
 
     def listening(d, port):
         ct.wait_until(lambda: any(x["local"].endswith(f":{port}") for x in
@@ -195,7 +167,7 @@ def main():
         da = ct.Daemon(cfg_a, ns=net.a)
         # cleave -> kernel
         rec("cleave->kernel", *measure(
-            lambda: ready(popen(["python3", "-c", SINK, B_KIP, str(port + 1)], ns=net.b)),
+            lambda: ready(popen([KERNEL_TCP, "recv", B_KIP, str(port + 1)], ns=net.b)),
             lambda: tool(da, "--connect", f"{B_KIP}:{port + 1}", "--send", n), n))
 
         # kernel -> cleave
@@ -205,7 +177,7 @@ def main():
             return t
         rec("kernel->cleave", *measure(
             lambda: cleave_listener(da, port + 2),
-            lambda: popen(["python3", "-c", SOURCE, A_IP, str(port + 2), str(n)], ns=net.b), n))
+            lambda: popen([KERNEL_TCP, "send", A_IP, str(port + 2), str(n)], ns=net.b), n))
 
         # cleave -> cleave
         db = ct.Daemon(cfg_b, ns=net.b)

@@ -14,12 +14,12 @@ One case takes its faults from the YAML configuration, the other sets them at ru
 """
 
 import os
-import threading
 import unittest
 
 import cleave_pattern
 import cleavetest as ct
 import test_tcp as tcp
+import wire_goodput as wg
 
 N = int(os.environ.get("CLEAVE_TCP_FAULT_BYTES", 64 << 20))
 SEED = int(os.environ.get("CLEAVE_FAULT_SEED", 1))
@@ -36,29 +36,6 @@ CONFIG = tcp.CONFIG + f"""    faults:
         reorder: 0.01
 """
 tcp.RUN_TIMEOUT = 60 + N / 1e6  # what tool_result and peer_result wait
-
-
-class RetransmitWatch:
-    """Polls `cleavectl flow list` while a transfer runs: the largest retransmits and rtos any
-    flow showed (a flow is gone once closed, so it is read while it lives)."""
-
-    def __init__(self, daemon):
-        self.d, self.retransmits, self.rtos = daemon, 0, 0
-        self.stop = threading.Event()
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def run(self):
-        while not self.stop.wait(0.2):
-            code, r, _ = self.d.ctl("flow", "list", check=False)
-            for f in (r or {}).get("flows", []) if code == 0 else []:
-                self.retransmits = max(self.retransmits, f["info"].get("retransmits", 0))
-                self.rtos = max(self.rtos, f["info"].get("rtos", 0))
-
-    def done(self):
-        self.stop.set()
-        self.t.join(timeout=30)
-        return self.retransmits
 
 
 class Faults(tcp.Tcp):
@@ -95,12 +72,12 @@ class Faults(tcp.Tcp):
         code, _, err = self.d.ctl("port", "fault", "p0", "rx", "loss", "1", check=False)
         self.assertEqual(code, 2, err)  # refused by cleavectl itself
         self.assertIn("probability", err)
-        watch = RetransmitWatch(self.d)
+        watch = wg.FlowWatch(self.d)  # flows' last infos, read while they live
         s = self.peer("server", tcp.KERNEL, 5102, "--recv")
         code, r, err = self.tool_result(self.tool("--connect", f"{tcp.KERNEL}:5102", "--send", N,
                                                   "--seed", 3))
         k = self.peer_result(s)
-        retransmits = watch.done()
+        retransmits = max((f.get("retransmits", 0) for f in watch.done()), default=0)
         self.assert_clean(code, r, err)
         self.assertIsNone(k["error"], k)
         self.assertEqual((r["sent"], k["received"]), (N, N))

@@ -124,6 +124,38 @@ class CleaveTcp(unittest.TestCase):
         self.assertEqual(r["sent_sha256"], cleave_pattern.sha256(77, N))
         self.assertEqual(k["received_sha256"], r["sent_sha256"])
 
+    def test_no_check_sends_and_receives_without_hashing(self):
+        # --no-check: every byte still goes and is counted, the clean close is still required,
+        # but nothing is hashed (null) and the sender reuses the window it filled once.
+        port = free_port()
+        n = N + 4097
+        s = self.peer("server", "127.0.0.1", port, "--recv", background=True)
+        t = self.tool("--connect", f"127.0.0.1:{port}", "--send", n, "--no-check", "--chunk",
+                      "64k", "--window", "256k")
+        r = t.result()
+        k = self.finish(s)
+        self.clean(t, r)
+        self.assertEqual((r["sent"], k["received"]), (n, n))
+        self.assertIsNone(r["sent_sha256"])
+        self.assertIsNone(r["received_sha256"])
+        # Not the pattern stream: its first 256 KiB, sent again and again.
+        self.assertNotEqual(k["received_sha256"], cleave_pattern.sha256(1, n))
+        port = free_port()
+        t = self.tool("--listen", port, "--recv", "--no-check")
+        k = self.peer("client", "127.0.0.1", port, "--send", n, "--retry", 10)
+        r = t.result()
+        self.clean(t, r)
+        self.assertEqual((r["received"], r["sent"]), (n, 0))
+        self.assertIsNone(r["received_sha256"])
+        self.assertIsNone(r["sent_sha256"])
+        port = free_port()  # and through a receive ring
+        t = self.tool("--listen", port, "--ring", "64k", "--no-check")
+        k = self.peer("client", "127.0.0.1", port, "--send", n, "--retry", 10)
+        r = t.result()
+        self.clean(t, r)
+        self.assertEqual(r["received"], n)
+        self.assertIsNone(r["received_sha256"])
+
     def test_both_ways_with_small_windows_and_odd_sizes(self):
         port = free_port()
         n_out, n_in = N + 12345, 3 * N + 7
@@ -256,6 +288,10 @@ class CleaveTcp(unittest.TestCase):
                            (["--listen", "80", "--messages", "1", "--send", "1"], "no --send"),
                            (["--listen", "80", "--messages", "1", "--ring", "1m"], "no --send"),
                            (["--listen", "80", "--msg-max", "4k"], "need --messages"),
+                           (["--listen", "80", "--messages", "1", "--no-check"],
+                            "--no-check measures a byte stream"),
+                           (["--listen", "80", "--http", "1", "--no-check"],
+                            "--no-check measures a byte stream"),
                            (["--listen", "80", "--messages", "1", "--msg-min", "2k",
                              "--msg-max", "1k"], "--msg-min is larger")]:
             p = subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=10)

@@ -9,8 +9,10 @@
  * buffers that are not complete yet, and as receive buffers complete; or, with --ring, where
  * cl_ring_recv points in the flow's receive ring (cl_ring_*). With --messages the flow is in
  * message mode (CL_FLOW_MESSAGE): each send is one message, each receive completion must be
- * exactly one. The integration tests (tests/integration/test_tcp.py) and the demo drive it
- * against the Linux kernel; tests/integration/test_tcp_msg.py between two daemons. */
+ * exactly one. With --no-check it does no per-byte work of its own (for benchmarks against the
+ * kernel): sends reuse buffers filled once, nothing is hashed. The integration tests
+ * (tests/integration/test_tcp.py) and the demo drive it against the Linux kernel;
+ * tests/integration/test_tcp_msg.py between two daemons. */
 #include <arpa/inet.h>
 #include <cleave/cleave.h>
 #include <errno.h>
@@ -68,6 +70,9 @@ static const char usage[] =
     "      --abort            reset the flow (RST) as soon as the sends are acknowledged\n"
     "      --timeout SEC      the longest wait for anything: the connection, the next\n"
     "                         completion or event, the close (default 30)\n"
+    "      --no-check         (for benchmarks) send from the window's buffers filled once\n"
+    "                         with the pattern, not the pattern stream, and hash nothing\n"
+    "                         either way: no per-byte work; the hashes are reported as null\n"
     "      --json             one JSON object on stdout instead of the summary line\n"
     "  -v, --verbose          every completion and event on stderr, as it is taken\n"
     "      --pattern BYTES    write BYTES of the pattern to stdout and exit (no cleaved)\n"
@@ -98,8 +103,9 @@ static const char usage_more[] =
     "\"truncated\" (receives that completed with CL_ETRUNC), \"sent_lengths_sha256\" and\n"
     "\"received_lengths_sha256\" (SHA-256 over each message's length as 8 bytes little-endian,\n"
     "in order; a truncated message counts with its full length). sent counts pattern bytes\n"
-    "(not an HTTP header); close_status is the flow's CL_EV_CLOSED status; error is 0, or the\n"
-    "CL_E* code of the first failure, which message and stderr describe.\n"
+    "(not an HTTP header); with --no-check the two hashes are null (not taken). close_status\n"
+    "is the flow's CL_EV_CLOSED status; error is 0, or the CL_E* code of the first failure,\n"
+    "which message and stderr describe.\n"
     "\n"
     "Exit status: 0 everything completed cleanly (every send acknowledged, the stream received\n"
     "to its end, the flow closed with status 0, or reset as --abort asked); 1 the flow was\n"
@@ -143,7 +149,8 @@ static void msg_sizes_init(struct pattern* g, uint64_t seed) {
 struct opts {
   const char* socket;
   bool listen, connect, send, recv, http, abort, json, verbose;
-  bool message; /* --messages: CL_FLOW_MESSAGE */
+  bool message;  /* --messages: CL_FLOW_MESSAGE */
+  bool no_check; /* --no-check: sends from buffers filled once, nothing hashed */
   uint64_t messages, msg_min, msg_max, msg_buf;
   uint16_t port;
   struct sockaddr_in peer;
@@ -305,7 +312,7 @@ static void rx_take(struct tcp* t, uint64_t upto) {
     uint64_t n = t->rx_chunk - in;
     if (n > upto - t->rx_hashed) n = upto - t->rx_hashed;
     const uint8_t* p = rx_buf(t, slot) + in;
-    if (EVP_DigestUpdate(t->rx_sha, p, (size_t)n) != 1) {
+    if (!t->o->no_check && EVP_DigestUpdate(t->rx_sha, p, (size_t)n) != 1) {
       fail(t, CL_ENOMEM, "SHA-256 failed");
       return;
     }
@@ -377,11 +384,13 @@ static void pump(struct tcp* t) {
       uint64_t left = t->tx_total - t->tx_filled;
       uint32_t n = left < t->tx_chunk ? (uint32_t)left : t->tx_chunk;
       if (t->o->message) n = msg_size(&t->sizes, t->o->msg_min, t->o->msg_max);
-      pattern_fill(&t->gen, tx_buf(t, slot), n);
-      if (EVP_DigestUpdate(t->tx_sha, tx_buf(t, slot), n) != 1 ||
-          (t->o->message && !hash_len(t->tx_len_sha, n))) {
-        fail(t, CL_ENOMEM, "SHA-256 failed");
-        return;
+      if (!t->o->no_check) { /* with --no-check the slot holds what set_up put there */
+        pattern_fill(&t->gen, tx_buf(t, slot), n);
+        if (EVP_DigestUpdate(t->tx_sha, tx_buf(t, slot), n) != 1 ||
+            (t->o->message && !hash_len(t->tx_len_sha, n))) {
+          fail(t, CL_ENOMEM, "SHA-256 failed");
+          return;
+        }
       }
       t->msgs_filled++;
       t->tx_len[slot] = n;
@@ -431,7 +440,7 @@ static void ring_drain(struct tcp* t) {
   size_t len;
   const uint8_t* p;
   while (t->err == 0 && (p = cl_ring_recv(t->ring, &len)) != NULL) {
-    if (EVP_DigestUpdate(t->rx_sha, p, len) != 1) {
+    if (!t->o->no_check && EVP_DigestUpdate(t->rx_sha, p, len) != 1) {
       fail(t, CL_ENOMEM, "SHA-256 failed");
       return;
     }
@@ -760,11 +769,16 @@ static void report(struct tcp* t) {
   double rx_s = (t->t_rx_done != 0 ? t->t_rx_done : end) - t->t_open;
   double tx_gbps = t->open && tx_s > 0 ? (double)t->tx_acked * 8 / tx_s / 1e9 : 0;
   double rx_gbps = t->open && rx_s > 0 ? (double)t->rx_hashed * 8 / rx_s / 1e9 : 0;
+  if (t->o->no_check) { /* not taken: JSON null, and the summary says so */
+    snprintf(tx_hex, sizeof tx_hex, "%s", t->o->json ? "null" : "not taken");
+    snprintf(rx_hex, sizeof rx_hex, "%s", t->o->json ? "null" : "not taken");
+  }
+  const char* q = t->o->no_check ? "" : "\""; /* a hash is a string, or null */
   if (t->o->json) {
-    printf("{\"flow\":%" PRIu32 ",\"sent\":%" PRIu64 ",\"sent_sha256\":\"%s\",\"received\":%" PRIu64
-           ",\"received_sha256\":\"%s\",\"seconds\":%.6f,\"send_gbps\":%.3f,\"recv_gbps\":%.3f,"
+    printf("{\"flow\":%" PRIu32 ",\"sent\":%" PRIu64 ",\"sent_sha256\":%s%s%s,\"received\":%" PRIu64
+           ",\"received_sha256\":%s%s%s,\"seconds\":%.6f,\"send_gbps\":%.3f,\"recv_gbps\":%.3f,"
            "\"close_status\":%d,\"error\":%d,\"message\":",
-           t->flow, t->tx_acked, tx_hex, t->rx_hashed, rx_hex, secs, tx_gbps, rx_gbps,
+           t->flow, t->tx_acked, q, tx_hex, q, t->rx_hashed, q, rx_hex, q, secs, tx_gbps, rx_gbps,
            t->close_status, t->err);
     json_string(t->msg);
     if (t->o->message)
@@ -866,6 +880,9 @@ static int set_up(struct tcp* t) {
     t->tx_pool = alloc_pool(t->ctx, o->window, &t->tx_chunk, &t->tx_slots);
     if (t->tx_pool == NULL || (o->message && t->tx_chunk != o->msg_max))
       return fail(t, CL_ENOMEM, "no room in the region's heap for sends");
+    /* --no-check: the pattern's first window, once, before the flow opens; every send reuses
+     * these bytes as they are. */
+    if (o->no_check) pattern_fill(&t->gen, t->tx_pool, (size_t)t->tx_slots * t->tx_chunk);
     for (uint32_t i = 0; i < t->tx_slots; i++)
       t->tx_free[t->tx_nfree++] = t->tx_slots - 1 - i;
   }
@@ -922,7 +939,8 @@ int main(int argc, char** argv) {
     O_MESSAGES,
     O_MSG_MIN,
     O_MSG_MAX,
-    O_MSG_BUF
+    O_MSG_BUF,
+    O_NO_CHECK
   };
   static const struct option longopts[] = {{"socket", required_argument, NULL, 's'},
                                            {"listen", required_argument, NULL, 'l'},
@@ -944,6 +962,7 @@ int main(int argc, char** argv) {
                                            {"msg-min", required_argument, NULL, O_MSG_MIN},
                                            {"msg-max", required_argument, NULL, O_MSG_MAX},
                                            {"msg-buf", required_argument, NULL, O_MSG_BUF},
+                                           {"no-check", no_argument, NULL, O_NO_CHECK},
                                            {"help", no_argument, NULL, 'h'},
                                            {NULL, 0, NULL, 0}};
   for (int c; (c = getopt_long(argc, argv, "s:l:c:vh", longopts, NULL)) != -1;) {
@@ -1035,6 +1054,9 @@ int main(int argc, char** argv) {
         ok = parse_bytes(optarg, optarg + strlen(optarg), &o.msg_buf) && o.msg_buf >= 1 &&
              o.msg_buf <= (1u << 30);
         break;
+      case O_NO_CHECK:
+        o.no_check = true;
+        break;
       case 'h':
         print_usage(stdout);
         return 0;
@@ -1078,6 +1100,8 @@ int main(int argc, char** argv) {
     problem = "--msg-min, --msg-max and --msg-buf need --messages";
   else if (o.msg_min > o.msg_max)
     problem = "--msg-min is larger than --msg-max";
+  else if (o.no_check && (o.message || o.http))
+    problem = "--no-check measures a byte stream: no --messages or --http with it";
   if (problem != NULL) {
     fprintf(stderr, "cleave-tcp: %s\n", problem);
     print_usage(stderr);
