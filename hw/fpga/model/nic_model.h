@@ -37,10 +37,11 @@ inline constexpr size_t kMrEntryBytes = 20;    // 48-bit base, 40-bit length, ow
 inline constexpr size_t kMsEntryBytes = 16;    // 48-bit offset, MR id, length, message seq
 inline constexpr size_t kChunkLinkBytes = 4;   // next-chunk index per MS chunk
 inline constexpr size_t kCounterBytes = 8;
-inline constexpr size_t kWriteCtxBytes = 32;      // PSNs 6 B, R_Key 4 B, VA 6 B, length 4 B,
-                                                  // flags, pool link 3 B (docs)
-inline constexpr size_t kWriteCtxHeadBytes = 4;   // per flow: pool list head 3 B, count 1 B
-inline constexpr uint32_t kMaxWriteCtxs = 64;     // roce_write_ctxs is clamped to this
+// RoCE WRITE contexts beyond the flow entry's: a pool entry (PSNs, R_Key, VA, length, flags,
+// link) and the list head and count each flow has when there is a pool (docs).
+inline constexpr size_t kWriteCtxBytes = 32;
+inline constexpr size_t kWriteCtxHeadBytes = 4;
+inline constexpr uint32_t kMaxWriteCtxs = 64;  // roce_write_ctxs is clamped to this
 
 struct NicConfig {
   uint32_t max_flows = 16384;
@@ -61,8 +62,8 @@ struct NicConfig {
   // section 3): 16 cover a window of 1024 PSNs of 64 KB WRITEs at PMTU 1024.
   uint32_t roce_write_ctxs = 16;
   uint32_t roce_write_ctx_pool = 8192;
-  bool verify_l4_checksum = true;        // TCP/UDP checksum, ICRC, CRC32C before placing
-  bool dma_payload = true;  // false: decide and account, skip the payload copy (benchmarks)
+  bool verify_l4_checksum = true;  // TCP/UDP checksum, ICRC, CRC32C before placing
+  bool dma_payload = true;         // false: decide and account, skip the payload copy (benchmarks)
 };
 
 // ---- enums ----------------------------------------------------------------------------------
@@ -396,9 +397,9 @@ class NicModel {
   }
   Err count_cmd(Err e);
   // Selective repeat's WRITE contexts beyond the flow entry's (roce_write_ctxs > 1).
-  RoceCtx* write_ctx_first(Flow& f, uint32_t psn);  // the one whose WRITE begins at psn
+  RoceCtx* write_ctx_first(Flow& f, uint32_t psn);    // the one whose WRITE begins at psn
   RoceCtx* write_ctx_holding(Flow& f, uint32_t psn);  // one a non-first packet at psn is in
-  RoceCtx* write_ctx_alloc(Flow& f);  // a dead one of the flow's, or a new one; null: none
+  RoceCtx* write_ctx_alloc(Flow& f);           // a dead one of the flow's, or a new one; null: none
   void write_ctxs_release(Flow& f, bool all);  // returns the dead ones (all: every one)
   bool write_live(const Flow& f, const RoceCtx& w) const {
     return w.valid && int32_t((w.end_psn - f.cursor) << 8) >= 0;
@@ -441,8 +442,8 @@ class NicModel {
   std::vector<MsEntry> ms_;           // committed chunks first, then the shared store
   std::vector<uint32_t> chunk_next_;  // per chunk
   std::vector<TxCompletion> txc_;
-  std::vector<RoceCtx> xctx_;          // the WRITE context pool
-  std::vector<uint32_t> xctx_next_;    // per pool entry: the next of its flow's, or free list
+  std::vector<RoceCtx> xctx_;        // the WRITE context pool
+  std::vector<uint32_t> xctx_next_;  // per pool entry: the next of its flow's, or free list
   uint32_t xctx_free_ = kNil;
   uint32_t xctx_free_count_ = 0;
   size_t txc_head_ = 0;

@@ -585,8 +585,7 @@ MemoryReport NicModel::memory_report() const {
   r.lines[5] = {"ms_chunk_links", total_chunks_, kChunkLinkBytes,
                 uint64_t(total_chunks_ - committed_chunks_) - store_free_count_};
   r.lines[6] = {"counters", kCounterCount, kCounterBytes, kCounterCount};
-  r.lines[7] = {"roce_write_ctx", xctx_.size(), kWriteCtxBytes,
-                xctx_.size() - xctx_free_count_};
+  r.lines[7] = {"roce_write_ctx", xctx_.size(), kWriteCtxBytes, xctx_.size() - xctx_free_count_};
   r.lines[8] = {"roce_write_ctx_heads", xctx_.empty() ? 0 : flows_.size(), kWriteCtxHeadBytes,
                 xctx_.empty() ? 0 : flows_in_use_};
   for (const auto& l : r.lines)

@@ -624,8 +624,8 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
       c = n;
     }
   } else {
-    if (!is_send && !(cp->valid && psn_diff(psn, cp->first_psn) > 0 &&
-                      psn_diff(cp->end_psn, psn) >= 0)) {
+    if (!is_send &&
+        !(cp->valid && psn_diff(psn, cp->first_psn) > 0 && psn_diff(cp->end_psn, psn) >= 0)) {
       if (RoceCtx* x = write_ctx_holding(f, psn)) {
         cp = x;
         extra = true;
