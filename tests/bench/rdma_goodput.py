@@ -5,19 +5,21 @@ ib_write_bw / ib_read_bw, with cleave TCP between the same daemons as the baseli
 The set-up of test_roce.py: namespaces a and b joined by a veth, cleaved in each (a 10.99.0.1, b
 10.99.0.2) on the cleave backend (net_cleave over net_af_packet), PMTU 1024 (the most a 1500-byte
 port carries). Each round runs, in turn:
-  write SIZE, read SIZE  cleave-rdma --ops write|read --sizes SIZE --iters N (N x SIZE >= --bytes,
-                         at most 64 moves in flight): the requester's MB/s from posting to the
-                         last completion (its `MBps`);
+  OP SIZE                each of --ops (write, read, send) at each size: cleave-rdma --ops OP
+                         --sizes SIZE --iters N (N x SIZE >= --bytes, at most 64 moves in
+                         flight): the requester's MB/s from posting to the last completion (its
+                         `MBps`), once per recovery of --recovery (gbn: go-back-N, sr: selective
+                         repeat; --selective-repeat is --recovery sr), in turn;
   tcp                    cleave-tcp a -> b, --bytes: bytes / seconds of the sender's report.
-With --loss P,...: each write and read runs again with each daemon's port dropping P of the
+With --loss P,...: each case runs again with each daemon's port dropping P of the
 frames it sends (`cleavectl port fault p0 tx loss P seed S`, seeded per run), right after the
 lossless one.
 Prints every run, then per case the median MB/s, the spread and the median of its ratio to the
 same round's tcp (a lossy case: to the same round's lossless one). Asserts nothing. Root; a veth,
 two daemons and the two cores they poll.
 
-Usage: rdma_goodput.py [--runs N] [--bytes N] [--sizes 4k,64k,1m,16m] [--selective-repeat]
-                       [--loss 0.001,0.01]
+Usage: rdma_goodput.py [--runs N] [--bytes N] [--sizes 4k,64k,1m,16m] [--ops write,read,send]
+                       [--selective-repeat | --recovery gbn,sr] [--loss 0.001,0.01]
 """
 
 import argparse
@@ -74,10 +76,16 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--bytes", type=int, default=64 << 20)
     ap.add_argument("--sizes", default="4k,64k,1m,16m")
-    ap.add_argument("--selective-repeat", action="store_true")
+    ap.add_argument("--ops", default="write,read", help="of write, read, send")
+    ap.add_argument("--selective-repeat", action="store_true", help="--recovery sr")
+    ap.add_argument("--recovery", default="", help="gbn, sr or both in turn: gbn,sr")
     ap.add_argument("--loss", default="", help="loss rates to run each case at too, e.g. 0.01")
     a = ap.parse_args()
     losses = [float(x) for x in a.loss.split(",") if x]
+    recoveries = [r for r in (a.recovery or ("sr" if a.selective_repeat else "gbn")).split(",")]
+    ops = a.ops.split(",")
+    if not set(recoveries) <= {"gbn", "sr"} or not set(ops) <= {"write", "read", "send"}:
+        raise SystemExit("rdma_goodput.py: --recovery takes gbn, sr; --ops write, read, send")
     ct.require_root()
     sizes = [tr.size_bytes(s) for s in a.sizes.split(",")]
     net = ct.Net("g", peer_addr=None)
@@ -87,32 +95,38 @@ def main():
                                 ns=nss[s]) for s in ("a", "b")}
         sock = {s: os.path.join(daemons[s].run_dir, "app.sock") for s in ("a", "b")}
         results = {}
+
+        def case(run, op, size, sr, tag):
+            name = f"{op} {size}" + (f" {tag}" if tag else "")
+            iters = max(1, a.bytes // size)
+            mbps = rdma(sock, op, size, iters, sr)
+            results.setdefault(name, []).append((mbps, mbps / base))
+            print(f"run {run}: {name} x{iters}: {mbps:.1f} MB/s", flush=True)
+            for p in losses:
+                for d in daemons.values():
+                    d.ctl("port", "fault", "p0", "tx", "loss", str(p), "seed", str(run + 1))
+                try:
+                    lossy = rdma(sock, op, size, iters, sr)
+                finally:
+                    for d in daemons.values():
+                        d.ctl("port", "fault", "p0", "off")
+                results.setdefault(f"{name} loss {p}", []).append((lossy, lossy / mbps))
+                print(f"run {run}: {name} x{iters} loss {p}: {lossy:.1f} MB/s "
+                      f"({lossy / mbps:.2f} of lossless)", flush=True)
+
         for run in range(a.runs):
             base = tcp(sock, daemons["b"], a.bytes)
             results.setdefault("tcp", []).append((base, 1.0))
             print(f"run {run}: tcp {base:.1f} MB/s", flush=True)
-            for op in ("write", "read"):
+            for op in ops:
                 for size in sizes:
-                    iters = max(1, a.bytes // size)
-                    mbps = rdma(sock, op, size, iters, a.selective_repeat)
-                    results.setdefault(f"{op} {size}", []).append((mbps, mbps / base))
-                    print(f"run {run}: {op} {size} x{iters}: {mbps:.1f} MB/s", flush=True)
-                    for p in losses:
-                        for d in daemons.values():
-                            d.ctl("port", "fault", "p0", "tx", "loss", str(p), "seed", str(run + 1))
-                        try:
-                            lossy = rdma(sock, op, size, iters, a.selective_repeat)
-                        finally:
-                            for d in daemons.values():
-                                d.ctl("port", "fault", "p0", "off")
-                        results.setdefault(f"{op} {size} loss {p}", []).append((lossy, lossy / mbps))
-                        print(f"run {run}: {op} {size} x{iters} loss {p}: {lossy:.1f} MB/s "
-                              f"({lossy / mbps:.2f} of lossless)", flush=True)
+                    for rec in recoveries:
+                        case(run, op, size, rec == "sr", rec if len(recoveries) > 1 else "")
         print(f"\nmedians over {a.runs} runs (MB/s; ratio to cleave tcp a->b of the same round, "
               "a lossy case's to its lossless one)")
-        for case, v in results.items():
+        for name, v in results.items():
             rates = [x for x, _ in v]
-            print(f"  {case:>26}: {statistics.median(rates):8.1f} MB/s  (spread "
+            print(f"  {name:>30}: {statistics.median(rates):8.1f} MB/s  (spread "
                   f"{min(rates):.1f}-{max(rates):.1f})  ratio {statistics.median(r for _, r in v):.2f}")
     finally:
         ct._run_cleanups()

@@ -14,7 +14,9 @@ side must agree with the other. Cases:
     4096, 4097 bytes and 1 MiB; then 1 GiB, for SEND, WRITE and READ only (the immediate variants
     move the same bytes the same way, and 1 GiB takes time: the file stays well under 5 minutes);
   - selective repeat on both QPs, a few sizes, on a clean wire and on one with seeded loss and
-    reordering on a's side (`cleavectl port fault`), where the transport must retransmit;
+    reordering on a's side (`cleavectl port fault`), where the transport must retransmit; and
+    64 KiB WRITEs, many in flight, through seeded loss: b's NIC places packets past a gap of
+    several WRITEs at once (its `nic_rx_placed_past_gap` counter rises);
   - PMTU 1024 (the largest the veth's MTU of 1500 carries; every case uses it unless it says
     otherwise) and 256 with sizes that are not multiples of them, the QPs seen meanwhile in
     `cleavectl qp list` at that PMTU, in RTS, towards the other daemon; PMTU 2048 is refused on
@@ -280,6 +282,25 @@ class Roce(ct.TestCase):
         self.assertGreater(stats["a"]["retransmits"] + stats["b"]["retransmits"], 0, stats)
         dropped = self.d["a"].ctl("port", "show", "p0")[1][0]["faults"]
         self.assertGreater(dropped["rx"]["dropped"] + dropped["tx"]["dropped"], 0, dropped)
+
+    def nic_counter(self, side, name):
+        """Counter `name` of daemon `side`'s NIC (`cleavectl nic show`)."""
+        return self.d[side].ctl("nic", "show")[1][0]["counters"].get(name, 0)
+
+    def test_selective_repeat_places_past_gaps_of_many_writes(self):
+        # 64 KiB WRITEs, many in flight, through seeded loss on what a sends: past a gap in one
+        # WRITE, b's NIC places the packets of the WRITEs after it through its further WRITE
+        # contexts (one context per flow deferred them all to the copy path), and the bytes
+        # arrive intact (run_pair's SHA-256 on both sides).
+        before = self.nic_counter("b", "nic_rx_placed_past_gap")
+        self.d["a"].ctl("port", "fault", "p0", "tx", "loss", "0.01", "seed", "7")
+        self.run_pair(["write", "write_imm"], ["64k"], "--iters", 64, "--selective-repeat",
+                      timeout=240)
+        self.assert_clean_daemons(["write", "write_imm"], ["64k"])
+        dropped = self.d["a"].ctl("port", "show", "p0")[1][0]["faults"]["tx"]["dropped"]
+        self.assertGreater(dropped, 0)
+        placed = self.nic_counter("b", "nic_rx_placed_past_gap") - before
+        self.assertGreater(placed, 0, "no WRITE packet placed past a gap through a further context")
 
     def pmtu_case(self, mtu, sizes):
         watch = {side: QpWatch(self.d[side]) for side in ("a", "b")}

@@ -37,12 +37,13 @@ NicConfig small_config() {
 // split lands on untouched bytes and shows.
 class ModelRx : public ::testing::Test {
  protected:
+  NicConfig base_cfg = small_config();  // what SetUp starts with
   struct PostedMs {
     uint64_t off;
     uint32_t len;
   };
 
-  void SetUp() override { start(1000); }
+  void SetUp() override { start(1000, base_cfg); }
   void start(uint32_t first_seq, NicConfig cfg = small_config()) {
     mem.assign(1 << 20, kUntouched);
     nic = std::make_unique<NicModel>(cfg);
@@ -803,6 +804,163 @@ TEST_F(ModelRoceSr, SelectiveRepeatPlacesPastAGap) {
   EXPECT_EQ(nic->defer_count(DeferReason::kOutOfSequence), 0u);
 }
 
+// Selective repeat with several WRITE contexts per flow (here 3: the flow entry's and 2 from a
+// pool of 3 shared by all flows): the packets of each WRITE past a gap are placed, not deferred.
+class ModelRoceSrCtxs : public ModelRoceSr {
+ protected:
+  void SetUp() override {
+    base_cfg.roce_write_ctxs = 3;
+    base_cfg.roce_write_ctx_pool = 3;
+    ModelRoceSr::SetUp();
+  }
+  // WRITE k of 600 bytes (3 packets at PMTU 256) at PSN kFirstPsn + 3k, to 0x3000 + 0x1000 k:
+  // packet i of it (0 first, 1 middle, 2 last).
+  RxEntry write_pkt(uint32_t k, int i, uint32_t flow_qp = kQp) {
+    const Bytes d = pattern(600, uint8_t(k + 1));
+    const uint32_t psn = kFirstPsn + 3 * k + uint32_t(i);
+    const Bytes part(d.begin() + 256 * i, d.begin() + std::min(600, 256 * (i + 1)));
+    if (i == 0) return roce(0x06, psn, part, test::reth(va(k), kMr, 600), flow_qp);
+    return roce(i == 1 ? 0x07 : 0x08, psn, part, {}, flow_qp);
+  }
+  static uint64_t va(uint32_t k) { return 0x3000 + 0x1000 * uint64_t(k); }
+  bool write_landed(uint32_t k) const {
+    return Bytes(mem.begin() + va(k), mem.begin() + va(k) + 600) == pattern(600, uint8_t(k + 1));
+  }
+  uint64_t past_gap() const { return nic->counter(Ctr::kRxPlacedPastGap); }
+};
+
+// WRITE 0's middle is lost; WRITEs 1 and 2 follow whole. With one context per flow their middle
+// and last packets are deferred (the first WRITE keeps it); with three, placed.
+TEST_F(ModelRoceSrCtxs, PacketsPastAGapOfSeveralWritesArePlaced) {
+  EXPECT_EQ(write_pkt(0, 0).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(0, 2).decision, Decision::kPlaced);
+  for (uint32_t k : {1u, 2u}) {
+    for (int i = 0; i < 3; i++) {
+      RxEntry e = write_pkt(k, i);
+      EXPECT_EQ(e.decision, Decision::kPlaced) << k << " " << i;
+      EXPECT_TRUE(e.out_of_order);
+    }
+  }
+  EXPECT_EQ(past_gap(), 4u);  // the middle and last packets of WRITEs 1 and 2
+  EXPECT_EQ(nic->write_ctxs(4), 2u);
+  EXPECT_EQ(nic->write_ctx_pool_free(), 1u);
+  // The gap fills: WRITE 0's middle finds the flow entry's context.
+  EXPECT_EQ(write_pkt(0, 1).decision, Decision::kPlaced);
+  EXPECT_EQ(past_gap(), 4u);
+  for (uint32_t k : {0u, 1u, 2u})
+    EXPECT_TRUE(write_landed(k)) << k;
+  // A duplicate past the gap lands on the same bytes again; a retransmitted first packet finds
+  // its context and takes no other.
+  EXPECT_EQ(write_pkt(1, 1).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(2, 0).decision, Decision::kPlaced);
+  EXPECT_EQ(nic->write_ctxs(4), 2u);
+  EXPECT_TRUE(write_landed(1));
+  EXPECT_EQ(past_gap(), 5u);
+  // The cursor passes them all: their contexts go back to the pool.
+  ASSERT_EQ(nic->cursor_update(4, (kFirstPsn + 9) & 0xFFFFFF), Err::kOk);
+  EXPECT_EQ(nic->write_ctxs(4), 0u);
+  EXPECT_EQ(nic->write_ctx_pool_free(), 3u);
+  EXPECT_EQ(nic->defer_count(DeferReason::kNoMessage), 0u);
+}
+
+// Contexts full: a fourth WRITE past the gap has its first packet placed (self-describing) and
+// the rest deferred. A context whose WRITE the cursor passed is taken again by the next one.
+TEST_F(ModelRoceSrCtxs, ContextsFullDeferAndAPassedOneIsReused) {
+  EXPECT_EQ(write_pkt(0, 0).decision, Decision::kPlaced);  // WRITE 0's middle lost
+  for (uint32_t k : {1u, 2u})
+    EXPECT_EQ(write_pkt(k, 0).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(3, 0).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(3, 1).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(write_pkt(3, 2).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(mem[va(3) + 256], kUntouched);
+  EXPECT_EQ(past_gap(), 0u);
+  // WRITE 0 and 1 complete; the cursor passes them: WRITE 1's pool context goes back, WRITE 0's
+  // flow-entry context is free. WRITE 3 (its first packet again) takes the flow entry's.
+  for (int i : {1, 2})
+    EXPECT_EQ(write_pkt(0, i).decision, Decision::kPlaced);
+  for (int i : {1, 2})
+    EXPECT_EQ(write_pkt(1, i).decision, Decision::kPlaced);
+  ASSERT_EQ(nic->cursor_update(4, (kFirstPsn + 6) & 0xFFFFFF), Err::kOk);
+  EXPECT_EQ(nic->write_ctxs(4), 1u);  // WRITE 2's
+  EXPECT_EQ(nic->write_ctx_pool_free(), 2u);
+  EXPECT_EQ(write_pkt(3, 0).decision, Decision::kPlaced);
+  EXPECT_EQ(nic->write_ctxs(4), 1u);
+  EXPECT_EQ(write_pkt(3, 2).decision, Decision::kPlaced);
+  // WRITE 4, past WRITE 2's and 3's gaps: the pool context WRITE 1 returned.
+  EXPECT_EQ(write_pkt(4, 0).decision, Decision::kPlaced);
+  EXPECT_EQ(nic->write_ctxs(4), 2u);
+  EXPECT_EQ(write_pkt(4, 2).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(4, 1).decision, Decision::kPlaced);
+  EXPECT_EQ(past_gap(), 4u);  // WRITE 1's two, then WRITE 4's
+  EXPECT_EQ(write_pkt(3, 1).decision, Decision::kPlaced);
+  for (int i : {1, 2})
+    EXPECT_EQ(write_pkt(2, i).decision, Decision::kPlaced);
+  for (uint32_t k : {0u, 1u, 2u, 3u, 4u})
+    EXPECT_TRUE(write_landed(k)) << k;
+}
+
+// Out of range: a packet no context's PSNs hold, a last packet short of its WRITE's end and a
+// middle packet at a WRITE's last PSN are deferred and write nothing.
+TEST_F(ModelRoceSrCtxs, PacketsOutsideEveryContextAreDeferred) {
+  EXPECT_EQ(write_pkt(0, 0).decision, Decision::kPlaced);  // WRITE 0's middle lost
+  EXPECT_EQ(write_pkt(1, 0).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(2, 2).reason, DeferReason::kNoMessage);  // WRITE 2's first not seen
+  EXPECT_EQ(roce(0x08, kFirstPsn + 4, pattern(40)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(roce(0x07, kFirstPsn + 5, pattern(256)).reason, DeferReason::kNoMessage);
+  EXPECT_EQ(roce(0x08, kFirstPsn + 5, pattern(100)).reason, DeferReason::kBadLength);
+  EXPECT_EQ(mem[va(1) + 256], kUntouched);
+  EXPECT_EQ(mem[va(1) + 512], kUntouched);
+  EXPECT_EQ(past_gap(), 0u);
+}
+
+// An earlier WRITE's first packet, sent again, takes the flow entry's context from a later one
+// that got it first; the later one moves to the pool and its packets are still placed. The pool
+// is shared: a second flow draws what is left, then it defers.
+TEST_F(ModelRoceSrCtxs, ContextsMoveToThePoolAndThePoolIsShared) {
+  EXPECT_EQ(write_pkt(1, 0).decision, Decision::kPlaced);  // WRITE 0's first lost
+  EXPECT_EQ(write_pkt(0, 0).decision, Decision::kPlaced);  // ... comes again
+  EXPECT_EQ(nic->write_ctxs(4), 1u);
+  EXPECT_EQ(write_pkt(1, 1).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(1, 2).decision, Decision::kPlaced);
+  EXPECT_EQ(past_gap(), 2u);
+  EXPECT_EQ(write_pkt(2, 0).decision, Decision::kPlaced);
+  EXPECT_EQ(nic->write_ctxs(4), 2u);  // the flow's share: 3 contexts in all
+  // Flow 5, another QP: the pool's last entry, then none.
+  FlowSpec s;
+  s.key = {test::kPeer, test::kLocal, 0, 4791, 17};
+  s.parser = Parser::kRoce;
+  s.pmtu = kPmtu;
+  s.initial_seq = kFirstPsn;
+  s.qpn = 18;
+  s.owner = 42;
+  s.selective_repeat = true;
+  ASSERT_EQ(nic->flow_add(5, s), Err::kOk);
+  // Its WRITE 0's middle lost; WRITE 1 takes the pool's last; WRITE 2's middle is deferred.
+  EXPECT_EQ(write_pkt(0, 0, 18).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(1, 0, 18).decision, Decision::kPlaced);
+  EXPECT_EQ(write_pkt(2, 0, 18).decision, Decision::kPlaced);
+  EXPECT_EQ(nic->write_ctxs(5), 1u);
+  EXPECT_EQ(nic->write_ctx_pool_free(), 0u);
+  EXPECT_EQ(write_pkt(2, 1, 18).reason, DeferReason::kNoMessage);
+  // Removing flow 4 returns its two.
+  ASSERT_EQ(nic->flow_remove(4), Err::kOk);
+  EXPECT_EQ(nic->write_ctx_pool_free(), 2u);
+}
+
+// One WRITE context per flow (the RTL's geometry): no pool, nothing placed past a gap through
+// one, and the memory report has no pool.
+TEST_F(ModelRoceSr, OneWriteContextKeepsNoPool) {
+  NicConfig c = small_config();
+  c.roce_write_ctxs = 1;
+  NicModel one(c);
+  EXPECT_EQ(one.write_ctx_pool_free(), 0u);
+  const MemoryReport r = one.memory_report();
+  EXPECT_EQ(r.lines[7].bytes() + r.lines[8].bytes(), 0u);
+  const MemoryReport d = nic->memory_report();  // small_config's defaults: 16, pool 8192
+  EXPECT_EQ(d.lines[7].bytes(), 8192u * kWriteCtxBytes);
+  EXPECT_EQ(d.lines[8].bytes(), 8u * kWriteCtxHeadBytes);
+}
+
 // IBTA's lengths hold before a byte is written, in both modes: a request that breaks them is
 // deferred untouched (the transport NAKs it as invalid) and the expected PSN stays.
 TEST_F(ModelRoce, RequestsBreakingIbtaLengthsWriteNothing) {
@@ -1248,8 +1406,14 @@ TEST(ModelMemory, ReportAddsUpAndTracksUse) {
   EXPECT_EQ(r.lines[4].entries, 1u << 16);
   EXPECT_EQ(r.lines[4].bytes(), (1u << 16) * kMsEntryBytes);
   EXPECT_EQ(r.lines[5].entries, 1000u * 2 + (1u << 16) / 16);
-  EXPECT_EQ(r.per_flow_bytes,
-            kFlowEntryBytes + 2 * kHashBucketBytes + 32 * kMsEntryBytes + 2 * kChunkLinkBytes);
+  // Selective repeat's WRITE contexts: a pool of 8192 and a list head per flow.
+  EXPECT_EQ(r.lines[7].bytes(), 8192u * kWriteCtxBytes);
+  EXPECT_EQ(r.lines[8].bytes(), 1000u * kWriteCtxHeadBytes);
+  EXPECT_EQ(r.per_flow_bytes, kFlowEntryBytes + 2 * kHashBucketBytes + 32 * kMsEntryBytes +
+                                  2 * kChunkLinkBytes + kWriteCtxHeadBytes);
+  // The budget: 10K flows in 8 MB, the pool included.
+  c.max_flows = 10000;
+  EXPECT_LE(NicModel(c).memory_report().total_bytes, 8'000'000u);
   std::vector<uint8_t> mem(1 << 16);
   ASSERT_EQ(nic.mr_add(0, mem.data(), mem.size(), 0), Err::kOk);
   FlowSpec s;
@@ -1299,7 +1463,8 @@ TEST(ModelCounters, NamesAreUniqueAndStable) {
   EXPECT_TRUE(names.count("defer_out_of_sequence"));
   EXPECT_TRUE(names.count("defer_bad_pkey"));
   EXPECT_TRUE(names.count("defer_bad_length"));
-  EXPECT_EQ(kCounterCount, 62u);
+  EXPECT_TRUE(names.count("rx_placed_past_gap"));
+  EXPECT_EQ(kCounterCount, 63u);
 }
 
 }  // namespace

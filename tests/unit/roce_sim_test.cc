@@ -442,6 +442,59 @@ TEST(RoceSim, SelectiveRepeatResendsOnlyWhatWasLost) {
   EXPECT_GT(rexmit[0], 5 * dropped[0]);
 }
 
+// Selective repeat: a packet sent again and lost again goes a third time as soon as a NAK names
+// a packet sent after it, with no timeout, and nothing else goes with it. (Without that, each
+// such loss waits out a timeout that sent everything in flight again.)
+TEST(RoceSim, SelectiveRepeatResendsALostResendWithoutATimeout) {
+  RoceConfig c;
+  c.selective_repeat = true;
+  // The first two copies of every 50th packet of a WRITE's middle, away from the end (packets
+  // sent after the second copy reveal its loss).
+  c.ab.drop_if = [copies = std::make_shared<std::map<uint32_t, int>>(),
+                  first = std::make_shared<std::optional<uint32_t>>()](std::span<const uint8_t> f) {
+    if (!opcode_is(f, kWriteFirst, kWriteLastImm) || f.size() < 54) return false;
+    const uint32_t psn = psn_of(f);
+    if (!*first) *first = psn;
+    const uint32_t k = (psn - **first) & kPsnMask;
+    return opcode_is(f, kWriteMiddle, kWriteMiddle) && k % 50 == 25 && k < 1500 &&
+           ++(*copies)[psn] <= 2;
+  };
+  RocePair p(seed(12), c);
+  std::vector<Op> ops;
+  for (size_t i = 0; i < 8; i++)
+    ops.push_back({ReqKind::kWrite, false, 1u << 20, i << 20, i << 20});
+  run_workload(p, ops);
+  const uint64_t dropped = p.net->stats(Dir::kAtoB).dropped_filter;
+  EXPECT_EQ(dropped, 60u);
+  EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
+  EXPECT_EQ(p.a.rc->counters().retransmits, dropped) << p.describe();
+}
+
+// Selective repeat's timeout sends the first unacknowledged packet and the last one sent again
+// (asking for an ACK) and those it sent again before that are still missing, not everything in
+// flight: here the responder has it all and only its ACKs are lost.
+TEST(RoceSim, SelectiveRepeatTimeoutSendsOnlyTheFirstAndLastUnacknowledged) {
+  RoceConfig c;
+  c.selective_repeat = true;
+  // ACKs 5 to 24: the window fills, unacknowledged, and the timer goes off.
+  c.ba.drop_if = [n = 0](std::span<const uint8_t> f) mutable {
+    if (!opcode_is(f, kAck, kAck)) return false;
+    n++;
+    return n >= 5 && n < 25;
+  };
+  RocePair p(seed(13), c);
+  std::vector<Op> ops;
+  for (size_t i = 0; i < 8; i++)
+    ops.push_back({ReqKind::kWrite, false, 1u << 20, i << 20, i << 20});
+  run_workload(p, ops);
+  const RcCounters& a = p.a.rc->counters();
+  EXPECT_GT(a.timeouts, 0u) << p.describe();
+  // Each timeout: the first unacknowledged, the last sent, and the last sent before if its ACK
+  // was lost too; never the window (1024 packets).
+  EXPECT_LE(a.retransmits, 3 * a.timeouts) << p.describe();
+  EXPECT_EQ(p.b.rc->counters().out_of_sequence, 0u);
+}
+
 // ---- failures ---------------------------------------------------------------------------------
 
 TEST(RoceSim, RetryExhaustionFailsTheRequestAndTheQp) {

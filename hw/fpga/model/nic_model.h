@@ -37,6 +37,11 @@ inline constexpr size_t kMrEntryBytes = 20;    // 48-bit base, 40-bit length, ow
 inline constexpr size_t kMsEntryBytes = 16;    // 48-bit offset, MR id, length, message seq
 inline constexpr size_t kChunkLinkBytes = 4;   // next-chunk index per MS chunk
 inline constexpr size_t kCounterBytes = 8;
+// RoCE WRITE contexts beyond the flow entry's: a pool entry (PSNs, R_Key, VA, length, flags,
+// link) and the list head and count each flow has when there is a pool (docs).
+inline constexpr size_t kWriteCtxBytes = 32;
+inline constexpr size_t kWriteCtxHeadBytes = 4;
+inline constexpr uint32_t kMaxWriteCtxs = 64;  // roce_write_ctxs is clamped to this
 
 struct NicConfig {
   uint32_t max_flows = 16384;
@@ -49,8 +54,16 @@ struct NicConfig {
   uint32_t ms_store_entries = 1u << 16;  // shared backing store
   uint32_t ms_chunk = 16;                // entries per chunk (allocation unit)
   uint32_t tx_completions = 4096;        // completion ring entries
-  bool verify_l4_checksum = true;        // TCP/UDP checksum, ICRC, CRC32C before placing
-  bool dma_payload = true;  // false: decide and account, skip the payload copy (benchmarks)
+  // RoCE selective repeat: WRITEs one flow keeps a placement context for at once, so that the
+  // packets of any of them past a gap are placed, not deferred. The first context lives in the
+  // flow entry; the others are drawn from a pool of roce_write_ctx_pool entries shared by all
+  // flows, returned once the cursor passes their WRITE. 1: the flow entry's only (the RTL's
+  // geometry; no pool). The defaults keep 10K flows within 8 MB (hw/fpga/docs/formats.md
+  // section 3): 16 cover a window of 1024 PSNs of 64 KB WRITEs at PMTU 1024.
+  uint32_t roce_write_ctxs = 16;
+  uint32_t roce_write_ctx_pool = 8192;
+  bool verify_l4_checksum = true;  // TCP/UDP checksum, ICRC, CRC32C before placing
+  bool dma_payload = true;         // false: decide and account, skip the payload copy (benchmarks)
 };
 
 // ---- enums ----------------------------------------------------------------------------------
@@ -163,7 +176,7 @@ struct MemoryLine {
 };
 
 struct MemoryReport {
-  std::array<MemoryLine, 7> lines{};
+  std::array<MemoryLine, 9> lines{};
   uint64_t total_bytes = 0;
   uint64_t per_flow_bytes = 0;  // flow entry + hash share + committed MS entries and links
 };
@@ -263,6 +276,8 @@ class NicModel {
   uint32_t read_count(uint32_t flow) const;  // READ sinks posted on the flow
   uint32_t flows_in_use() const { return flows_in_use_; }
   uint32_t store_chunks_free() const { return store_free_count_; }
+  uint32_t write_ctxs(uint32_t flow) const;  // WRITE contexts the flow holds from the pool
+  uint32_t write_ctx_pool_free() const { return xctx_free_count_; }
 
  private:
   static constexpr uint32_t kNil = 0xFFFFFFFFu;
@@ -341,6 +356,10 @@ class NicModel {
     // RoCE
     RoceCtx send_ctx;
     RoceCtx write_ctx;
+    // Selective repeat: more WRITE contexts, from the pool (never chained): a list of
+    // xctx_count entries linked from xctx_head.
+    uint32_t xctx_head = kNil;
+    uint32_t xctx_count = 0;
     // Go-back-N: the PSN of the next request the NIC may place, never behind the cursor. It
     // passes each request the NIC placed in order (or that had nothing to place), so a burst
     // is placed before the transport moves the cursor; a request the NIC deferred holds it
@@ -377,6 +396,14 @@ class NicModel {
     return len == 0 ? 1 : uint32_t((uint64_t(len) + pmtu - 1) / pmtu);
   }
   Err count_cmd(Err e);
+  // Selective repeat's WRITE contexts beyond the flow entry's (roce_write_ctxs > 1).
+  RoceCtx* write_ctx_first(Flow& f, uint32_t psn);    // the one whose WRITE begins at psn
+  RoceCtx* write_ctx_holding(Flow& f, uint32_t psn);  // one a non-first packet at psn is in
+  RoceCtx* write_ctx_alloc(Flow& f);           // a dead one of the flow's, or a new one; null: none
+  void write_ctxs_release(Flow& f, bool all);  // returns the dead ones (all: every one)
+  bool write_live(const Flow& f, const RoceCtx& w) const {
+    return w.valid && int32_t((w.end_psn - f.cursor) << 8) >= 0;
+  }
 
   // RX stages.
   bool parse(std::span<const uint8_t> frame, ParsedFrame& p, RxEntry& out);
@@ -415,6 +442,10 @@ class NicModel {
   std::vector<MsEntry> ms_;           // committed chunks first, then the shared store
   std::vector<uint32_t> chunk_next_;  // per chunk
   std::vector<TxCompletion> txc_;
+  std::vector<RoceCtx> xctx_;        // the WRITE context pool
+  std::vector<uint32_t> xctx_next_;  // per pool entry: the next of its flow's, or free list
+  uint32_t xctx_free_ = kNil;
+  uint32_t xctx_free_count_ = 0;
   size_t txc_head_ = 0;
   size_t txc_count_ = 0;
   std::array<uint64_t, kCounterCount> ctr_{};

@@ -66,6 +66,9 @@ NicModel::NicModel(const NicConfig& cfg) : cfg_(cfg) {
   cfg_.ms_committed_per_flow -= cfg_.ms_committed_per_flow % cfg_.ms_chunk;
   cfg_.ms_store_entries -= cfg_.ms_store_entries % cfg_.ms_chunk;
   cfg_.tx_completions = std::max<uint32_t>(cfg_.tx_completions, 1);
+  cfg_.roce_write_ctxs = std::clamp<uint32_t>(cfg_.roce_write_ctxs, 1, kMaxWriteCtxs);
+  if (cfg_.roce_write_ctxs == 1) cfg_.roce_write_ctx_pool = 0;
+  cfg_.roce_write_ctx_pool = std::min<uint32_t>(cfg_.roce_write_ctx_pool, 1u << 24);
 
   chunks_per_flow_ = cfg_.ms_committed_per_flow / cfg_.ms_chunk;
   committed_chunks_ = chunks_per_flow_ * cfg_.max_flows;
@@ -86,6 +89,13 @@ NicModel::NicModel(const NicConfig& cfg) : cfg_(cfg) {
     store_free_count_++;
   }
   txc_.resize(cfg_.tx_completions);
+  xctx_.resize(cfg_.roce_write_ctx_pool);
+  xctx_next_.assign(cfg_.roce_write_ctx_pool, kNil);
+  for (uint32_t i = cfg_.roce_write_ctx_pool; i-- > 0;) {
+    xctx_next_[i] = xctx_free_;
+    xctx_free_ = i;
+    xctx_free_count_++;
+  }
 }
 
 Err NicModel::count_cmd(Err e) {
@@ -211,6 +221,7 @@ Err NicModel::flow_remove(uint32_t id) {
   while (f->ms_count > 0)
     pop_head(*f);
   release_reads(*f);
+  write_ctxs_release(*f, true);
   hash_unlink(id);
   *f = Flow{};
   flows_in_use_--;
@@ -339,6 +350,8 @@ Err NicModel::cursor_update(uint32_t flow, uint32_t cursor) {
     // The transport accepted up to here, perhaps through the copy path: placing goes on from
     // there at the earliest.
     if (int32_t((cursor - f->expect) << 8) > 0) f->expect = cursor;
+    f->cursor = cursor;
+    write_ctxs_release(*f, false);  // the WRITEs the cursor passed
   } else if (f->spec.parser == Parser::kTcp && int32_t(cursor - f->cursor) < 0) {
     return count_cmd(Err::kBadArgument);
   }
@@ -427,6 +440,7 @@ Err NicModel::roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) {
   f->next_msg = next_msg;
   f->send_ctx = RoceCtx{};
   f->write_ctx = RoceCtx{};
+  write_ctxs_release(*f, true);
   return count_cmd(Err::kOk);
 }
 
@@ -571,12 +585,71 @@ MemoryReport NicModel::memory_report() const {
   r.lines[5] = {"ms_chunk_links", total_chunks_, kChunkLinkBytes,
                 uint64_t(total_chunks_ - committed_chunks_) - store_free_count_};
   r.lines[6] = {"counters", kCounterCount, kCounterBytes, kCounterCount};
+  r.lines[7] = {"roce_write_ctx", xctx_.size(), kWriteCtxBytes, xctx_.size() - xctx_free_count_};
+  r.lines[8] = {"roce_write_ctx_heads", xctx_.empty() ? 0 : flows_.size(), kWriteCtxHeadBytes,
+                xctx_.empty() ? 0 : flows_in_use_};
   for (const auto& l : r.lines)
     r.total_bytes += l.bytes();
   r.per_flow_bytes = kFlowEntryBytes + (buckets_.size() / flows_.size()) * kHashBucketBytes +
                      uint64_t(cfg_.ms_committed_per_flow) * kMsEntryBytes +
-                     uint64_t(chunks_per_flow_) * kChunkLinkBytes;
+                     uint64_t(chunks_per_flow_) * kChunkLinkBytes +
+                     (xctx_.empty() ? 0 : kWriteCtxHeadBytes);
   return r;
+}
+
+// ---- RoCE WRITE contexts beyond the flow entry's ------------------------------------------------
+
+uint32_t NicModel::write_ctxs(uint32_t flow) const {
+  return flow < flows_.size() && flows_[flow].used ? flows_[flow].xctx_count : 0;
+}
+
+NicModel::RoceCtx* NicModel::write_ctx_first(Flow& f, uint32_t psn) {
+  for (uint32_t i = f.xctx_head; i != kNil; i = xctx_next_[i]) {
+    if (xctx_[i].valid && xctx_[i].first_psn == psn) return &xctx_[i];
+  }
+  return nullptr;
+}
+
+NicModel::RoceCtx* NicModel::write_ctx_holding(Flow& f, uint32_t psn) {
+  for (uint32_t i = f.xctx_head; i != kNil; i = xctx_next_[i]) {
+    const RoceCtx& w = xctx_[i];
+    if (w.valid && int32_t((psn - w.first_psn) << 8) > 0 && int32_t((w.end_psn - psn) << 8) >= 0) {
+      return &xctx_[i];
+    }
+  }
+  return nullptr;
+}
+
+NicModel::RoceCtx* NicModel::write_ctx_alloc(Flow& f) {
+  for (uint32_t i = f.xctx_head; i != kNil; i = xctx_next_[i]) {
+    if (!write_live(f, xctx_[i])) return &xctx_[i];
+  }
+  if (f.xctx_count + 1 >= cfg_.roce_write_ctxs || xctx_free_ == kNil) return nullptr;
+  const uint32_t i = xctx_free_;
+  xctx_free_ = xctx_next_[i];
+  xctx_free_count_--;
+  xctx_next_[i] = f.xctx_head;
+  f.xctx_head = i;
+  f.xctx_count++;
+  xctx_[i] = RoceCtx{};
+  return &xctx_[i];
+}
+
+void NicModel::write_ctxs_release(Flow& f, bool all) {
+  uint32_t* link = &f.xctx_head;
+  while (*link != kNil) {
+    const uint32_t i = *link;
+    if (!all && write_live(f, xctx_[i])) {
+      link = &xctx_next_[i];
+      continue;
+    }
+    *link = xctx_next_[i];
+    xctx_[i] = RoceCtx{};
+    xctx_next_[i] = xctx_free_;
+    xctx_free_ = i;
+    xctx_free_count_++;
+    f.xctx_count--;
+  }
 }
 
 }  // namespace cleave::nic

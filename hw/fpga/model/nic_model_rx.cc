@@ -530,8 +530,18 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
 
   const bool gbn = !f.spec.selective_repeat;
   const bool is_send = kind == RoceKind::kSend;
-  RoceCtx& c = is_send ? f.send_ctx : f.write_ctx;
+  // The context the packet belongs to: the flow entry's, or (selective repeat, a WRITE) one of
+  // the pool's the flow holds. `extra`: one of the pool's.
+  RoceCtx* cp = is_send ? &f.send_ctx : &f.write_ctx;
+  bool extra = false;
   if (first) {
+    if (!is_send && !(cp->valid && cp->first_psn == psn)) {
+      if (RoceCtx* x = write_ctx_first(f, psn)) {
+        cp = x;
+        extra = true;
+      }
+    }
+    RoceCtx& c = *cp;
     if (c.valid && c.first_psn == psn) {
       // A retransmitted first packet. A WRITE first seen off the chain joins it now.
       if (at_start && !c.chained) {
@@ -546,9 +556,13 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
       // receive is next, ROCE_RESYNC); a SEND opened earlier could take that receive's buffer.
       // Go-back-N: a WRITE too begins only where a message is known to begin (not inside
       // another message: the transport NAKs that).
-      const RoceCtx& w = f.write_ctx;
-      const bool write_pending =
-          w.valid && psn_diff(w.end_psn, psn) < 0 && psn_diff(w.end_psn, f.cursor) >= 0;
+      auto pending = [&](const RoceCtx& w) {
+        return w.valid && psn_diff(w.end_psn, psn) < 0 && psn_diff(w.end_psn, f.cursor) >= 0;
+      };
+      bool write_pending = pending(f.write_ctx);
+      for (uint32_t i = f.xctx_head; i != kNil && !write_pending; i = xctx_next_[i]) {
+        write_pending = pending(xctx_[i]);
+      }
       if ((is_send || gbn) && !at_start) return defer(out, DeferReason::kNoMessage);
       if (is_send && ((c.valid && psn_diff(c.end_psn, f.cursor) >= 0) || write_pending)) {
         return defer(out, DeferReason::kNoMessage);
@@ -592,14 +606,32 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
         if (n.chained) {
           f.next_start_psn = (n.end_psn + 1) & kPsnMask;
           f.next_start_known = true;
+          n.chained = false;
         }
+        // With more WRITE contexts (roce_write_ctxs), one from the pool keeps it, so its later
+        // packets are placed too; with none left, they are deferred.
+        if (RoceCtx* x = write_ctx_alloc(f)) *x = n;
         out.frags[0] = {n.mr, n.base, len};
         out.nfrags = len == 0 ? 0 : 1;
         return len == 0 ? finish(out, Decision::kNoPayload) : write_frags(q, 0, out);
       }
+      // Selective repeat: an earlier WRITE takes the flow entry's context from a later one the
+      // cursor has not passed either (the earlier one's first packet came again); the later one
+      // moves to the pool when there is room there.
+      if (!gbn && !is_send && write_live(f, c)) {
+        if (RoceCtx* x = write_ctx_alloc(f)) *x = c;
+      }
       c = n;
     }
   } else {
+    if (!is_send &&
+        !(cp->valid && psn_diff(psn, cp->first_psn) > 0 && psn_diff(cp->end_psn, psn) >= 0)) {
+      if (RoceCtx* x = write_ctx_holding(f, psn)) {
+        cp = x;
+        extra = true;
+      }
+    }
+    RoceCtx& c = *cp;
     if (!c.valid || psn_diff(psn, c.first_psn) <= 0) return defer(out, DeferReason::kNoMessage);
     if (c.end_known) {
       // Within the message; its last packet exactly at its end.
@@ -614,6 +646,7 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
       }
     }
   }
+  RoceCtx& c = *cp;
   uint64_t at = uint64_t((psn - c.first_psn) & kPsnMask) * pmtu;
   // A WRITE's last packet ends it exactly where its RETH said.
   if (!is_send && last && at + len != c.limit) return defer(out, DeferReason::kBadLength);
@@ -623,9 +656,12 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
     f.next_start_psn = (c.end_psn + 1) & kPsnMask;
     f.next_start_known = true;
     c.chained = false;
-    RoceCtx& w = f.write_ctx;
-    if (w.valid && !w.chained && w.first_psn == f.next_start_psn) {
-      f.next_start_psn = (w.end_psn + 1) & kPsnMask;
+    RoceCtx* w = &f.write_ctx;
+    if (!(w->valid && w->first_psn == f.next_start_psn)) {
+      if (RoceCtx* x = write_ctx_first(f, f.next_start_psn)) w = x;
+    }
+    if (w->valid && !w->chained && w->first_psn == f.next_start_psn) {
+      f.next_start_psn = (w->end_psn + 1) & kPsnMask;
     }
   }
   if (len == 0) return finish(out, Decision::kNoPayload);
@@ -637,7 +673,9 @@ Decision NicModel::roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame
   }
   out.frags[0] = {c.mr, c.base + at, len};
   out.nfrags = 1;
-  return write_frags(q, 0, out);
+  const Decision d = write_frags(q, 0, out);
+  if (extra && !first && d == Decision::kPlaced) bump(Ctr::kRxPlacedPastGap);
+  return d;
 }
 
 // A READ response: the posted sink whose PSN range holds the packet's PSN, at

@@ -138,6 +138,9 @@ ENUMS = [
             ("rx_fragments", None, ""),
             ("rx_unreliable", None, ""),
             ("rx_message", None, ""),
+            ("rx_placed_past_gap", None,
+             "RoCE selective repeat: a WRITE packet placed through a WRITE context beyond the "
+             "flow's first (NicConfig::roce_write_ctxs; with one it is deferred)"),
             ("tx_requests", None, ""),
             ("tx_frames", None, ""),
             ("tx_bytes", None, ""),

@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
   b.ctx->commandArgs(argc, argv);
   const uint64_t rounds = env_u64("CLEAVE_RTL_ROUNDS", 20000);
   nic::NicConfig cfg;
+  cfg.roce_write_ctxs = 1;  // the RTL keeps the flow entry's WRITE context only
   cfg.max_flows = TB_MAX_FLOWS;
   cfg.max_mrs = 4;
   cfg.ms_store_entries = 64;

@@ -254,6 +254,7 @@ int main(int argc, char** argv) {
   b.ctx->commandArgs(argc, argv);
   const uint64_t frames = env_u64("CLEAVE_RTL_FRAMES", 20000);
   nic::NicConfig cfg;
+  cfg.roce_write_ctxs = 1;  // the RTL keeps the flow entry's WRITE context only
   cfg.max_flows = 4;
   cfg.max_mrs = 4;
   cfg.ms_store_entries = 64;

@@ -91,6 +91,7 @@ class Scenario {
     n.ms_chunk = c.ms_chunk;
     n.ms_committed_per_flow = c.ms_committed;
     n.ms_store_entries = c.ms_store;
+    n.roce_write_ctxs = 1;  // the RTL keeps the flow entry's WRITE context only
     model_ = std::make_unique<nic::NicModel>(n);
     mem_.assign(c.host_bytes, 0xEE);
     mrs_.resize(c.max_mrs);

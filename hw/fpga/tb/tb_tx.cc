@@ -111,6 +111,7 @@ int main(int argc, char** argv) {
   for (auto& x : mem)
     x = uint8_t(b.rng.u64());
   nic::NicConfig cfg;
+  cfg.roce_write_ctxs = 1;  // the RTL keeps the flow entry's WRITE context only
   cfg.max_mrs = TB_MAX_MRS;
   cfg.max_flows = 4;
   cfg.ms_store_entries = 64;

@@ -232,6 +232,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
       q->read_in.assign(kSrReadWindow, 0);
       q->queued.assign(kSrWindow, 0);
       q->resend.reserve(kSrWindow);
+      q->again.assign(kSrWindow, {});
       q->ooo.assign(kSrWindow, OooPkt{});
       q->sr_naks.reserve(kMaxSrNaks);
     }

@@ -144,6 +144,17 @@ struct RcTransport::Qp {
   std::vector<uint32_t> resend;
   size_t resend_head = 0;
   uint32_t recover_next = 0;
+  // Selective repeat, requester: the SEND and WRITE packets sent again and not yet known to have
+  // arrived, oldest first (a ring of kSrWindow), each with snd_max when it went. A NAK naming a
+  // PSN from there on (sent after it, over a path that keeps order) tells it was lost again: it
+  // goes again at once, with no timeout; a timeout sends them again too.
+  struct Again {
+    uint32_t psn = 0;
+    uint32_t mark = 0;
+  };
+  std::vector<Again> again;
+  uint32_t again_head = 0;
+  uint32_t again_n = 0;
   // Pacing: the QP's rate cap (rate_limit_kbps), DCQCN's rate under it, and the pacer that
   // spaces every packet the QP sends at the lower of the two.
   uint64_t rate_bps = kDefaultRateBps;
@@ -311,8 +322,15 @@ void complete(RcTransport::Qp& q, Context& ctx);
 void rewind(RcTransport::Qp& q, uint32_t psn);
 // Selective repeat: every PSN in [from, to) the responder does not have is sent again. A READ
 // is one request: its first PSN stands for all of them; after a timeout (`all`) a READ still
-// missing responses is asked again even when the responder has its request.
-void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all = false);
+// missing responses is asked again even when the responder has its request. `reads_only`: the
+// READs' only.
+void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all = false,
+                 bool reads_only = false);
+// Selective repeat's timeout: the first unacknowledged packet and the last one sent go again
+// (the last, past a lost tail, is NAKed naming it and shows the holes), and the packets sent
+// again and still missing; not the packets in flight between, nor the holes no NAK has shown
+// yet. Every READ short of responses asks again (no response came for an RTO: none is coming).
+void resend_on_timeout(RcTransport::Qp& q);
 // A response at the requester, in RTS: an ACK or NAK (cumulative acknowledgment, go-back-N or
 // selective repeat's resends, RNR waits, errors), or a READ response (placed, in order or kept
 // past a gap).

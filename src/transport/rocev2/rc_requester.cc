@@ -20,8 +20,10 @@ int syndrome_status(uint8_t s) {
 }
 
 // One packet of a SEND or WRITE (packet `k` of `w`, PSN first + k), or the READ request from
-// response `k` on.
-void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCounters& t) {
+// response `k` on. `again`: selective repeat sends it again, and asks for an ACK (the gap it
+// fills is acknowledged at once).
+void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCounters& t,
+                 bool again = false) {
   const uint32_t pmtu = q.attr.pmtu;
   Headers h;
   h.psn = psn_add(w.first_psn, k);
@@ -65,7 +67,7 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
   h.imm = w.immv;
   h.solicited = last && w.imm;
   h.pad = uint8_t((4 - len % 4) % 4);
-  h.ack_req = last || ++q.since_ackreq >= kAckEvery;
+  h.ack_req = again || last || ++q.since_ackreq >= kAckEvery;
   if (h.ack_req) q.since_ackreq = 0;
   TxDesc& d = header(q, h, ctx);
   d.mr = w.mr;
@@ -111,6 +113,30 @@ bool next_resend(RcTransport::Qp& q, uint32_t* psn) {
   return false;
 }
 
+// Selective repeat: `psn` (a SEND's or WRITE's) went again, now.
+void note_again(RcTransport::Qp& q, uint32_t psn) {
+  const auto n = uint32_t(q.again.size());
+  if (q.again_n == n) {  // full: the oldest is forgotten (a timeout still finds it)
+    q.again_head = (q.again_head + 1) % n;
+    q.again_n--;
+  }
+  q.again[(q.again_head + q.again_n++) % n] = {psn, q.snd_max};
+}
+
+// Selective repeat: the packets sent again before `got` was first sent (all of them: `all`)
+// that the responder still lacks go again. Each is forgotten once looked at; sent again, it is
+// noted anew.
+void resend_lost_again(RcTransport::Qp& q, uint32_t got, bool all) {
+  const auto n = uint32_t(q.again.size());
+  while (q.again_n != 0) {
+    const RcTransport::Qp::Again a = q.again[q.again_head];
+    if (!all && psn_diff(got, a.mark) < 0) break;
+    q.again_head = (q.again_head + 1) % n;
+    q.again_n--;
+    if (!bit(q.sacked, a.psn)) queue_resend(q, a.psn);  // (not when acknowledged since)
+  }
+}
+
 }  // namespace
 
 // Go back to `psn` (go-back-N): the request holding it is sent again from there.
@@ -137,8 +163,9 @@ void rewind(RcTransport::Qp& q, uint32_t psn) {
 
 // Selective repeat: every PSN in [from, to) the responder does not have is sent again. A READ
 // is one request: its first PSN stands for all of them; after a timeout (`all`) a READ still
-// missing responses is asked again even when the responder has its request.
-void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all) {
+// missing responses is asked again even when the responder has its request. `reads_only`: the
+// READs' only.
+void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, bool reads_only) {
   for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
     const SendWqe& w = q.sq[(i)&q.sq_mask];
     if (!w.started || psn_diff(w.first_psn, to) >= 0) break;
@@ -158,11 +185,24 @@ void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all) {
       }
       continue;
     }
+    if (reads_only) continue;
     const uint32_t a = psn_diff(w.first_psn, from) >= 0 ? w.first_psn : from;
     for (uint32_t p = a; psn_diff(p, to) < 0 && psn_diff(p, w.last_psn()) <= 0; p = psn_add(p, 1)) {
       if (!bit(q.sacked, p)) queue_resend(q, p);
     }
   }
+}
+
+// Selective repeat's timeout: the first unacknowledged packet and the last one sent go again
+// (the last, past a lost tail, is NAKed naming it and shows the holes), and the packets sent
+// again and still missing; not the packets in flight between, nor the holes no NAK has shown
+// yet. Every READ short of responses asks again (no response came for an RTO: none is coming).
+void resend_on_timeout(RcTransport::Qp& q) {
+  queue_holes(q, q.una, q.snd_max, true, true);
+  queue_holes(q, q.una, psn_add(q.una, 1), true);
+  const uint32_t last = psn_add(q.snd_max, kPsnMask);
+  queue_holes(q, last, q.snd_max, true);
+  resend_lost_again(q, 0, true);
 }
 
 // Sends what the queues, the window, the pacer and the READ limit allow.
@@ -182,7 +222,8 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         if (w.done) break;
         k = std::max(k, w.read_got);
       }
-      send_packet(q, w, k, ctx, t);
+      send_packet(q, w, k, ctx, t, true);
+      if (w.kind != ReqKind::kRead) note_again(q, p);
       spend(q, w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu), now);
       q.c.retransmits++;
       t.retransmits++;
@@ -305,6 +346,7 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
       set_bit(q.sacked, p, false);  // the bits are reused for PSNs kSrWindow later
   }
   q.una = next;
+  if (!q.outstanding()) q.again_n = 0;
   if (q.timing && psn_diff(q.una, q.rtt_end) >= 0) rtt_sample(q, ctx.now_ns());
   // Acknowledged while being sent again (an ACK that overtook a rewind): resume past it.
   if (psn_diff(q.una, q.snd_nxt) > 0) rewind(q, q.una);
@@ -427,6 +469,7 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
         const uint32_t from = psn_diff(q.recover_next, q.una) > 0 ? q.recover_next : q.una;
         queue_holes(q, from, got);
         if (psn_diff(psn_add(got, 1), q.recover_next) > 0) q.recover_next = psn_add(got, 1);
+        resend_lost_again(q, got, false);
       }
     } else if (psn_diff(b.psn, q.snd_nxt) < 0) {
       rewind(q, b.psn);

@@ -270,7 +270,7 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
   if (e.valid && e.b.psn == x.b.psn) return true;  // a duplicate of one kept
   const OpInfo o = op_info(x.b.opcode);
   if (o.kind == OpKind::kWrite && o.first) {
-    // Where this WRITE goes: for its packets the NIC defers (it keeps one WRITE's context).
+    // Where this WRITE goes: for its packets the NIC defers (its WRITE contexts were full).
     WriteCtx c;
     if (x.b.dma_len != 0 && reth_ok(o, x.b, q.attr.pmtu) &&
         remote_ok(q, x.b, true, ctx, &c.mr, &c.offset)) {

@@ -44,8 +44,7 @@ void RcTransport::tick(Context& ctx) {
       if (full) q.retries_left--;
       q.backoff++;
       if (q.attr.selective_repeat) {
-        q.recover_next = q.una;  // everything the responder does not have goes again
-        queue_holes(q, q.una, q.snd_max, true);
+        resend_on_timeout(q);
       } else {
         rewind(q, q.una);
       }
