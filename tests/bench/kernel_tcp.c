@@ -8,7 +8,8 @@
  * are the only work, so the kernel is measured and not this tool.
  *
  * Prints one JSON line: {"role", "bytes", "seconds", "gbps", "cpu_user", "cpu_sys", "error"}
- * (error null, or what failed); the sender adds "tcp_info", read from TCP_INFO once all it sent
+ * (error null, or what failed); the sender adds "cc" (its congestion control: --cc's, else the
+ * namespace's net.ipv4.tcp_congestion_control) and "tcp_info", read from TCP_INFO once all it sent
  * is acknowledged, before its FIN: total_retrans, bytes_retrans, snd_cwnd and snd_ssthresh (in
  * segments), snd_mss, rtt_us, snd_wnd (the peer's last window), busy_us, rwnd_limited_us and
  * sndbuf_limited_us (how long the connection was sending, held by the peer's window, held by
@@ -16,9 +17,10 @@
  * they say whether the tool was the limit. Exit 0 on success, 1 on a failure (the JSON says
  * which), 2 on usage.
  *
- * Usage: kernel_tcp send HOST PORT BYTES [--timeout SEC] [--connect-timeout SEC]
+ * Usage: kernel_tcp send HOST PORT BYTES [--timeout SEC] [--connect-timeout SEC] [--cc NAME]
  *        kernel_tcp recv HOST PORT [--timeout SEC]
- * --timeout bounds every wait for progress (default 30 s).
+ * --timeout bounds every wait for progress (default 30 s); --cc sets the sender's congestion
+ * control (TCP_CONGESTION: reno, cubic, bbr, ... as the kernel has them).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -55,6 +57,7 @@ static void set_timeouts(int fd, double sec) {
 
 struct result {
   const char* role;
+  char cc[16]; /* the sender's congestion control */
   uint64_t bytes;
   double seconds;
   char error[200];
@@ -77,6 +80,7 @@ static int report(const struct result* r) {
   } else {
     printf("null");
   }
+  if (r->cc[0] != '\0') printf(",\"cc\":\"%s\"", r->cc);
   if (r->have_info) {
     const struct tcp_info* i = &r->info;
     printf(
@@ -99,13 +103,20 @@ static int fail(struct result* r, const char* what, int err) {
   return report(r);
 }
 
-/* A blocking connect, again while it is refused (the listener is not up yet), until `within`. */
-static int connect_retry(const struct sockaddr_in* to, double within, double timeout) {
+/* A blocking connect, again while it is refused (the listener is not up yet), until `within`;
+ * with congestion control `cc` unless it is NULL. */
+static int connect_retry(const struct sockaddr_in* to, double within, double timeout,
+                         const char* cc) {
   double deadline = now_s() + within;
   for (;;) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -errno;
     set_timeouts(fd, timeout);
+    if (cc != NULL && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0) {
+      int e = errno;
+      close(fd);
+      return -e;
+    }
     if (connect(fd, (const struct sockaddr*)to, sizeof *to) == 0) return fd;
     int e = errno;
     close(fd);
@@ -114,11 +125,14 @@ static int connect_retry(const struct sockaddr_in* to, double within, double tim
   }
 }
 
-static int do_send(const struct sockaddr_in* to, uint64_t n, double timeout, double within) {
+static int do_send(const struct sockaddr_in* to, uint64_t n, double timeout, double within,
+                   const char* cc) {
   struct result r = {.role = "send"};
   memset(buf, 0x5a, sizeof buf); /* once, before the clock starts */
-  int fd = connect_retry(to, within, timeout);
-  if (fd < 0) return fail(&r, "connect", -fd);
+  int fd = connect_retry(to, within, timeout, cc);
+  if (fd < 0) return fail(&r, cc != NULL ? "connect (or --cc)" : "connect", -fd);
+  socklen_t cclen = sizeof r.cc - 1;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, r.cc, &cclen) != 0) r.cc[0] = '\0';
   double t0 = now_s();
   while (r.bytes < n) {
     size_t k = n - r.bytes < kBuf ? (size_t)(n - r.bytes) : kBuf;
@@ -200,9 +214,10 @@ static int do_recv(const struct sockaddr_in* at, double timeout) {
 }
 
 static int usage(void) {
-  fprintf(stderr,
-          "usage: kernel_tcp send HOST PORT BYTES [--timeout SEC] [--connect-timeout SEC]\n"
-          "       kernel_tcp recv HOST PORT [--timeout SEC]\n");
+  fprintf(
+      stderr,
+      "usage: kernel_tcp send HOST PORT BYTES [--timeout SEC] [--connect-timeout SEC] [--cc NAME]\n"
+      "       kernel_tcp recv HOST PORT [--timeout SEC]\n");
   return 2;
 }
 
@@ -231,13 +246,18 @@ int main(int argc, char** argv) {
     i = 5;
   }
   double timeout = 30, within = 10;
+  const char* cc = NULL;
   for (; i < argc; i += 2) {
     if (i + 1 >= argc) return usage();
     if (strcmp(argv[i], "--timeout") == 0 && parse_double(argv[i + 1], &timeout)) continue;
     if (send_role && strcmp(argv[i], "--connect-timeout") == 0 &&
         parse_double(argv[i + 1], &within))
       continue;
+    if (send_role && strcmp(argv[i], "--cc") == 0 && strlen(argv[i + 1]) < 16) {
+      cc = argv[i + 1];
+      continue;
+    }
     return usage();
   }
-  return send_role ? do_send(&addr, bytes, timeout, within) : do_recv(&addr, timeout);
+  return send_role ? do_send(&addr, bytes, timeout, within, cc) : do_recv(&addr, timeout);
 }

@@ -26,12 +26,18 @@ table and left out of the medians. The curve (fraction of lossless against loss,
 sender, a panel per backend and reorder rate) goes to --png through gnuplot (Debian's
 gnuplot-nox; skipped with a note without it). The last line is every figure as JSON.
 
+Both senders run the same congestion control, --cc (cleave's name; Linux gets its own for
+the same algorithm by TCP_CONGESTION): cubic, the default of both, or newreno (Linux: reno).
+--linux-cc gives Linux another instead (e.g. bbr, a host's choice that does not take loss for
+congestion, so no like-for-like measure of loss recovery).
+
 A default run is 2 backends x 2 reorder x 4 loss x 2 senders x 5 rounds = 160 transfers of
 32 MiB: about 12 minutes on a shared two-core VM, most of it at 5 % loss. Asserts
 nothing. Needs root.
 
 Usage: tcp_loss.py [--backend cleave|generic|both] [--runs N] [--bytes N] [--loss P,...]
-                   [--reorder R,...] [--png PATH] [--timeout SEC]
+                   [--reorder R,...] [--cc NAME] [--linux-cc NAME] [--png PATH]
+                   [--timeout SEC]
 """
 
 import argparse
@@ -131,6 +137,9 @@ def main():
     ap.add_argument("--bytes", type=int, default=32 << 20, help="per transfer (default 32 MiB)")
     ap.add_argument("--loss", default="0,0.001,0.01,0.05", help="loss rates; 0 is always run")
     ap.add_argument("--reorder", default="0,0.01", help="reorder rates; 0 is always run")
+    ap.add_argument("--cc", choices=sorted(wg.LINUX_CC), default="cubic",
+                    help="both senders' congestion control (default cubic)")
+    ap.add_argument("--linux-cc", help="Linux's instead of --cc's (a kernel name: bbr, ...)")
     ap.add_argument("--png", default="tcp_loss.png", help="the plot (default ./tcp_loss.png)")
     ap.add_argument("--timeout", type=float, default=180, help="per transfer, seconds")
     args = ap.parse_args()
@@ -154,10 +163,13 @@ def main():
             ns = f"cl{tag}l{b[0]}"
             daemons[b] = (tcp.start(b, ns, f"cll{tag}{b[0]}"), ns)
             wg.no_metrics(ns)
+            same = wg.set_cc(daemons[b][0], args.cc)
+            linux_cc = args.linux_cc or same
         print(f"tcp_loss: backends {', '.join(backends)}; {args.bytes} bytes per transfer; "
               f"{args.runs} rounds; loss {', '.join(pct(p) for p in rates)}, reorder "
               f"{', '.join(pct(r) for r in reorders)}, each way on cleave's port; "
-              f"{total} transfers", flush=True)
+              f"congestion control: cleave {args.cc}, Linux {linux_cc}; {total} transfers",
+              flush=True)
         for rnd in range(1, args.runs + 1):
             for ci, (b, ro, p) in enumerate(cases):
                 d, ns = daemons[b]
@@ -168,7 +180,7 @@ def main():
                     port += 1
                     i += 1
                     try:
-                        r = wg.transfer(d, ns, s, port, args.bytes, args.timeout)
+                        r = wg.transfer(d, ns, s, port, args.bytes, args.timeout, linux_cc)
                     except (subprocess.SubprocessError, OSError, ValueError, KeyError) as e:
                         r = {"ok": False, "error": repr(e), "sender": s}
                     print(progress(i, total, rnd, b, ro, p, r), flush=True)
@@ -192,7 +204,8 @@ def report(args, backends, reorders, rates, res, failed, elapsed):
         base = med([r["gbps"] for r in res[(b, 0.0, 0.0, s)]])
         frac[(b, ro, p, s)] = ((med(g) / base, min(g) / base, max(g) / base) if g and base
                                else (None, None, None))
-    print(f"\n{args.runs} rounds in {elapsed / 60:.1f} min. Goodput: median Gb/s (min-max); "
+    print(f"\n{args.runs} rounds in {elapsed / 60:.1f} min, congestion control cleave {args.cc}, "
+          f"Linux {args.linux_cc or wg.LINUX_CC[args.cc]}. Goodput: median Gb/s (min-max); "
           "frac: of the same sender's lossless median; cleave/Linux: cleave's frac over Linux's "
           "(target >= 1). The Linux sender's figure is cleave receiving, cleave's is Linux "
           "receiving.")
@@ -238,7 +251,8 @@ def report(args, backends, reorders, rates, res, failed, elapsed):
     print(plot(args.png, backends, reorders, rates, frac))
     keep = ("gbps", "seconds", "sender_cpu", "receiver_cpu", "sender_wall", "dataplane_busy",
             "cwnd", "ssthresh", "snd_wnd", "retransmits", "counters")
-    print(json.dumps({"bytes": args.bytes, "runs": args.runs, "results": [
+    print(json.dumps({"bytes": args.bytes, "runs": args.runs, "cc": args.cc,
+                      "linux_cc": args.linux_cc or wg.LINUX_CC[args.cc], "results": [
         {"backend": b, "reorder": ro, "loss": p, "sender": s, "failed": failed[(b, ro, p, s)],
          "runs": [{k: r.get(k) for k in keep} for r in res[(b, ro, p, s)]]}
         for (b, ro, p, s) in res]}))

@@ -6,7 +6,10 @@ other end; both NIC backends). Each of 8 rounds runs four transfers of CLEAVE_TC
 (default 16 MiB), the order alternating: lossless, then with 1 % loss on cleave's port in both
 directions (`cleavectl port fault p0 loss 0.01 seed S`, the same S for both senders of a
 round), Linux sending to cleave-tcp and cleave-tcp sending to Linux, neither end doing per-byte
-work (wire_goodput.py: kernel_tcp against cleave-tcp --no-check). Every transfer must complete.
+work (wire_goodput.py: kernel_tcp against cleave-tcp --no-check), both with CUBIC (cleave's
+default; Linux's by TCP_CONGESTION, whatever the host's default: a host may run bbr, which does
+not take loss for congestion and so is no measure of loss recovery). Every transfer must
+complete.
 A sender's fraction is its best goodput at 1 % loss over its best lossless goodput, and
 cleave's must be at least half of Linux's. Prints every figure.
 
@@ -43,6 +46,7 @@ class Loss:
         self.ns = f"cl{tag}tl"
         self.d = tcp.start(self.backend, self.ns, f"cltl{tag}")
         wg.no_metrics(self.ns)
+        self.linux_cc = wg.set_cc(self.d, "cubic")
 
     def test_cleave_sender_at_one_percent_loss_is_not_far_below_linux(self):
         g = {(s, p): [] for s in wg.SENDERS for p in (0, LOSS)}
@@ -53,7 +57,7 @@ class Loss:
                 for s in order:
                     wg.set_faults(self.d, p, 0, 100 + rnd)
                     port += 1
-                    r = wg.transfer(self.d, self.ns, s, port, N)
+                    r = wg.transfer(self.d, self.ns, s, port, N, linux_cc=self.linux_cc)
                     self.assertTrue(r["ok"], f"{s} sender, loss {p}: {r['error']}\n"
                                     f"cleaved log (tail):\n{self.d.logs()[-3000:]}")
                     g[(s, p)].append(r["gbps"])

@@ -14,6 +14,11 @@ sender the flow's last cwnd, ssthresh and peer window (polled from flow.list eve
 it lives) and the TCP transport's retransmissions, fast recoveries and RTOs over the transfer;
 for Linux's sender its TCP_INFO once everything was acknowledged (kernel_tcp's JSON).
 
+Congestion control: set_cc() gives both senders an algorithm (cleave's by a tuple binding on
+the daemon, `flow attach tuple '*:*' KERNEL:* cc NAME`; Linux's by TCP_CONGESTION, kernel_tcp
+--cc), so loss-based algorithms are compared like for like. The kernel's own default may be
+another (Debian's is cubic; a host may have chosen bbr, which does not take loss for congestion).
+
 Used by tests/bench/tcp_loss.py and test_tcp_loss.py.
 """
 
@@ -28,6 +33,15 @@ import test_tcp as tcp
 
 KERNEL_TCP = os.environ.get("KERNEL_TCP", "build/tests/kernel_tcp")
 SENDERS = ("linux", "cleave")
+# cleave's congestion control names and Linux's for the same algorithm.
+LINUX_CC = {"newreno": "reno", "cubic": "cubic", "dctcp": "dctcp"}
+
+
+def set_cc(d, cleave_cc):
+    """cleave's flows to the kernel use `cleave_cc` from now on (a tuple binding); returns the
+    name of Linux's same algorithm, for transfer()'s linux_cc."""
+    d.ctl("flow", "attach", "tuple", "*:*", f"{tcp.KERNEL}:*", "cc", cleave_cc)
+    return LINUX_CC[cleave_cc]
 WATCHED = ("retransmits", "fast_recoveries", "rtos", "tlp_probes", "rack_losses")
 
 
@@ -104,8 +118,9 @@ def _finish(p, deadline):
     return p.returncode, (lines[-1] if lines else ""), err, ru.ru_utime + ru.ru_stime
 
 
-def transfer(d, ns, sender, port, n, timeout=120):
-    """One transfer of n bytes, sender "linux" or "cleave", on `port`. Returns a dict: ok,
+def transfer(d, ns, sender, port, n, timeout=120, linux_cc=None):
+    """One transfer of n bytes, sender "linux" (with congestion control linux_cc, else the
+    kernel's default) or "cleave", on `port`. Returns a dict: ok,
     error (text or None), gbps and seconds (the receiver's), sender_cpu and receiver_cpu
     (seconds), dataplane_busy (seconds), cwnd and ssthresh (segments, the sender's at the end;
     ssthresh None before any loss), snd_wnd (bytes), retransmits, and the raw JSON of both
@@ -119,7 +134,9 @@ def transfer(d, ns, sender, port, n, timeout=120):
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if sender == "linux":
         rx = ct.spawn(tool + ["--listen", str(port), "--recv"], **pipes)
-        tx = ct.spawn(kernel + ["send", tcp.OURS, str(port), str(n), "--timeout", "30"], **pipes)
+        cc = ["--cc", linux_cc] if linux_cc else []
+        tx = ct.spawn(kernel + ["send", tcp.OURS, str(port), str(n), "--timeout", "30"] + cc,
+                      **pipes)
         tx_res = _finish(tx, deadline)
         rx_res = _finish(rx, deadline)
         kj, cj = tx_res[1], rx_res[1]
