@@ -18,7 +18,8 @@
 // transports' timers and the pacer are only looked at when a frame arrives or a tick passes.
 //
 // Usage: roce_sim_loss [--mb N] [--seeds N] [--qd N] [--loss-qd N] [--msg BYTES] [--loss P,...]
-//                      [--tick-us N] [--delay-us N] [--timeout T] [--sizes-only | --loss-only]
+//                      [--pmtu N] [--tick-us N] [--delay-us N] [--timeout T]
+//                      [--sizes-only | --loss-only]
 //                      [--sr-only | --gbn-only]
 #include <algorithm>
 #include <cstdio>
@@ -52,6 +53,7 @@ struct Options {
   uint64_t tick_ns = 50'000;
   uint64_t delay_ns = 3'000;
   uint8_t timeout = 8;  // local ACK timeout 4.096 µs × 2^8 ≈ 1 ms, as roce_pair.h
+  uint32_t pmtu = 4096;
   std::vector<double> losses = {0, 0.001, 0.01, 0.05};
   bool sizes = true;
   bool loss = true;
@@ -124,8 +126,8 @@ sim::RoceConfig link_config(const Link& link, const Options& o) {
   sim::RoceConfig c;
   c.link.rate_bps = link.rate_bps;
   c.link.delay_ns = o.delay_ns;
-  c.link.mtu = 4200;  // PMTU 4096
-  c.pmtu = 4096;
+  c.link.mtu = o.pmtu + 104;  // the PMTU plus headers (4200 for 4096)
+  c.pmtu = o.pmtu;
   c.timeout = o.timeout;
   return c;
 }
@@ -190,12 +192,14 @@ void losses(const Link& link, const Options& o, bool sr) {
       gbps.push_back(r.gbps());
       std::printf(
           "  loss %5.2f %% seed %d: %7.3f Gb/s  pkts %llu  retransmits %llu  timeouts %llu  "
-          "naks %llu  ooo %llu\n",
+          "naks %llu  ooo %llu  dup %llu  copied %llu KiB\n",
           loss * 100, s, r.gbps(), static_cast<unsigned long long>(r.a.tx_packets),
           static_cast<unsigned long long>(r.a.retransmits),
           static_cast<unsigned long long>(r.a.timeouts),
           static_cast<unsigned long long>(r.a.naks_received),
-          static_cast<unsigned long long>(r.b.out_of_sequence));
+          static_cast<unsigned long long>(r.b.out_of_sequence),
+          static_cast<unsigned long long>(r.b.duplicates),
+          static_cast<unsigned long long>(r.b.copied_bytes >> 10));
     }
     const double m = median(gbps);
     if (loss == 0) base = m;
@@ -248,6 +252,9 @@ int main(int argc, char** argv) {
     } else if (v != nullptr && k == "--loss") {
       o.losses = parse_list(v);
       i++;
+    } else if (v != nullptr && k == "--pmtu") {
+      o.pmtu = uint32_t(std::strtoul(v, nullptr, 10));
+      i++;
     } else if (v != nullptr && k == "--tick-us") {
       o.tick_ns = uint64_t(std::strtod(v, nullptr) * 1000);
       i++;
@@ -258,20 +265,25 @@ int main(int argc, char** argv) {
       o.delay_ns = uint64_t(std::strtod(v, nullptr) * 1000);
       i++;
     } else {
-      std::fprintf(stderr,
-                   "usage: roce_sim_loss [--mb N] [--seeds N] [--qd N] [--loss-qd N] [--msg BYTES] "
-                   "[--loss P,P,...] [--tick-us N] [--delay-us N] [--timeout T] [--sizes-only | "
-                   "--loss-only] "
-                   "[--sr-only | --gbn-only]\n");
+      std::fprintf(
+          stderr,
+          "usage: roce_sim_loss [--mb N] [--seeds N] [--qd N] [--loss-qd N] [--msg BYTES] "
+          "[--loss P,P,...] [--pmtu N] [--tick-us N] [--delay-us N] [--timeout T] [--sizes-only | "
+          "--loss-only] "
+          "[--sr-only | --gbn-only]\n");
       return 2;
     }
   }
-  if (o.qd == 0 || o.loss_qd == 0 || o.msg == 0 || o.msg > (64u << 20) || o.tick_ns == 0) {
-    std::fprintf(stderr, "roce_sim_loss: --qd, --loss-qd and --msg must be > 0, --msg <= 64 MiB\n");
+  if (o.qd == 0 || o.loss_qd == 0 || o.msg == 0 || o.msg > (64u << 20) || o.tick_ns == 0 ||
+      o.pmtu < 256 || o.pmtu > 4096 || (o.pmtu & (o.pmtu - 1)) != 0) {
+    std::fprintf(stderr,
+                 "roce_sim_loss: --qd, --loss-qd and --msg must be > 0, --msg <= 64 MiB, --pmtu a "
+                 "power of two in 256..4096\n");
     return 2;
   }
   const Link links[] = {{"10 Gb/s", 10'000'000'000}, {"100 Gb/s", 100'000'000'000}};
-  std::printf("roce_sim_loss: PMTU 4096, link MTU 4200, RoCE pair from tests/sim/roce_pair.h\n");
+  std::printf("roce_sim_loss: PMTU %u, link MTU %u, RoCE pair from tests/sim/roce_pair.h\n", o.pmtu,
+              o.pmtu + 104);
   for (const Link& link : links) {
     if (o.sizes) sizes(link, o);
     if (o.loss && o.gbn) losses(link, o, false);

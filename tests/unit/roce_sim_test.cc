@@ -442,6 +442,29 @@ TEST(RoceSim, SelectiveRepeatResendsOnlyWhatWasLost) {
   EXPECT_GT(rexmit[0], 5 * dropped[0]);
 }
 
+// Selective repeat: the packets kept past a gap are named in range NAKs, one when a gap shows and
+// then one per kSrNakEvery packets (or a packet asking for an ACK), not one NAK per packet: each
+// NAK is a packet both daemons handle. Nothing but the lost packets goes again, without a timeout.
+TEST(RoceSim, SelectiveRepeatNaksRunsNotEachPacket) {
+  RoceConfig c;
+  c.selective_repeat = true;
+  c.ab.drop_if = first_copies(kWriteMiddle, kWriteMiddle, 50);
+  RocePair p(seed(13), c);
+  std::vector<Op> ops;
+  for (size_t i = 0; i < 8; i++)
+    ops.push_back({ReqKind::kWrite, false, 1u << 20, i << 20, i << 20});
+  run_workload(p, ops);
+  const transport::roce::RcCounters& b = p.b.rc->counters();
+  const uint64_t dropped = p.net->stats(Dir::kAtoB).dropped_filter;
+  EXPECT_GT(dropped, 10u);
+  EXPECT_GT(b.out_of_sequence, 10 * dropped) << p.describe();
+  // One NAK as each gap shows, then one per kSrNakEvery packets kept behind it (one per packet
+  // would be as many as out_of_sequence).
+  EXPECT_LT(b.naks_sent, b.out_of_sequence / 4) << p.describe();
+  EXPECT_EQ(p.a.rc->counters().retransmits, dropped) << p.describe();
+  EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
+}
+
 // Selective repeat: a packet sent again and lost again goes a third time as soon as a NAK names
 // a packet sent after it, with no timeout, and nothing else goes with it. (Without that, each
 // such loss waits out a timeout that sent everything in flight again.)

@@ -235,6 +235,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
       q->again.assign(kSrWindow, {});
       q->ooo.assign(kSrWindow, OooPkt{});
       q->sr_naks.reserve(kMaxSrNaks);
+      q->run = false;
     }
     q->sport = udp_sport(q->qpn, s.dest_qpn);
     // Receives posted before RTR go to the NIC now that the flow is steered.

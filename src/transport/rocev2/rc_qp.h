@@ -28,7 +28,10 @@ inline constexpr uint64_t kSrRtoMinNs = 250'000;
 // Selective repeat: READ responses kept past a gap, up to this many PSNs past the oldest
 // unacknowledged (the window and a READ of up to 3072 responses begun at its edge).
 inline constexpr uint32_t kSrReadWindow = 4 * kSrWindow;
-inline constexpr uint32_t kMaxSrNaks = 32;     // selective-repeat NAKs a QP sends per burst
+inline constexpr uint32_t kMaxSrNaks = 32;  // selective-repeat NAKs a QP sends per burst
+// Selective repeat: a run of packets kept past a gap is NAKed when it starts, then once per this
+// many packets it grows by (or at a packet asking for an ACK), not once per packet.
+inline constexpr uint32_t kSrNakEvery = 16;
 inline constexpr uint32_t kMaxReadQueue = 16;  // READs a responder holds (max_dest_rd_atomic)
 inline constexpr uint32_t kRespBurst = 64;     // READ response packets per call, per QP
 inline constexpr uint64_t kDefaultRateBps = 100'000'000'000ull;
@@ -192,10 +195,19 @@ struct RcTransport::Qp {
   std::vector<ReadResp> rr;
   uint32_t rr_head = 0;
   uint32_t rr_n = 0;
-  // Selective repeat, responder: packets accepted past a gap, by psn % kSrWindow, and the PSNs
-  // of those that arrived this burst (each is named in a NAK).
+  // Selective repeat, responder: packets accepted past a gap, by psn % kSrWindow; the run of
+  // consecutive ones the newest belongs to ([run_lo, run_hi], run_unsent of them not yet in a
+  // NAK, from run_hi back), and the ranges this burst NAKs.
   std::vector<OooPkt> ooo;
-  std::vector<uint32_t> sr_naks;
+  struct Range {
+    uint32_t lo = 0;
+    uint32_t hi = 0;
+  };
+  std::vector<Range> sr_naks;
+  bool run = false;
+  uint32_t run_lo = 0;
+  uint32_t run_hi = 0;
+  uint32_t run_unsent = 0;
   std::array<WriteCtx, 8> wctx{};
   uint32_t wctx_next = 0;
 

@@ -450,6 +450,23 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     go_back(q, b.psn);
     q.rnr_until = now + rnr_timer_ns(b.syndrome & 0x1F);
     q.timer_ns = 0;
+  } else if (b.syndrome == kSynPsnError && q.attr.selective_repeat && b.solicited) {
+    // Selective repeat's range NAK (SE set): the responder keeps PSNs [BTH PSN, MSN field] past
+    // a gap, a run that grew from one a NAK named. The PSNs between the last one named and
+    // these it lacks: they go again, once.
+    q.c.naks_received++;
+    t.naks_received++;
+    const uint32_t hi = b.msn;
+    const uint32_t lo = psn_diff(b.psn, q.una) > 0 ? b.psn : q.una;
+    if (psn_diff(hi, lo) >= 0 && psn_diff(hi, lo) < int32_t(kSrWindow) &&
+        psn_diff(hi, q.snd_max) < 0) {
+      for (uint32_t p = lo; p != psn_add(hi, 1); p = psn_add(p, 1))
+        set_bit(q.sacked, p, true);
+      const uint32_t from = psn_diff(q.recover_next, q.una) > 0 ? q.recover_next : q.una;
+      queue_holes(q, from, lo);
+      if (psn_diff(psn_add(hi, 1), q.recover_next) > 0) q.recover_next = psn_add(hi, 1);
+      resend_lost_again(q, hi, false);
+    }
   } else if (b.syndrome == kSynPsnError) {
     q.c.naks_received++;
     t.naks_received++;

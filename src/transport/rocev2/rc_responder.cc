@@ -259,6 +259,42 @@ void respond(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
 
 namespace {
 
+// Selective repeat: the NAK of the newest run's packets not yet NAKed, if any. (Before a NAK
+// that names nothing kept: the requester sends again all that no NAK named.)
+void flush_run(RcTransport::Qp& q) {
+  if (!q.run || psn_diff(q.run_hi, q.epsn) <= 0 || q.run_unsent == 0) return;
+  if (q.sr_naks.size() < kMaxSrNaks) {
+    q.sr_naks.push_back({psn_add(q.run_hi, 1u - q.run_unsent), q.run_hi});
+  }
+  q.run_unsent = 0;
+}
+
+// Selective repeat: `psn` was kept past a gap; the NAKs that tell it. One that follows the newest
+// run grows it, and is NAKed with the run's packets not yet NAKed once there are kSrNakEvery of
+// them or it asks for an ACK. One past a new gap starts a run and is NAKed at once (the gap is
+// news), after the old run's packets not yet NAKed (the requester takes what lies between two
+// NAKs for lost). One below the run (a hole filled before an older one) is NAKed alone.
+void note_kept(RcTransport::Qp& q, uint32_t psn, bool ack_req) {
+  auto nak = [&q](uint32_t lo, uint32_t hi) {
+    if (q.sr_naks.size() < kMaxSrNaks) q.sr_naks.push_back({lo, hi});
+  };
+  const bool live = q.run && psn_diff(q.run_hi, q.epsn) > 0;  // not yet passed by ePSN
+  if (live && psn == psn_add(q.run_hi, 1)) {
+    q.run_hi = psn;
+    if (++q.run_unsent >= kSrNakEvery || ack_req) flush_run(q);
+    return;
+  }
+  if (live && psn_diff(psn, q.run_lo) < 0) {
+    nak(psn, psn);
+    return;
+  }
+  flush_run(q);
+  q.run = true;
+  q.run_lo = q.run_hi = psn;
+  q.run_unsent = 0;
+  nak(psn, psn);
+}
+
 // Selective repeat: a request `d` PSNs past ePSN. Kept when its payload is certainly in place
 // (the NIC placed it, it had none, or it belongs to a WRITE whose place is known), to be
 // processed when ePSN reaches it, and named in a NAK. Otherwise (a SEND's packet past a gap: the
@@ -302,7 +338,7 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
   e.valid = true;
   e.b = x.b;
   e.len = x.len;
-  if (q.sr_naks.size() < kMaxSrNaks) q.sr_naks.push_back(x.b.psn);
+  note_kept(q, x.b.psn, x.b.ack_req);
   return true;
 }
 
@@ -322,6 +358,26 @@ void sweep(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         psn_add(q.epsn, o.kind == OpKind::kReadRequest ? packets(e.b.dma_len, q.attr.pmtu) : 1);
     if (o.kind != OpKind::kReadRequest) q.ack_pending |= e.b.ack_req;
   }
+}
+
+// Selective repeat: the NAKs of packets kept past a gap this burst (note_kept), none for what
+// ePSN reached meanwhile. One packet: BTH PSN = ePSN (all before it received), MSN field = the
+// PSN kept. Several (a run): the SE bit set, BTH PSN = the first, MSN field = the last.
+void send_sr_naks(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
+  for (const RcTransport::Qp::Range& r : q.sr_naks) {
+    if (psn_diff(r.lo, q.epsn) <= 0 || q.attr.state == QpState::kErr) continue;
+    Headers h;
+    h.opcode = kAck;
+    h.psn = r.lo == r.hi ? q.epsn : r.lo;
+    h.solicited = r.lo != r.hi;
+    h.syndrome = kSynPsnError;
+    h.msn = r.hi;
+    header(q, h, ctx);
+    count_tx(q, 0, t);
+    q.c.naks_sent++;
+    t.naks_sent++;
+  }
+  q.sr_naks.clear();
 }
 
 }  // namespace
@@ -346,7 +402,10 @@ void on_request(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     q.c.out_of_sequence++;
     t.out_of_sequence++;
     if (q.attr.selective_repeat) {
-      if (!keep_ooo(q, x, d, ctx, t) && !q.nak_sent) q.nak_pending = kSynPsnError;
+      if (!keep_ooo(q, x, d, ctx, t) && !q.nak_sent) {
+        q.nak_pending = kSynPsnError;
+        flush_run(q);
+      }
     } else if (!q.nak_sent && q.nak_pending == 0 && q.rnr_code_pending == 0xFF) {
       q.nak_pending = kSynPsnError;
     }
@@ -388,21 +447,10 @@ void finish_rx(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
     q.cnp_due = false;
   }
   respond(q, ctx, t);
-  // Selective repeat: a NAK per packet accepted past a gap, naming it (MSN field) and the
-  // ePSN (all before it received), unless the gap closed meanwhile.
-  for (uint32_t got : q.sr_naks) {
-    if (psn_diff(got, q.epsn) <= 0) continue;
-    Headers h;
-    h.opcode = kAck;
-    h.psn = q.epsn;
-    h.syndrome = kSynPsnError;
-    h.msn = got;
-    header(q, h, ctx);
-    count_tx(q, 0, t);
-    q.c.naks_sent++;
-    t.naks_sent++;
-  }
-  q.sr_naks.clear();
+  // Selective repeat's NAKs go after the ACK (a range NAK acknowledges nothing: the requester
+  // would take a hole the ACK closes for one still open), before a NAK naming nothing kept (it
+  // sends again all that is not named).
+  if (q.nak_pending != 0) send_sr_naks(q, ctx, t);
   if (q.nak_pending != 0) {
     // Selective repeat names no PSN it has (MSN = ePSN): everything missing goes again.
     const bool sr = q.attr.selective_repeat && q.nak_pending == kSynPsnError;
@@ -428,6 +476,7 @@ void finish_rx(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
   } else if (q.ack_pending) {
     send_due_ack(q, ctx, t);
   }
+  send_sr_naks(q, ctx, t);
 }
 
 }  // namespace cleave::transport::roce
