@@ -462,6 +462,30 @@ TEST(RoceSim, SelectiveRepeatKeepsSendsPastAGap) {
   EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
 }
 
+// Selective repeat: a gap longer than the responder's SEND keep buffer (a round trip of 600 µs
+// at 10 Gb/s is about 180 packets of 4 KiB, the buffer 64): what does not fit is dropped and
+// sent again, what fits is not, and every byte and receive still arrives once, in order, with
+// no timeout. (Dropping every SEND packet past a gap sends more again than went past gaps.)
+TEST(RoceSim, SelectiveRepeatSendKeepBufferOverflows) {
+  RoceConfig c;
+  c.selective_repeat = true;
+  c.link.delay_ns = 300'000;
+  c.ab.drop_if = first_copies(kSendMiddle, kSendMiddle, 300);
+  RocePair p(seed(19), c);
+  std::vector<Op> ops;
+  for (size_t i = 0; i < 8; i++) {
+    ops.push_back({ReqKind::kSend, i % 2 == 1, 1u << 20, i << 20, i << 20});
+  }
+  run_workload(p, ops);
+  const uint64_t dropped = p.net->stats(Dir::kAtoB).dropped_filter;
+  const uint64_t rexmit = p.a.rc->counters().retransmits;
+  EXPECT_GT(dropped, 3u);
+  EXPECT_GT(rexmit, dropped + 64) << p.describe();  // some did not fit (kSrSendKeepBytes)
+  // Each gap: the packets past it beyond the buffer, not all of them.
+  EXPECT_LT(rexmit, p.b.rc->counters().out_of_sequence) << p.describe();
+  EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
+}
+
 // Selective repeat: the packets kept past a gap are named in range NAKs, one when a gap shows and
 // then one per kSrNakEvery packets (or a packet asking for an ACK), not one NAK per packet: each
 // NAK is a packet both daemons handle. Nothing but the lost packets goes again, without a timeout.

@@ -320,8 +320,10 @@ bool keep_send(RcTransport::Qp& q, const Rx& x, const OpInfo& o, OooPkt& e) {
 // (the NIC placed it, it had none, or it belongs to a WRITE whose place is known) or a SEND's
 // payload found room in the keep buffer, to be processed when ePSN reaches it, and named in a
 // NAK. Otherwise dropped: false, and the caller asks for everything from ePSN the responder does
-// not have.
-bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounters& t) {
+// not have, unless it was a SEND's packet that found the keep buffer full (`full`): the packets
+// in flight behind it would find it full too, and sending them all again at once only repeats
+// that; the NAK of the next packet kept past it (or the timeout) asks for it.
+bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounters& t, bool* full) {
   if (d >= int32_t(kSrWindow)) return false;
   OooPkt& e = q.ooo[x.b.psn % kSrWindow];
   if (e.valid && e.b.psn == x.b.psn) return true;  // a duplicate of one kept
@@ -340,7 +342,10 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
     }
   }
   if (x.len != 0 && x.h.placed == Placed::kDeferred && o.kind == OpKind::kSend) {
-    if (!keep_send(q, x, o, e)) return false;
+    if (!keep_send(q, x, o, e)) {
+      *full = q.keep_free.empty();
+      return false;
+    }
   } else if (x.len != 0 && x.h.placed != Placed::kPlaced) {
     // Deferred: kept only when it is a WRITE's packet whose place is known, copied there.
     if (o.kind != OpKind::kWrite || x.h.placed != Placed::kDeferred) return false;
@@ -431,7 +436,8 @@ void on_request(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     q.c.out_of_sequence++;
     t.out_of_sequence++;
     if (q.attr.selective_repeat) {
-      if (!keep_ooo(q, x, d, ctx, t) && !q.nak_sent) {
+      bool full = false;
+      if (!keep_ooo(q, x, d, ctx, t, &full) && !full && !q.nak_sent) {
         q.nak_pending = kSynPsnError;
         flush_run(q);
       }
