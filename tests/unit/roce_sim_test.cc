@@ -462,14 +462,15 @@ TEST(RoceSim, SelectiveRepeatKeepsSendsPastAGap) {
   EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
 }
 
-// Selective repeat: a gap longer than the responder's SEND keep buffer (a round trip of 600 µs
-// at 10 Gb/s is about 180 packets of 4 KiB, the buffer 64): what does not fit is dropped and
-// sent again, what fits is not, and every byte and receive still arrives once, in order, with
-// no timeout. (Dropping every SEND packet past a gap sends more again than went past gaps.)
+// Selective repeat: a gap longer than the responder's SEND keep buffer (a round trip of 2 ms at
+// 10 Gb/s is about 600 packets of 4 KiB, the buffer 256): what does not fit is dropped and sent
+// again, what fits is not, and every byte and receive still arrives once, in order. (Dropping
+// every SEND packet past a gap sends more again than went past gaps.)
 TEST(RoceSim, SelectiveRepeatSendKeepBufferOverflows) {
   RoceConfig c;
   c.selective_repeat = true;
-  c.link.delay_ns = 300'000;
+  c.link.delay_ns = 1'000'000;
+  c.timeout = 12;  // 16 ms: the local ACK timeout above the round trip
   c.ab.drop_if = first_copies(kSendMiddle, kSendMiddle, 300);
   RocePair p(seed(19), c);
   std::vector<Op> ops;
@@ -480,10 +481,9 @@ TEST(RoceSim, SelectiveRepeatSendKeepBufferOverflows) {
   const uint64_t dropped = p.net->stats(Dir::kAtoB).dropped_filter;
   const uint64_t rexmit = p.a.rc->counters().retransmits;
   EXPECT_GT(dropped, 3u);
-  EXPECT_GT(rexmit, dropped + 64) << p.describe();  // some did not fit (kSrSendKeepBytes)
+  EXPECT_GT(rexmit, dropped + 256) << p.describe();  // some did not fit (kSrSendKeepBytes)
   // Each gap: the packets past it beyond the buffer, not all of them.
   EXPECT_LT(rexmit, p.b.rc->counters().out_of_sequence) << p.describe();
-  EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
 }
 
 // Selective repeat: the packets kept past a gap are named in range NAKs, one when a gap shows and

@@ -29,8 +29,9 @@ inline constexpr uint64_t kSrRtoMinNs = 250'000;
 // unacknowledged (the window and a READ of up to 3072 responses begun at its edge).
 inline constexpr uint32_t kSrReadWindow = 4 * kSrWindow;
 // Selective repeat: the bytes a responder keeps of SEND packets past a gap (the NIC cannot place
-// them), in slots of a PMTU made at RTR; a packet that finds no slot is dropped and sent again.
-inline constexpr uint32_t kSrSendKeepBytes = 256u << 10;
+// them), in slots of a PMTU made at RTR: the window (kSrWindow packets) at a PMTU of 1024, a
+// quarter of it at 4096. A packet that finds no slot is dropped and sent again.
+inline constexpr uint32_t kSrSendKeepBytes = 1u << 20;
 inline constexpr uint32_t kMaxSrNaks = 32;  // selective-repeat NAKs a QP sends per burst
 // Selective repeat: a run of packets kept past a gap is NAKed when it starts, then once per this
 // many packets it grows by (or at a packet asking for an ACK), not once per packet.
