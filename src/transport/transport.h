@@ -6,8 +6,10 @@
 // header's placement metadata says where, or why not); the transport advances the flow's cursor,
 // retires memory segments and completes the app's receives. A deferred segment (copy path) still
 // carries its payload, and the transport only says where it belongs (Context::copy_in); the
-// dataplane moves the bytes. On send the transport emits header-only descriptors that reference
-// app memory; the NIC merges, segments and checksums; a retransmission re-issues the same memory.
+// dataplane moves the bytes. (One exception: RoCE's selective repeat keeps a deferred SEND
+// packet past a gap in a bounded per-QP buffer until it can say where it belongs.) On send the
+// transport emits header-only descriptors that reference app memory; the NIC merges, segments and
+// checksums; a retransmission re-issues the same memory.
 //
 // Threads: one transport instance belongs to one dataplane lcore. Every call below happens on it,
 // and nothing locks. Hot calls come in bursts; the virtual call is per burst, never per packet.

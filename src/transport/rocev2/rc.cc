@@ -234,6 +234,10 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
       q->resend.reserve(kSrWindow);
       q->again.assign(kSrWindow, {});
       q->ooo.assign(kSrWindow, OooPkt{});
+      q->keep.assign(size_t(kSrSendKeepBytes / s.pmtu) * s.pmtu, 0);
+      q->keep_free.clear();
+      for (uint32_t i = kSrSendKeepBytes / s.pmtu; i-- > 0;)
+        q->keep_free.push_back(uint16_t(i));
       q->sr_naks.reserve(kMaxSrNaks);
       q->run = false;
     }

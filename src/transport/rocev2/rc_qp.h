@@ -28,6 +28,10 @@ inline constexpr uint64_t kSrRtoMinNs = 250'000;
 // Selective repeat: READ responses kept past a gap, up to this many PSNs past the oldest
 // unacknowledged (the window and a READ of up to 3072 responses begun at its edge).
 inline constexpr uint32_t kSrReadWindow = 4 * kSrWindow;
+// Selective repeat: the bytes a responder keeps of SEND packets past a gap (the NIC cannot place
+// them), in slots of a PMTU made at RTR: the window (kSrWindow packets) at a PMTU of 1024, a
+// quarter of it at 4096. A packet that finds no slot is dropped and sent again.
+inline constexpr uint32_t kSrSendKeepBytes = 1u << 20;
 inline constexpr uint32_t kMaxSrNaks = 32;  // selective-repeat NAKs a QP sends per burst
 // Selective repeat: a run of packets kept past a gap is NAKed when it starts, then once per this
 // many packets it grows by (or at a packet asking for an ACK), not once per packet.
@@ -78,9 +82,11 @@ struct RecvWqe {
 };
 
 // Selective repeat: a request packet the responder accepted past a gap (the NIC placed its
-// payload, or it had none), kept until ePSN reaches it and it is processed in order.
+// payload, it had none, or a SEND's payload is in a slot of the QP's keep buffer), kept until
+// ePSN reaches it and it is processed in order.
 struct OooPkt {
   bool valid = false;
+  int32_t slot = -1;  // the keep buffer's slot holding its payload, -1: none
   uint32_t len = 0;
   Headers b;
 };
@@ -210,6 +216,11 @@ struct RcTransport::Qp {
   uint32_t run_unsent = 0;
   std::array<WriteCtx, 8> wctx{};
   uint32_t wctx_next = 0;
+  // Selective repeat, responder: SEND payloads kept past a gap (the copy path's bytes live only
+  // for the call), kSrSendKeepBytes in slots of the PMTU, and the free slots (a stack); both
+  // made at RTR.
+  std::vector<uint8_t> keep;
+  std::vector<uint16_t> keep_free;
 
   bool outstanding() const { return psn_diff(snd_max, una) > 0; }
 };

@@ -1,6 +1,7 @@
 // rc_responder.cc - the responder: requests checked and accepted at ePSN, payloads landed,
 // duplicates answered, READ responses sent, selective repeat's packets past a gap, ACKs and NAKs.
 #include <algorithm>
+#include <cstring>
 
 #include "rc_qp.h"
 
@@ -295,15 +296,38 @@ void note_kept(RcTransport::Qp& q, uint32_t psn, bool ack_req) {
   nak(psn, psn);
 }
 
+// Selective repeat: a kept packet is gone (processed, passed, or its slot taken by a PSN a window
+// later); its payload's slot is free again.
+void unkeep(RcTransport::Qp& q, OooPkt& e) {
+  if (e.slot >= 0) q.keep_free.push_back(uint16_t(e.slot));
+  e.slot = -1;
+  e.valid = false;
+}
+
+// Selective repeat: a deferred SEND packet past a gap, its payload copied into a free slot of the
+// keep buffer (the NIC cannot place it: which receive it belongs to is unknown while a lost
+// packet may have ended the message before). False when no slot is free or it does not fit.
+bool keep_send(RcTransport::Qp& q, const Rx& x, const OpInfo& o, OooPkt& e) {
+  const uint32_t pmtu = q.attr.pmtu;
+  if (x.h.payload == nullptr || !lengths_ok(o, x.len, pmtu) || q.keep_free.empty()) return false;
+  e.slot = q.keep_free.back();
+  q.keep_free.pop_back();
+  std::memcpy(q.keep.data() + size_t(e.slot) * pmtu, x.h.payload, x.len);
+  return true;
+}
+
 // Selective repeat: a request `d` PSNs past ePSN. Kept when its payload is certainly in place
-// (the NIC placed it, it had none, or it belongs to a WRITE whose place is known), to be
-// processed when ePSN reaches it, and named in a NAK. Otherwise (a SEND's packet past a gap: the
-// NIC places SENDs in order only) dropped: false, and the caller asks for everything from ePSN
-// the responder does not have.
-bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounters& t) {
+// (the NIC placed it, it had none, or it belongs to a WRITE whose place is known) or a SEND's
+// payload found room in the keep buffer, to be processed when ePSN reaches it, and named in a
+// NAK. Otherwise dropped: false, and the caller asks for everything from ePSN the responder does
+// not have, unless it was a SEND's packet that found the keep buffer full (`full`): the packets
+// in flight behind it would find it full too, and sending them all again at once only repeats
+// that; the NAK of the next packet kept past it (or the timeout) asks for it.
+bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounters& t, bool* full) {
   if (d >= int32_t(kSrWindow)) return false;
   OooPkt& e = q.ooo[x.b.psn % kSrWindow];
   if (e.valid && e.b.psn == x.b.psn) return true;  // a duplicate of one kept
+  unkeep(q, e);                                    // a PSN a window before, never processed
   const OpInfo o = op_info(x.b.opcode);
   if (o.kind == OpKind::kWrite && o.first) {
     // Where this WRITE goes: for its packets the NIC defers (its WRITE contexts were full).
@@ -317,7 +341,12 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
       q.wctx[q.wctx_next++ % q.wctx.size()] = c;
     }
   }
-  if (x.len != 0 && x.h.placed != Placed::kPlaced) {
+  if (x.len != 0 && x.h.placed == Placed::kDeferred && o.kind == OpKind::kSend) {
+    if (!keep_send(q, x, o, e)) {
+      *full = q.keep_free.empty();
+      return false;
+    }
+  } else if (x.len != 0 && x.h.placed != Placed::kPlaced) {
     // Deferred: kept only when it is a WRITE's packet whose place is known, copied there.
     if (o.kind != OpKind::kWrite || x.h.placed != Placed::kDeferred) return false;
     const WriteCtx* c = nullptr;
@@ -347,12 +376,17 @@ void sweep(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
   for (;;) {
     OooPkt& e = q.ooo[q.epsn % kSrWindow];
     if (!e.valid || e.b.psn != q.epsn) return;
-    e.valid = false;
     RxHeader h;
     h.placed = e.len == 0 ? Placed::kNoPayload : Placed::kPlaced;
     h.payload_len = e.len;
+    if (e.slot >= 0) {  // a SEND's payload in the keep buffer: copied as if it came now
+      h.placed = Placed::kDeferred;
+      h.payload = q.keep.data() + size_t(e.slot) * q.attr.pmtu;
+    }
     const Rx x{h, e.b, e.len};
-    if (!accept(q, x, ctx, t)) return;  // its NAK or RNR NAK is due; it comes again
+    const bool ok = accept(q, x, ctx, t);
+    unkeep(q, e);
+    if (!ok) return;  // its NAK or RNR NAK is due; it comes again
     const OpInfo o = op_info(e.b.opcode);
     q.epsn =
         psn_add(q.epsn, o.kind == OpKind::kReadRequest ? packets(e.b.dma_len, q.attr.pmtu) : 1);
@@ -402,7 +436,8 @@ void on_request(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     q.c.out_of_sequence++;
     t.out_of_sequence++;
     if (q.attr.selective_repeat) {
-      if (!keep_ooo(q, x, d, ctx, t) && !q.nak_sent) {
+      bool full = false;
+      if (!keep_ooo(q, x, d, ctx, t, &full) && !full && !q.nak_sent) {
         q.nak_pending = kSynPsnError;
         flush_run(q);
       }
@@ -416,7 +451,10 @@ void on_request(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     return;
   }
   if (!accept(q, x, ctx, t)) return;
-  if (q.attr.selective_repeat) q.ooo[b.psn % kSrWindow].valid = false;  // a kept copy
+  if (q.attr.selective_repeat) {
+    OooPkt& e = q.ooo[b.psn % kSrWindow];
+    if (e.valid && e.b.psn == b.psn) unkeep(q, e);  // a kept copy
+  }
   q.epsn = psn_add(q.epsn, o.kind == OpKind::kReadRequest ? packets(b.dma_len, q.attr.pmtu) : 1);
   q.nak_sent = false;
   if (q.nak_pending == kSynPsnError) q.nak_pending = 0;  // the gap closed
