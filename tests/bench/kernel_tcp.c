@@ -97,6 +97,18 @@ static int report(const struct result* r) {
   return r->error[0] != '\0' ? 1 : 0;
 }
 
+/* Reads fd into buf until the peer's close; returns the bytes read, or -errno. */
+static int64_t read_to_eof(int fd) {
+  int64_t n = 0;
+  for (;;) {
+    ssize_t k = recv(fd, buf, kBuf, 0);
+    if (k == 0) return n;
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -errno;
+    n += k;
+  }
+}
+
 static int fail(struct result* r, const char* what, int err) {
   snprintf(r->error, sizeof r->error, "%s: %s", what,
            err == EAGAIN || err == EWOULDBLOCK ? "timed out" : strerror(err));
@@ -158,15 +170,10 @@ static int do_send(const struct sockaddr_in* to, uint64_t n, double timeout, dou
     close(fd);
     return fail(&r, "shutdown", e);
   }
-  for (;;) {
-    ssize_t k = recv(fd, buf, kBuf, 0);
-    if (k == 0) break;
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      int e = errno;
-      close(fd);
-      return fail(&r, "waiting for the receiver's close", e);
-    }
+  int64_t got = read_to_eof(fd);
+  if (got < 0) {
+    close(fd);
+    return fail(&r, "waiting for the receiver's close", (int)-got);
   }
   r.seconds = now_s() - t0;
   struct tcp_info end; /* the retransmissions the FIN needed too */
@@ -197,17 +204,12 @@ static int do_recv(const struct sockaddr_in* at, double timeout) {
   close(l);
   set_timeouts(fd, timeout);
   double t0 = now_s();
-  for (;;) {
-    ssize_t k = recv(fd, buf, kBuf, 0);
-    if (k == 0) break;
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      int e = errno;
-      close(fd);
-      return fail(&r, "recv", e);
-    }
-    r.bytes += (uint64_t)k;
+  int64_t got = read_to_eof(fd);
+  if (got < 0) {
+    close(fd);
+    return fail(&r, "recv", (int)-got);
   }
+  r.bytes = (uint64_t)got;
   r.seconds = now_s() - t0;
   close(fd);
   return report(&r);

@@ -881,12 +881,18 @@ std::vector<Out> ticks(Active& a, uint64_t from, uint64_t to) {
   return all;
 }
 
-// Segment 0 of the first window (sent at 1010) is lost: segments 1-3 are SACKed at 1020, RACK
-// calls 0 lost at 1022.5 and recovery resends it. Returns what went out from 1020 to 1024.
-std::vector<Out> lose_segment_0(Active& a) {
+// Segment 0 of the first window (sent at 1010) is missing: at 1020 the peer SACKs segments 1-3.
+// Returns what that ACK sent (with no reordering seen, RACK calls 0 lost at once and recovery
+// resends it).
+std::vector<Out> sack_1_to_3(Active& a) {
   a.ctx.at_ms(1020);
   std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  auto out = a.peer(sack_spec(a, 0, sb));
+  return a.peer(sack_spec(a, 0, sb));
+}
+
+// The same, and what went out in the ticks after it up to 1024.
+std::vector<Out> lose_segment_0(Active& a) {
+  auto out = sack_1_to_3(a);
   for (const Out& o : ticks(a, 1021, 1024))
     out.push_back(o);
   return out;
@@ -900,16 +906,14 @@ TEST(TcpRack, ThreeSackedSegmentsAreALossUntilReorderingIsSeen) {
   establish_10ms(a);
   a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
   a.ctx.take_out();  // segments 0-9
-  a.ctx.at_ms(1020);
-  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  EXPECT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+  EXPECT_TRUE(sends(sack_1_to_3(a), a, 0));
   EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 1u);
   // The resend fills the hole, which says nothing of reordering: the next hole with three
   // SACKed above it is a loss at once too.
   a.ctx.at_ms(1030);
   a.peer(a.ack_spec(0, 10 * kSeg));
   a.ctx.at_ms(1040);
-  sb = {{11 * kSeg, 14 * kSeg}};
+  std::vector<SackBlock> sb{{11 * kSeg, 14 * kSeg}};
   EXPECT_TRUE(sends(a.peer(sack_spec(a, 10 * kSeg, sb)), a, 10 * kSeg));
   EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 2u);
 
@@ -929,12 +933,10 @@ TEST(TcpRack, ThreeSackedSegmentsAreALossUntilReorderingIsSeen) {
   EXPECT_EQ(info(b.tp, kFlow).n["retransmits"], 0u);
   // Now three SACKed segments above segment 3 wait too. Sent at 1010, delivered with RTT
   // 10 ms: lost at 1022.5, past the window.
-  Active& c = b;
-  c.ctx.at_ms(1031);
+  b.ctx.at_ms(1031);
   sb = {{4 * kSeg, 7 * kSeg}};
-  const uint32_t three = 3 * kSeg;
-  EXPECT_FALSE(sends(c.peer(sack_spec(c, three, sb)), c, three));
-  EXPECT_EQ(info(c.tp, kFlow).n["fast_recoveries"], 0u);
+  EXPECT_FALSE(sends(b.peer(sack_spec(b, 3 * kSeg, sb)), b, 3 * kSeg));
+  EXPECT_EQ(info(b.tp, kFlow).n["fast_recoveries"], 0u);
 }
 
 // A reduction for nothing is undone (Linux's tcp_try_undo_dsack): segment 0 was only late, the
@@ -948,9 +950,7 @@ TEST(TcpRack, AResendReportedAsADuplicateUndoesTheReduction) {
     a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
     a.ctx.take_out();  // segments 0-9
     const uint64_t cwnd = info(a.tp, kFlow).n["cwnd"];
-    a.ctx.at_ms(1020);
-    std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-    ASSERT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+    ASSERT_TRUE(sends(sack_1_to_3(a), a, 0));
     auto i = info(a.tp, kFlow);
     ASSERT_EQ(i.n["fast_recoveries"], 1u);
     ASSERT_LT(i.n["cwnd"], cwnd);
@@ -960,7 +960,7 @@ TEST(TcpRack, AResendReportedAsADuplicateUndoesTheReduction) {
     a.peer(a.ack_spec(0, 10 * kSeg));
     ASSERT_EQ(info(a.tp, kFlow).n["undos"], 0u);
     a.ctx.at_ms(1030);
-    sb = {{0, kSeg}};
+    std::vector<SackBlock> sb{{0, kSeg}};
     a.peer(sack_spec(a, 10 * kSeg, sb));
     i = info(a.tp, kFlow);
     EXPECT_EQ(i.n["undos"], 1u);
@@ -976,9 +976,7 @@ TEST(TcpRack, ARepairedLossIsNotUndone) {
   establish_10ms(a);
   a.app(ReqKind::kSend, 40 * kSeg, 0, 1);
   a.ctx.take_out();
-  a.ctx.at_ms(1020);
-  std::vector<SackBlock> sb{{kSeg, 4 * kSeg}};
-  ASSERT_TRUE(sends(a.peer(sack_spec(a, 0, sb)), a, 0));
+  ASSERT_TRUE(sends(sack_1_to_3(a), a, 0));
   const uint64_t ssthresh = info(a.tp, kFlow).n["ssthresh"];
   a.ctx.at_ms(1030);
   a.peer(a.ack_spec(0, 10 * kSeg));
