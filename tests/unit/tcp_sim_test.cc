@@ -364,6 +364,35 @@ TEST(TcpSimRack, ProbeOfALateTailReducesNothing) {
   EXPECT_TRUE(w.cuts.empty()) << "reductions:" << cuts;
 }
 
+// A path that stalls the ACKs past the RTO but loses nothing: the RTO was spurious. The first
+// ACK after it echoes an original's timestamp (RFC 3522): the reduction is undone at once and
+// the RTO's go-back-N stops, so little more than the RTO's own resend arrives twice.
+TEST(TcpSimRack, ASpuriousRtoIsUndone) {
+  Case c;
+  c.name = "SpuriousRto";
+  c.bytes = 32u << 20;
+  c.link.rate_bps = 1'000'000'000;
+  c.link.delay_ns = 50'000;
+  // From 60 ms into the run, every frame from the receiver is held until 400 ms: the sender
+  // hears nothing for longer than its RTO (the 200 ms floor).
+  auto net = std::make_shared<const SimNet*>(nullptr);
+  c.ba.delay_if = [net](std::span<const uint8_t>) -> uint64_t {
+    if (*net == nullptr) return 0;
+    const uint64_t now = (*net)->now_ns(), from = 60'000'000, until = 400'000'000;
+    return now >= from && now < until ? until - now : 0;
+  };
+  Transfer t(c, SimNet::seed_from_env(4100));
+  *net = t.net.get();
+  SCOPED_TRACE(t.where());
+  ASSERT_TRUE(t.run()) << "stalled: " << t.where();
+  EXPECT_EQ(t.received, t.total);
+  const Counters& a = tcp_of(t.net->a()).counters();
+  const Counters& b = tcp_of(t.net->b()).counters();
+  ASSERT_GE(a.rtos, 1u);
+  EXPECT_EQ(a.undos, 1u);
+  EXPECT_LE(b.dup_bytes, 4u * 1448) << "the RTO's resending went on after the undo";
+}
+
 // A path that reorders but loses nothing: recoveries RACK starts for segments that were only
 // late are undone once the peer reports every resend of theirs as a duplicate. And a late
 // original's SACK is not taken for the resend's (the ACK echoes the original's timestamp):

@@ -1120,6 +1120,46 @@ TEST(TcpSend, ABackedOffRtoKeepsSsthresh) {
   }
 }
 
+// An RTO for a delay, not a loss (RFC 3522, RFC 4015; Linux's tcp_try_undo_loss): the first ACK
+// after it echoes the timestamp of an original, sent before the RTO. The window comes back, and
+// the originals still in flight are not sent again. An ACK that echoes the resend's timestamp
+// says the resend repaired a loss: nothing is undone and the RTO's resending goes on.
+TEST(TcpSend, ASpuriousRtoIsUndone) {
+  for (const char* cc : {"newreno", "cubic"}) {
+    for (bool spurious : {true, false}) {
+      SCOPED_TRACE(std::string(cc) + (spurious ? " spurious" : " a loss"));
+      Active a(std::vector<Param>{{"cc", cc}});
+      establish_10ms(a);
+      a.app(ReqKind::kSend, 10 * kSeg, 0, 1);
+      a.ctx.take_out();  // segments 0-9, stamped 1010
+      const uint64_t cwnd = info(a.tp, kFlow).n["cwnd"];
+      uint64_t t = 1011;
+      for (; t < 5000 && info(a.tp, kFlow).n["rtos"] == 0; t++)
+        tick_at(a, t);
+      ASSERT_EQ(info(a.tp, kFlow).n["rtos"], 1u);
+      ASSERT_EQ(info(a.tp, kFlow).t["ca_state"], "loss");
+      // Segments 0-4 acknowledged, echoing the originals' timestamp or the resend's.
+      a.ctx.at_ms(t + 5);
+      BuildSpec ack = a.ack_spec(0, 5 * kSeg);
+      ack.ts_ecr = spurious ? 1010 : uint32_t(t - 1);
+      auto out = a.peer(ack);
+      auto i = info(a.tp, kFlow);
+      if (spurious) {
+        EXPECT_EQ(i.n["undos"], 1u);
+        EXPECT_GE(i.n["cwnd"], cwnd);
+        EXPECT_EQ(i.n.count("ssthresh"), 0u) << "ssthresh is back to infinite";
+        EXPECT_EQ(i.t["ca_state"], "open");
+        for (uint32_t seg = 5; seg < 10; seg++)
+          EXPECT_FALSE(sends(out, a, seg * kSeg)) << "segment " << seg << " resent";
+      } else {
+        EXPECT_EQ(i.n["undos"], 0u);
+        EXPECT_LT(i.n["cwnd"], cwnd);
+        EXPECT_TRUE(sends(out, a, 5 * kSeg)) << "slow start resends from snd_una";
+      }
+    }
+  }
+}
+
 // On a path that reorders, in recovery a second hole with less than DupThreshold segments
 // SACKed above it may only be reordering (RFC 6675 IsLost): NextSeg leaves it though the window
 // has room, and RACK resends it once the reordering window past its RTT has gone by without it.

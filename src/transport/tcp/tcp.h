@@ -225,6 +225,9 @@ class TcpTransport final : public Transport {
   // A DSACK of [left, right): once DSACKs have reported every byte the episode resent, the
   // reduction was for nothing and is undone.
   void undo_dsack(Conn& c, uint32_t left, uint32_t right);
+  // An ACK of new data after an RTO that echoes `ts_ecr`: undone if the RTO was spurious.
+  void undo_spurious_rto(Conn& c, uint32_t ts_ecr);
+  void undo(Conn& c);
   // progress: the ACK acknowledged or SACKed new data; ts_ecr: its echoed timestamp (with
   // timestamps on), which tells a retransmission's ACK from the original's.
   void rack_ack(Conn& c, uint32_t dsacks, bool progress, std::optional<uint32_t> ts_ecr);

@@ -211,6 +211,10 @@ struct Conn {
   uint32_t undo_marker = 0;  // snd_una when the episode began: DSACKs below it are older
   uint64_t undo_cwnd = 0;
   uint64_t undo_ssthresh = 0;
+  // The timestamp the first resends after an RTO carried, when that RTO began the episode (0:
+  // none). An ACK of new data echoing an older one acknowledges an original: the RTO was
+  // spurious (Eifel detection, RFC 3522), and its reduction is undone.
+  uint32_t rto_ts = 0;
   uint32_t reo_wnd_persist = 0;
   uint32_t dsack_round = 0;  // no new growth until snd_una passes this
   bool dsack_round_on = false;

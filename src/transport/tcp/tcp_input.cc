@@ -445,7 +445,11 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
         c.need_rxt = true;
       }
     }
-    if (c.rto_recovery && seq_geq(ack, c.recover)) c.rto_recovery = false;
+    if (c.ts_ok && s.has_ts && s.ts_ecr != 0) undo_spurious_rto(c, s.ts_ecr);
+    if (c.rto_recovery && seq_geq(ack, c.recover)) {
+      c.rto_recovery = false;
+      c.rto_ts = 0;
+    }
     if (c.ecn_reacting && seq_geq(ack, c.ecn_recover)) c.ecn_reacting = false;
     if (fin_acked) {
       switch (c.state) {

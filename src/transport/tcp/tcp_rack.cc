@@ -88,6 +88,23 @@ void TcpTransport::undo_dsack(Conn& c, uint32_t left, uint32_t right) {
   // Every resend was a duplicate: the originals all arrived (reordering, a late ACK), and no
   // loss means no reduction (Linux's tcp_try_undo_dsack). The window comes back, and recovery
   // (not the loss state after an RTO: what it resends is outstanding) ends here.
+  undo(c);
+}
+
+void TcpTransport::undo_spurious_rto(Conn& c, uint32_t ts_ecr) {
+  if (!c.rto_recovery || c.rto_ts == 0 || int32_t(ts_ecr - c.rto_ts) >= 0) return;
+  // The ACK echoes a timestamp older than the first resend: an original arrived, and the RTO
+  // was for a delay, not a loss (RFC 3522). As Linux's tcp_try_undo_loss, the window comes back
+  // and what the RTO would still resend is not resent (RFC 4015: new data goes next); RACK looks
+  // after any real loss among the originals.
+  undo(c);
+  c.rto_recovery = false;
+  c.rto_ts = 0;
+  c.snd_nxt = c.snd_max;
+  c.high_rxt = c.snd_una;
+}
+
+void TcpTransport::undo(Conn& c) {
   c.undo_rxt = -1;
   c.ccs.cwnd = std::max(c.ccs.cwnd, c.undo_cwnd);
   c.ccs.ssthresh = std::max(c.ccs.ssthresh, c.undo_ssthresh);

@@ -96,7 +96,10 @@ void TcpTransport::on_rto_timer(Timer* /*t*/, void* arg) {
   tp.ctr_.rtos++;
   c.backoff++;
   c.ccs.inflight = c.flight_size();
-  if (!c.in_recovery && !c.rto_recovery) tp.undo_mark(c);
+  if (!c.in_recovery && !c.rto_recovery) {
+    tp.undo_mark(c);
+    c.rto_ts = c.ts_ok ? std::max(tp.ts_now(), 1u) : 0;
+  }
   c.cc->on_rto(c.ccs, tp.now_ns_, !c.in_recovery && !c.rto_recovery);
   c.in_recovery = false;
   c.rto_recovery = true;
