@@ -13,7 +13,8 @@ port carries). Each round runs, in turn:
   tcp                    cleave-tcp a -> b, --bytes: bytes / seconds of the sender's report.
 With --loss P,...: each case runs again with each daemon's port dropping P of the
 frames it sends (`cleavectl port fault p0 tx loss P seed S`, seeded per run), right after the
-lossless one.
+lossless one, and prints what the requester's daemon counted over it (rocev2 retransmits,
+timeouts, NAKs received: what limited it).
 Prints every run, then per case the median MB/s, the spread and the median of its ratio to the
 same round's tcp (a lossy case: to the same round's lossless one). Asserts nothing. Root; a veth,
 two daemons and the two cores they poll.
@@ -52,6 +53,17 @@ def rdma(d, op, size, iters, sr):
     if out.returncode != 0 or len(rows) != 1 or not rows[0]["match"]:
         raise SystemExit(f"cleave-rdma {op} {size} failed: {out.stderr}{out.stdout}")
     return rows[0]["MBps"]
+
+
+# What the requester (daemon a) saw in a lossy case: its rocev2 totals' change over the run.
+REQUESTER = ("retransmits", "timeouts", "naks_received")
+
+
+def roce_totals(d):
+    for t in d.ctl("transport", "list")[1].get("transports", []):
+        if t.get("name") == "rocev2":
+            return t.get("stats", {})
+    return {}
 
 
 def tcp(d, daemon_b, nbytes):
@@ -105,14 +117,17 @@ def main():
             for p in losses:
                 for d in daemons.values():
                     d.ctl("port", "fault", "p0", "tx", "loss", str(p), "seed", str(run + 1))
+                before = roce_totals(daemons["a"])
                 try:
                     lossy = rdma(sock, op, size, iters, sr)
                 finally:
                     for d in daemons.values():
                         d.ctl("port", "fault", "p0", "off")
+                after = roce_totals(daemons["a"])
+                seen = "  ".join(f"{k} {after.get(k, 0) - before.get(k, 0)}" for k in REQUESTER)
                 results.setdefault(f"{name} loss {p}", []).append((lossy, lossy / mbps))
                 print(f"run {run}: {name} x{iters} loss {p}: {lossy:.1f} MB/s "
-                      f"({lossy / mbps:.2f} of lossless)", flush=True)
+                      f"({lossy / mbps:.2f} of lossless; requester: {seen})", flush=True)
 
         for run in range(a.runs):
             base = tcp(sock, daemons["b"], a.bytes)

@@ -9,10 +9,10 @@
 // MB of them (at least 4 × qd and at most 20000 messages); goodput = payload bytes / (last
 // completion - first post), and messages/s.
 // Loss: for each link, mode and loss rate, `--seeds` transfers of `--mb` MB in `--msg`-byte
-// WRITEs, `--loss-qd` outstanding; each run's goodput and what the requester saw (retransmitted
-// packets, local ACK timeouts, NAKs), then the median and its ratio against 0 % in that mode.
-// Every run checks that the responder placed every byte it was sent and that every WRITE
-// completed with status 0. Asserts nothing.
+// WRITEs (or READs: `--op read`), `--loss-qd` outstanding; each run's goodput and what the
+// requester saw (retransmitted packets, local ACK timeouts, NAKs), then the median and its ratio
+// against 0 % in that mode. Every run checks that the responder placed every byte it was sent and
+// that every WRITE completed with status 0. Asserts nothing.
 //
 // The sim advances idle time in ticks (`--tick-us`, 50 µs by default as in tests): the
 // transports' timers and the pacer are only looked at when a frame arrives or a tick passes.
@@ -20,7 +20,7 @@
 // Usage: roce_sim_loss [--mb N] [--seeds N] [--qd N] [--loss-qd N] [--msg BYTES] [--loss P,...]
 //                      [--pmtu N] [--tick-us N] [--delay-us N] [--timeout T]
 //                      [--sizes-only | --loss-only]
-//                      [--sr-only | --gbn-only]
+//                      [--sr-only | --gbn-only] [--op write|read]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +59,7 @@ struct Options {
   bool loss = true;
   bool gbn = true;
   bool sr = true;
+  ReqKind op = ReqKind::kWrite;  // the loss runs' operation
 };
 
 struct Result {
@@ -73,10 +74,11 @@ struct Result {
   double mps() const { return ns == 0 ? 0 : double(messages) * 1e9 / double(ns); }
 };
 
-// `n` WRITEs of `size` bytes from A to B, `qd` outstanding at all times, on a pair built from
-// `cfg`. The WRITEs cycle through both MRs (they may overlap: only the timing matters here).
-Result write_run(const sim::RoceConfig& cfg, uint64_t seed, uint64_t tick_ns, uint32_t size,
-                 uint64_t n, uint32_t qd) {
+// `n` WRITEs of `size` bytes from A to B (or READs by A from B), `qd` outstanding at all
+// times, on a pair built from `cfg`. They cycle through both MRs (they may overlap: only the
+// timing matters here).
+Result run(const sim::RoceConfig& cfg, uint64_t seed, uint64_t tick_ns, ReqKind op, uint32_t size,
+           uint64_t n, uint32_t qd) {
   Result r;
   sim::RocePair p(seed, cfg);
   if (!p.ok) {
@@ -91,7 +93,7 @@ Result write_run(const sim::RoceConfig& cfg, uint64_t seed, uint64_t tick_ns, ui
   while (done < n) {
     for (; posted < n && posted - done < qd; posted++) {
       const uint64_t off = (posted % slots) * std::max<uint32_t>(size, 4096);
-      p.post(p.net->a(), {.kind = ReqKind::kWrite,
+      p.post(p.net->a(), {.kind = op,
                           .len = size,
                           .offset = off,
                           .wr_id = posted,
@@ -105,8 +107,9 @@ Result write_run(const sim::RoceConfig& cfg, uint64_t seed, uint64_t tick_ns, ui
     }
     for (; done < p.a.events.size(); done++) {
       const transport::Event& e = p.a.events[done];
-      if (e.kind != EventKind::kWriteDone || e.status != 0 || e.wr_id != done) {
-        r.why = "write " + std::to_string(e.wr_id) + " status " + std::to_string(e.status);
+      const EventKind want = op == ReqKind::kRead ? EventKind::kReadDone : EventKind::kWriteDone;
+      if (e.kind != want || e.status != 0 || e.wr_id != done) {
+        r.why = "request " + std::to_string(e.wr_id) + " status " + std::to_string(e.status);
         n = 0;  // stop
         break;
       }
@@ -117,7 +120,8 @@ Result write_run(const sim::RoceConfig& cfg, uint64_t seed, uint64_t tick_ns, ui
   r.bytes = done * size;
   r.a = p.a.rc->counters();
   r.b = p.b.rc->counters();
-  r.ok = n != 0 && done == n && r.b.placed_bytes + r.b.copied_bytes >= r.bytes;
+  const transport::roce::RcCounters& dst = op == ReqKind::kRead ? r.a : r.b;
+  r.ok = n != 0 && done == n && dst.placed_bytes + dst.copied_bytes >= r.bytes;
   if (!r.ok && r.why.empty()) r.why = "bytes not placed";
   return r;
 }
@@ -151,7 +155,8 @@ void sizes(const Link& link, const Options& o) {
   for (uint64_t size = 2; size <= (8u << 20); size *= 4) {
     const uint64_t n =
         std::clamp<uint64_t>((o.mb << 20) / size, uint64_t(o.qd) * 4, uint64_t(20000));
-    const Result r = write_run(link_config(link, o), 1, o.tick_ns, uint32_t(size), n, o.qd);
+    const Result r =
+        run(link_config(link, o), 1, o.tick_ns, ReqKind::kWrite, uint32_t(size), n, o.qd);
     if (!r.ok) {
       std::printf("  %9s FAILED (%s)\n", human(size).c_str(), r.why.c_str());
       continue;
@@ -170,10 +175,10 @@ double median(std::vector<double> v) {
 }
 
 void losses(const Link& link, const Options& o, bool sr) {
-  std::printf("\n%s, %.1f us one way, %s: %llu MB in %s WRITEs, qd %u, tick %.1f us\n", link.name,
+  std::printf("\n%s, %.1f us one way, %s: %llu MB in %s %ss, qd %u, tick %.1f us\n", link.name,
               double(o.delay_ns) / 1000, sr ? "selective repeat" : "go-back-N",
-              static_cast<unsigned long long>(o.mb), human(o.msg).c_str(), o.loss_qd,
-              double(o.tick_ns) / 1000);
+              static_cast<unsigned long long>(o.mb), human(o.msg).c_str(),
+              o.op == ReqKind::kRead ? "READ" : "WRITE", o.loss_qd, double(o.tick_ns) / 1000);
   const uint64_t n = std::max<uint64_t>(1, (o.mb << 20) / o.msg);
   double base = 0;
   for (const double loss : o.losses) {
@@ -182,7 +187,7 @@ void losses(const Link& link, const Options& o, bool sr) {
       sim::RoceConfig c = link_config(link, o);
       c.selective_repeat = sr;
       c.ab.loss = c.ba.loss = loss;
-      const Result r = write_run(c, 1000 + uint64_t(s), o.tick_ns, o.msg, n, o.loss_qd);
+      const Result r = run(c, 1000 + uint64_t(s), o.tick_ns, o.op, o.msg, n, o.loss_qd);
       if (!r.ok) {
         std::printf("  loss %5.2f %% seed %d: FAILED (%s) after %llu of %llu writes\n", loss * 100,
                     s, r.why.c_str(), static_cast<unsigned long long>(r.messages),
@@ -261,6 +266,10 @@ int main(int argc, char** argv) {
     } else if (v != nullptr && k == "--timeout") {
       o.timeout = uint8_t(std::min(31ul, std::strtoul(v, nullptr, 10)));
       i++;
+    } else if (v != nullptr && k == "--op" &&
+               (std::strcmp(v, "write") == 0 || std::strcmp(v, "read") == 0)) {
+      o.op = std::strcmp(v, "read") == 0 ? ReqKind::kRead : ReqKind::kWrite;
+      i++;
     } else if (v != nullptr && k == "--delay-us") {
       o.delay_ns = uint64_t(std::strtod(v, nullptr) * 1000);
       i++;
@@ -270,7 +279,7 @@ int main(int argc, char** argv) {
           "usage: roce_sim_loss [--mb N] [--seeds N] [--qd N] [--loss-qd N] [--msg BYTES] "
           "[--loss P,P,...] [--pmtu N] [--tick-us N] [--delay-us N] [--timeout T] [--sizes-only | "
           "--loss-only] "
-          "[--sr-only | --gbn-only]\n");
+          "[--sr-only | --gbn-only] [--op write|read]\n");
       return 2;
     }
   }

@@ -774,6 +774,30 @@ TEST(RoceSim, SelectiveRepeatRereadsOnlyLostResponses) {
   EXPECT_GT(extra[0], 20 * dropped[0]);
 }
 
+// Selective repeat: a READ missing a response holds up neither the READs behind it (past the
+// window, max_rd_atomic counts only READs still missing responses) nor the news that what it
+// asked for again was lost again: the responses to READs asked for after that show it, and it
+// is asked for a third time with no timeout. (Before, the READs behind it filled the window
+// and max_rd_atomic, nothing more went out, and each lost re-ask waited out a timeout.)
+TEST(RoceSim, SelectiveRepeatReasksALostReaskWithoutATimeout) {
+  RoceConfig c;
+  c.pmtu = 1024;
+  c.selective_repeat = true;
+  // The first two copies of response 30 of the third READ (64 responses each).
+  c.ba.drop_if = [copies = std::make_shared<int>(0),
+                  first = std::make_shared<std::optional<uint32_t>>()](std::span<const uint8_t> f) {
+    if (!opcode_is(f, kReadRespFirst, kReadRespOnly) || f.size() < 54) return false;
+    if (!*first) *first = psn_of(f);
+    return ((psn_of(f) - **first) & kPsnMask) == 2 * 64 + 30 && ++*copies <= 2;
+  };
+  RocePair p(seed(17), c);
+  ASSERT_TRUE(p.ok);
+  reads_complete(p, 64, 64u << 10, 10'000'000'000);
+  EXPECT_EQ(p.net->stats(Dir::kBtoA).dropped_filter, 2u);
+  EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
+  EXPECT_EQ(p.a.rc->counters().retransmits, 2u) << p.describe();
+}
+
 // A lost tail (the last packet of the last WRITE: nothing after it reveals the loss) costs
 // go-back-N the local ACK timeout (67 ms at 14); selective repeat's RTO comes from the round
 // trip it measured, a few ms at most.

@@ -230,8 +230,8 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     if (s.selective_repeat) {
       q->sacked.assign(kSrWindow, 0);
       q->read_in.assign(kSrReadWindow, 0);
-      q->queued.assign(kSrWindow, 0);
-      q->resend.reserve(kSrWindow);
+      q->queued.assign(kSrReadWindow, 0);  // READs run past the window (read_fits)
+      q->resend.reserve(kSrReadWindow);
       q->again.assign(kSrWindow, {});
       q->ooo.assign(kSrWindow, OooPkt{});
       q->keep.assign(size_t(kSrSendKeepBytes / s.pmtu) * s.pmtu, 0);

@@ -130,7 +130,7 @@ struct RcTransport::Qp {
   uint32_t snd_nxt = 0;    // PSN of the next packet
   uint32_t snd_max = 0;    // one past the highest PSN ever sent
   uint32_t una = 0;        // oldest PSN not acknowledged
-  uint32_t reads_out = 0;  // READs issued and not complete
+  uint32_t reads_out = 0;  // READs issued and still missing responses (max_rd_atomic)
   uint32_t since_ackreq = 0;
   uint64_t timer_ns = 0;   // local ACK timer deadline, 0: off
   uint64_t rnr_until = 0;  // waiting out an RNR NAK until then, 0: not

@@ -113,7 +113,21 @@ bool next_resend(RcTransport::Qp& q, uint32_t* psn) {
   return false;
 }
 
-// Selective repeat: `psn` (a SEND's or WRITE's) went again, now.
+// Selective repeat: whether the responder still lacks `psn` (a SEND's or WRITE's packet), or
+// the requester a READ's response `psn`, as far as is known.
+bool lacks(const RcTransport::Qp& q, uint32_t psn) {
+  for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
+    const SendWqe& w = q.sq[(i)&q.sq_mask];
+    if (!w.started) break;
+    if (!w.covers(psn)) continue;
+    if (w.kind != ReqKind::kRead) return !bit(q.sacked, psn);
+    return !w.done && psn_diff(psn, psn_add(w.first_psn, w.read_got)) >= 0 && !bit(q.read_in, psn);
+  }
+  return false;  // completed
+}
+
+// Selective repeat: `psn` (a SEND's or WRITE's packet, or the READ response asked for) went
+// again, now.
 void note_again(RcTransport::Qp& q, uint32_t psn) {
   const auto n = uint32_t(q.again.size());
   if (q.again_n == n) {  // full: the oldest is forgotten (a timeout still finds it)
@@ -133,7 +147,7 @@ void resend_lost_again(RcTransport::Qp& q, uint32_t got, bool all) {
     if (!all && psn_diff(got, a.mark) < 0) break;
     q.again_head = (q.again_head + 1) % n;
     q.again_n--;
-    if (!bit(q.sacked, a.psn)) queue_resend(q, a.psn);  // (not when acknowledged since)
+    if (lacks(q, a.psn)) queue_resend(q, a.psn);  // (not when it arrived since)
   }
 }
 
@@ -205,6 +219,27 @@ void resend_on_timeout(RcTransport::Qp& q) {
   resend_lost_again(q, 0, true);
 }
 
+// Selective repeat lets READs run past the window while responses are missing below: their
+// responses are kept past a gap over kSrReadWindow PSNs, and max_rd_atomic bounds the READs
+// still missing some. So a READ waiting for a lost response holds up neither the READs behind it
+// nor the news that what was asked for again was lost again (their responses bring it).
+bool read_fits(const RcTransport::Qp& q, const SendWqe& w) {
+  if (!q.attr.selective_repeat || w.kind != ReqKind::kRead) return false;
+  const uint32_t n = w.started ? w.npkts : packets(w.len, q.attr.pmtu);
+  return psn_diff(psn_add(q.snd_nxt, n), q.una) <= int32_t(kSrReadWindow);
+}
+
+// Every response of READ `w` is in: it no longer counts against max_rd_atomic, and the NIC
+// lets go of its sink (late copies of a response go to the copy path, which drops them). It
+// completes in order.
+void read_done(RcTransport::Qp& q, SendWqe& w, Context& ctx) {
+  w.done = true;
+  if (!w.read_counted) return;
+  w.read_counted = false;
+  q.reads_out--;
+  if (ctx.rdma()) ctx.rdma()->read_retire(q.flow, w.first_psn);
+}
+
 // Sends what the queues, the window, the pacer and the READ limit allow.
 void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
   if (q.attr.state != QpState::kRts || q.rnr_until != 0) return;
@@ -223,7 +258,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         k = std::max(k, w.read_got);
       }
       send_packet(q, w, k, ctx, t, true);
-      if (w.kind != ReqKind::kRead) note_again(q, p);
+      note_again(q, psn_add(w.first_psn, k));
       spend(q, w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu), now);
       q.c.retransmits++;
       t.retransmits++;
@@ -236,9 +271,9 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
     if (q.timer_ns == 0 && q.attr.timeout != 0) q.timer_ns = now + rto_ns(q);
   }
   while (q.send_wqe != q.sq_tail) {
-    if (psn_diff(q.snd_nxt, q.una) >= int32_t(kMaxInflight)) break;
-    if (!pace(q, now)) break;
     SendWqe& w = q.sq[(q.send_wqe) & q.sq_mask];
+    if (psn_diff(q.snd_nxt, q.una) >= int32_t(kMaxInflight) && !read_fits(q, w)) break;
+    if (!pace(q, now)) break;
     if (!w.started) {
       w.started = true;
       w.first_psn = q.snd_nxt;
@@ -299,8 +334,6 @@ void complete(RcTransport::Qp& q, Context& ctx) {
     if (!w.started) break;
     if (w.kind == ReqKind::kRead) {
       if (!w.done) break;
-      q.reads_out--;
-      if (ctx.rdma()) ctx.rdma()->read_retire(q.flow, w.first_psn);
     } else if (psn_diff(w.last_psn(), q.una) >= 0) {
       break;
     }
@@ -410,8 +443,10 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     if (sr) {
       // Responses still come, so the ones asked for again are queued behind them (another
       // READ's, or past a gap): no timeout yet. A gap this one reveals is asked for once,
-      // at once.
+      // at once. A response to a READ asked for after something was asked again comes after
+      // that (the responder answers in order): what is still missing of it was lost again.
       if (q.timer_ns != 0) q.timer_ns = now + rto_ns(q);
+      resend_lost_again(q, w->first_psn, false);
       if (k > w->read_max) {
         q.c.naks_received++;
         t.naks_received++;
@@ -426,7 +461,7 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
     w->read_got++;
     while (sr && w->read_got < w->npkts && bit(q.read_in, psn_add(w->first_psn, w->read_got)))
       w->read_got++;
-    if (w->read_got == w->npkts) w->done = true;
+    if (w->read_got == w->npkts) read_done(q, *w, ctx);
     // Responses acknowledge everything before them; the last one its READ too.
     ack_upto(q, psn_add(w->first_psn, w->done ? w->npkts : w->read_got - 1), ctx);
     complete(q, ctx);
