@@ -798,6 +798,61 @@ TEST(RoceSim, SelectiveRepeatReasksALostReaskWithoutATimeout) {
   EXPECT_EQ(p.a.rc->counters().retransmits, 2u) << p.describe();
 }
 
+// Selective repeat: the responder answers re-reads in the order they were asked, so the answer
+// to a later re-read shows an earlier one was lost, here inside one large READ with no READ
+// asked for after it. The responder answers a re-read only with responses it had sent: the
+// requester never has a READ before the responder lets go of it (max_dest_rd_atomic holds).
+TEST(RoceSim, SelectiveRepeatReasksByTheOrderOfReReads) {
+  RoceConfig c;
+  c.pmtu = 1024;
+  c.selective_repeat = true;
+  // Response 100 of the first READ twice (the first copy and the re-read's), response 300 once.
+  c.ba.drop_if = [copies = std::make_shared<std::map<uint32_t, int>>(),
+                  first = std::make_shared<std::optional<uint32_t>>()](std::span<const uint8_t> f) {
+    if (!opcode_is(f, kReadRespFirst, kReadRespOnly) || f.size() < 54) return false;
+    if (!*first) *first = psn_of(f);
+    const uint32_t k = (psn_of(f) - **first) & kPsnMask;
+    const int n = ++(*copies)[k];
+    return (k == 100 && n <= 2) || (k == 300 && n == 1);
+  };
+  RocePair p(seed(18), c);
+  ASSERT_TRUE(p.ok);
+  reads_complete(p, 4, 1u << 20, 10'000'000'000);
+  EXPECT_EQ(p.net->stats(Dir::kBtoA).dropped_filter, 3u);
+  EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
+  EXPECT_EQ(p.a.rc->counters().retransmits, 3u) << p.describe();
+  EXPECT_EQ(p.b.rc->counters().invalid_requests, 0u);
+}
+
+// Selective repeat: a timeout asks a READ again from its first missing response, to its end
+// when none past it is in, though the responder may still be sending it. The responder answers
+// with what it had sent only, so the requester never has a READ the responder still holds,
+// and never sends more READs than the responder may hold (max_dest_rd_atomic: one more is an
+// invalid request, fatal to both QPs). Here a slow responder (100 Mb/s) loses every response
+// for 3 ms in the middle of the first READ: timeouts, then the rest.
+TEST(RoceSim, SelectiveRepeatTimeoutRereadsOnlyWhatWasSent) {
+  RoceConfig c;
+  c.pmtu = 1024;
+  c.selective_repeat = true;
+  c.rate_limit_kbps = 100'000;
+  auto net = std::make_shared<const sim::SimNet*>(nullptr);
+  auto from = std::make_shared<uint64_t>(0);
+  c.ba.drop_if = [net, from](std::span<const uint8_t> f) {
+    if (*net == nullptr || !opcode_is(f, kReadRespFirst, kReadRespOnly) || f.size() < 54) {
+      return false;
+    }
+    const uint64_t now = (*net)->now_ns();
+    if (*from == 0) *from = now + 2'000'000;  // 2 ms after the first response
+    return now >= *from && now < *from + 3'000'000;
+  };
+  RocePair p(seed(19), c);
+  ASSERT_TRUE(p.ok);
+  *net = p.net.get();
+  reads_complete(p, 24, 64u << 10, 20'000'000'000);
+  EXPECT_GT(p.a.rc->counters().timeouts, 0u);
+  EXPECT_EQ(p.b.rc->counters().invalid_requests, 0u);
+}
+
 // A lost tail (the last packet of the last WRITE: nothing after it reveals the loss) costs
 // go-back-N the local ACK timeout (67 ms at 14); selective repeat's RTO comes from the round
 // trip it measured, a few ms at most.

@@ -32,7 +32,8 @@ inline constexpr uint32_t kSrReadWindow = 4 * kSrWindow;
 // them), in slots of a PMTU made at RTR: the window (kSrWindow packets) at a PMTU of 1024, a
 // quarter of it at 4096. A packet that finds no slot is dropped and sent again.
 inline constexpr uint32_t kSrSendKeepBytes = 1u << 20;
-inline constexpr uint32_t kMaxSrNaks = 32;  // selective-repeat NAKs a QP sends per burst
+inline constexpr uint32_t kMaxRereads = 64;  // READ re-asks a requester follows (Qp::rereads)
+inline constexpr uint32_t kMaxSrNaks = 32;   // selective-repeat NAKs a QP sends per burst
 // Selective repeat: a run of packets kept past a gap is NAKed when it starts, then once per this
 // many packets it grows by (or at a packet asking for an ACK), not once per packet.
 inline constexpr uint32_t kSrNakEvery = 16;
@@ -164,6 +165,18 @@ struct RcTransport::Qp {
   std::vector<Again> again;
   uint32_t again_head = 0;
   uint32_t again_n = 0;
+  // Selective repeat, requester: the READ responses asked for again ([from, to)) and not yet all
+  // in, oldest first (a ring of kMaxRereads), each with snd_max when it went. The responder
+  // answers in order, so a response to a later re-read, or to a READ first asked for after one
+  // went, tells what is still missing of that one was lost again: it is asked for at once.
+  struct Reread {
+    uint32_t from = 0;
+    uint32_t to = 0;
+    uint32_t mark = 0;
+  };
+  std::vector<Reread> rereads;
+  uint32_t rereads_head = 0;
+  uint32_t rereads_n = 0;
   // Pacing: the QP's rate cap (rate_limit_kbps), DCQCN's rate under it, and the pacer that
   // spaces every packet the QP sends at the lower of the two.
   uint64_t rate_bps = kDefaultRateBps;

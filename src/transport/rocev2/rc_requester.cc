@@ -19,6 +19,16 @@ int syndrome_status(uint8_t s) {
   }
 }
 
+// Selective repeat: READ responses [from, to) were asked for again, now.
+void note_reread(RcTransport::Qp& q, uint32_t from, uint32_t to) {
+  const auto n = uint32_t(q.rereads.size());
+  if (q.rereads_n == n) {  // full: the oldest is forgotten (a timeout still asks again)
+    q.rereads_head = (q.rereads_head + 1) % n;
+    q.rereads_n--;
+  }
+  q.rereads[(q.rereads_head + q.rereads_n++) % n] = {from, to, q.snd_max};
+}
+
 // One packet of a SEND or WRITE (packet `k` of `w`, PSN first + k), or the READ request from
 // response `k` on. `again`: selective repeat sends it again, and asks for an ACK (the gap it
 // fills is acknowledged at once).
@@ -38,6 +48,9 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
       while (k + n < w.npkts && !bit(q.read_in, psn_add(h.psn, n)))
         n++;
       h.dma_len = std::min(h.dma_len, n * pmtu);
+      // A gap below responses in, which the responder sent before: it answers such re-reads
+      // in order. (Asked from where the responses stopped, it may still be sending them.)
+      if (k < w.read_max) note_reread(q, h.psn, psn_add(h.psn, n));
     }
     h.ack_req = true;
     header(q, h, ctx);
@@ -126,8 +139,7 @@ bool lacks(const RcTransport::Qp& q, uint32_t psn) {
   return false;  // completed
 }
 
-// Selective repeat: `psn` (a SEND's or WRITE's packet, or the READ response asked for) went
-// again, now.
+// Selective repeat: `psn` (a SEND's or WRITE's packet) went again, now.
 void note_again(RcTransport::Qp& q, uint32_t psn) {
   const auto n = uint32_t(q.again.size());
   if (q.again_n == n) {  // full: the oldest is forgotten (a timeout still finds it)
@@ -148,6 +160,37 @@ void resend_lost_again(RcTransport::Qp& q, uint32_t got, bool all) {
     q.again_head = (q.again_head + 1) % n;
     q.again_n--;
     if (lacks(q, a.psn)) queue_resend(q, a.psn);  // (not when it arrived since)
+  }
+}
+
+// Selective repeat: READ response `psn` of `w` is in. The responder answers in order, so the
+// re-reads that went before the one that asked for it, or before `w` was first asked for, have
+// been answered: what they still lack from was lost again, and is asked for once more. Each is
+// forgotten once looked at; asked for again, it is noted anew.
+void reread_lost_again(RcTransport::Qp& q, const SendWqe& w, uint32_t psn) {
+  const auto n = uint32_t(q.rereads.size());
+  uint32_t passed = 0;
+  for (uint32_t i = q.rereads_n; i-- > 0;) {
+    const RcTransport::Qp::Reread& r = q.rereads[(q.rereads_head + i) % n];
+    if (psn_diff(psn, r.from) >= 0 && psn_diff(psn, r.to) < 0) {
+      passed = i;
+      break;
+    }
+  }
+  while (passed < q.rereads_n &&
+         psn_diff(w.first_psn, q.rereads[(q.rereads_head + passed) % n].mark) >= 0) {
+    passed++;
+  }
+  for (; passed != 0; passed--) {
+    const RcTransport::Qp::Reread r = q.rereads[q.rereads_head];
+    q.rereads_head = (q.rereads_head + 1) % n;
+    q.rereads_n--;
+    for (uint32_t p = r.from; p != r.to; p = psn_add(p, 1)) {
+      if (lacks(q, p)) {
+        queue_resend(q, p);
+        break;
+      }
+    }
   }
 }
 
@@ -212,12 +255,15 @@ void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, bool 
 // again and still missing; not the packets in flight between, nor the holes no NAK has shown
 // yet. Every READ short of responses asks again (no response came for an RTO: none is coming).
 void resend_on_timeout(RcTransport::Qp& q) {
+  q.rereads_n = 0;  // asked for again below, and noted anew
   queue_holes(q, q.una, q.snd_max, true, true);
   queue_holes(q, q.una, psn_add(q.una, 1), true);
   const uint32_t last = psn_add(q.snd_max, kPsnMask);
   queue_holes(q, last, q.snd_max, true);
   resend_lost_again(q, 0, true);
 }
+
+namespace {
 
 // Selective repeat lets READs run past the window while responses are missing below: their
 // responses are kept past a gap over kSrReadWindow PSNs, and max_rd_atomic bounds the READs
@@ -229,16 +275,23 @@ bool read_fits(const RcTransport::Qp& q, const SendWqe& w) {
   return psn_diff(psn_add(q.snd_nxt, n), q.una) <= int32_t(kSrReadWindow);
 }
 
-// Every response of READ `w` is in: it no longer counts against max_rd_atomic, and the NIC
-// lets go of its sink (late copies of a response go to the copy path, which drops them). It
-// completes in order.
-void read_done(RcTransport::Qp& q, SendWqe& w, Context& ctx) {
-  w.done = true;
+// READ `w` no longer counts against max_rd_atomic, and the NIC lets go of its sink (late copies
+// of a response go to the copy path, which drops them).
+void read_release(RcTransport::Qp& q, SendWqe& w, Context& ctx) {
   if (!w.read_counted) return;
   w.read_counted = false;
   q.reads_out--;
   if (ctx.rdma()) ctx.rdma()->read_retire(q.flow, w.first_psn);
 }
+
+// Every response of READ `w` is in; it completes in order, but is let go at once: the
+// responder is done with it too (it answers a re-read only with responses it had sent before).
+void read_done(RcTransport::Qp& q, SendWqe& w, Context& ctx) {
+  w.done = true;
+  read_release(q, w, ctx);
+}
+
+}  // namespace
 
 // Sends what the queues, the window, the pacer and the READ limit allow.
 void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
@@ -258,7 +311,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         k = std::max(k, w.read_got);
       }
       send_packet(q, w, k, ctx, t, true);
-      note_again(q, psn_add(w.first_psn, k));
+      if (w.kind != ReqKind::kRead) note_again(q, p);
       spend(q, w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu), now);
       q.c.retransmits++;
       t.retransmits++;
@@ -334,6 +387,7 @@ void complete(RcTransport::Qp& q, Context& ctx) {
     if (!w.started) break;
     if (w.kind == ReqKind::kRead) {
       if (!w.done) break;
+      read_release(q, w, ctx);
     } else if (psn_diff(w.last_psn(), q.una) >= 0) {
       break;
     }
@@ -379,7 +433,7 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
       set_bit(q.sacked, p, false);  // the bits are reused for PSNs kSrWindow later
   }
   q.una = next;
-  if (!q.outstanding()) q.again_n = 0;
+  if (!q.outstanding()) q.again_n = q.rereads_n = 0;
   if (q.timing && psn_diff(q.una, q.rtt_end) >= 0) rtt_sample(q, ctx.now_ns());
   // Acknowledged while being sent again (an ACK that overtook a rewind): resume past it.
   if (psn_diff(q.una, q.snd_nxt) > 0) rewind(q, q.una);
@@ -446,7 +500,7 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
       // at once. A response to a READ asked for after something was asked again comes after
       // that (the responder answers in order): what is still missing of it was lost again.
       if (q.timer_ns != 0) q.timer_ns = now + rto_ns(q);
-      resend_lost_again(q, w->first_psn, false);
+      reread_lost_again(q, *w, b.psn);
       if (k > w->read_max) {
         q.c.naks_received++;
         t.naks_received++;

@@ -177,21 +177,35 @@ void reread(RcTransport::Qp& q, const Rx& x, Context& ctx) {
   if (q.rr_n >= q.rr.size() || !remote_ok(q, x.b, false, ctx, &mr, &off)) return;
   // Responses queued and not yet sent from that PSN on: they answer it, nothing to add. Ones
   // already past it stop there (go-back-N: the requester discards what follows a gap), and the
-  // new responses take over from the PSN asked. Selective repeat asks for the gap only; the
-  // rest still goes, after it (what was lost goes first).
+  // new responses take over from the PSN asked. Selective repeat asks for the gap only, and
+  // gets only what was sent: the rest still goes, after it (what was lost goes first), so the
+  // requester never has a READ's responses while the READ still holds a place here.
   const auto n = uint32_t(q.rr.size());
+  uint32_t dma_len = x.b.dma_len;
   for (uint32_t i = 0; i < q.rr_n; i++) {
     ReadResp& r = q.rr[(q.rr_head + i) % n];
     const int32_t k = psn_diff(x.b.psn, r.first_psn);
     if (k < 0 || k >= int32_t(r.npkts)) continue;
     if (uint32_t(k) >= r.next) return;
-    if (q.attr.selective_repeat) continue;
+    if (q.attr.selective_repeat) {
+      if (!r.again) dma_len = std::min(dma_len, (r.next - uint32_t(k)) * q.attr.pmtu);
+      continue;
+    }
     r.npkts = r.next;
     r.len = std::min(r.len, r.next * q.attr.pmtu);
   }
-  if (q.attr.selective_repeat) q.rr_head = (q.rr_head + n - 1) % n;
-  ReadResp& rr = q.rr[q.attr.selective_repeat ? q.rr_head : (q.rr_head + q.rr_n) % n];
-  rr = ReadResp{true, x.b.psn, packets(x.b.dma_len, q.attr.pmtu), 0, mr, x.b.dma_len, off};
+  // Selective repeat: ahead of the READs queued, behind the re-reads queued before it, so the
+  // requester gets answers in the order it asked (it tells a lost re-read by that).
+  uint32_t at = q.rr_n;
+  if (q.attr.selective_repeat) {
+    at = 0;
+    while (at < q.rr_n && q.rr[(q.rr_head + at) % n].again)
+      at++;
+    for (uint32_t i = q.rr_n; i > at; i--)
+      q.rr[(q.rr_head + i) % n] = q.rr[(q.rr_head + i - 1) % n];
+  }
+  q.rr[(q.rr_head + at) % n] =
+      ReadResp{true, x.b.psn, packets(dma_len, q.attr.pmtu), 0, mr, dma_len, off};
   q.rr_n++;
 }
 
