@@ -364,16 +364,18 @@ class FakeFlowd:
                 r, w, _ = select.select(rd, wr, [], 0.001)
             except (OSError, ValueError):
                 r, w = [], []
+            # The app first: one that exited before the next connected has hung up, and must be
+            # let go before the next is taken (else the next is turned away, as a second app).
+            if self.app is not None and self.app in r:
+                self.control()
+                if self.app is None:
+                    continue
             if self.lsock in r:
                 c, _ = self.lsock.accept()
                 if self.app is None:
                     self.app = c
                 else:
                     c.close()
-            if self.app is not None and self.app in r:
-                self.control()
-                if self.app is None:
-                    continue
             for lid, (s, cq) in list(self.listeners.items()):
                 if s in r:
                     try:
