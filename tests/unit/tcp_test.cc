@@ -243,8 +243,17 @@ TEST(TcpHandshake, SimultaneousOpen) {
   EXPECT_EQ(out[0].seg.flags, kSyn | kAck);
   EXPECT_EQ(out[0].seg.seq, a.iss);  // the same ISS as our SYN
   EXPECT_EQ(a.tp.state(kFlow), State::kSynReceived);
-  // The peer's SYN-ACK repeats its SYN (same sequence): we answer with our SYN-ACK again and
-  // stay in SYN-RECEIVED until a plain ACK of our SYN.
+  // The peer's SYN again (its SYN-ACK to us was lost): our SYN-ACK again, once per 500 ms.
+  PeerSeg syn2(b, {}, kFlow);
+  a.tp.rx_burst({&syn2.h, 1}, a.ctx);
+  out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kSyn | kAck);
+  a.tp.rx_burst({&syn2.h, 1}, a.ctx);
+  EXPECT_TRUE(a.ctx.take_out().empty());
+  // The peer's SYN-ACK repeats its SYN and acknowledges ours (RFC 9293 figure 7): that is the
+  // ACK of our SYN. ESTABLISHED, and it is acknowledged with a plain ACK, not our SYN-ACK again
+  // (two ends answering SYN-ACKs with SYN-ACKs would do so without end).
   BuildSpec sa;
   sa.seq = kPeerIss;
   sa.ack = a.iss + 1;
@@ -252,19 +261,13 @@ TEST(TcpHandshake, SimultaneousOpen) {
   sa.window = 1000;
   PeerSeg synack(sa, {}, kFlow);
   a.tp.rx_burst({&synack.h, 1}, a.ctx);
-  out = a.ctx.take_out();
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].seg.flags, kSyn | kAck);
-  EXPECT_EQ(a.tp.state(kFlow), State::kSynReceived);
-  BuildSpec ack;
-  ack.seq = kPeerIss + 1;
-  ack.ack = a.iss + 1;
-  ack.flags = kAck;
-  ack.window = 1000;
-  PeerSeg ackseg(ack, {}, kFlow);
-  a.tp.rx_burst({&ackseg.h, 1}, a.ctx);
   EXPECT_EQ(a.tp.state(kFlow), State::kEstablished);
   EXPECT_TRUE(has_event(a.ctx.take_events(), EventKind::kConnected));
+  out = a.ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.flags, kAck);
+  EXPECT_EQ(out[0].seg.seq, a.iss + 1);
+  EXPECT_EQ(out[0].seg.ack, kPeerIss + 1);
 }
 
 TEST(TcpHandshake, SynRetriesThenTimeout) {
@@ -641,6 +644,23 @@ TEST(TcpReceive, LinuxZeroWindowProbeIsAnswered) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].seg.ack, kPeerIss + 1);
   EXPECT_EQ(out[0].seg.window, 0u);
+}
+
+// Such probes are answered at most once per 500 ms (Linux's tcp_oow_rate_limited): two ends a
+// byte out of step (a FIN one of them never sent, forged on the wire) see each other's ACKs as
+// probes, and would answer each other without end.
+TEST(TcpReceive, ProbeAnswersAreRateLimited) {
+  Active a;
+  a.establish();
+  a.ctx.at_ms(2000);
+  EXPECT_EQ(a.peer(a.ack_spec(uint32_t(-1), 0)).size(), 1u);
+  for (uint64_t ms = 2001; ms < 2500; ms += 50) {
+    a.ctx.at_ms(ms);
+    EXPECT_TRUE(a.peer(a.ack_spec(uint32_t(-1), 0)).empty()) << ms;
+  }
+  EXPECT_EQ(a.tp.counters().acks_rate_limited, 10u);
+  a.ctx.at_ms(2501);
+  EXPECT_EQ(a.peer(a.ack_spec(uint32_t(-1), 0)).size(), 1u);
 }
 
 // ---- sending ----
@@ -1685,6 +1705,25 @@ TEST(TcpTimeWait, PawsAndRstAsLinux) {
   EXPECT_EQ(a.tp.state(kFlow), State::kClosed);
   EXPECT_EQ(a.ctx.closed.size(), 1u);
   (void)fin;
+}
+
+// A bare ACK out of sequence is answered at most once per 500 ms, as a connection answers
+// one: a record and an end out of step with it (both in TIME-WAIT, say) cannot ACK each
+// other's ACKs without end. A retransmitted FIN is answered every time.
+TEST(TcpTimeWait, BareAcksOutOfSequenceAreAnsweredAtMostTwiceASecond) {
+  Active a;
+  const BuildSpec fin = to_time_wait(a);
+  a.ctx.at_ms(3000);
+  EXPECT_EQ(a.peer(a.ack_spec(uint32_t(-1), 1, 300)).size(), 1u);
+  a.ctx.at_ms(3100);
+  EXPECT_TRUE(a.peer(a.ack_spec(uint32_t(-1), 1, 301)).empty());
+  EXPECT_EQ(a.tp.counters().acks_rate_limited, 1u);
+  BuildSpec again = fin;
+  again.ts_val = 302;
+  EXPECT_EQ(a.peer(again).size(), 1u) << "a FIN again is always answered";
+  a.ctx.at_ms(3501);
+  EXPECT_EQ(a.peer(a.ack_spec(uint32_t(-1), 1, 303)).size(), 1u);
+  EXPECT_EQ(a.tp.counters().time_wait_acks, 3u);
 }
 
 TEST(TcpTimeWait, ANewerSynReusesTheTupleAboveTheOldSequence) {

@@ -342,7 +342,9 @@ struct TimeWait {
   uint32_t ts_recent = 0;
   uint16_t window = 0;  // the window field our ACKs carry
   bool ts_ok = false;
-  Timer timer;  // 2 MSL (time_wait_ms), restarted by segments that need an answer
+  bool answered = false;   // an ACK went to a segment that carried nothing...
+  uint64_t answer_ns = 0;  // ...at this time (the rate limit)
+  Timer timer;             // 2 MSL (time_wait_ms), restarted by segments that need an answer
   uint64_t duration_ns = 0;
 };
 

@@ -215,10 +215,30 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
   uint32_t plen = h.payload_len;
   const uint32_t seglen = plen + (syn ? 1 : 0) + ((s.flags & kFin) != 0 ? 1 : 0);
 
-  // A retransmitted SYN while our SYN-ACK is unanswered: send the SYN-ACK again.
   if (c.state == State::kSynReceived && syn && !rst && s.seq == c.irs) {
-    send_syn(c, ctx);
-    return;
+    if ((s.flags & kAck) != 0 && s.ack == c.iss + 1) {
+      // Simultaneous open (RFC 9293 figure 7): the peer's SYN-ACK acknowledges our SYN. Its SYN
+      // was taken already: the rest is that ACK, and it is acknowledged. (Answered with our
+      // SYN-ACK, two such ends would trade SYN-ACKs without end.)
+      Segment rest = s;
+      rest.flags &= uint8_t(~kSyn);
+      rest.seq = s.seq + 1;
+      c.ack_now = true;
+      input_conn(c, h, rest, ctx);
+      return;
+    }
+    // A retransmitted SYN while our SYN-ACK is unanswered: the SYN-ACK again, at most once per
+    // kInvalidAckGapNs (Linux's tcp_check_req).
+    if ((s.flags & kAck) == 0) {
+      if (c.invalid_answered && now_ns_ - c.invalid_answer_ns < kInvalidAckGapNs) {
+        ctr_.acks_rate_limited++;
+        return;
+      }
+      c.invalid_answered = true;
+      c.invalid_answer_ns = now_ns_;
+      send_syn(c, ctx);
+      return;
+    }
   }
 
   // SYN in a synchronized state, whatever its sequence number (RFC 5961 4.2): challenge ACK.
@@ -251,10 +271,12 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
   // window (dropped below, but its ACK and FIN count).
   if (s.seq == c.rcv_nxt) ok = true;
   // An empty segment one byte behind rcv_nxt is Linux's window probe and keepalive: its ACK
-  // field counts, and it is answered (RFC 9293 3.8.6.1, 3.10.7.4).
+  // field counts, and it is answered (RFC 9293 3.8.6.1, 3.10.7.4), at most once per
+  // kInvalidAckGapNs as Linux's tcp_oow_rate_limited does: two ends out of step by a byte (a
+  // FIN one of them never sent, forged) would otherwise answer each other's ACKs without end.
   if (!ok && seglen == 0 && !rst && seq_lt(s.seq, c.rcv_nxt) && seq_geq(s.seq, c.rcv_nxt - 1)) {
     ok = true;
-    c.ack_now = true;
+    answer_invalid(c, false);
   }
   if (!ok) {
     if (rst) return;

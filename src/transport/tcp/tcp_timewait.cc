@@ -12,7 +12,8 @@
 //   - a SYN with a higher sequence number or a newer timestamp ends the record and opens a new
 //     connection on the tuple through the listener, its ISS above the old snd_nxt (RFC 6191);
 //   - anything else but a RST, a retransmitted FIN first of all, gets an ACK (RFC 9293
-//     3.10.7.4), and PAWS failures are counted.
+//     3.10.7.4), one that carries nothing at most once per kInvalidAckGapNs, and PAWS failures
+//     are counted.
 // At most max_time_wait records exist (tcp_max_tw_buckets); a connection that would make one
 // more closes at once (time_wait_overflow), as Linux does. Records are pooled: after the first
 // ones, making a record allocates nothing.
@@ -45,6 +46,7 @@ void TcpTransport::to_time_wait(Conn& c, Context& ctx) {
   w->rcv_nxt = c.rcv_nxt;
   w->ts_ok = c.ts_ok;
   w->ts_recent = c.ts_recent;
+  w->answered = false;
   const uint32_t adv = seq_gt(c.rcv_adv, c.rcv_nxt) ? c.rcv_adv - c.rcv_nxt : 0;
   w->window = uint16_t(std::min<uint32_t>(adv >> c.rcv_wscale, 0xFFFF));
   w->duration_ns = std::max<uint64_t>(uint64_t(c.st.time_wait_ms) * 1'000'000, 1);
@@ -131,7 +133,18 @@ void TcpTransport::tw_input(TimeWait& w, const RxHeader& h, const Segment& s, Co
   if (rst) return;
   // A retransmitted FIN (our ACK of it was lost), an old duplicate, a SYN that may not reuse
   // the tuple: all are answered with an ACK, and the quiet time starts again when it was an ACK.
+  // Those that carry nothing (a bare ACK or SYN) at most once per kInvalidAckGapNs, as a
+  // connection answers them (Linux's tcp_timewait_check_oow_rate_limit): an end out of step
+  // cannot keep the record ACKing its ACKs.
   if (paws_reject || ack) wheel_.arm(&w.timer, w.duration_ns);
+  if (h.payload_len == 0 && (s.flags & kFin) == 0) {
+    if (w.answered && now_ns_ - w.answer_ns < kInvalidAckGapNs) {
+      ctr_.acks_rate_limited++;
+      return;
+    }
+    w.answered = true;
+    w.answer_ns = now_ns_;
+  }
   tw_send_ack(w, ctx);
 }
 
