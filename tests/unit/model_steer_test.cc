@@ -186,6 +186,19 @@ TEST(ModelSteer, RssSetTakesKeyAndReta) {
     EXPECT_EQ(e.queue, rss::reta_queue(
                            reta, rss::hash_ipv4_l4(key, test::kPeer, test::kLocal, sport, 5001)));
   }
+  // Reconfigured to three queues: the RETA spreads over them, a flow on queue 2 stops a shrink.
+  ASSERT_EQ(nic.rx_queues_set(3), Err::kOk);
+  EXPECT_EQ(nic.reta(), rss::default_reta(3));
+  EXPECT_EQ(nic.rss_key(), key);
+  FlowSpec s;
+  s.key = {test::kPeer, test::kLocal, 40000, 5001, 6};
+  s.queue = 2;
+  ASSERT_EQ(nic.flow_add(0, s), Err::kOk);
+  EXPECT_EQ(nic.rx_queues_set(2), Err::kBadArgument);
+  EXPECT_EQ(nic.rx_queues_set(0), Err::kBadArgument);
+  EXPECT_EQ(nic.rx_queues_set(kMaxRxQueues + 1), Err::kBadArgument);
+  ASSERT_EQ(nic.flow_remove(0), Err::kOk);
+  ASSERT_EQ(nic.rx_queues_set(2), Err::kOk);
   rss::Reta bad = reta;
   bad[5] = 2;  // no queue 2
   EXPECT_EQ(nic.rss_set(rss::kDefaultKey, bad), Err::kBadArgument);

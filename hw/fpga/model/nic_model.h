@@ -250,6 +250,9 @@ class NicModel {
   // entry naming a queue beyond rx_queues), and the queue a frame would reach, without receiving
   // it (no counter moves).
   Err rss_set(const rss::Key& key, const rss::Reta& reta);
+  // The driver configures `n` queues (1..kMaxRxQueues; kBadArgument while a flow names a queue
+  // beyond them): the RETA spreads over them again, the key stays.
+  Err rx_queues_set(uint16_t n);
   const rss::Key& rss_key() const { return rss_key_; }
   const rss::Reta& reta() const { return reta_; }
   uint16_t steer(std::span<const uint8_t> frame) const;

@@ -585,6 +585,16 @@ Err NicModel::rss_set(const rss::Key& key, const rss::Reta& reta) {
   return count_cmd(Err::kOk);
 }
 
+Err NicModel::rx_queues_set(uint16_t n) {
+  if (n < 1 || n > kMaxRxQueues) return count_cmd(Err::kBadArgument);
+  for (const Flow& f : flows_) {
+    if (f.used && f.spec.queue >= n) return count_cmd(Err::kBadArgument);
+  }
+  cfg_.rx_queues = n;
+  reta_ = rss::default_reta(n);
+  return count_cmd(Err::kOk);
+}
+
 MemoryReport NicModel::memory_report() const {
   MemoryReport r;
   uint64_t store_entries = uint64_t(total_chunks_ - committed_chunks_) * cfg_.ms_chunk;
