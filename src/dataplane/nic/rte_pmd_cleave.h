@@ -45,8 +45,8 @@
  *
  * Flow rules: rte_flow_create() with ETH / IPV4 (both addresses) / TCP or UDP (ports; UDP may
  * leave the source port out) and actions MARK (the flow id) [+ QUEUE q] installs a copy-mode flow:
- * its frames arrive whole, marked, on queue q (0 without QUEUE). Zero-copy placement needs the sequence state rte_flow cannot
- * carry: rte_pmd_cleave_flow_add() below. Both share one flow-id space. A UDP rule on port 4791
+ * its frames arrive whole, marked, on queue q (0 without QUEUE). Zero-copy placement needs the
+ * sequence state rte_flow cannot carry: rte_pmd_cleave_flow_add() below. Both share one flow-id space. A UDP rule on port 4791
  * is a plain UDP flow: it catches the RoCE frames of the QPs that have no flow of their own.
  *
  * Threads: the NIC (the model) is used by one thread at a time. Its service body runs on a
