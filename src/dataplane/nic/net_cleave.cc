@@ -53,6 +53,10 @@ bool same_bytes(const void* a, const void* b, size_t n) {
 static_assert(sizeof(struct rte_pmd_cleave_placement) == 32 &&
               alignof(struct rte_pmd_cleave_placement) == 4);
 static_assert(nic::kMaxFrags <= RTE_PMD_CLEAVE_F_NFRAGS_MASK);
+// API version 3 put `queue` where version 2 had two reserved bytes: the layout is unchanged.
+static_assert(sizeof(struct rte_pmd_cleave_flow) == 48 &&
+              offsetof(struct rte_pmd_cleave_flow, queue) == 18 &&
+              offsetof(struct rte_pmd_cleave_flow, initial_seq) == 20);
 
 // dev_private: a pointer to the C++ state, and the MAC (ethdev points mac_addrs at it).
 struct Priv {

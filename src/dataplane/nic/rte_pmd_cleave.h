@@ -46,8 +46,9 @@
  * Flow rules: rte_flow_create() with ETH / IPV4 (both addresses) / TCP or UDP (ports; UDP may
  * leave the source port out) and actions MARK (the flow id) [+ QUEUE q] installs a copy-mode flow:
  * its frames arrive whole, marked, on queue q (0 without QUEUE). Zero-copy placement needs the
- * sequence state rte_flow cannot carry: rte_pmd_cleave_flow_add() below. Both share one flow-id space. A UDP rule on port 4791
- * is a plain UDP flow: it catches the RoCE frames of the QPs that have no flow of their own.
+ * sequence state rte_flow cannot carry: rte_pmd_cleave_flow_add() below. Both share one flow-id
+ * space. A UDP rule on port 4791 is a plain UDP flow: it catches the RoCE frames of the QPs that
+ * have no flow of their own.
  *
  * Threads: the NIC (the model) is used by one thread at a time. Its service body runs on a
  * service lcore when the application maps one to the service (rte_pmd_cleave_service_id(),
@@ -154,12 +155,12 @@ struct rte_pmd_cleave_flow {
                                  the expected PSN may be placed; 0: go-back-N, only the request
                                  at the PSN the NIC expects next is placed, others deferred
                                  unwritten (RTE_PMD_CLEAVE_DEFER_OUT_OF_SEQUENCE) */
-  uint16_t queue;          /**< the RX queue its frames reach (below the port's RX queue count) */
-  uint32_t initial_seq;    /**< TCP: first payload byte expected; RoCE: first PSN */
-  uint32_t pmtu;           /**< RoCE: payload bytes per first/middle packet (0: 4096) */
-  uint64_t initial_offset; /**< Solar without messages: stream offset of the first MS */
-  uint32_t qpn;            /**< RoCE: the local QP number (24 bits) */
-  uint32_t owner;          /**< RoCE: protection domain; peers reach only MRs of this owner */
+  uint16_t queue;           /**< the RX queue its frames reach (below the port's RX queue count) */
+  uint32_t initial_seq;     /**< TCP: first payload byte expected; RoCE: first PSN */
+  uint32_t pmtu;            /**< RoCE: payload bytes per first/middle packet (0: 4096) */
+  uint64_t initial_offset;  /**< Solar without messages: stream offset of the first MS */
+  uint32_t qpn;             /**< RoCE: the local QP number (24 bits) */
+  uint32_t owner;           /**< RoCE: protection domain; peers reach only MRs of this owner */
 };
 
 /** Registers app memory [base, base+len) as MR `id` (below the max_mrs devarg) of `owner`. */
