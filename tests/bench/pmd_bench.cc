@@ -17,11 +17,14 @@
 //   GenericZeroCopy CleaveZeroCopy over two generic Nics: the software TX merge (checksums,
 //                   payload read from the registered MR) and the software placement.
 // and with receive queues, one Nic per queue on each side, each queue's pair driven by its own
-// lcore (lcore 1 has CPU 1, lcore 2 shares CPU 0 with the main lcore, which sleeps meanwhile):
-//   CleaveQueues/Q  Q queue pairs of net_cleave ports over a fourth ring wire; lcore q sends
+// lcore (lcore 1 has CPU 1, lcore 2 shares CPU 0 with the main lcore, which sleeps meanwhile;
+// CLEAVE_BENCH_LCORES=0@0,1@1,2@1 maps them otherwise). On a machine whose CPUs other work
+// shares, two lcores handing frames to each other (a NIC lock held by one, the generic stage run
+// by queue 0) wait on each other's time slices: the figures then measure the scheduler.
+//   CleaveQueues/Q  Q queue pairs of net_cleave ports over a fourth ring wire; lcore q streams
 //                   plain frames of flows whose ports rss::port_for_queue chose for q on A's
-//                   queue q and receives them (deferred whole) on B's queue q; the NICs run
-//                   inline, from whichever lcore's burst gets their lock;
+//                   queue q (up to 256 in flight) and receives them (deferred whole) on B's
+//                   queue q; the NICs run inline, from whichever lcore's burst gets their lock;
 //   GenericQueues/Q the same over a fifth ring wire's ports with the generic backend: with two
 //                   queues its software steering stage runs in queue 0's bursts.
 // Prints figures and the ratio to the baseline; asserts nothing.
@@ -41,6 +44,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -434,32 +438,38 @@ struct QueueLcore {
   unsigned lcores = 1;
 };
 
+// Streams kQueueBursts bursts with up to kQueueWindow frames in flight (so an lcore does not
+// wait on another's time slice for every burst), until all came back or a generous deadline
+// passed (the CPUs are shared: another lcore may be off its CPU for a while).
+constexpr uint32_t kQueueWindow = 256;
+
 int queue_lcore(void* arg) {
   QueueLcore& l = *static_cast<QueueLcore*>(arg);
   rte_mbuf* bufs[kBurst];
-  for (uint32_t b = 0; b < kQueueBursts; b++) {
-    for (rte_mbuf* m : l.frames) {
-      rte_mbuf_refcnt_update(m, 1);
-      m->data_len = uint16_t(l.size);
-      m->pkt_len = l.size;
-    }
-    const uint16_t sent = l.a->tx_burst(l.frames, kBurst);
-    for (uint16_t i = sent; i < kBurst; i++)
-      rte_mbuf_refcnt_update(l.frames[i], -1);
-    // Until the burst is back: another lcore holding a NIC's lock may be off its CPU for a
-    // while (the CPUs are shared), so only a generous deadline counts frames as lost.
-    uint32_t got = 0;
-    const uint64_t deadline = rte_get_timer_cycles() + 5 * rte_get_timer_hz();
-    for (uint32_t spin = 0; got < sent; spin++) {
+  const uint64_t want = uint64_t(kQueueBursts) * kBurst;
+  uint64_t sent = 0, got = 0;
+  const uint64_t deadline = rte_get_timer_cycles() + 10 * rte_get_timer_hz();
+  for (uint32_t spin = 0; got < want; spin++) {
+    if (sent < want && sent - got + kBurst <= kQueueWindow) {
+      for (rte_mbuf* m : l.frames) {
+        rte_mbuf_refcnt_update(m, 1);
+        m->data_len = uint16_t(l.size);
+        m->pkt_len = l.size;
+      }
+      const uint16_t n = l.a->tx_burst(l.frames, kBurst);
+      for (uint16_t i = n; i < kBurst; i++)
+        rte_mbuf_refcnt_update(l.frames[i], -1);
+      sent += n;
+    } else {
       l.a->tx_burst(nullptr, 0);
-      const uint16_t n = l.b->rx_burst(bufs, kBurst);
-      rte_pktmbuf_free_bulk(bufs, n);
-      got += n;
-      if ((spin & 1023) == 1023 && rte_get_timer_cycles() > deadline) break;
     }
-    l.moved += got;
-    l.lost += sent - std::min<uint32_t>(sent, got);
+    const uint16_t n = l.b->rx_burst(bufs, kBurst);
+    rte_pktmbuf_free_bulk(bufs, n);
+    got += n;
+    if ((spin & 1023) == 1023 && rte_get_timer_cycles() > deadline) break;
   }
+  l.moved += got;
+  l.lost += sent - std::min(sent, got);
   // Keep the NICs going until every lcore is done: the generic backend's queue 0 runs the
   // steering stage the other queues' frames pass.
   l.done->fetch_add(1);
@@ -575,8 +585,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
     std::printf("\nqueues, 64 B frames, one lcore per queue pair (medians):\n");
     for (const char* path : {"CleaveQueues", "GenericQueues"}) {
-      const double one = rate_[std::string(path) + "/1"];
-      const double two = rate_[std::string(path) + "/2"];
+      const double one = rate_[std::string(path) + "/1/real_time"];
+      const double two = rate_[std::string(path) + "/2/real_time"];
       std::printf("  %-14s 1 queue %8.3f Mpps   2 queues %8.3f Mpps   x%.2f\n", path, one / 1e6,
                   two / 1e6, one > 0 ? two / one : 0.0);
     }
@@ -590,10 +600,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   std::string prefix = "--file-prefix=cleave-pmdbench-" + std::to_string(getpid());
+  // CLEAVE_BENCH_LCORES: another --lcores map for lcores 0 to 2 (e.g. 0@0,1@1,2@1).
+  const char* lcores = std::getenv("CLEAVE_BENCH_LCORES");
   const char* eal_argv[] = {
       "pmd_bench", "--no-huge", "--no-shconf", "-m", "512", "--no-pci",
       // Lcore 1 has CPU 1; lcore 2 shares CPU 0 with the main lcore (which sleeps while they run).
-      "--lcores", "0@0,1@1,2@0", "--no-telemetry", "--log-level=*:error", prefix.c_str()};
+      "--lcores", lcores != nullptr ? lcores : "0@0,1@1,2@0", "--no-telemetry",
+      "--log-level=*:error", prefix.c_str()};
   if (rte_eal_init(int(sizeof eal_argv / sizeof eal_argv[0]), const_cast<char**>(eal_argv)) < 0) {
     return 1;
   }
