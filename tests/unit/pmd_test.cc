@@ -49,6 +49,40 @@ uint64_t xstat(uint16_t port, const char* name) {
   return v;
 }
 
+// An rte_flow rule ETH / IPV4 (A to B) / TCP (sport to kPortB) with MARK `mark` and QUEUE
+// `queue`, its parts there to change.
+struct TcpRule {
+  rte_flow_attr attr{};
+  rte_flow_item_ipv4 ip{};
+  rte_flow_item_tcp tcp{};
+  rte_flow_item items[4] = {};
+  rte_flow_action_mark mark{};
+  rte_flow_action_queue queue{};
+  rte_flow_action actions[3] = {};
+  TcpRule(uint16_t sport, uint32_t mark_id, uint16_t queue_index) {
+    attr.ingress = 1;
+    ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
+    ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
+    tcp.hdr.src_port = rte_cpu_to_be_16(sport);
+    tcp.hdr.dst_port = rte_cpu_to_be_16(kPortB);
+    items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+    items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+    items[1].spec = &ip;
+    items[2].type = RTE_FLOW_ITEM_TYPE_TCP;
+    items[2].spec = &tcp;
+    items[3].type = RTE_FLOW_ITEM_TYPE_END;
+    mark.id = mark_id;
+    queue.index = queue_index;
+    actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
+    actions[0].conf = &mark;
+    actions[1].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+    actions[1].conf = &queue;
+    actions[2].type = RTE_FLOW_ACTION_TYPE_END;
+  }
+  TcpRule(const TcpRule&) = delete;
+  TcpRule& operator=(const TcpRule&) = delete;
+};
+
 // Collects what DPDK logs while it lives.
 struct LogCapture {
   char* buf = nullptr;
@@ -667,30 +701,12 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
 
 // rte_flow installs copy-mode flows: frames arrive whole, marked with the rule's MARK id.
 TEST_F(Pair, RteFlowMarkClassifiesIntoCopyModeFlows) {
-  rte_flow_attr attr{};
-  attr.ingress = 1;
-  rte_flow_item_ipv4 ip{};
-  ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
-  ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
-  rte_flow_item_tcp tcp{};
-  tcp.hdr.src_port = rte_cpu_to_be_16(kPortA);
-  tcp.hdr.dst_port = rte_cpu_to_be_16(kPortB);
-  rte_flow_item items[4] = {};
-  items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
-  items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
-  items[1].spec = &ip;
-  items[2].type = RTE_FLOW_ITEM_TYPE_TCP;
-  items[2].spec = &tcp;
-  items[3].type = RTE_FLOW_ITEM_TYPE_END;
-  rte_flow_action_mark mark{};
-  mark.id = 42;
-  rte_flow_action_queue queue{};
-  rte_flow_action actions[3] = {};
-  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
-  actions[0].conf = &mark;
-  actions[1].type = RTE_FLOW_ACTION_TYPE_QUEUE;
-  actions[1].conf = &queue;
-  actions[2].type = RTE_FLOW_ACTION_TYPE_END;
+  TcpRule r(kPortA, 42, 0);
+  rte_flow_attr& attr = r.attr;
+  rte_flow_item_tcp& tcp = r.tcp;
+  rte_flow_item* items = r.items;
+  rte_flow_action_mark& mark = r.mark;
+  rte_flow_action* actions = r.actions;
 
   rte_flow_error err{};
   ASSERT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), 0);
@@ -1030,33 +1046,12 @@ TEST_F(Pair, TwoQueuesFromTwoLcoresKeepEveryFlowOnItsQueue) {
   f0.queue = want[0];
   ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 30, &f0), 0);
   want[1] = uint16_t(1 - want[1]);
-  rte_flow_attr attr{};
-  attr.ingress = 1;
-  rte_flow_item_ipv4 ip{};
-  ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
-  ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
-  rte_flow_item_tcp tcp{};
-  tcp.hdr.src_port = rte_cpu_to_be_16(5001);
-  tcp.hdr.dst_port = rte_cpu_to_be_16(kPortB);
-  rte_flow_item items[4] = {};
-  items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
-  items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
-  items[1].spec = &ip;
-  items[2].type = RTE_FLOW_ITEM_TYPE_TCP;
-  items[2].spec = &tcp;
-  items[3].type = RTE_FLOW_ITEM_TYPE_END;
-  rte_flow_action_mark mark{31};
-  rte_flow_action_queue queue{2};
-  rte_flow_action actions[3] = {};
-  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
-  actions[0].conf = &mark;
-  actions[1].type = RTE_FLOW_ACTION_TYPE_QUEUE;
-  actions[1].conf = &queue;
-  actions[2].type = RTE_FLOW_ACTION_TYPE_END;
+  TcpRule rule(5001, 31, 2);
   rte_flow_error err{};
-  EXPECT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), -EINVAL) << "no queue 2";
-  queue.index = want[1];
-  ASSERT_NE(rte_flow_create(b_, &attr, items, actions, &err), nullptr);
+  EXPECT_EQ(rte_flow_validate(b_, &rule.attr, rule.items, rule.actions, &err), -EINVAL)
+      << "no queue 2";
+  rule.queue.index = want[1];
+  ASSERT_NE(rte_flow_create(b_, &rule.attr, rule.items, rule.actions, &err), nullptr);
   // A RoCE QP on queue 1 (copy mode: its frames arrive whole), sent from many source ports.
   rte_pmd_cleave_flow qp = roce_flow(0x123, 1);
   qp.mode = RTE_PMD_CLEAVE_COPY;
