@@ -1,6 +1,8 @@
 // rss.cc - the Toeplitz hash, bit by bit as the specification states it, and port choice.
 #include "common/rss.h"
 
+#include <bit>
+
 #include "common/wire.h"
 
 namespace cleave::rss {
@@ -9,10 +11,10 @@ uint32_t toeplitz(const Key& key, const uint8_t* input, size_t n) {
   uint32_t h = 0;
   for (size_t i = 0; i < n && i + 4 < kKeyBytes; i++) {
     // The 40 key bits from bit 8i on: input bit b of byte i takes the 32 of them from bit 8i + b.
+    // Only the set bits cost a step: bit b from the top is bit 7 - b from the bottom.
     const uint64_t k = uint64_t(wire::load32(&key[i])) << 8 | key[i + 4];
-    for (unsigned b = 0; b < 8; b++) {
-      if ((input[i] & (0x80u >> b)) != 0) h ^= uint32_t(k >> (8 - b));
-    }
+    for (unsigned bits = input[i]; bits != 0; bits &= bits - 1)
+      h ^= uint32_t(k >> (std::countr_zero(bits) + 1));
   }
   return h;
 }
