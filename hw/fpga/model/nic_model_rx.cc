@@ -287,6 +287,7 @@ uint16_t NicModel::steer(std::span<const uint8_t> frame) const {
 
 Decision NicModel::rx(std::span<const uint8_t> frame, RxEntry& out) {
   out.flow_id = kNoFlow;
+  out.parser = Parser::kTcp;  // a miss's, whatever the entry held before
   out.reason = DeferReason::kNone;
   out.nfrags = 0;
   out.out_of_order = false;
