@@ -16,10 +16,22 @@
 //                   ring port itself: the model's placement on the dataplane's own core;
 //   GenericZeroCopy CleaveZeroCopy over two generic Nics: the software TX merge (checksums,
 //                   payload read from the registered MR) and the software placement.
+// and with receive queues, one Nic per queue on each side, each queue's pair driven by its own
+// lcore (lcore 1 has CPU 1, lcore 2 shares CPU 0 with the main lcore, which sleeps meanwhile;
+// CLEAVE_BENCH_LCORES=0@0,1@1,2@1 maps them otherwise). On a machine whose CPUs other work
+// shares, two lcores handing frames to each other (a NIC lock held by one, the generic stage run
+// by queue 0) wait on each other's time slices: the figures then measure the scheduler.
+//   CleaveQueues/Q  Q queue pairs of net_cleave ports over a fourth ring wire; lcore q streams
+//                   plain frames of flows whose ports rss::port_for_queue chose for q on A's
+//                   queue q (up to 256 in flight) and receives them (deferred whole) on B's
+//                   queue q; the NICs run inline, from whichever lcore's burst gets their lock;
+//   GenericQueues/Q the same over a fifth ring wire's ports with the generic backend: with two
+//                   queues its software steering stage runs in queue 0's bursts.
 // Prints figures and the ratio to the baseline; asserts nothing.
 // Run: meson test -C build --benchmark --suite bench -v pmd   (or ./build/tests/pmd_bench)
 #include <benchmark/benchmark.h>
 #include <rte_bus_vdev.h>
+#include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
@@ -30,13 +42,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/rss.h"
 #include "nic.h"
 #include "rte_pmd_cleave.h"
 
@@ -58,6 +73,9 @@ struct Ports {
   uint16_t wire_a = 0;              // A's end of that wire
   uint16_t gx = 0, gy = 0;          // a third ring wire, for the generic backend
   std::unique_ptr<cleave::dp::Nic> cleave_b, gen_x, gen_y;
+  // Queues: net_cleave ports over a fourth wire and generic ones on a fifth, opened as 1 and as 2
+  // queues (index: queue count - 1, then sender A / receiver B per queue).
+  uint16_t qa = 0, qb = 0, qgx = 0, qgy = 0;
 } g;
 
 std::vector<uint8_t> tcp_frame(uint32_t size, uint32_t seq, bool csum) {
@@ -87,14 +105,18 @@ std::vector<uint8_t> tcp_frame(uint32_t size, uint32_t seq, bool csum) {
   return f;
 }
 
-void start(uint16_t port) {
+void start(uint16_t port, uint16_t queues = 1) {
+  rte_eth_dev_stop(port);
   rte_eth_conf conf{};
   conf.rxmode.mtu = 9000;
+  conf.rxmode.mq_mode = queues > 1 ? RTE_ETH_MQ_RX_RSS : RTE_ETH_MQ_RX_NONE;
   conf.txmode.offloads = RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-  if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
-      rte_eth_rx_queue_setup(port, 0, 1024, SOCKET_ID_ANY, nullptr, g_small) != 0 ||
-      rte_eth_tx_queue_setup(port, 0, 1024, SOCKET_ID_ANY, nullptr) != 0 ||
-      rte_eth_dev_start(port) != 0) {
+  bool ok = rte_eth_dev_configure(port, queues, queues, &conf) == 0;
+  for (uint16_t q = 0; ok && q < queues; q++) {
+    ok = rte_eth_rx_queue_setup(port, q, 1024, SOCKET_ID_ANY, nullptr, g_small) == 0 &&
+         rte_eth_tx_queue_setup(port, q, 1024, SOCKET_ID_ANY, nullptr) == 0;
+  }
+  if (!ok || rte_eth_dev_start(port) != 0) {
     std::fprintf(stderr, "port %u does not start\n", port);
     std::exit(1);
   }
@@ -401,6 +423,136 @@ void generic_zero_copy(benchmark::State& state) {
   report(state, size, lost, placed_bytes);
 }
 
+// ---- queues: one lcore per queue pair ---------------------------------------------------------
+
+constexpr uint32_t kQueueBursts = 512;  // bursts each lcore moves per iteration
+
+struct QueueLcore {
+  cleave::dp::Nic* a = nullptr;
+  cleave::dp::Nic* b = nullptr;
+  rte_mbuf* frames[kBurst] = {};  // prebuilt, of flows steered to this queue; reused by refcount
+  uint32_t size = 0;
+  uint64_t moved = 0;
+  uint64_t lost = 0;
+  std::atomic<unsigned>* done = nullptr;  // lcores finished with their bursts
+  unsigned lcores = 1;
+};
+
+// Streams kQueueBursts bursts with up to kQueueWindow frames in flight (so an lcore does not
+// wait on another's time slice for every burst), until all came back or a generous deadline
+// passed (the CPUs are shared: another lcore may be off its CPU for a while).
+constexpr uint32_t kQueueWindow = 256;
+
+int queue_lcore(void* arg) {
+  QueueLcore& l = *static_cast<QueueLcore*>(arg);
+  rte_mbuf* bufs[kBurst];
+  const uint64_t want = uint64_t(kQueueBursts) * kBurst;
+  uint64_t sent = 0, got = 0;
+  const uint64_t deadline = rte_get_timer_cycles() + 10 * rte_get_timer_hz();
+  for (uint32_t spin = 0; got < want; spin++) {
+    if (sent < want && sent - got + kBurst <= kQueueWindow) {
+      for (rte_mbuf* m : l.frames) {
+        rte_mbuf_refcnt_update(m, 1);
+        m->data_len = uint16_t(l.size);
+        m->pkt_len = l.size;
+      }
+      const uint16_t n = l.a->tx_burst(l.frames, kBurst);
+      for (uint16_t i = n; i < kBurst; i++)
+        rte_mbuf_refcnt_update(l.frames[i], -1);
+      sent += n;
+    } else {
+      l.a->tx_burst(nullptr, 0);
+    }
+    const uint16_t n = l.b->rx_burst(bufs, kBurst);
+    rte_pktmbuf_free_bulk(bufs, n);
+    got += n;
+    if ((spin & 1023) == 1023 && rte_get_timer_cycles() > deadline) break;
+  }
+  l.moved += got;
+  l.lost += sent - std::min(sent, got);
+  // Keep the NICs going until every lcore is done: the generic backend's queue 0 runs the
+  // steering stage the other queues' frames pass.
+  l.done->fetch_add(1);
+  while (l.done->load() < l.lcores) {
+    l.a->tx_burst(nullptr, 0);
+    const uint16_t n = l.b->rx_burst(bufs, kBurst);
+    rte_pktmbuf_free_bulk(bufs, n);
+  }
+  return 0;
+}
+
+// Q lcores (1, then 2) move bursts over Q queue pairs of A and B at once.
+void queues(benchmark::State& state, uint16_t a, uint16_t b) {
+  const auto nq = uint16_t(state.range(0));
+  const uint32_t size = 64;
+  std::vector<std::unique_ptr<cleave::dp::Nic>> nics;
+  cleave::dp::GenericNicParams params;
+  params.model.max_flows = 1024;
+  params.model.ms_store_entries = 4096;
+  params.tx_frames = 512;
+  // net_cleave has queues of its own; a generic port keeps one queue pair.
+  for (uint16_t p : {a, b}) {
+    rte_eth_dev_info info{};
+    rte_eth_dev_info_get(p, &info);
+    start(p, std::string(info.driver_name) == "net_cleave" ? nq : 1);
+  }
+  QueueLcore lc[2];
+  const cleave::rss::Reta reta = cleave::rss::default_reta(nq);
+  uint16_t port = 40000;
+  for (uint16_t q = 0; q < nq; q++) {
+    nics.push_back(cleave::dp::open_nic(a, g_frames, params, {q, nq}));
+    nics.push_back(cleave::dp::open_nic(b, g_frames, params, {q, nq}));
+    lc[q].a = nics[nics.size() - 2].get();
+    lc[q].b = nics.back().get();
+    lc[q].size = size;
+    for (rte_mbuf*& m : lc[q].frames) {
+      // B's shard q chose a port for its connection to A's port 1000: A sends there.
+      port = uint16_t(cleave::rss::port_for_queue(cleave::rss::kDefaultKey, reta, 0x0a000002,
+                                                  0x0a000001, 1000, q, 32768, 60999, port));
+      std::vector<uint8_t> f = tcp_frame(size, 1, false);
+      reinterpret_cast<rte_tcp_hdr*>(f.data() + 34)->dst_port = rte_cpu_to_be_16(port++);
+      auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+      ip->hdr_checksum = rte_ipv4_cksum(ip);
+      reinterpret_cast<rte_tcp_hdr*>(f.data() + 34)->cksum =
+          rte_ipv4_udptcp_cksum(ip, f.data() + 34);
+      m = rte_pktmbuf_alloc(g_jumbo);
+      std::memcpy(rte_pktmbuf_append(m, uint16_t(size)), f.data(), size);
+    }
+  }
+  std::atomic<unsigned> done{0};
+  for (uint16_t q = 0; q < nq; q++) {
+    lc[q].done = &done;
+    lc[q].lcores = nq;
+  }
+  for (auto _ : state) {
+    done = 0;
+    for (uint16_t q = 0; q < nq; q++)
+      rte_eal_remote_launch(queue_lcore, &lc[q], 1 + q);
+    for (unsigned l = 1; l <= nq; l++) {
+      while (rte_eal_get_lcore_state(l) == RUNNING)
+        usleep(200);  // the main lcore shares CPU 0 with lcore 2: it sleeps
+      rte_eal_wait_lcore(l);
+    }
+  }
+  uint64_t moved = 0, lost = 0;
+  for (uint16_t q = 0; q < nq; q++) {
+    moved += lc[q].moved;
+    lost += lc[q].lost;
+    rte_pktmbuf_free_bulk(lc[q].frames, kBurst);
+  }
+  state.SetItemsProcessed(int64_t(moved));
+  state.SetBytesProcessed(int64_t(moved) * size);
+  state.counters["lost"] = double(lost);
+  nics.clear();
+}
+
+void cleave_queues(benchmark::State& state) {
+  queues(state, g.qa, g.qb);
+}
+void generic_queues(benchmark::State& state) {
+  queues(state, g.qgx, g.qgy);
+}
+
 // Prints the usual table, then each net_cleave path's median rate over the bare wire's.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
@@ -431,6 +583,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
                     v / 1e6, base > 0 ? 100.0 * v / base : 0.0, base / 1e6);
       }
     }
+    std::printf("\nqueues, 64 B frames, one lcore per queue pair (medians):\n");
+    for (const char* path : {"CleaveQueues", "GenericQueues"}) {
+      const double one = rate_[std::string(path) + "/1/real_time"];
+      const double two = rate_[std::string(path) + "/2/real_time"];
+      std::printf("  %-14s 1 queue %8.3f Mpps   2 queues %8.3f Mpps   x%.2f\n", path, one / 1e6,
+                  two / 1e6, one > 0 ? two / one : 0.0);
+    }
   }
 
  private:
@@ -441,9 +600,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   std::string prefix = "--file-prefix=cleave-pmdbench-" + std::to_string(getpid());
+  // CLEAVE_BENCH_LCORES: another --lcores map for lcores 0 to 2 (e.g. 0@0,1@1,2@1).
+  const char* lcores = std::getenv("CLEAVE_BENCH_LCORES");
   const char* eal_argv[] = {
-      "pmd_bench", "--no-huge",      "--no-shconf",         "-m",          "512", "--no-pci", "-l",
-      "0",         "--no-telemetry", "--log-level=*:error", prefix.c_str()};
+      "pmd_bench", "--no-huge", "--no-shconf", "-m", "512", "--no-pci",
+      // Lcore 1 has CPU 1; lcore 2 shares CPU 0 with the main lcore (which sleeps while they run).
+      "--lcores", lcores != nullptr ? lcores : "0@0,1@1,2@0", "--no-telemetry",
+      "--log-level=*:error", prefix.c_str()};
   if (rte_eal_init(int(sizeof eal_argv / sizeof eal_argv[0]), const_cast<char**>(eal_argv)) < 0) {
     return 1;
   }
@@ -458,7 +621,17 @@ int main(int argc, char** argv) {
   uint16_t wb = 0;
   g.wire_a = crossed_pair("cl", &wb);
   g.gx = crossed_pair("gen", &g.gy);
+  uint16_t qwb = 0;
+  crossed_pair("q", &qwb);  // net_cleave_qa and _qb take both ends
+  g.qgx = crossed_pair("qg", &g.qgy);
   const char* sizing = ",max_flows=1024,ms_store=65536";
+  if (rte_vdev_init("net_cleave_qa", (std::string("wire=net_ring_qx") + sizing).c_str()) != 0 ||
+      rte_vdev_init("net_cleave_qb", (std::string("wire=net_ring_qy") + sizing).c_str()) != 0 ||
+      rte_eth_dev_get_port_by_name("net_cleave_qa", &g.qa) != 0 ||
+      rte_eth_dev_get_port_by_name("net_cleave_qb", &g.qb) != 0) {
+    std::fprintf(stderr, "net_cleave queue ports do not probe\n");
+    return 1;
+  }
   if (rte_vdev_init("net_cleave_a", (std::string("wire=net_ring_clx") + sizing).c_str()) != 0 ||
       rte_vdev_init("net_cleave_b", (std::string("wire=net_ring_cly") + sizing).c_str()) != 0 ||
       rte_eth_dev_get_port_by_name("net_cleave_a", &g.a) != 0 ||
@@ -491,6 +664,8 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("GenericRxPlaced", generic_rx_placed)->Arg(size);
     benchmark::RegisterBenchmark("GenericZeroCopy", generic_zero_copy)->Arg(size);
   }
+  benchmark::RegisterBenchmark("CleaveQueues", cleave_queues)->Arg(1)->Arg(2)->UseRealTime();
+  benchmark::RegisterBenchmark("GenericQueues", generic_queues)->Arg(1)->Arg(2)->UseRealTime();
   benchmark::Initialize(&argc, argv);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
@@ -498,7 +673,7 @@ int main(int argc, char** argv) {
   g.cleave_b.reset();
   g.gen_x.reset();
   g.gen_y.reset();
-  for (uint16_t p : {g.a, g.b, g.raw_tx, g.raw_rx, g.gx, g.gy})
+  for (uint16_t p : {g.a, g.b, g.raw_tx, g.raw_rx, g.gx, g.gy, g.qa, g.qb, g.qgx, g.qgy})
     rte_eth_dev_stop(p);
   rte_eal_cleanup();
   return 0;

@@ -1467,5 +1467,27 @@ TEST(ModelCounters, NamesAreUniqueAndStable) {
   EXPECT_EQ(kCounterCount, 63u);
 }
 
+// A driver reuses one RxEntry for every frame (net_cleave, the generic backend): a frame no flow
+// matches reports the TCP parser, as a fresh entry does, not the last matched flow's.
+TEST(ModelRxEntry, AReusedEntryCarriesNothingOfTheLastFrame) {
+  NicModel nic(small_config());
+  FlowSpec qp;
+  qp.key = {test::kPeer, test::kLocal, 0, kRocePort, 17};
+  qp.parser = Parser::kRoce;
+  qp.mode = FlowMode::kCopy;
+  qp.pmtu = 1024;
+  qp.qpn = 17;
+  ASSERT_EQ(nic.flow_add(0, qp), Err::kOk);
+  RxEntry e;
+  nic.rx(test::roce_frame(0x04, 0, {}, test::pattern(64)), e);
+  ASSERT_EQ(e.parser, Parser::kRoce);
+  nic.rx(test::tcp_frame(1, test::pattern(64)), e);
+  EXPECT_EQ(e.reason, DeferReason::kFlowMiss);
+  EXPECT_EQ(e.parser, Parser::kTcp);
+  RxEntry fresh;
+  nic.rx(test::tcp_frame(1, test::pattern(64)), fresh);
+  EXPECT_EQ(fresh.parser, e.parser);
+}
+
 }  // namespace
 }  // namespace cleave::nic

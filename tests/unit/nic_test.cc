@@ -13,11 +13,14 @@
 #include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 #include <rte_ring.h>
 #include <rte_tcp.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rss.h"
 #include "nic.h"
 #include "nic_backends.h"
 #include "pmd_frames.h"
@@ -40,6 +44,7 @@ using namespace cleave::test::pmd;
 using cleave::dp::GenericNicParams;
 using cleave::dp::Nic;
 using cleave::dp::NicBackend;
+using cleave::dp::NicQueue;
 using cleave::dp::open_nic;
 
 int g_seq = 0;
@@ -974,6 +979,275 @@ INSTANTIATE_TEST_SUITE_P(Backends, NicPair,
                            return std::string(cleave::dp::backend_name(i.param));
                          });
 
+// ---- several queues: one Nic per queue, each on its own lcore -------------------------------
+
+// Frames from A (kIpA:kPortA, the "server") to B's local port `dport`, the port a shard of B chose
+// for its connection. What rx_burst handed the shard, by that port.
+uint16_t frame_dport(rte_mbuf* m) {
+  const auto* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  return uint16_t(f[36] << 8 | f[37]);
+}
+uint32_t frame_seq(rte_mbuf* m) {
+  const auto* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  return uint32_t(f[38]) << 24 | uint32_t(f[39]) << 16 | uint32_t(f[40]) << 8 | f[41];
+}
+uint16_t rss_queue(uint16_t dport) {
+  using namespace cleave::rss;
+  return reta_queue(default_reta(2), hash_ipv4_l4(kDefaultKey, kIpA, kIpB, kPortA, dport));
+}
+
+constexpr uint32_t kQueueFrames = 100;  // per flow
+constexpr uint32_t kQueuePayload = 64;
+
+// One shard: queue q of A (sends its flows' frames) and of B (receives what is steered to q).
+struct Shard {
+  Nic* a = nullptr;
+  Nic* b = nullptr;
+  std::vector<uint16_t> sends;  // the destination ports of the flows it sends
+  std::atomic<uint64_t>* received = nullptr;
+  // Handshakes the sanitizer sees (EAL's launch and wait are not instrumented): the shard starts
+  // after `go` and raises `finished` last.
+  std::atomic<bool>* go = nullptr;
+  std::atomic<unsigned>* finished = nullptr;
+  uint64_t total = 0;
+  std::vector<std::pair<uint16_t, uint32_t>> got;  // (port, seq) in the order received
+  std::vector<uint32_t> placed;                    // bytes placed per frame of a zero-copy flow
+  uint32_t arp = 0;
+  bool timed_out = false;
+};
+
+int shard_main(void* arg) {
+  Shard& s = *static_cast<Shard*>(arg);
+  while (!s.go->load())
+    rte_pause();
+  Bytes payload = pattern(kQueuePayload, 9);
+  std::vector<uint32_t> next(s.sends.size(), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (s.received->load() < s.total) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      s.timed_out = true;
+      break;
+    }
+    rte_mbuf* out[32];
+    uint16_t n = 0;
+    std::vector<size_t> took;
+    for (size_t i = 0; i < s.sends.size() && n < 32; i++) {
+      if (next[i] < kQueueFrames) {
+        out[n++] = to_mbuf(tcp_frame(next[i] * kQueuePayload, payload.data(), kQueuePayload, true,
+                                     kIpA, kIpB, kPortA, s.sends[i]));
+        took.push_back(i);
+      }
+    }
+    const uint16_t sent = s.a->tx_burst(out, n);  // n = 0 too: the NIC flushes
+    for (uint16_t i = 0; i < sent; i++)
+      next[took[i]]++;
+    rte_pktmbuf_free_bulk(out + sent, n - sent);
+    rte_mbuf* in[32];
+    const uint16_t got = s.b->rx_burst(in, 32);
+    for (uint16_t i = 0; i < got; i++) {
+      const auto* f = rte_pktmbuf_mtod(in[i], const uint8_t*);
+      if (f[12] == 0x08 && f[13] == 0x06) {
+        s.arp++;
+        continue;
+      }
+      s.got.emplace_back(frame_dport(in[i]), frame_seq(in[i]));
+      const rte_pmd_cleave_placement& p = placement(in[i]);
+      if (p.decision == RTE_PMD_CLEAVE_PLACED) s.placed.push_back(p.placed);
+    }
+    rte_pktmbuf_free_bulk(in, got);
+    s.received->fetch_add(got);
+  }
+  s.finished->fetch_add(1);
+  return 0;
+}
+
+class NicQueues : public ::testing::TestWithParam<NicBackend> {
+ protected:
+  void SetUp() override {
+    pool_avail_ = rte_mempool_avail_count(g_pool);
+    const std::string n = std::to_string(++g_seq);
+    ASSERT_NO_FATAL_FAILURE(wire_.make(n));
+    uint16_t pairs = 1;
+    if (GetParam() == NicBackend::kCleave) {
+      for (std::string* name : {&name_a_, &name_b_})
+        *name = (name == &name_a_ ? "net_cleave_qa" : "net_cleave_qb") + n;
+      ASSERT_EQ(rte_vdev_init(name_a_.c_str(), ("wire=" + wire_.wa_name + kCleaveSizing).c_str()),
+                0);
+      ASSERT_EQ(rte_vdev_init(name_b_.c_str(), ("wire=" + wire_.wb_name + kCleaveSizing).c_str()),
+                0);
+      ASSERT_EQ(rte_eth_dev_get_port_by_name(name_a_.c_str(), &a_), 0);
+      ASSERT_EQ(rte_eth_dev_get_port_by_name(name_b_.c_str(), &b_), 0);
+      pairs = 2;  // net_cleave steers into queues of its own
+    } else {
+      a_ = wire_.wa;  // one queue pair, split by the software stage
+      b_ = wire_.wb;
+    }
+    for (uint16_t p : {a_, b_}) {
+      rte_eth_conf conf{};
+      conf.rxmode.mtu = 9000;
+      conf.rxmode.mq_mode = pairs > 1 ? RTE_ETH_MQ_RX_RSS : RTE_ETH_MQ_RX_NONE;
+      ASSERT_EQ(rte_eth_dev_configure(p, pairs, pairs, &conf), 0);
+      for (uint16_t q = 0; q < pairs; q++) {
+        ASSERT_EQ(rte_eth_rx_queue_setup(p, q, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
+        ASSERT_EQ(rte_eth_tx_queue_setup(p, q, 512, SOCKET_ID_ANY, nullptr), 0);
+      }
+      ASSERT_EQ(rte_eth_dev_start(p), 0);
+    }
+    for (uint16_t q = 0; q < 2; q++) {
+      a_nics_.push_back(open_nic(a_, g_pool, params(), NicQueue{q, 2}));
+      b_nics_.push_back(open_nic(b_, g_pool, params(), NicQueue{q, 2}));
+      ASSERT_EQ(b_nics_[q]->queue_id(), q);
+      ASSERT_EQ(b_nics_[q]->queue_count(), 2);
+      ASSERT_EQ(b_nics_[q]->backend(), GetParam());
+    }
+  }
+  void TearDown() override {
+    a_nics_.clear();
+    b_nics_.clear();
+    for (const std::string& name : {name_a_, name_b_}) {
+      uint16_t p;
+      if (!name.empty() && rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) {
+        rte_eth_dev_stop(p);
+        rte_eth_dev_close(p);
+        rte_vdev_uninit(name.c_str());
+      }
+    }
+    wire_.close();
+    EXPECT_EQ(rte_mempool_avail_count(g_pool), pool_avail_) << "every mbuf came back";
+  }
+
+  Wire wire_;
+  std::string name_a_, name_b_;
+  uint16_t a_ = 0, b_ = 0;
+  std::vector<std::unique_ptr<Nic>> a_nics_, b_nics_;
+  unsigned pool_avail_ = 0;
+};
+
+// Each shard of B "connects" from ports chosen by rss::port_for_queue for its queue and receives
+// there; some ports are arbitrary (they land where the hash says); each shard has a zero-copy
+// flow on a port whose hash gives the other queue, added through its own Nic (so steered to it),
+// placed into an MR both queues registered. Both lcores burst at once; every frame reaches its
+// flow's queue, in order, exactly once, and ARP reaches queue 0.
+TEST_P(NicQueues, TwoLcoresEveryFlowOnItsQueue) {
+  using namespace cleave::rss;
+  const Reta reta = default_reta(2);
+  Bytes mem(size_t(2) * kQueueFrames * kQueuePayload, kUntouched);
+  for (auto& nic : b_nics_)
+    ASSERT_EQ(nic->mr_add(1, mem.data(), mem.size(), 1), 0);
+  EXPECT_EQ(b_nics_[0]->mr_add(1, mem.data(), mem.size(), 1), -EEXIST);
+  std::map<uint16_t, uint16_t> want;  // port -> queue
+  Shard shards[2];
+  uint16_t start = 40000;
+  for (uint16_t q = 0; q < 2; q++) {
+    for (int i = 0; i < 12; i++) {  // chosen for the shard's queue
+      const uint32_t p =
+          port_for_queue(kDefaultKey, reta, kIpB, kIpA, kPortA, q, 32768, 60999, start);
+      ASSERT_NE(p, kNoPort);
+      start = uint16_t(p + 1);
+      want[uint16_t(p)] = q;
+      shards[q].sends.push_back(uint16_t(p));
+    }
+    for (uint16_t i = 0; i < 4; i++) {  // arbitrary: the hash decides
+      const auto p = uint16_t(20000 + q * 100 + i * 7);
+      want[p] = rss_queue(p);
+      shards[q].sends.push_back(p);
+    }
+    // The zero-copy flow: its hash says the other queue, its Nic says this one.
+    const uint32_t p = port_for_queue(kDefaultKey, reta, kIpB, kIpA, kPortA, uint16_t(1 - q),
+                                      50000 + q * 1000, 60999, uint16_t(50000 + q * 1000));
+    ASSERT_NE(p, kNoPort);
+    rte_pmd_cleave_flow f{};
+    f.src_ip = kIpA;
+    f.dst_ip = kIpB;
+    f.src_port = kPortA;
+    f.dst_port = uint16_t(p);
+    f.proto = 6;
+    f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
+    f.parser = RTE_PMD_CLEAVE_PARSER_TCP;
+    f.reliable = 1;
+    f.queue = uint16_t(1 - q);  // ignored: a Nic adds its flows for its own queue
+    ASSERT_EQ(b_nics_[q]->flow_add(20 + q, f), 0);
+    ASSERT_EQ(b_nics_[q]->ms_post(20 + q, 1, uint64_t(q) * kQueueFrames * kQueuePayload,
+                                  kQueueFrames * kQueuePayload, 0),
+              0);
+    want[uint16_t(p)] = q;
+    shards[q].sends.push_back(uint16_t(p));
+  }
+  // The flow ids are the port's: the other queue cannot take one in use.
+  rte_pmd_cleave_flow dup{};
+  dup.src_ip = kIpA;
+  dup.dst_ip = kIpB;
+  dup.src_port = 1;
+  dup.dst_port = 1;
+  dup.proto = 6;
+  dup.parser = RTE_PMD_CLEAVE_PARSER_TCP;
+  EXPECT_EQ(b_nics_[1]->flow_add(20, dup), -EEXIST);
+  // An ARP request on B's wire: queue 0's.
+  Bytes arp(60, 0);
+  std::fill(arp.begin(), arp.begin() + 6, 0xFF);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  rte_mbuf* am = to_mbuf(arp);
+  ASSERT_EQ(rte_ring_enqueue(wire_.ab, am), 0);
+
+  std::atomic<uint64_t> received{0};
+  const uint64_t total = uint64_t(want.size()) * kQueueFrames + 1;
+  for (uint16_t q = 0; q < 2; q++) {
+    shards[q].a = a_nics_[q].get();
+    shards[q].b = b_nics_[q].get();
+    shards[q].received = &received;
+    shards[q].total = total;
+  }
+  std::atomic<bool> go{false};
+  std::atomic<unsigned> finished{0};
+  for (Shard& sh : shards) {
+    sh.go = &go;
+    sh.finished = &finished;
+  }
+  ASSERT_EQ(rte_eal_remote_launch(shard_main, &shards[0], 1), 0);
+  ASSERT_EQ(rte_eal_remote_launch(shard_main, &shards[1], 2), 0);
+  go = true;
+  while (finished.load() < 2)
+    usleep(1000);
+  ASSERT_EQ(rte_eal_wait_lcore(1), 0);
+  ASSERT_EQ(rte_eal_wait_lcore(2), 0);
+
+  EXPECT_FALSE(shards[0].timed_out || shards[1].timed_out) << received.load() << " of " << total;
+  EXPECT_EQ(shards[0].arp, 1u);
+  EXPECT_EQ(shards[1].arp, 0u);
+  std::map<uint16_t, std::vector<uint32_t>> seqs;
+  for (uint16_t q = 0; q < 2; q++) {
+    for (const auto& [port, seq] : shards[q].got) {
+      ASSERT_EQ(want.count(port), 1u) << port;
+      EXPECT_EQ(want[port], q) << "port " << port << " seq " << seq;
+      seqs[port].push_back(seq);
+    }
+    // The zero-copy flow's every frame placed, by its own queue's Nic.
+    EXPECT_EQ(shards[q].placed.size(), kQueueFrames);
+  }
+  ASSERT_EQ(seqs.size(), want.size());
+  for (const auto& [port, v] : seqs) {
+    ASSERT_EQ(v.size(), kQueueFrames) << "port " << port << ": none lost or duplicated";
+    for (uint32_t k = 0; k < kQueueFrames; k++)
+      EXPECT_EQ(v[k], k * kQueuePayload) << "port " << port << ": in order";
+  }
+  const Bytes payload = pattern(kQueuePayload, 9);
+  for (size_t at = 0; at < mem.size(); at += kQueuePayload)
+    ASSERT_EQ(0, std::memcmp(mem.data() + at, payload.data(), kQueuePayload)) << at;
+  // The MR goes with the last queue that registered it.
+  for (uint16_t q = 0; q < 2; q++) {
+    ASSERT_EQ(b_nics_[q]->flow_remove(20 + q), 0);
+    ASSERT_EQ(b_nics_[q]->mr_remove(1), 0);
+  }
+  EXPECT_EQ(b_nics_[0]->mr_remove(1), -ENOENT);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, NicQueues,
+                         ::testing::Values(NicBackend::kCleave, NicBackend::kGeneric),
+                         [](const ::testing::TestParamInfo<NicBackend>& i) {
+                           return std::string(cleave::dp::backend_name(i.param));
+                         });
+
 // ---- the generic backend's TX paths, which only it has --------------------------------------
 
 class GenericTx : public ::testing::Test {
@@ -1139,8 +1413,9 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   std::string prefix = "--file-prefix=cleave-nictest-" + std::to_string(getpid());
   const char* eal_argv[] = {
-      "nic_tests", "--no-huge",      "--no-shconf",         "-m",          "256", "--no-pci", "-l",
-      "0",         "--no-telemetry", "--log-level=*:error", prefix.c_str()};
+      "nic_tests", "--no-huge", "--no-shconf", "-m", "256", "--no-pci",
+      // Lcores 0 (main) and 2 share CPU 0, lcore 1 has CPU 1: two shards for NicQueues.
+      "--lcores", "0@0,1@1,2@0", "--no-telemetry", "--log-level=*:error", prefix.c_str()};
   if (rte_eal_init(int(sizeof eal_argv / sizeof eal_argv[0]), const_cast<char**>(eal_argv)) < 0) {
     std::fprintf(stderr, "EAL init failed\n");
     return 1;

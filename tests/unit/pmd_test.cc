@@ -13,6 +13,7 @@
 #include <rte_log.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 #include <rte_ring.h>
 #include <rte_service.h>
 #include <rte_tcp.h>
@@ -31,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/rss.h"
 #include "pmd_frames.h"
 #include "rte_pmd_cleave.h"
 
@@ -47,6 +49,40 @@ uint64_t xstat(uint16_t port, const char* name) {
   EXPECT_EQ(rte_eth_xstats_get_by_id(port, &id, &v, 1), 1) << name;
   return v;
 }
+
+// An rte_flow rule ETH / IPV4 (A to B) / TCP (sport to kPortB) with MARK `mark` and QUEUE
+// `queue`, its parts there to change.
+struct TcpRule {
+  rte_flow_attr attr{};
+  rte_flow_item_ipv4 ip{};
+  rte_flow_item_tcp tcp{};
+  rte_flow_item items[4] = {};
+  rte_flow_action_mark mark{};
+  rte_flow_action_queue queue{};
+  rte_flow_action actions[3] = {};
+  TcpRule(uint16_t sport, uint32_t mark_id, uint16_t queue_index) {
+    attr.ingress = 1;
+    ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
+    ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
+    tcp.hdr.src_port = rte_cpu_to_be_16(sport);
+    tcp.hdr.dst_port = rte_cpu_to_be_16(kPortB);
+    items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+    items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+    items[1].spec = &ip;
+    items[2].type = RTE_FLOW_ITEM_TYPE_TCP;
+    items[2].spec = &tcp;
+    items[3].type = RTE_FLOW_ITEM_TYPE_END;
+    mark.id = mark_id;
+    queue.index = queue_index;
+    actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
+    actions[0].conf = &mark;
+    actions[1].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+    actions[1].conf = &queue;
+    actions[2].type = RTE_FLOW_ACTION_TYPE_END;
+  }
+  TcpRule(const TcpRule&) = delete;
+  TcpRule& operator=(const TcpRule&) = delete;
+};
 
 // Collects what DPDK logs while it lives.
 struct LogCapture {
@@ -666,30 +702,12 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
 
 // rte_flow installs copy-mode flows: frames arrive whole, marked with the rule's MARK id.
 TEST_F(Pair, RteFlowMarkClassifiesIntoCopyModeFlows) {
-  rte_flow_attr attr{};
-  attr.ingress = 1;
-  rte_flow_item_ipv4 ip{};
-  ip.hdr.src_addr = rte_cpu_to_be_32(kIpA);
-  ip.hdr.dst_addr = rte_cpu_to_be_32(kIpB);
-  rte_flow_item_tcp tcp{};
-  tcp.hdr.src_port = rte_cpu_to_be_16(kPortA);
-  tcp.hdr.dst_port = rte_cpu_to_be_16(kPortB);
-  rte_flow_item items[4] = {};
-  items[0].type = RTE_FLOW_ITEM_TYPE_ETH;
-  items[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
-  items[1].spec = &ip;
-  items[2].type = RTE_FLOW_ITEM_TYPE_TCP;
-  items[2].spec = &tcp;
-  items[3].type = RTE_FLOW_ITEM_TYPE_END;
-  rte_flow_action_mark mark{};
-  mark.id = 42;
-  rte_flow_action_queue queue{};
-  rte_flow_action actions[3] = {};
-  actions[0].type = RTE_FLOW_ACTION_TYPE_MARK;
-  actions[0].conf = &mark;
-  actions[1].type = RTE_FLOW_ACTION_TYPE_QUEUE;
-  actions[1].conf = &queue;
-  actions[2].type = RTE_FLOW_ACTION_TYPE_END;
+  TcpRule r(kPortA, 42, 0);
+  rte_flow_attr& attr = r.attr;
+  rte_flow_item_tcp& tcp = r.tcp;
+  rte_flow_item* items = r.items;
+  rte_flow_action_mark& mark = r.mark;
+  rte_flow_action* actions = r.actions;
 
   rte_flow_error err{};
   ASSERT_EQ(rte_flow_validate(b_, &attr, items, actions, &err), 0);
@@ -858,6 +876,269 @@ TEST_F(Pair, CommandsFromOtherThreadsRaceNothing) {
   EXPECT_EQ(app.completions, int(kCount));
   EXPECT_GT(control_ops.load(), 0u);
   EXPECT_EQ(xstat(b_, "nic_rx_placed_bytes"), uint64_t(kLen) * kCount);
+}
+
+// ---- several queues ---------------------------------------------------------------------------
+
+// Both ports reconfigured with `nq` queue pairs.
+void start_queues(uint16_t port, uint16_t nq) {
+  ASSERT_EQ(rte_eth_dev_stop(port), 0);
+  rte_eth_conf conf{};
+  conf.rxmode.mtu = 9000;
+  conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+  conf.txmode.offloads = RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  ASSERT_EQ(rte_eth_dev_configure(port, nq, nq, &conf), 0);
+  for (uint16_t q = 0; q < nq; q++) {
+    ASSERT_EQ(rte_eth_rx_queue_setup(port, q, 512, SOCKET_ID_ANY, nullptr, g_pool), 0);
+    ASSERT_EQ(rte_eth_tx_queue_setup(port, q, 512, SOCKET_ID_ANY, nullptr), 0);
+  }
+  ASSERT_EQ(rte_eth_dev_start(port), 0);
+}
+
+uint16_t frame_sport(rte_mbuf* m) {
+  const auto* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  return uint16_t(f[34] << 8 | f[35]);
+}
+uint32_t frame_seq(rte_mbuf* m) {
+  const auto* f = rte_pktmbuf_mtod(m, const uint8_t*);
+  return uint32_t(f[38]) << 24 | uint32_t(f[39]) << 16 | uint32_t(f[40]) << 8 | f[41];
+}
+
+uint16_t rss_queue(uint16_t sport, uint16_t nq) {
+  return cleave::rss::reta_queue(
+      cleave::rss::default_reta(nq),
+      cleave::rss::hash_ipv4_l4(cleave::rss::kDefaultKey, kIpA, kIpB, sport, kPortB));
+}
+
+TEST_F(Pair, QueueCountsAndRssThroughEthdev) {
+  rte_eth_dev_info info{};
+  ASSERT_EQ(rte_eth_dev_info_get(b_, &info), 0);
+  EXPECT_EQ(info.max_rx_queues, 16);
+  EXPECT_EQ(info.reta_size, cleave::rss::kRetaSize);
+  EXPECT_EQ(info.hash_key_size, cleave::rss::kKeyBytes);
+  ASSERT_EQ(rte_eth_dev_stop(b_), 0);
+  rte_eth_conf conf{};
+  EXPECT_EQ(rte_eth_dev_configure(b_, 17, 17, &conf), -EINVAL);
+  EXPECT_NE(rte_eth_dev_configure(b_, 2, 1, &conf), 0);
+  ASSERT_NO_FATAL_FAILURE(start_queues(b_, 4));
+  // The key reads back as the default; a RETA aimed at queue 3 alone takes every hashed frame.
+  uint8_t key[40] = {};
+  rte_eth_rss_conf rc{};
+  rc.rss_key = key;
+  rc.rss_key_len = sizeof key;
+  ASSERT_EQ(rte_eth_dev_rss_hash_conf_get(b_, &rc), 0);
+  EXPECT_EQ(0, std::memcmp(key, cleave::rss::kDefaultKey.data(), sizeof key));
+  rte_eth_rss_reta_entry64 reta[2] = {};
+  for (auto& g : reta) {
+    g.mask = ~0ull;
+    for (uint16_t& e : g.reta)
+      e = 3;
+  }
+  ASSERT_EQ(rte_eth_dev_rss_reta_update(b_, reta, 128), 0);
+  reta[1].reta[5] = 4;  // no queue 4
+  EXPECT_NE(rte_eth_dev_rss_reta_update(b_, reta, 128), 0);
+  rte_eth_rss_reta_entry64 back[2] = {};
+  back[0].mask = back[1].mask = ~0ull;
+  ASSERT_EQ(rte_eth_dev_rss_reta_query(b_, back, 128), 0);
+  EXPECT_EQ(back[1].reta[5], 3);
+  Bytes payload = pattern(64, 1);
+  for (uint16_t sport = 3000; sport < 3020; sport++)
+    inject_b(tcp_frame(1, payload.data(), 64, true, kIpA, kIpB, sport));
+  size_t on3 = 0;
+  for (int idle = 0; on3 < 20 && idle < 2000;) {
+    rte_mbuf* bufs[32];
+    uint16_t n = 0;
+    for (uint16_t q = 0; q < 4; q++) {
+      const uint16_t got = rte_eth_rx_burst(b_, q, bufs, 32);
+      EXPECT_TRUE(got == 0 || q == 3) << "queue " << q;
+      if (q == 3) on3 += got;
+      n = uint16_t(n + got);
+      rte_pktmbuf_free_bulk(bufs, got);
+    }
+    idle = n == 0 ? idle + 1 : 0;
+  }
+  EXPECT_EQ(on3, 20u);
+  rte_eth_stats st{};
+  ASSERT_EQ(rte_eth_stats_get(b_, &st), 0);
+  EXPECT_EQ(st.q_ipackets[3], 20u);
+  EXPECT_EQ(st.q_ipackets[0], 0u);
+  // A flow naming a queue the port does not have is refused; shrinking under it too.
+  rte_pmd_cleave_flow f = tcp_flow(0);
+  f.queue = 4;
+  EXPECT_EQ(rte_pmd_cleave_flow_add(b_, kFlow, &f), -EINVAL);
+  f.queue = 3;
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, kFlow, &f), 0);
+  ASSERT_EQ(rte_eth_dev_stop(b_), 0);
+  EXPECT_EQ(rte_eth_dev_configure(b_, 2, 2, &conf), -EINVAL);
+  ASSERT_EQ(rte_pmd_cleave_flow_remove(b_, kFlow), 0);
+  ASSERT_NO_FATAL_FAILURE(start_queues(b_, 1));
+}
+
+// Two queue pairs on both ports, each polled by its own lcore (lcores 1 and 2, on the two CPUs):
+// lcore q sends its flows on A's queue q and receives B's queue q. Many flows, hashed; one
+// programmed flow and one rte_flow rule on the queue their hash does not give; a RoCE QP on
+// queue 1. Every frame reaches its flow's queue, in order, exactly once.
+struct Shard {
+  uint16_t a = 0, b = 0, q = 0;
+  std::vector<std::vector<Bytes>>* frames = nullptr;  // per flow, in order
+  std::vector<uint32_t> flows;                        // the flows this shard sends
+  std::atomic<uint64_t>* received = nullptr;
+  // Handshakes the sanitizer sees (EAL's launch and wait are not instrumented): the shard starts
+  // after `go` and raises `finished` last.
+  std::atomic<bool>* go = nullptr;
+  std::atomic<unsigned>* finished = nullptr;
+  uint64_t total = 0;
+  std::vector<std::pair<uint16_t, uint32_t>> got;  // (source port, seq) as received
+  std::vector<uint32_t> roce_psns;
+  bool timed_out = false;
+};
+
+int shard_main(void* arg) {
+  Shard& s = *static_cast<Shard*>(arg);
+  while (!s.go->load())
+    rte_pause();
+  std::vector<size_t> next(s.frames->size(), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (s.received->load() < s.total) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      s.timed_out = true;
+      break;
+    }
+    // Send: one frame of each of this shard's flows that has frames left.
+    rte_mbuf* out[64];
+    uint16_t n = 0;
+    std::vector<uint32_t> took;
+    for (uint32_t f : s.flows) {
+      if (next[f] < (*s.frames)[f].size() && n < 64) {
+        out[n++] = to_mbuf((*s.frames)[f][next[f]]);
+        took.push_back(f);
+      }
+    }
+    const uint16_t sent = rte_eth_tx_burst(s.a, s.q, out, n);
+    for (uint16_t i = 0; i < sent; i++)
+      next[took[i]]++;
+    rte_pktmbuf_free_bulk(out + sent, n - sent);
+    // Receive.
+    rte_mbuf* in[32];
+    const uint16_t got = rte_eth_rx_burst(s.b, s.q, in, 32);
+    for (uint16_t i = 0; i < got; i++) {
+      const rte_pmd_cleave_placement& p = placement(in[i]);
+      if (p.parser == RTE_PMD_CLEAVE_PARSER_ROCE) {
+        // Copy mode: the whole frame, its BTH after the UDP header; the PSN in bytes 9-11.
+        const auto* f = rte_pktmbuf_mtod(in[i], const uint8_t*);
+        s.roce_psns.push_back(uint32_t(f[51]) << 16 | uint32_t(f[52]) << 8 | f[53]);
+      } else {
+        s.got.emplace_back(frame_sport(in[i]), frame_seq(in[i]));
+      }
+    }
+    rte_pktmbuf_free_bulk(in, got);
+    s.received->fetch_add(got);
+  }
+  s.finished->fetch_add(1);
+  return 0;
+}
+
+TEST_F(Pair, TwoQueuesFromTwoLcoresKeepEveryFlowOnItsQueue) {
+  constexpr uint32_t kFlows = 64, kPerFlow = 200;
+  ASSERT_NO_FATAL_FAILURE(start_queues(a_, 2));
+  ASSERT_NO_FATAL_FAILURE(start_queues(b_, 2));
+  // Flow i sends from port 5000 + i; the programmed ones are named on the other queue.
+  std::vector<uint16_t> want(kFlows + 1);
+  for (uint32_t i = 0; i < kFlows; i++)
+    want[i] = rss_queue(uint16_t(5000 + i), 2);
+  // Flow 0: a copy-mode flow of the private API; flow 1: an rte_flow MARK + QUEUE rule.
+  rte_pmd_cleave_flow f0 = tcp_flow(0, 5000);
+  f0.mode = RTE_PMD_CLEAVE_COPY;
+  want[0] = uint16_t(1 - want[0]);
+  f0.queue = want[0];
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 30, &f0), 0);
+  want[1] = uint16_t(1 - want[1]);
+  TcpRule rule(5001, 31, 2);
+  rte_flow_error err{};
+  EXPECT_EQ(rte_flow_validate(b_, &rule.attr, rule.items, rule.actions, &err), -EINVAL)
+      << "no queue 2";
+  rule.queue.index = want[1];
+  ASSERT_NE(rte_flow_create(b_, &rule.attr, rule.items, rule.actions, &err), nullptr);
+  // A RoCE QP on queue 1 (copy mode: its frames arrive whole), sent from many source ports.
+  rte_pmd_cleave_flow qp = roce_flow(0x123, 1);
+  qp.mode = RTE_PMD_CLEAVE_COPY;
+  qp.queue = 1;
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, 32, &qp), 0);
+
+  std::vector<std::vector<Bytes>> frames(kFlows + 1);
+  Bytes payload = pattern(64, 5);
+  for (uint32_t i = 0; i < kFlows; i++) {
+    for (uint32_t k = 0; k < kPerFlow; k++) {
+      frames[i].push_back(
+          tcp_frame(k * 64, payload.data(), 64, true, kIpA, kIpB, uint16_t(5000 + i)));
+    }
+  }
+  for (uint32_t k = 0; k < kPerFlow; k++) {
+    Bytes r = roce_frame(0x04, k, 0x123, {}, payload.data(), 64);
+    r[35] = uint8_t(k);  // a UDP source port per packet, as multipath senders vary it
+    frames[kFlows].push_back(r);
+  }
+  std::atomic<uint64_t> received{0};
+  const uint64_t total = uint64_t(kFlows + 1) * kPerFlow;
+  Shard shards[2];
+  for (uint16_t q = 0; q < 2; q++) {
+    shards[q].a = a_;
+    shards[q].b = b_;
+    shards[q].q = q;
+    shards[q].frames = &frames;
+    shards[q].received = &received;
+    shards[q].total = total;
+    for (uint32_t i = q; i <= kFlows; i += 2)
+      shards[q].flows.push_back(i);
+  }
+  std::atomic<bool> go{false};
+  std::atomic<unsigned> finished{0};
+  for (Shard& sh : shards) {
+    sh.go = &go;
+    sh.finished = &finished;
+  }
+  ASSERT_EQ(rte_eal_remote_launch(shard_main, &shards[0], 1), 0);
+  ASSERT_EQ(rte_eal_remote_launch(shard_main, &shards[1], 2), 0);
+  go = true;
+  while (finished.load() < 2)
+    usleep(1000);
+  ASSERT_EQ(rte_eal_wait_lcore(1), 0);
+  ASSERT_EQ(rte_eal_wait_lcore(2), 0);
+
+  EXPECT_FALSE(shards[0].timed_out || shards[1].timed_out) << received.load() << " of " << total;
+  EXPECT_EQ(received.load(), total);
+  std::map<uint16_t, std::vector<uint32_t>> seqs;  // per source port, as received
+  for (uint16_t q = 0; q < 2; q++) {
+    for (const auto& [sport, seq] : shards[q].got) {
+      const uint32_t flow = uint32_t(sport - 5000);
+      ASSERT_LT(flow, kFlows);
+      EXPECT_EQ(want[flow], q) << "flow " << flow << " seq " << seq;
+      seqs[sport].push_back(seq);
+    }
+  }
+  ASSERT_EQ(seqs.size(), size_t(kFlows));
+  for (const auto& [sport, v] : seqs) {
+    // Each frame once, in order: the received sequence numbers are exactly 0, 64, ...
+    std::string diff;
+    for (size_t k = 0; k < std::max<size_t>(v.size(), kPerFlow); k++) {
+      if (k >= v.size() || k >= kPerFlow || v[k] != k * 64) {
+        diff += " [" + std::to_string(k) + "]=" + (k < v.size() ? std::to_string(v[k]) : "none");
+      }
+    }
+    EXPECT_EQ(diff, "") << "port " << sport << ": " << v.size() << " frames";
+  }
+  EXPECT_TRUE(shards[0].roce_psns.empty());
+  ASSERT_EQ(shards[1].roce_psns.size(), size_t(kPerFlow));
+  for (uint32_t k = 0; k < kPerFlow; k++)
+    EXPECT_EQ(shards[1].roce_psns[k], k);
+  rte_eth_stats st{};
+  ASSERT_EQ(rte_eth_stats_get(b_, &st), 0);
+  EXPECT_EQ(st.q_ipackets[0], shards[0].got.size() + shards[0].roce_psns.size());
+  EXPECT_EQ(st.q_ipackets[1], shards[1].got.size() + shards[1].roce_psns.size());
+  EXPECT_GT(st.q_ipackets[0], 0u);
+  EXPECT_GT(st.q_ipackets[1], 0u);
+  ASSERT_EQ(rte_eth_stats_get(a_, &st), 0);
+  EXPECT_EQ(st.q_opackets[0] + st.q_opackets[1], total);
 }
 
 // ---- probing ----------------------------------------------------------------------------------
@@ -1116,6 +1397,8 @@ int main(int argc, char** argv) {
   }
   ::testing::InitGoogleTest(&argc, argv);
   std::string prefix = "--file-prefix=cleave-pmdtest-" + std::to_string(getpid());
+  // Lcore 0 (main) and 2 share CPU 0; lcore 1 (the service lcore, a shard) has CPU 1. net_null0
+  // copies: its frames are zeros, not whatever the pool's mbufs held before.
   const char* eal_argv[] = {
       "pmd_tests",
       "--no-huge",
@@ -1123,12 +1406,12 @@ int main(int argc, char** argv) {
       "-m",
       "256",
       "--no-pci",
-      "-l",
-      "0,1",
+      "--lcores",
+      "0@0,1@1,2@0",
       "--no-telemetry",
       "--log-level=*:error",
       "--vdev",
-      "net_null0",
+      "net_null0,copy=1",
       "--vdev",
       "net_cleave9,wire=net_null0,max_flows=16,ms_store=256,tx_mbufs=255",
       "--vdev",

@@ -12,6 +12,14 @@
 // (mr_add). The model reaches app memory only through dma_write()/dma_read(), which check every
 // access against the MR as an IOMMU would; a failed check is counted, never performed.
 //
+// Receive queues (rx_queues > 1): every received frame is steered to one queue, reported in
+// RxEntry::queue and counted per queue. A frame of a programmed flow goes to the queue its FlowSpec
+// names (a RoCE QP is a flow, so RoCE is steered by its BTH DestQP); other TCP and UDP by the
+// Toeplitz hash of its IPv4 4-tuple through the RETA (src/common/rss.h: the default key, entries
+// round-robin over the queues, both set by rss_set()); everything else (ARP, ICMP, fragments,
+// frames the NIC cannot parse, RoCE to a QP no flow has) to queue 0. steer() answers the same
+// without receiving the frame. One queue: every frame to queue 0, as before queues existed.
+//
 // Sequence spaces: TCP positions are 32-bit sequence numbers compared modulo 2^32; RoCEv2 PSNs
 // are 24-bit and compared modulo 2^24; Solar places by the 64-bit byte offset in its header.
 // The cursor is the first byte (TCP) or PSN (RoCEv2) the transport has not yet accepted.
@@ -24,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/rss.h"
 #include "nic_model_defs.h"  // enums, flags, constants: generated from hw/fpga/spec
 
 namespace cleave::nic {
@@ -42,6 +51,10 @@ inline constexpr size_t kCounterBytes = 8;
 inline constexpr size_t kWriteCtxBytes = 32;
 inline constexpr size_t kWriteCtxHeadBytes = 4;
 inline constexpr uint32_t kMaxWriteCtxs = 64;  // roce_write_ctxs is clamped to this
+// Receive steering (rx_queues > 1): a flow's queue (4 bits used), a RETA entry (4 bits used).
+inline constexpr size_t kFlowQueueBytes = 1;
+inline constexpr size_t kRetaEntryBytes = 1;
+inline constexpr uint16_t kMaxRxQueues = rss::kMaxQueues;
 
 struct NicConfig {
   uint32_t max_flows = 16384;
@@ -62,6 +75,7 @@ struct NicConfig {
   // section 3): 16 cover a window of 1024 PSNs of 64 KB WRITEs at PMTU 1024.
   uint32_t roce_write_ctxs = 16;
   uint32_t roce_write_ctx_pool = 8192;
+  uint16_t rx_queues = 1;          // receive queues frames are steered to (1..kMaxRxQueues)
   bool verify_l4_checksum = true;  // TCP/UDP checksum, ICRC, CRC32C before placing
   bool dma_payload = true;         // false: decide and account, skip the payload copy (benchmarks)
 };
@@ -108,6 +122,7 @@ struct FlowSpec {
   // (when its place is certain). False, go-back-N (IBTA's RC): only the request at the PSN the
   // NIC expects next is placed; any other is deferred unwritten (out_of_sequence).
   bool selective_repeat = false;
+  uint16_t queue = 0;  // the receive queue its frames reach (below NicConfig::rx_queues)
 };
 
 struct MsDesc {
@@ -139,6 +154,7 @@ struct RxEntry {
   uint32_t trimmed = 0;      // bytes cut before the cursor
   uint32_t placed = 0;       // bytes written
   uint32_t msg_seq = 0;      // message of the MS written (message semantics)
+  uint16_t queue = 0;        // the receive queue the frame was steered to
   std::array<Placement, kMaxFrags> frags{};
   std::array<uint8_t, kMaxHeaderBytes> header{};
 };
@@ -176,7 +192,7 @@ struct MemoryLine {
 };
 
 struct MemoryReport {
-  std::array<MemoryLine, 9> lines{};
+  std::array<MemoryLine, 12> lines{};
   uint64_t total_bytes = 0;
   uint64_t per_flow_bytes = 0;  // flow entry + hash share + committed MS entries and links
 };
@@ -230,6 +246,17 @@ class NicModel {
   Err rkey_check(uint32_t flow, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access,
                  uint16_t* mr_out) const;
 
+  // Receive steering (see the top): the key and RETA a NIC driver programs (kBadArgument for an
+  // entry naming a queue beyond rx_queues), and the queue a frame would reach, without receiving
+  // it (no counter moves).
+  Err rss_set(const rss::Key& key, const rss::Reta& reta);
+  // The driver configures `n` queues (1..kMaxRxQueues; kBadArgument while a flow names a queue
+  // beyond them): the RETA spreads over them again, the key stays.
+  Err rx_queues_set(uint16_t n);
+  const rss::Key& rss_key() const { return rss_key_; }
+  const rss::Reta& reta() const { return reta_; }
+  uint16_t steer(std::span<const uint8_t> frame) const;
+
   // Receive: parse, classify, place. Always fills `out`; never reads outside `frame`.
   Decision rx(std::span<const uint8_t> frame, RxEntry& out);
   // A burst: one entry per frame. Returns the number processed (min of both sizes).
@@ -254,6 +281,8 @@ class NicModel {
 
   // Introspection for drivers and tests.
   uint64_t counter(Ctr c) const { return ctr_[size_t(c)]; }
+  // Frames steered to queue q (counted by rx(), beside the counters the RTL shares).
+  uint64_t queue_frames(uint16_t q) const { return q < kMaxRxQueues ? queue_ctr_[q] : 0; }
   uint64_t defer_count(DeferReason r) const { return ctr_[size_t(Ctr::kCount) + size_t(r)]; }
   uint64_t cmd_error_count(Err e) const {
     return ctr_[size_t(Ctr::kCount) + size_t(DeferReason::kCount) + size_t(e)];
@@ -411,6 +440,8 @@ class NicModel {
   Decision place_message(Flow& f, const ParsedFrame& p, uint32_t msg, uint64_t at, uint32_t len,
                          RxEntry& out);
   Decision place_unreliable(Flow& f, const ParsedFrame& p, RxEntry& out);
+  uint32_t find_flow(const FlowKey& key, const uint8_t* payload, uint32_t payload_len) const;
+  uint16_t queue_of(const FlowKey& key, uint32_t id) const;
   Decision rx_tcp(Flow& f, const ParsedFrame& p, RxEntry& out);
   Decision rx_roce(Flow& f, const ParsedFrame& p, RxEntry& out);
   Decision roce_request(Flow& f, const ParsedFrame& p, const ParsedFrame& q, uint8_t opcode,
@@ -449,6 +480,9 @@ class NicModel {
   size_t txc_head_ = 0;
   size_t txc_count_ = 0;
   std::array<uint64_t, kCounterCount> ctr_{};
+  std::array<uint64_t, kMaxRxQueues> queue_ctr_{};
+  rss::Key rss_key_ = rss::kDefaultKey;
+  rss::Reta reta_{};
 };
 
 }  // namespace cleave::nic

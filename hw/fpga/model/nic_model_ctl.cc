@@ -69,6 +69,8 @@ NicModel::NicModel(const NicConfig& cfg) : cfg_(cfg) {
   cfg_.roce_write_ctxs = std::clamp<uint32_t>(cfg_.roce_write_ctxs, 1, kMaxWriteCtxs);
   if (cfg_.roce_write_ctxs == 1) cfg_.roce_write_ctx_pool = 0;
   cfg_.roce_write_ctx_pool = std::min<uint32_t>(cfg_.roce_write_ctx_pool, 1u << 24);
+  cfg_.rx_queues = std::clamp<uint16_t>(cfg_.rx_queues, 1, kMaxRxQueues);
+  reta_ = rss::default_reta(cfg_.rx_queues);
 
   chunks_per_flow_ = cfg_.ms_committed_per_flow / cfg_.ms_chunk;
   committed_chunks_ = chunks_per_flow_ * cfg_.max_flows;
@@ -185,6 +187,7 @@ Err NicModel::flow_add(uint32_t id, const FlowSpec& spec) {
   if (flows_in_use_ >= flows_.size()) return count_cmd(Err::kFlowTableFull);
   if (spec.key.proto != 6 && spec.key.proto != 17) return count_cmd(Err::kBadArgument);
   if ((spec.parser == Parser::kTcp) != (spec.key.proto == 6)) return count_cmd(Err::kBadArgument);
+  if (spec.queue >= cfg_.rx_queues) return count_cmd(Err::kBadArgument);
   FlowSpec s = spec;
   if (s.parser == Parser::kRoce) {
     if (s.pmtu < 256 || s.pmtu > 4096 || !is_pow2(s.pmtu) || s.initial_seq > 0xFFFFFF ||
@@ -573,6 +576,25 @@ uint32_t NicModel::cursor(uint32_t flow) const {
 
 // ---- accounting -------------------------------------------------------------------------------
 
+Err NicModel::rss_set(const rss::Key& key, const rss::Reta& reta) {
+  for (uint16_t q : reta) {
+    if (q >= cfg_.rx_queues) return count_cmd(Err::kBadArgument);
+  }
+  rss_key_ = key;
+  reta_ = reta;
+  return count_cmd(Err::kOk);
+}
+
+Err NicModel::rx_queues_set(uint16_t n) {
+  if (n < 1 || n > kMaxRxQueues) return count_cmd(Err::kBadArgument);
+  for (const Flow& f : flows_) {
+    if (f.used && f.spec.queue >= n) return count_cmd(Err::kBadArgument);
+  }
+  cfg_.rx_queues = n;
+  reta_ = rss::default_reta(n);
+  return count_cmd(Err::kOk);
+}
+
 MemoryReport NicModel::memory_report() const {
   MemoryReport r;
   uint64_t store_entries = uint64_t(total_chunks_ - committed_chunks_) * cfg_.ms_chunk;
@@ -588,12 +610,19 @@ MemoryReport NicModel::memory_report() const {
   r.lines[7] = {"roce_write_ctx", xctx_.size(), kWriteCtxBytes, xctx_.size() - xctx_free_count_};
   r.lines[8] = {"roce_write_ctx_heads", xctx_.empty() ? 0 : flows_.size(), kWriteCtxHeadBytes,
                 xctx_.empty() ? 0 : flows_in_use_};
+  // Steering exists only with more than one queue: a queue per flow, the RETA, the key.
+  const bool steer = cfg_.rx_queues > 1;
+  r.lines[9] = {"flow_queue", steer ? flows_.size() : 0, kFlowQueueBytes,
+                steer ? flows_in_use_ : 0};
+  r.lines[10] = {"rss_reta", steer ? rss::kRetaSize : 0, kRetaEntryBytes,
+                 steer ? rss::kRetaSize : 0};
+  r.lines[11] = {"rss_key", steer ? 1u : 0u, rss::kKeyBytes, steer ? 1u : 0u};
   for (const auto& l : r.lines)
     r.total_bytes += l.bytes();
   r.per_flow_bytes = kFlowEntryBytes + (buckets_.size() / flows_.size()) * kHashBucketBytes +
                      uint64_t(cfg_.ms_committed_per_flow) * kMsEntryBytes +
                      uint64_t(chunks_per_flow_) * kChunkLinkBytes +
-                     (xctx_.empty() ? 0 : kWriteCtxHeadBytes);
+                     (xctx_.empty() ? 0 : kWriteCtxHeadBytes) + (steer ? kFlowQueueBytes : 0);
   return r;
 }
 

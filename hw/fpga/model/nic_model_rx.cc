@@ -224,8 +224,70 @@ bool NicModel::parse(std::span<const uint8_t> frame, ParsedFrame& p, RxEntry& ou
   return true;
 }
 
+// ---- receive steering -------------------------------------------------------------------------
+
+// The flow a parsed frame belongs to: a RoCE QP by (addresses, BTH DestQP), else the exact
+// 5-tuple, else (UDP) the flow that takes any source port. kNil when none.
+uint32_t NicModel::find_flow(const FlowKey& key, const uint8_t* payload,
+                             uint32_t payload_len) const {
+  uint32_t id = kNil;
+  if (key.proto == 17 && key.dst_port == kRocePort && payload_len >= kBthLen) {
+    const FlowKey qp{key.src_ip, key.dst_ip, 0, kRocePort, 17};
+    id = lookup(qp, wire::load24(payload + 5));
+  }
+  if (id == kNil) id = lookup(key, kNoQp);
+  if (id == kNil && key.proto == 17) {
+    FlowKey any = key;
+    any.src_port = 0;
+    id = lookup(any, kNoQp);
+  }
+  return id;
+}
+
+// The queue of a TCP/UDP frame with key `key` and flow `id` (kNil: none).
+uint16_t NicModel::queue_of(const FlowKey& key, uint32_t id) const {
+  if (cfg_.rx_queues == 1) return 0;
+  if (id != kNil) return flows_[id].spec.queue;
+  if (key.proto == 17 && key.dst_port == kRocePort) return 0;  // a QP no flow has
+  return rss::reta_queue(
+      reta_, rss::hash_ipv4_l4(rss_key_, key.src_ip, key.dst_ip, key.src_port, key.dst_port));
+}
+
+// The same header checks as parse() up to the ports, without checksums (a NIC steers before it
+// verifies): a frame parse() accepts gets the same key here, and so the same queue.
+uint16_t NicModel::steer(std::span<const uint8_t> frame) const {
+  if (cfg_.rx_queues == 1) return 0;
+  const uint8_t* f = frame.data();
+  const size_t n = frame.size();
+  if (n < kEthLen + 20 || wire::load16(f + 12) != kEtherIpv4) return 0;
+  const uint8_t* ip = f + kEthLen;
+  if ((ip[0] >> 4) != 4 || (ip[0] & 0xF) < 5) return 0;
+  const uint32_t hlen = uint32_t(ip[0] & 0xF) * 4;
+  const uint32_t total = wire::load16(ip + 2);
+  if (n < kEthLen + hlen || total < hlen || n < kEthLen + total) return 0;
+  if ((wire::load16(ip + 6) & 0x3FFF) != 0) return 0;
+  const uint8_t* l4 = ip + hlen;
+  const uint32_t l4_len = total - hlen;
+  FlowKey key{wire::load32(ip + 12), wire::load32(ip + 16), 0, 0, ip[9]};
+  uint32_t off = 0;
+  if (key.proto == 6) {
+    if (l4_len < 20) return 0;
+    off = uint32_t(l4[12] >> 4) * 4;
+    if (off < 20 || off > l4_len) return 0;
+  } else if (key.proto == 17) {
+    if (l4_len < 8 || wire::load16(l4 + 4) != l4_len) return 0;
+    off = 8;
+  } else {
+    return 0;
+  }
+  key.src_port = wire::load16(l4);
+  key.dst_port = wire::load16(l4 + 2);
+  return queue_of(key, find_flow(key, l4 + off, l4_len - off));
+}
+
 Decision NicModel::rx(std::span<const uint8_t> frame, RxEntry& out) {
   out.flow_id = kNoFlow;
+  out.parser = Parser::kTcp;  // a miss's, whatever the entry held before
   out.reason = DeferReason::kNone;
   out.nfrags = 0;
   out.out_of_order = false;
@@ -235,21 +297,17 @@ Decision NicModel::rx(std::span<const uint8_t> frame, RxEntry& out) {
   bump(Ctr::kRxFrames);
 
   ParsedFrame p;
-  if (!parse(frame, p, out)) return out.decision;
-
-  uint32_t id = kNil;
+  if (!parse(frame, p, out)) {
+    // Steered as the headers say, checksums aside (the frame still reaches its flow's queue).
+    out.queue = steer(frame);
+    queue_ctr_[out.queue]++;
+    return out.decision;
+  }
+  // A RoCE QP is found by the BTH DestQP, whatever source port the peer's path uses.
+  const uint32_t id = find_flow(p.key, p.payload, p.payload_len);
+  out.queue = queue_of(p.key, id);
+  queue_ctr_[out.queue]++;
   const bool roce = p.key.proto == 17 && p.key.dst_port == kRocePort;
-  if (roce && p.payload_len >= kBthLen) {
-    // A RoCE QP is found by the BTH DestQP, whatever source port the peer's path uses.
-    const FlowKey qp{p.key.src_ip, p.key.dst_ip, 0, kRocePort, 17};
-    id = lookup(qp, wire::load24(p.payload + 5));
-  }
-  if (id == kNil) id = lookup(p.key, kNoQp);
-  if (id == kNil && p.key.proto == 17) {
-    FlowKey any = p.key;
-    any.src_port = 0;
-    id = lookup(any, kNoQp);
-  }
   if (id == kNil) {
     // Too short to name a QP: a RoCE frame cut before the end of its BTH.
     if (roce && p.payload_len < kBthLen) return defer(out, DeferReason::kTruncated);

@@ -263,6 +263,7 @@ bool flow_spec(const rte_pmd_cleave_flow* flow, nic::FlowSpec& s) {
   s.qpn = flow->qpn;
   s.owner = flow->owner;
   s.selective_repeat = flow->selective_repeat != 0;
+  s.queue = flow->queue;
   return true;
 }
 

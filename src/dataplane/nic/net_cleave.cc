@@ -53,6 +53,10 @@ bool same_bytes(const void* a, const void* b, size_t n) {
 static_assert(sizeof(struct rte_pmd_cleave_placement) == 32 &&
               alignof(struct rte_pmd_cleave_placement) == 4);
 static_assert(nic::kMaxFrags <= RTE_PMD_CLEAVE_F_NFRAGS_MASK);
+// API version 3 put `queue` where version 2 had two reserved bytes: the layout is unchanged.
+static_assert(sizeof(struct rte_pmd_cleave_flow) == 48 &&
+              offsetof(struct rte_pmd_cleave_flow, queue) == 18 &&
+              offsetof(struct rte_pmd_cleave_flow, initial_seq) == 20);
 
 // dev_private: a pointer to the C++ state, and the MAC (ethdev points mac_addrs at it).
 struct Priv {
@@ -162,8 +166,12 @@ int size_frame_pool(Device& d, uint16_t mtu) {
 int dev_infos_get(rte_eth_dev* eth, rte_eth_dev_info* info) {
   (void)eth;
   info->max_mac_addrs = 1;
-  info->max_rx_queues = 1;
-  info->max_tx_queues = 1;
+  info->max_rx_queues = kMaxQueues;
+  info->max_tx_queues = kMaxQueues;
+  // RSS as the model steers (rte_pmd_cleave.h): Toeplitz over the IPv4 TCP/UDP 4-tuple.
+  info->flow_type_rss_offloads = RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_NONFRAG_IPV4_UDP;
+  info->hash_key_size = uint8_t(rss::kKeyBytes);
+  info->reta_size = uint16_t(rss::kRetaSize);
   info->min_mtu = RTE_ETHER_MIN_MTU;
   info->max_mtu = nic::kMaxMtu;
   info->max_rx_pktlen = nic::kMaxMtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
@@ -187,9 +195,29 @@ int dev_infos_get(rte_eth_dev* eth, rte_eth_dev_info* info) {
 int dev_configure(rte_eth_dev* eth) {
   Device& d = *dev_of(eth);
   rte_eth_dev_data* data = eth->data;
-  if (data->nb_rx_queues != 1 || data->nb_tx_queues != 1) {
-    CL_LOG(ERR, "port %u: one RX and one TX queue only (asked %u/%u)\n", d.port_id,
-           data->nb_rx_queues, data->nb_tx_queues);
+  const uint16_t nq = data->nb_rx_queues;
+  if (nq < 1 || nq > kMaxQueues || data->nb_tx_queues != nq) {
+    CL_LOG(ERR, "port %u: as many TX queues as RX queues, 1 to %u (asked %u/%u)\n", d.port_id,
+           kMaxQueues, data->nb_rx_queues, data->nb_tx_queues);
+    return -EINVAL;
+  }
+  const rte_eth_rss_conf& rc = data->dev_conf.rx_adv_conf.rss_conf;
+  if (rc.rss_key != nullptr && rc.rss_key_len != rss::kKeyBytes) {
+    CL_LOG(ERR, "port %u: an RSS key of %zu bytes, not %u\n", d.port_id, rss::kKeyBytes,
+           rc.rss_key_len);
+    return -EINVAL;
+  }
+  rte_spinlock_lock(&d.lock);
+  nic::Err qr = d.model->rx_queues_set(nq);
+  if (qr == nic::Err::kOk && rc.rss_key != nullptr) {
+    rss::Key key;
+    std::memcpy(key.data(), rc.rss_key, key.size());
+    qr = d.model->rss_set(key, d.model->reta());
+  }
+  if (qr == nic::Err::kOk) d.nb_queues = nq;
+  rte_spinlock_unlock(&d.lock);
+  if (qr != nic::Err::kOk) {
+    CL_LOG(ERR, "port %u: %u queues: a flow names a queue beyond them\n", d.port_id, nq);
     return -EINVAL;
   }
   rte_eth_dev_info winfo{};
@@ -223,7 +251,9 @@ int rx_queue_setup(rte_eth_dev* eth, uint16_t qid, uint16_t nb_desc, unsigned so
                    const rte_eth_rxconf* conf, rte_mempool* mp) {
   (void)conf;
   Device& d = *dev_of(eth);
-  if (qid != 0 || mp == nullptr || nb_desc > kRingSize) return -EINVAL;
+  if (qid >= d.nb_queues || mp == nullptr || nb_desc > kRingSize) return -EINVAL;
+  eth->data->rx_queues[qid] = &d.rxq[qid];
+  if (qid != 0) return 0;  // the wire's one RX queue takes queue 0's pool
   uint16_t nrx = nb_desc;
   uint16_t ntx = d.nb_tx_desc != 0 ? d.nb_tx_desc : nb_desc;
   rte_eth_dev_adjust_nb_rx_tx_desc(d.wire_port, &nrx, &ntx);
@@ -233,7 +263,6 @@ int rx_queue_setup(rte_eth_dev* eth, uint16_t qid, uint16_t nb_desc, unsigned so
   }
   d.rx_mp = mp;
   d.nb_rx_desc = nb_desc;
-  eth->data->rx_queues[0] = &d;
   return 0;
 }
 
@@ -241,7 +270,9 @@ int tx_queue_setup(rte_eth_dev* eth, uint16_t qid, uint16_t nb_desc, unsigned so
                    const rte_eth_txconf* conf) {
   (void)conf;
   Device& d = *dev_of(eth);
-  if (qid != 0 || nb_desc > kRingSize) return -EINVAL;
+  if (qid >= d.nb_queues || nb_desc > kRingSize) return -EINVAL;
+  eth->data->tx_queues[qid] = &d.txq[qid];
+  if (qid != 0) return 0;  // the service merges every queue onto the wire's one TX queue
   uint16_t nrx = d.nb_rx_desc != 0 ? d.nb_rx_desc : nb_desc;
   uint16_t ntx = nb_desc;
   rte_eth_dev_adjust_nb_rx_tx_desc(d.wire_port, &nrx, &ntx);
@@ -250,7 +281,6 @@ int tx_queue_setup(rte_eth_dev* eth, uint16_t qid, uint16_t nb_desc, unsigned so
     return r;
   }
   d.nb_tx_desc = nb_desc;
-  eth->data->tx_queues[0] = &d;
   return 0;
 }
 
@@ -265,10 +295,10 @@ int link_update(rte_eth_dev* eth, int wait) {
 
 int dev_start(rte_eth_dev* eth) {
   Device& d = *dev_of(eth);
-  if (eth->data->rx_queues[0] == nullptr || eth->data->tx_queues[0] == nullptr ||
-      d.tx_pool == nullptr) {
-    return -EINVAL;
+  for (uint16_t q = 0; q < d.nb_queues; q++) {
+    if (eth->data->rx_queues[q] == nullptr || eth->data->tx_queues[q] == nullptr) return -EINVAL;
   }
+  if (d.tx_pool == nullptr) return -EINVAL;
   if (int r = rte_eth_dev_start(d.wire_port); r != 0) {
     CL_LOG(ERR, "port %u: starting wire port %u: %s\n", d.port_id, d.wire_port, rte_strerror(-r));
     return r;
@@ -277,8 +307,10 @@ int dev_start(rte_eth_dev* eth) {
   d.started = true;
   rte_spinlock_unlock(&d.lock);
   rte_service_component_runstate_set(d.service_id, 1);
-  eth->data->rx_queue_state[0] = RTE_ETH_QUEUE_STATE_STARTED;
-  eth->data->tx_queue_state[0] = RTE_ETH_QUEUE_STATE_STARTED;
+  for (uint16_t q = 0; q < d.nb_queues; q++) {
+    eth->data->rx_queue_state[q] = RTE_ETH_QUEUE_STATE_STARTED;
+    eth->data->tx_queue_state[q] = RTE_ETH_QUEUE_STATE_STARTED;
+  }
   link_update(eth, 0);
   return 0;
 }
@@ -293,8 +325,10 @@ int dev_stop(rte_eth_dev* eth) {
   drain_locked(d);
   rte_spinlock_unlock(&d.lock);
   if (rte_eth_dev_is_valid_port(d.wire_port)) rte_eth_dev_stop(d.wire_port);
-  eth->data->rx_queue_state[0] = RTE_ETH_QUEUE_STATE_STOPPED;
-  eth->data->tx_queue_state[0] = RTE_ETH_QUEUE_STATE_STOPPED;
+  for (uint16_t q = 0; q < d.nb_queues; q++) {
+    eth->data->rx_queue_state[q] = RTE_ETH_QUEUE_STATE_STOPPED;
+    eth->data->tx_queue_state[q] = RTE_ETH_QUEUE_STATE_STOPPED;
+  }
   link_update(eth, 0);
   return 0;
 }
@@ -307,9 +341,11 @@ void destroy(Device* d) {
       rte_pause();
     rte_service_component_unregister(d->service_id);
   }
-  if (d->rx_ring != nullptr && d->tx_ring != nullptr) drain_locked(*d);
-  rte_ring_free(d->rx_ring);
-  rte_ring_free(d->tx_ring);
+  drain_locked(*d);
+  for (size_t q = 0; q < kMaxQueues; q++) {
+    rte_ring_free(d->rxq[q].ring);
+    rte_ring_free(d->txq[q].ring);
+  }
   release_frame_pool(*d);
   for (rte_flow* f : d->rules)
     delete f;
@@ -341,10 +377,14 @@ int stats_get(rte_eth_dev* eth, rte_eth_stats* st) {
   st->opackets = d.value(PmdCtr::kTxPackets);
   st->obytes = d.value(PmdCtr::kTxBytes);
   st->oerrors = d.value(PmdCtr::kTxErrors);
-  st->q_ipackets[0] = st->ipackets;
-  st->q_ibytes[0] = st->ibytes;
-  st->q_opackets[0] = st->opackets;
-  st->q_obytes[0] = st->obytes;
+  // Per queue: headers handed to each RX queue (and their wire bytes), descriptors taken from
+  // each TX queue (the wire's frames are counted for the port: TSO makes several of one).
+  const uint16_t nq = std::min<uint16_t>(d.nb_queues, RTE_ETHDEV_QUEUE_STAT_CNTRS);
+  for (uint16_t q = 0; q < nq; q++) {
+    st->q_ipackets[q] = d.rxq_packets[q] - d.rxq_base[q];
+    st->q_ibytes[q] = d.rxq_bytes[q] - d.rxq_bytes_base[q];
+    st->q_opackets[q] = d.txq_packets[q] - d.txq_base[q];
+  }
   rte_spinlock_unlock(&d.lock);
   return 0;
 }
@@ -353,6 +393,9 @@ int stats_reset(rte_eth_dev* eth) {
   Device& d = *dev_of(eth);
   rte_spinlock_lock(&d.lock);
   d.ctr_base = d.ctr;
+  d.rxq_base = d.rxq_packets;
+  d.rxq_bytes_base = d.rxq_bytes;
+  d.txq_base = d.txq_packets;
   rte_spinlock_unlock(&d.lock);
   return 0;
 }
@@ -452,10 +495,69 @@ int allmulti_off(rte_eth_dev* eth) {
   return r == -ENOTSUP ? 0 : r;
 }
 
+// ---- RSS: the model's key and RETA through the standard ethdev calls ----------------------
+
+int rss_hash_update(rte_eth_dev* eth, rte_eth_rss_conf* conf) {
+  Device& d = *dev_of(eth);
+  if (conf->rss_key != nullptr && conf->rss_key_len != rss::kKeyBytes) return -EINVAL;
+  if ((conf->rss_hf & ~(RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_NONFRAG_IPV4_UDP)) != 0) {
+    return -ENOTSUP;
+  }
+  if (conf->rss_key == nullptr) return 0;
+  rss::Key key;
+  std::memcpy(key.data(), conf->rss_key, key.size());
+  return command(d.port_id,
+                 [&](Device& dv) { return to_errno(dv.model->rss_set(key, dv.model->reta())); });
+}
+
+int rss_hash_conf_get(rte_eth_dev* eth, rte_eth_rss_conf* conf) {
+  Device& d = *dev_of(eth);
+  conf->rss_hf = RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_NONFRAG_IPV4_UDP;
+  if (conf->rss_key == nullptr) return 0;
+  if (conf->rss_key_len < rss::kKeyBytes) return -EINVAL;
+  conf->rss_key_len = uint8_t(rss::kKeyBytes);
+  return command(d.port_id, [&](Device& dv) {
+    std::memcpy(conf->rss_key, dv.model->rss_key().data(), rss::kKeyBytes);
+    return 0;
+  });
+}
+
+// RETA entries in groups of 64 (RTE_ETH_RETA_GROUP_SIZE), each with a mask of those it sets.
+int reta_update(rte_eth_dev* eth, rte_eth_rss_reta_entry64* conf, uint16_t size) {
+  Device& d = *dev_of(eth);
+  if (size != rss::kRetaSize) return -EINVAL;
+  return command(d.port_id, [&](Device& dv) {
+    rss::Reta reta = dv.model->reta();
+    for (uint32_t i = 0; i < rss::kRetaSize; i++) {
+      const rte_eth_rss_reta_entry64& g = conf[i / RTE_ETH_RETA_GROUP_SIZE];
+      if ((g.mask >> (i % RTE_ETH_RETA_GROUP_SIZE) & 1) != 0) {
+        reta[i] = g.reta[i % RTE_ETH_RETA_GROUP_SIZE];
+      }
+    }
+    return to_errno(dv.model->rss_set(dv.model->rss_key(), reta));
+  });
+}
+
+int reta_query(rte_eth_dev* eth, rte_eth_rss_reta_entry64* conf, uint16_t size) {
+  Device& d = *dev_of(eth);
+  if (size != rss::kRetaSize) return -EINVAL;
+  return command(d.port_id, [&](Device& dv) {
+    const rss::Reta& reta = dv.model->reta();
+    for (uint32_t i = 0; i < rss::kRetaSize; i++) {
+      rte_eth_rss_reta_entry64& g = conf[i / RTE_ETH_RETA_GROUP_SIZE];
+      if ((g.mask >> (i % RTE_ETH_RETA_GROUP_SIZE) & 1) != 0) {
+        g.reta[i % RTE_ETH_RETA_GROUP_SIZE] = reta[i];
+      }
+    }
+    return 0;
+  });
+}
+
 // ---- rte_flow: classification with MARK --------------------------------------------------
 //
-// A rule ETH / IPV4 (src, dst) / TCP or UDP (ports) with MARK id [+ QUEUE 0] installs flow `id`
-// in copy mode: its frames arrive whole with the flow id in the placement field and as the
+// A rule ETH / IPV4 (src, dst) / TCP or UDP (ports) with MARK id [+ QUEUE q] installs flow `id`
+// in copy mode, its frames on RX queue q (0 without QUEUE): they arrive whole with the flow id
+// in the placement field and as the
 // MARK (RTE_MBUF_F_RX_FDIR_ID, hash.fdir.hi). Zero-copy placement needs sequence state rte_flow
 // cannot carry: use rte_pmd_cleave_flow_add() for that (or switch the mode of a rule's flow
 // once its cursor is right). UDP to 4791 is parsed as RoCEv2, other UDP as plain UDP.
@@ -486,7 +588,7 @@ int flow_error(rte_flow_error* e, int code, rte_flow_error_type type, const void
 }
 
 int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
-               const rte_flow_action* actions, nic::FlowSpec* spec, uint32_t* id,
+               const rte_flow_action* actions, uint16_t queues, nic::FlowSpec* spec, uint32_t* id,
                rte_flow_error* e) {
   if (attr == nullptr || items == nullptr || actions == nullptr) {
     return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_UNSPECIFIED, nullptr, "missing arguments");
@@ -583,13 +685,16 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
         mark = true;
         break;
       case RTE_FLOW_ACTION_TYPE_QUEUE:
-        if (a->conf == nullptr || static_cast<const rte_flow_action_queue*>(a->conf)->index != 0) {
-          return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_ACTION_CONF, a, "one queue: index 0");
+        if (a->conf == nullptr ||
+            static_cast<const rte_flow_action_queue*>(a->conf)->index >= queues) {
+          return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_ACTION_CONF, a,
+                            "QUEUE: an index below the port's RX queue count");
         }
+        spec->queue = static_cast<const rte_flow_action_queue*>(a->conf)->index;
         break;
       default:
         return flow_error(e, ENOTSUP, RTE_FLOW_ERROR_TYPE_ACTION, a,
-                          "actions: MARK (the flow id) and QUEUE 0 only");
+                          "actions: MARK (the flow id) and QUEUE only");
     }
   }
   if (!mark) {
@@ -601,10 +706,9 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
 
 int flow_validate(rte_eth_dev* eth, const rte_flow_attr* attr, const rte_flow_item items[],
                   const rte_flow_action actions[], rte_flow_error* e) {
-  (void)eth;
   nic::FlowSpec spec;
   uint32_t id = 0;
-  return parse_rule(attr, items, actions, &spec, &id, e);
+  return parse_rule(attr, items, actions, eth->data->nb_rx_queues, &spec, &id, e);
 }
 
 rte_flow* flow_create(rte_eth_dev* eth, const rte_flow_attr* attr, const rte_flow_item items[],
@@ -612,7 +716,7 @@ rte_flow* flow_create(rte_eth_dev* eth, const rte_flow_attr* attr, const rte_flo
   Device& d = *dev_of(eth);
   nic::FlowSpec spec;
   uint32_t id = 0;
-  if (parse_rule(attr, items, actions, &spec, &id, e) != 0) return nullptr;
+  if (parse_rule(attr, items, actions, eth->data->nb_rx_queues, &spec, &id, e) != 0) return nullptr;
   auto* f = new (std::nothrow) rte_flow{id};
   if (f == nullptr) {
     flow_error(e, ENOMEM, RTE_FLOW_ERROR_TYPE_HANDLE, nullptr, "no memory for the handle");
@@ -692,6 +796,10 @@ eth_dev_ops make_ops() {
   o.rx_queue_setup = rx_queue_setup;
   o.tx_queue_setup = tx_queue_setup;
   o.flow_ops_get = flow_ops_get;
+  o.rss_hash_update = rss_hash_update;
+  o.rss_hash_conf_get = rss_hash_conf_get;
+  o.reta_update = reta_update;
+  o.reta_query = reta_query;
   return o;
 }
 
@@ -855,13 +963,13 @@ int probe(rte_vdev_device* vdev) {
     err = -EINVAL;
     goto fail;
   }
-  {
+  for (uint16_t q = 0; q < kMaxQueues; q++) {
     char n[RTE_RING_NAMESIZE];
     std::snprintf(n, sizeof n, "cleave_rx_%u", next_instance());
-    d->rx_ring = rte_ring_create(n, kRingSize, eth->data->numa_node, RING_F_EXACT_SZ);
+    d->rxq[q] = {d, q, rte_ring_create(n, kRingSize, eth->data->numa_node, RING_F_EXACT_SZ)};
     std::snprintf(n, sizeof n, "cleave_tx_%u", next_instance());
-    d->tx_ring = rte_ring_create(n, kRingSize, eth->data->numa_node, RING_F_EXACT_SZ);
-    if (d->rx_ring == nullptr || d->tx_ring == nullptr) {
+    d->txq[q] = {d, q, rte_ring_create(n, kRingSize, eth->data->numa_node, RING_F_EXACT_SZ)};
+    if (d->rxq[q].ring == nullptr || d->txq[q].ring == nullptr) {
       CL_LOG(ERR, "%s: rings: %s\n", name, rte_strerror(rte_errno));
       goto fail;
     }

@@ -4,11 +4,14 @@
 // data path uses are allocated at probe or configure time; the burst functions and the service
 // body only index them.
 //
+// Queues: up to kMaxQueues RX and TX queue pairs, one lcore per queue (DPDK's contract). Each
+// has its own rings; the wire port has one queue pair, which only the service touches.
 // Who touches what:
-//   - the service body (service lcore, or inline from rx/tx burst) holds `lock` and owns the
-//     model, the TX stage, the pending wire frames and the counters;
-//   - rx_burst is the only consumer of `rx_ring` (the service the only producer, under `lock`);
-//   - tx_burst is the only producer of `tx_ring` (the service the only consumer, under `lock`);
+//   - the service body (service lcore, or inline from whichever queue's rx/tx burst wins the
+//     trylock) holds `lock` and owns the model, the TX stage, the pending wire frames and the
+//     counters; it steers each received frame to the ring of the queue the model chose;
+//   - queue q's rx_burst is the only consumer of its `rx_ring` (the service the only producer);
+//   - queue q's tx_burst is the only producer of its `tx_ring` (the service the only consumer);
 //   - private API commands, stats and xstats take `lock` (spinning) on the control path.
 #pragma once
 
@@ -37,6 +40,7 @@ inline constexpr uint32_t kRingSize = 1024;       // rx_ring and tx_ring entries
 inline constexpr uint32_t kPendingFrames = 2048;  // wire frames waiting for room on the wire
 inline constexpr uint32_t kMaxFrame = model_mbuf::kMaxFrame;
 inline constexpr uint32_t kBounceBytes = model_mbuf::kBounceBytes;
+inline constexpr uint16_t kMaxQueues = nic::kMaxRxQueues;  // RX and TX queue pairs
 
 extern int g_logtype;
 extern int g_placement_offset;
@@ -59,6 +63,15 @@ enum class PmdCtr : uint8_t {
   kCount
 };
 
+struct Device;
+
+// One queue's handle, what ethdev passes to the burst functions: the device and the queue's ring.
+struct Queue {
+  Device* dev = nullptr;
+  uint16_t id = 0;
+  rte_ring* ring = nullptr;  // RX: service -> rx_burst (headers with placement); TX: descriptors
+};
+
 struct Device {
   // ---- set at probe, read-only afterwards ----
   uint16_t port_id = 0;
@@ -74,12 +87,14 @@ struct Device {
   rte_mempool* tx_pool = nullptr;  // frames the model merges; made at configure for the MTU
   uint32_t tx_room = 0;            // data bytes in one tx_pool mbuf
   uint32_t max_frame = 0;          // the MTU plus Ethernet header, CRC and a VLAN tag
-  rte_ring* rx_ring = nullptr;     // service -> rx_burst: header mbufs with placement
-  rte_ring* tx_ring = nullptr;     // tx_burst -> service: descriptors
-  rte_mempool* rx_mp = nullptr;    // the application's RX pool: the wire's RX queue uses it
+  // Made at probe, kMaxQueues of each; the first `nb_queues` (dev_configure) are in use.
+  std::array<Queue, kMaxQueues> rxq{};
+  std::array<Queue, kMaxQueues> txq{};
+  rte_mempool* rx_mp = nullptr;  // queue 0's RX pool: the wire's RX queue uses it
   uint16_t nb_rx_desc = 0;
   uint16_t nb_tx_desc = 0;
   bool started = false;
+  uint16_t nb_queues = 1;  // set at configure while stopped; the service reads it under `lock`
 
   alignas(64) rte_spinlock_t lock = RTE_SPINLOCK_INITIALIZER;
 
@@ -91,9 +106,16 @@ struct Device {
   std::vector<uint32_t> pending_len;
   uint32_t pending_head = 0;
   uint32_t pending_count = 0;
-  std::array<rte_mbuf*, kBurst> tx_stage{};  // descriptors taken from tx_ring
+  std::array<rte_mbuf*, kBurst> tx_stage{};  // descriptors taken from one queue's tx ring
   uint32_t tx_stage_head = 0;
   uint32_t tx_stage_count = 0;
+  uint16_t tx_next = 0;  // the TX queue whose ring is looked at first next time (round robin)
+  std::array<uint64_t, kMaxQueues> rxq_packets{};  // headers handed to each RX queue
+  std::array<uint64_t, kMaxQueues> rxq_bytes{};
+  std::array<uint64_t, kMaxQueues> txq_packets{};  // descriptors taken from each TX queue
+  std::array<uint64_t, kMaxQueues> rxq_base{};     // stats_reset
+  std::array<uint64_t, kMaxQueues> rxq_bytes_base{};
+  std::array<uint64_t, kMaxQueues> txq_base{};
   model_mbuf::FrameScratch frames;  // mbufs for one model TX request
   nic::RxEntry rx_entry;
   std::array<uint64_t, size_t(PmdCtr::kCount)> ctr{};
@@ -104,6 +126,9 @@ struct Device {
   std::array<dp::FaultStage, dp::kFaultDirs> fault;
   std::array<dp::FaultCounters, dp::kFaultDirs> fault_base{};  // xstats_reset
   std::array<rte_mbuf*, 2 * kBurst + dp::FaultStage::kMaxHeld> fault_out{};
+  // One wire burst regrouped by RX queue, and each frame's queue.
+  std::array<rte_mbuf*, 2 * kBurst + dp::FaultStage::kMaxHeld> rx_steered{};
+  std::array<uint8_t, 2 * kBurst + dp::FaultStage::kMaxHeld> rx_queue_of{};
 
   // ---- control path only (rte_flow calls, close) ----
   std::vector<rte_flow*> rules;  // rte_flow handles to free at flush or close

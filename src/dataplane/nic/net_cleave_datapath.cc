@@ -22,13 +22,37 @@ using nic::NicModel;
 using nic::TxRequest;
 using nic::TxStatus;
 
-// ---- RX: wire -> model -> rx_ring --------------------------------------------------------
+// ---- RX: wire -> model -> the RX queue's ring --------------------------------------------
+
+// Hands `n` processed frames to the rings of the queues the model steered them to, in order
+// within each queue. Room was reserved on every ring and the service is each ring's only
+// producer: everything fits.
+void to_queues(Device& d, rte_mbuf** frames, uint16_t n) {
+  if (d.nb_queues == 1) {
+    rte_ring_sp_enqueue_burst(d.rxq[0].ring, reinterpret_cast<void**>(frames), n, nullptr);
+    return;
+  }
+  for (uint16_t q = 0; q < d.nb_queues; q++) {
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < n; i++) {
+      if (d.rx_queue_of[i] == q) d.rx_steered[k++] = frames[i];
+    }
+    if (k != 0) {
+      rte_ring_sp_enqueue_burst(d.rxq[q].ring, reinterpret_cast<void**>(d.rx_steered.data()), k,
+                                nullptr);
+    }
+  }
+}
 
 // With RX faults on, frames pass the fault stage between the wire and the model: a frame lost
-// there is one the NIC never saw, as on a lossy link.
+// there is one the NIC never saw, as on a lossy link. A frame the model has processed is never
+// dropped, and may reach any queue: the burst is bounded by the room of the fullest ring (one
+// queue left unpolled holds the wire back for all, as a NIC without a per-queue drop policy).
 void rx_wire(Device& d) {
-  const auto room =
-      uint16_t(std::min<unsigned>(rte_ring_free_count(d.rx_ring), unsigned(d.fault_out.size())));
+  unsigned free = unsigned(d.fault_out.size());
+  for (uint16_t q = 0; q < d.nb_queues; q++)
+    free = std::min(free, rte_ring_free_count(d.rxq[q].ring));
+  const auto room = uint16_t(free);
   rte_mbuf* bufs[kBurst];
   rte_mbuf** frames = bufs;
   uint16_t n = 0;
@@ -48,14 +72,18 @@ void rx_wire(Device& d) {
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; i++) {
     rte_mbuf* m = frames[i];
-    bytes += m->pkt_len;
+    const uint32_t len = m->pkt_len;
+    bytes += len;
     if (model_mbuf::rx_frame(*d.model, m, d.rx_flat, d.rx_entry, g_placement_offset)) {
       d.bump(PmdCtr::kRxLinearized);
     }
     m->port = d.port_id;
+    const uint16_t q = d.rx_entry.queue;
+    d.rx_queue_of[i] = uint8_t(q);
+    d.rxq_packets[q]++;
+    d.rxq_bytes[q] += len;
   }
-  // Room was reserved above and this is the ring's only producer: everything fits.
-  rte_ring_sp_enqueue_burst(d.rx_ring, reinterpret_cast<void**>(frames), n, nullptr);
+  to_queues(d, frames, n);
   d.bump(PmdCtr::kRxPackets, n);
   d.bump(PmdCtr::kRxBytes, bytes);
 }
@@ -182,11 +210,18 @@ bool tx_one(Device& d, rte_mbuf* m) {
   return true;
 }
 
+// Descriptors are staged from one TX queue's ring at a time, the queues taken round robin; the
+// wire has one queue, so they merge onto it in that order.
 void tx_merge(Device& d) {
   if (d.tx_stage_count == 0) {
     d.tx_stage_head = 0;
-    d.tx_stage_count = rte_ring_sc_dequeue_burst(
-        d.tx_ring, reinterpret_cast<void**>(d.tx_stage.data()), kBurst, nullptr);
+    for (uint16_t i = 0; i < d.nb_queues && d.tx_stage_count == 0; i++) {
+      const auto q = uint16_t((d.tx_next + i) % d.nb_queues);
+      d.tx_stage_count = rte_ring_sc_dequeue_burst(
+          d.txq[q].ring, reinterpret_cast<void**>(d.tx_stage.data()), kBurst, nullptr);
+      d.txq_packets[q] += d.tx_stage_count;
+      if (d.tx_stage_count != 0) d.tx_next = uint16_t((q + 1) % d.nb_queues);
+    }
   }
   while (d.tx_stage_count > 0 && tx_one(d, d.tx_stage[d.tx_stage_head])) {
     d.tx_stage_head++;
@@ -216,10 +251,12 @@ void poll_locked(Device& d) {
 
 void drain_locked(Device& d) {
   void* m;
-  while (rte_ring_dequeue(d.rx_ring, &m) == 0)
-    rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-  while (rte_ring_dequeue(d.tx_ring, &m) == 0)
-    rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+  for (size_t q = 0; q < kMaxQueues; q++) {
+    for (rte_ring* r : {d.rxq[q].ring, d.txq[q].ring}) {
+      while (r != nullptr && rte_ring_dequeue(r, &m) == 0)
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    }
+  }
   for (uint32_t i = 0; i < d.tx_stage_count; i++)
     rte_pktmbuf_free(d.tx_stage[d.tx_stage_head + i]);
   d.tx_stage_count = 0;
@@ -261,7 +298,8 @@ int32_t service_run(void* arg) {
 }
 
 uint16_t rx_burst(void* queue, rte_mbuf** pkts, uint16_t n) {
-  Device& d = *static_cast<Device*>(queue);
+  const Queue& q = *static_cast<const Queue*>(queue);
+  Device& d = *q.dev;
   if (run_inline(d)) {
     if (rte_spinlock_trylock(&d.lock)) {
       d.bump(PmdCtr::kServiceInline);
@@ -269,13 +307,14 @@ uint16_t rx_burst(void* queue, rte_mbuf** pkts, uint16_t n) {
       rte_spinlock_unlock(&d.lock);
     }
   }
-  return uint16_t(rte_ring_sc_dequeue_burst(d.rx_ring, reinterpret_cast<void**>(pkts), n, nullptr));
+  return uint16_t(rte_ring_sc_dequeue_burst(q.ring, reinterpret_cast<void**>(pkts), n, nullptr));
 }
 
 uint16_t tx_burst(void* queue, rte_mbuf** pkts, uint16_t n) {
-  Device& d = *static_cast<Device*>(queue);
+  const Queue& q = *static_cast<const Queue*>(queue);
+  Device& d = *q.dev;
   const auto sent =
-      uint16_t(rte_ring_sp_enqueue_burst(d.tx_ring, reinterpret_cast<void**>(pkts), n, nullptr));
+      uint16_t(rte_ring_sp_enqueue_burst(q.ring, reinterpret_cast<void**>(pkts), n, nullptr));
   if (run_inline(d)) {
     if (rte_spinlock_trylock(&d.lock)) {
       d.bump(PmdCtr::kServiceInline);

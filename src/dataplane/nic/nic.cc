@@ -12,8 +12,11 @@
 
 namespace cleave::dp {
 
-Nic::Nic(NicBackend b, uint16_t port_id)
-    : backend_(b), port_id_(port_id), placement_offset_(rte_pmd_cleave_placement_offset()) {
+Nic::Nic(NicBackend b, uint16_t port_id, NicQueue queue)
+    : backend_(b),
+      port_id_(port_id),
+      queue_(queue),
+      placement_offset_(rte_pmd_cleave_placement_offset()) {
   if (placement_offset_ < 0) {
     throw std::runtime_error("port " + std::to_string(port_id) +
                              ": cannot register the mbuf dynamic field " +
@@ -30,8 +33,14 @@ int Nic::set_faults(FaultDir dir, const FaultParams& p) {
   return r;
 }
 
-std::unique_ptr<Nic> open_nic(uint16_t port_id, rte_mempool* pool, const GenericNicParams& params) {
+std::unique_ptr<Nic> open_nic(uint16_t port_id, rte_mempool* pool, const GenericNicParams& params,
+                              NicQueue queue) {
   const std::string port = "port " + std::to_string(port_id);
+  if (queue.count < 1 || queue.count > kMaxNicQueues || queue.id >= queue.count) {
+    throw std::runtime_error(port + ": queue " + std::to_string(queue.id) + " of " +
+                             std::to_string(queue.count) + ": want 1 to " +
+                             std::to_string(kMaxNicQueues) + " queues and an id below the count");
+  }
   if (!rte_eth_dev_is_valid_port(port_id)) {
     throw std::runtime_error(port + " is not a DPDK port (probed ports: " +
                              std::to_string(rte_eth_dev_count_avail()) + ")");
@@ -45,8 +54,15 @@ std::unique_ptr<Nic> open_nic(uint16_t port_id, rte_mempool* pool, const Generic
                              ") is not configured: configure it with one RX and one TX queue "
                              "and start it before opening its NIC");
   }
-  if (std::string_view(info.driver_name) == "net_cleave") return open_cleave_nic(port_id);
-  return open_generic_nic(port_id, pool, params, info);
+  if (std::string_view(info.driver_name) == "net_cleave") {
+    if (info.nb_rx_queues != queue.count) {
+      throw std::runtime_error(port + " (net_cleave) has " + std::to_string(info.nb_rx_queues) +
+                               " queue pairs configured, not the " + std::to_string(queue.count) +
+                               " asked for");
+    }
+    return open_cleave_nic(port_id, queue);
+  }
+  return open_generic_nic(port_id, pool, params, info, queue);
 }
 
 }  // namespace cleave::dp

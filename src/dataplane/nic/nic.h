@@ -13,10 +13,18 @@
 // to extbuf segments over app memory, with RTE_MBUF_F_TX_* offload flags) and plain frames. Only
 // the counters differ.
 //
+// Queues: a port may be opened as N queues (NicQueue), one Nic per queue, one shard each. Queue
+// q's Nic receives the frames steered to q (a flow added through it is steered to q; other TCP
+// and UDP by the Toeplitz hash of the 4-tuple under rss::kDefaultKey through
+// rss::default_reta(queue_count()), src/common/rss.h, the same on both backends, so
+// rss::port_for_queue with those picks source ports for either; ARP, ICMP and the rest to queue
+// 0) and sends on q. Flow ids are the port's: queues use disjoint ones. MR commands: see
+// mr_add. One queue (the default) is a port as before.
+//
 // Threads: the dataplane lcore alone calls a Nic's bursts and commands, and its counters (the
-// management thread asks through the CtlChannel). Bursts are called once per burst: the virtual
-// call is per burst, never per packet. open_nic() and the destructor run on the main thread
-// while the dataplane is not running.
+// management thread asks through the CtlChannel); a queue's Nic belongs to its shard's lcore.
+// Bursts are called once per burst: the virtual call is per burst, never per packet. open_nic()
+// and the destructor run on the main thread while the dataplane is not running.
 #pragma once
 
 #include <rte_mbuf.h>
@@ -46,6 +54,14 @@ inline std::string_view backend_name(NicBackend b) {
   return "unknown";
 }
 
+// Which queue of how many a Nic serves. The port must be configured for them: net_cleave with
+// `count` queue pairs; any other port (generic backend) with one, whatever the count.
+struct NicQueue {
+  uint16_t id = 0;
+  uint16_t count = 1;
+};
+inline constexpr uint16_t kMaxNicQueues = 16;
+
 // Sizing of the generic backend's tables (host memory). The cleave backend takes its sizing from
 // the net_cleave devargs instead.
 struct GenericNicParams {
@@ -61,6 +77,8 @@ class Nic {
 
   NicBackend backend() const { return backend_; }
   uint16_t port_id() const { return port_id_; }
+  uint16_t queue_id() const { return queue_.id; }
+  uint16_t queue_count() const { return queue_.count; }
 
   // ---- data path ----
   // Up to n received frames, as described above. Never blocks.
@@ -73,7 +91,10 @@ class Nic {
 
   // ---- commands: the semantics and errors (0 or a negative errno) of rte_pmd_cleave_* ----
   // `access` (RTE_PMD_CLEAVE_MR_REMOTE_* bits) and `tag`: rte_pmd_cleave_mr_add_remote; the
-  // defaults give an MR no RoCE peer can reach.
+  // defaults give an MR no RoCE peer can reach. With several queues, register an MR through
+  // every queue's Nic that places into it (a generic queue has tables of its own; on cleave
+  // the port's one MR table counts the queues that added an id, and the last remove frees it).
+  // flow_add steers the flow to this Nic's queue, whatever rte_pmd_cleave_flow::queue says.
   virtual int mr_add(uint16_t id, void* base, uint64_t len, uint32_t owner, uint8_t access = 0,
                      uint16_t tag = 0) = 0;
   virtual int mr_remove(uint16_t id) = 0;
@@ -110,20 +131,23 @@ class Nic {
   int placement_offset() const { return placement_offset_; }
 
  protected:
-  Nic(NicBackend b, uint16_t port_id);
+  Nic(NicBackend b, uint16_t port_id, NicQueue queue = {});
   virtual int apply_faults(FaultDir dir, const FaultParams& p) = 0;
 
  private:
   NicBackend backend_;
   uint16_t port_id_;
+  NicQueue queue_;
   int placement_offset_;
   std::array<FaultParams, kFaultDirs> faults_{};
 };
 
 // The backend for a configured and started port: cleave for a net_cleave port, generic for any
-// other. `pool` supplies the frames the generic backend's software TX merge builds. Throws
-// std::runtime_error with a readable message on failure.
+// other. `pool` supplies the frames the generic backend's software TX merge builds. `queue`: which
+// of the port's queues this Nic serves; open every queue of a port with the same count (the
+// generic backend's queues share a steering stage, made by the first and gone with the last).
+// Throws std::runtime_error with a readable message on failure.
 std::unique_ptr<Nic> open_nic(uint16_t port_id, rte_mempool* pool,
-                              const GenericNicParams& params = {});
+                              const GenericNicParams& params = {}, NicQueue queue = {});
 
 }  // namespace cleave::dp

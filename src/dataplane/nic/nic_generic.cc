@@ -16,13 +16,28 @@
 // Seeded wire faults (fault.h), when set: RX frames pass the RX stage before the model; with TX
 // faults on, every frame goes through the pending ring and the TX stage on its way in.
 // Nothing on the data path allocates, logs, locks or throws; every frame is counted.
+//
+// Several queues (NicQueue): the ports this backend serves (net_ring, net_tap, net_af_packet, a
+// NIC without a Toeplitz RSS this model's key and RETA could program) keep one queue pair, and a
+// software steering stage (SoftSteer) splits it: queue 0's Nic runs the stage in its bursts,
+// reading the port, steering each frame by NicModel::steer() over a table of every queue's flows
+// (the cleave backend's rule exactly: a flow's queue, RoCE by QP, Toeplitz RSS through the RETA,
+// the rest to queue 0) onto one SPSC ring per queue, and sending the other queues' frames, which
+// they put on SPSC rings of their own. Every queue has its own model (its flows, its MRs), pending
+// ring and counters: placement, merging and copies run on each queue's lcore. What queues share
+// is only those rings, and the stage's steering table, which commands change under a spinlock
+// that the stage trylocks (a round's RX is skipped while a command holds it). The cost: queue 0's
+// lcore parses and hashes every frame once more and moves it through a ring.
 #include <rte_branch_prediction.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_ring.h>
+#include <rte_spinlock.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -80,10 +95,164 @@ bool set_header_lengths(rte_mbuf* m) {
   return true;
 }
 
+// ---- the software steering stage of a port opened as several queues ---------------------------
+
+class SoftSteer {
+ public:
+  static constexpr uint32_t kRingSize = 1024;
+
+  SoftSteer(uint16_t port, uint16_t queues, uint32_t max_flows);
+  ~SoftSteer();
+  SoftSteer(const SoftSteer&) = delete;
+  SoftSteer& operator=(const SoftSteer&) = delete;
+
+  uint16_t queues() const { return queues_; }
+  rte_ring* rx(uint16_t q) const { return rx_[q]; }
+  rte_ring* tx(uint16_t q) const { return tx_[q]; }
+
+  // Queue 0's lcore only: the other queues' frames to the port; the port's frames to the queues.
+  void poll_tx();
+  void poll_rx();
+  uint64_t steered(uint16_t q) const { return steered_[q]; }  // queue 0's lcore
+  uint64_t tx_frames() const { return tx_frames_; }
+
+  // Commands, from any queue's lcore: the steering table's copy of a flow (its queue).
+  int flow_add(uint32_t id, const nic::FlowSpec& spec);
+  void flow_remove(uint32_t id);
+
+ private:
+  void release();  // frees the rings and what they and the stage hold
+
+  uint16_t port_;
+  uint16_t queues_;
+  std::array<rte_ring*, kMaxNicQueues> rx_{};
+  std::array<rte_ring*, kMaxNicQueues> tx_{};
+  std::unique_ptr<nic::NicModel> table_;  // flows with their queues, RETA, key: steer() only
+  alignas(64) rte_spinlock_t lock_ = RTE_SPINLOCK_INITIALIZER;
+  // ---- queue 0's lcore ----
+  alignas(64) std::array<rte_mbuf*, kRun> stage_{};  // one queue's TX burst the port has not taken
+  uint16_t stage_head_ = 0;
+  uint16_t stage_count_ = 0;
+  uint16_t next_tx_ = 1;
+  std::array<rte_mbuf*, kRun> rx_bufs_{};
+  std::array<rte_mbuf*, kRun> rx_group_{};
+  std::array<uint8_t, kRun> rx_queue_{};
+  std::array<uint64_t, kMaxNicQueues> steered_{};
+  uint64_t tx_frames_ = 0;
+};
+
+SoftSteer::SoftSteer(uint16_t port, uint16_t queues, uint32_t max_flows)
+    : port_(port), queues_(queues) {
+  nic::NicConfig c;
+  c.max_flows = max_flows;
+  c.max_mrs = 1;
+  c.ms_committed_per_flow = 0;
+  c.ms_store_entries = c.ms_chunk;
+  c.roce_write_ctxs = 1;
+  c.tx_completions = 1;
+  c.rx_queues = queues;
+  table_ = std::make_unique<nic::NicModel>(c);
+  static uint32_t instances = 0;
+  for (uint16_t q = 0; q < queues; q++) {
+    char n[RTE_RING_NAMESIZE];
+    std::snprintf(n, sizeof n, "cl_sw_rx_%u", instances);
+    rx_[q] = rte_ring_create(n, kRingSize, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    std::snprintf(n, sizeof n, "cl_sw_tx_%u", instances++);
+    tx_[q] = rte_ring_create(n, kRingSize, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (rx_[q] == nullptr || tx_[q] == nullptr) {
+      const std::string why = rte_strerror(rte_errno);
+      release();
+      throw std::runtime_error("port " + std::to_string(port) +
+                               ": the steering stage's rings: " + why);
+    }
+  }
+}
+
+SoftSteer::~SoftSteer() {
+  release();
+}
+
+void SoftSteer::release() {
+  for (uint16_t i = 0; i < stage_count_; i++)
+    rte_pktmbuf_free(stage_[stage_head_ + i]);
+  stage_count_ = 0;
+  for (auto* rings : {&rx_, &tx_}) {
+    for (rte_ring* r : *rings) {
+      void* m;
+      while (r != nullptr && rte_ring_dequeue(r, &m) == 0)
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+      rte_ring_free(r);
+    }
+  }
+  rx_.fill(nullptr);
+  tx_.fill(nullptr);
+}
+
+// One burst of another queue's frames a round, the queues in turn; what the port does not take
+// waits in the stage.
+void SoftSteer::poll_tx() {
+  for (uint16_t round = 1; round < queues_; round++) {
+    if (stage_count_ == 0) {
+      const uint16_t q = next_tx_;
+      next_tx_ = uint16_t(next_tx_ % (queues_ - 1) + 1);
+      stage_head_ = 0;
+      stage_count_ = uint16_t(rte_ring_sc_dequeue_burst(
+          tx_[q], reinterpret_cast<void**>(stage_.data()), kRun, nullptr));
+      if (stage_count_ == 0) continue;
+    }
+    const uint16_t sent = rte_eth_tx_burst(port_, 0, stage_.data() + stage_head_, stage_count_);
+    tx_frames_ += sent;
+    stage_head_ = uint16_t(stage_head_ + sent);
+    stage_count_ = uint16_t(stage_count_ - sent);
+    if (stage_count_ != 0) return;  // the port is full
+  }
+}
+
+// As many frames as every queue's ring has room for (a queue left unpolled holds the others
+// back, as on net_cleave), steered by their first segment's headers.
+void SoftSteer::poll_rx() {
+  unsigned room = kRun;
+  for (uint16_t q = 0; q < queues_; q++)
+    room = std::min(room, rte_ring_free_count(rx_[q]));
+  if (room == 0 || !rte_spinlock_trylock(&lock_)) return;
+  const uint16_t n = rte_eth_rx_burst(port_, 0, rx_bufs_.data(), uint16_t(room));
+  for (uint16_t i = 0; i < n; i++) {
+    const rte_mbuf* m = rx_bufs_[i];
+    const uint16_t q = table_->steer({rte_pktmbuf_mtod(m, const uint8_t*), size_t(m->data_len)});
+    rx_queue_[i] = uint8_t(q);
+    steered_[q]++;
+  }
+  rte_spinlock_unlock(&lock_);
+  for (uint16_t q = 0; q < queues_ && n != 0; q++) {
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < n; i++) {
+      if (rx_queue_[i] == q) rx_group_[k++] = rx_bufs_[i];
+    }
+    if (k != 0) {
+      rte_ring_sp_enqueue_burst(rx_[q], reinterpret_cast<void**>(rx_group_.data()), k, nullptr);
+    }
+  }
+}
+
+int SoftSteer::flow_add(uint32_t id, const nic::FlowSpec& spec) {
+  rte_spinlock_lock(&lock_);
+  const int r = mm::to_errno(table_->flow_add(id, spec));
+  rte_spinlock_unlock(&lock_);
+  return r;
+}
+
+void SoftSteer::flow_remove(uint32_t id) {
+  rte_spinlock_lock(&lock_);
+  table_->flow_remove(id);
+  rte_spinlock_unlock(&lock_);
+}
+
+// ---- a queue's NIC ------------------------------------------------------------------------------
+
 class GenericNic final : public Nic {
  public:
   GenericNic(uint16_t port, rte_mempool* pool, const GenericNicParams& params,
-             const rte_eth_dev_info& info);
+             const rte_eth_dev_info& info, NicQueue queue, std::shared_ptr<SoftSteer> steer);
   ~GenericNic() override;
 
   uint16_t rx_burst(rte_mbuf** pkts, uint16_t n) override;
@@ -93,7 +262,7 @@ class GenericNic final : public Nic {
              uint16_t tag) override;
   int mr_remove(uint16_t id) override;
   int flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) override;
-  int flow_remove(uint32_t id) override { return mm::to_errno(model_->flow_remove(id)); }
+  int flow_remove(uint32_t id) override;
   int flow_set_mode(uint32_t id, rte_pmd_cleave_flow_mode mode) override;
   int ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) override;
   int cursor_update(uint32_t flow, uint32_t cursor) override {
@@ -135,6 +304,13 @@ class GenericNic final : public Nic {
   uint16_t tx_faulty(rte_mbuf** pkts, uint16_t n);
   void to_wire(rte_mbuf* const* frames, uint32_t n);
   void poll_tx_fault();
+  // The port's one queue pair, or with several queues this queue's rings of the steering stage.
+  uint16_t port_rx(rte_mbuf** pkts, uint16_t n);
+  uint16_t port_tx(rte_mbuf** pkts, uint16_t n) {
+    if (steer_ == nullptr || queue_id() == 0) return rte_eth_tx_burst(port_id(), 0, pkts, n);
+    return uint16_t(rte_ring_sp_enqueue_burst(steer_->tx(queue_id()),
+                                              reinterpret_cast<void**>(pkts), n, nullptr));
+  }
   void bump(Ctr c, uint64_t n = 1) { ctr_[size_t(c)] += n; }
   bool direct(rte_mbuf* m, bool* offload) const;
   uint16_t send_run(rte_mbuf** pkts, uint16_t n, uint32_t offloaded);
@@ -155,6 +331,7 @@ class GenericNic final : public Nic {
   uint64_t icrc_mask_ = 0;
   uint16_t bounce_mr_ = 0;  // the model's MR for payloads outside registered MRs
   std::unique_ptr<nic::NicModel> model_;
+  std::shared_ptr<SoftSteer> steer_;  // with several queues: the port's steering stage
 
   // ---- data path state (the dataplane lcore) ----
   std::vector<uint8_t> rx_flat_;
@@ -175,8 +352,9 @@ class GenericNic final : public Nic {
 };
 
 GenericNic::GenericNic(uint16_t port, rte_mempool* pool, const GenericNicParams& params,
-                       const rte_eth_dev_info& info)
-    : Nic(NicBackend::kGeneric, port), pool_(pool) {
+                       const rte_eth_dev_info& info, NicQueue queue,
+                       std::shared_ptr<SoftSteer> steer)
+    : Nic(NicBackend::kGeneric, port, queue), pool_(pool), steer_(std::move(steer)) {
   const std::string name = "port " + std::to_string(port) + " (" + info.driver_name + ")";
   if (pool == nullptr) {
     throw std::runtime_error(name +
@@ -244,8 +422,7 @@ uint16_t GenericNic::rx_burst(rte_mbuf** pkts, uint16_t n) {
   // Merged frames waiting for the port go out first, as net_cleave's inline service does.
   if (unlikely(tx_fault().active())) poll_tx_fault();
   if (pending_count_ > 0) flush_pending();
-  const uint16_t got =
-      likely(!rx_fault().active()) ? rte_eth_rx_burst(port_id(), 0, pkts, n) : rx_faulty(pkts, n);
+  const uint16_t got = likely(!rx_fault().active()) ? port_rx(pkts, n) : rx_faulty(pkts, n);
   uint64_t bytes = 0;
   uint64_t linearized = 0;
   for (uint16_t i = 0; i < got; i++) {
@@ -266,8 +443,18 @@ uint16_t GenericNic::rx_faulty(rte_mbuf** pkts, uint16_t n) {
   const uint16_t released = fault.poll(pkts, n);
   const auto room = uint16_t(n - released);
   const auto want = uint16_t(std::min<unsigned>(kFaultBurst, (room + 1) / 2));
-  const uint16_t got = want != 0 ? rte_eth_rx_burst(port_id(), 0, fault_in_.data(), want) : 0;
+  const uint16_t got = want != 0 ? port_rx(fault_in_.data(), want) : 0;
   return uint16_t(released + fault.apply(fault_in_.data(), got, pkts + released, room));
+}
+
+uint16_t GenericNic::port_rx(rte_mbuf** pkts, uint16_t n) {
+  if (steer_ == nullptr) return rte_eth_rx_burst(port_id(), 0, pkts, n);
+  if (queue_id() == 0) {
+    steer_->poll_tx();
+    steer_->poll_rx();
+  }
+  return uint16_t(rte_ring_sc_dequeue_burst(steer_->rx(queue_id()), reinterpret_cast<void**>(pkts),
+                                            n, nullptr));
 }
 
 // ---- TX -----------------------------------------------------------------------------------------
@@ -313,7 +500,7 @@ void GenericNic::flush_pending() {
   while (pending_count_ > 0) {
     const uint32_t contig = std::min(pending_count_, size - pending_head_);
     const auto want = uint16_t(std::min<uint32_t>(contig, UINT16_MAX));
-    const uint16_t sent = rte_eth_tx_burst(port_id(), 0, &pending_[pending_head_], want);
+    const uint16_t sent = port_tx(&pending_[pending_head_], want);
     // Lengths were saved when queued: once sent, a frame may already belong to the peer.
     uint64_t bytes = 0;
     for (uint16_t i = 0; i < sent; i++)
@@ -364,7 +551,7 @@ uint16_t GenericNic::send_run(rte_mbuf** pkts, uint16_t n, uint32_t offloaded) {
   std::array<uint32_t, kRun> lens;
   for (uint16_t i = 0; i < n; i++)
     lens[i] = pkts[i]->pkt_len;
-  const uint16_t sent = rte_eth_tx_burst(port_id(), 0, pkts, n);
+  const uint16_t sent = port_tx(pkts, n);
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < sent; i++)
     bytes += lens[i];
@@ -426,12 +613,13 @@ bool GenericNic::take_sw(rte_mbuf* m) {
 }
 
 uint16_t GenericNic::tx_burst(rte_mbuf** pkts, uint16_t n) {
+  if (steer_ != nullptr && queue_id() == 0) steer_->poll_tx();
   flush_pending();
   if (pending_count_ > 0) return 0;  // the port is still full: nothing new
   if (unlikely(tx_fault().active())) return tx_faulty(pkts, n);
   // A call with nothing to send still reaches the port: PMDs that do deferred work in their
   // tx_burst (completions, a NIC service run inline, as net_cleave's) get to do it.
-  if (n == 0) return rte_eth_tx_burst(port_id(), 0, pkts, 0);
+  if (n == 0) return port_tx(pkts, 0);
   uint16_t i = 0;
   bool merged = false;
   while (i < n) {
@@ -495,7 +683,7 @@ uint16_t GenericNic::tx_faulty(rte_mbuf** pkts, uint16_t n) {
   }
   flush_pending();
   mm::poll_completions(*model_, frames_);
-  if (n == 0) rte_eth_tx_burst(port_id(), 0, pkts, 0);  // deferred work of the port, as above
+  if (n == 0) port_tx(pkts, 0);  // deferred work of the port, as above
   return i;
 }
 
@@ -517,10 +705,25 @@ int GenericNic::mr_remove(uint16_t id) {
   return r;
 }
 
+// With several queues the flow is steered to this queue by the stage's table (added there first,
+// so flow ids stay the port's), and placed by this queue's model, which has one queue.
 int GenericNic::flow_add(uint32_t id, const rte_pmd_cleave_flow& flow) {
   nic::FlowSpec s;
   if (!mm::flow_spec(&flow, s)) return -EINVAL;
-  return mm::to_errno(model_->flow_add(id, s));
+  s.queue = 0;
+  if (steer_ == nullptr) return mm::to_errno(model_->flow_add(id, s));
+  nic::FlowSpec steered = s;
+  steered.queue = queue_id();
+  if (const int r = steer_->flow_add(id, steered); r != 0) return r;
+  const int r = mm::to_errno(model_->flow_add(id, s));
+  if (r != 0) steer_->flow_remove(id);
+  return r;
+}
+
+int GenericNic::flow_remove(uint32_t id) {
+  const int r = mm::to_errno(model_->flow_remove(id));
+  if (r == 0 && steer_ != nullptr) steer_->flow_remove(id);
+  return r;
 }
 
 int GenericNic::flow_set_mode(uint32_t id, rte_pmd_cleave_flow_mode mode) {
@@ -557,14 +760,41 @@ void GenericNic::for_each_counter(const std::function<void(std::string_view, uin
     f(name, l.in_use);
   }
   f("nic_mem_total_bytes", r.total_bytes);
+  if (steer_ != nullptr && queue_id() == 0) {
+    // The steering stage runs on queue 0: frames it steered to each queue, others' frames sent.
+    for (uint16_t q = 0; q < steer_->queues(); q++) {
+      name.assign("steer_rx_q").append(std::to_string(q));
+      f(name, steer_->steered(q));
+    }
+    f("steer_tx_frames", steer_->tx_frames());
+  }
 }
 
 }  // namespace
 
 std::unique_ptr<Nic> open_generic_nic(uint16_t port_id, rte_mempool* pool,
-                                      const GenericNicParams& params,
-                                      const rte_eth_dev_info& info) {
-  return std::make_unique<GenericNic>(port_id, pool, params, info);
+                                      const GenericNicParams& params, const rte_eth_dev_info& info,
+                                      NicQueue queue) {
+  std::shared_ptr<SoftSteer> steer;
+  if (queue.count > 1) {
+    const std::string name = "port " + std::to_string(port_id) + " (" + info.driver_name + ")";
+    if (info.nb_rx_queues != 1 || info.nb_tx_queues != 1) {
+      throw std::runtime_error(name +
+                               ": the generic backend steers its queues in software over one "
+                               "queue pair: configure the port with one");
+    }
+    // One stage per port while any of its queues' Nics lives (open_nic runs on the main thread).
+    static std::array<std::weak_ptr<SoftSteer>, RTE_MAX_ETHPORTS> ports;
+    steer = ports[port_id].lock();
+    if (steer == nullptr) {
+      steer = std::make_shared<SoftSteer>(port_id, queue.count, params.model.max_flows);
+      ports[port_id] = steer;
+    } else if (steer->queues() != queue.count) {
+      throw std::runtime_error(name + ": opened as " + std::to_string(steer->queues()) +
+                               " queues, not " + std::to_string(queue.count));
+    }
+  }
+  return std::make_unique<GenericNic>(port_id, pool, params, info, queue, std::move(steer));
 }
 
 }  // namespace cleave::dp

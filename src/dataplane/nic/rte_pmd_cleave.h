@@ -35,11 +35,20 @@
  *   - plain single-segment frames: sent as they are, or through the NIC's checksum path when
  *     one of the checksum flags above is set (l2_len, l3_len, l4_len need not be set).
  *
+ * Queues: 1 to 16 RX and TX queue pairs, as many TX as RX. A received frame reaches one RX queue:
+ * a flow's frames the queue its rte_pmd_cleave_flow (or rte_flow QUEUE action) names, so a RoCE
+ * QP's by its flow; other TCP/UDP the queue the RETA gives for the Toeplitz hash of the IPv4
+ * 4-tuple (source address, destination address, source port, destination port; 128 entries,
+ * round-robin by default; the default 40-byte key is Microsoft's), which rte_eth_dev_rss_*
+ * calls read and set; ARP, ICMP, fragments, RoCE to a QP without a flow and unparsable frames
+ * queue 0. Every TX queue's descriptors go out through the NIC.
+ *
  * Flow rules: rte_flow_create() with ETH / IPV4 (both addresses) / TCP or UDP (ports; UDP may
- * leave the source port out) and actions MARK (the flow id) [+ QUEUE 0] installs a copy-mode flow:
- * its frames arrive whole, marked. Zero-copy placement needs the sequence state rte_flow cannot
- * carry: rte_pmd_cleave_flow_add() below. Both share one flow-id space. A UDP rule on port 4791
- * is a plain UDP flow: it catches the RoCE frames of the QPs that have no flow of their own.
+ * leave the source port out) and actions MARK (the flow id) [+ QUEUE q] installs a copy-mode flow:
+ * its frames arrive whole, marked, on queue q (0 without QUEUE). Zero-copy placement needs the
+ * sequence state rte_flow cannot carry: rte_pmd_cleave_flow_add() below. Both share one flow-id
+ * space. A UDP rule on port 4791 is a plain UDP flow: it catches the RoCE frames of the QPs that
+ * have no flow of their own.
  *
  * Threads: the NIC (the model) is used by one thread at a time. Its service body runs on a
  * service lcore when the application maps one to the service (rte_pmd_cleave_service_id(),
@@ -47,7 +56,8 @@
  * it inline, so a plain dataplane loop needs nothing else. The commands below take a spinlock
  * that the service body also takes (the service only trylocks, and skips a round when a command
  * holds it): they may be called from any thread, return synchronously, and never run in the
- * middle of a burst. Burst functions: one thread per queue, as usual in DPDK.
+ * middle of a burst. Burst functions: one thread per queue, as usual in DPDK; threads bursting on
+ * different queues at once are safe (inline, one of them runs the service for all at a time).
  *
  * Errors: 0 on success, a negative errno: -ENODEV (not a net_cleave port), -EINVAL (bad
  * argument), -ENOENT (unknown MR or flow), -EEXIST (id in use), -ENOSPC (table full), -EBUSY
@@ -66,7 +76,7 @@
 extern "C" {
 #endif
 
-#define RTE_PMD_CLEAVE_API_VERSION 2
+#define RTE_PMD_CLEAVE_API_VERSION 3
 
 /** Name of the mbuf dynamic field holding struct rte_pmd_cleave_placement. */
 #define RTE_PMD_CLEAVE_PLACEMENT_DYNFIELD "rte_pmd_cleave_placement"
@@ -145,12 +155,12 @@ struct rte_pmd_cleave_flow {
                                  the expected PSN may be placed; 0: go-back-N, only the request
                                  at the PSN the NIC expects next is placed, others deferred
                                  unwritten (RTE_PMD_CLEAVE_DEFER_OUT_OF_SEQUENCE) */
-  uint8_t reserved[2];
-  uint32_t initial_seq;    /**< TCP: first payload byte expected; RoCE: first PSN */
-  uint32_t pmtu;           /**< RoCE: payload bytes per first/middle packet (0: 4096) */
-  uint64_t initial_offset; /**< Solar without messages: stream offset of the first MS */
-  uint32_t qpn;            /**< RoCE: the local QP number (24 bits) */
-  uint32_t owner;          /**< RoCE: protection domain; peers reach only MRs of this owner */
+  uint16_t queue;           /**< the RX queue its frames reach (below the port's RX queue count) */
+  uint32_t initial_seq;     /**< TCP: first payload byte expected; RoCE: first PSN */
+  uint32_t pmtu;            /**< RoCE: payload bytes per first/middle packet (0: 4096) */
+  uint64_t initial_offset;  /**< Solar without messages: stream offset of the first MS */
+  uint32_t qpn;             /**< RoCE: the local QP number (24 bits) */
+  uint32_t owner;           /**< RoCE: protection domain; peers reach only MRs of this owner */
 };
 
 /** Registers app memory [base, base+len) as MR `id` (below the max_mrs devarg) of `owner`. */
