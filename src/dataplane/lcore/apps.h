@@ -111,10 +111,16 @@ struct DpApp {
   std::vector<DpMr> mrs;             // index: MR id (0: the heap); length 0 = unused
   std::vector<DpPipe> pipes;         // index: pipe id
   AppCounters counters;
-  bool evicted = false;            // dataplane: no longer served
-  uint64_t error_tokens = 0;       // token bucket, in errors x TSC Hz
-  uint64_t error_refill_at = 0;    // TSC of the last refill
-  uint16_t next_sq = 0;            // round-robin among the app's submit pipes
+  bool evicted = false;          // dataplane: no longer served
+  uint64_t error_tokens = 0;     // token bucket, in errors x TSC Hz
+  uint64_t error_refill_at = 0;  // TSC of the last refill
+  uint16_t next_sq = 0;          // round-robin among the app's submit pipes (index into sqs)
+  // Which submit pipes to look at (abi::SubmitSummary): the word in the app's region (null
+  // before ABI version 4: every pass looks at all of them), and the bits the dataplane itself
+  // still owes service (a pipe it could not drain), which no app can clear.
+  uint64_t* submit_ready = nullptr;
+  uint64_t submit_pending = 0;
+  std::vector<uint16_t> sqs;       // the submit pipes' ids, kept by AppPath (attach, set_pipe)
   std::atomic<bool> evict{false};  // dataplane -> main: over the error budget, disconnect
 };
 
@@ -145,8 +151,9 @@ class AppPath {
   void set_flow_handler(FlowHandler* h) { flows_ = h; }
 
   // One pass over every app, each from where it left off, at most `budget` requests each;
-  // returns the requests served. The thread that polls owns the app path (thread_check.h): the
-  // calls below are its alone.
+  // returns the requests served. Of an app's submit pipes it looks only at those its summary
+  // word or the dataplane's own marks name, and at all of them every abi::kSubmitSweepUs. The
+  // thread that polls owns the app path (thread_check.h): the calls below are its alone.
   unsigned poll(uint64_t now);
 
   // Control (dataplane lcore). attach: false when full or the id is taken. detach returns the
@@ -165,7 +172,7 @@ class AppPath {
   }
 
  private:
-  unsigned serve(DpApp& a, uint64_t now);
+  unsigned serve(DpApp& a, uint64_t ready, uint64_t now);
   unsigned serve_sq(DpApp& a, uint16_t sq_id, unsigned budget, uint64_t now);
   // Runs one request from its private copy; fills the sender's completion. False: a flow
   // request that must wait (kWait), nothing done.
@@ -184,6 +191,8 @@ class AppPath {
   uint32_t budget_;
   uint64_t tsc_hz_;
   uint32_t rr_ = 0;  // which app goes first next pass
+  uint64_t sweep_cycles_;
+  uint64_t next_sweep_ = 0;  // TSC of the next pass that looks at every submit pipe
   FlowHandler* flows_ = nullptr;
 };
 
