@@ -107,7 +107,8 @@ void Dataplane::answer(ctl::Unlisten& r, uint64_t /*now*/) {
 
 void Dataplane::answer(ctl::FlowList& r, uint64_t /*now*/) {
   r.rows.clear();
-  flows_->rows(r.rows, r.only);
+  r.next = flows_->rows(r.rows, r.only, r.start, std::min(r.max_rows, ctl::kFlowListPageRows),
+                        ctl::kFlowListPageScan);
   r.transports = flows_->transport_names();
   r.transport_stats = flows_->transport_stats();
   r.bindings = flows_->bindings();
