@@ -2,6 +2,8 @@
 // their pipes written through the same PipeProducer/PipeConsumer a real app's library uses.
 #include <cleave/cleave.h>
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -400,6 +402,53 @@ TEST_F(AppPathTest, AttachDetachAndTableUpdates) {
   AppPath small(1, 32, kHz);
   EXPECT_TRUE(small.attach(&a.dp, now));
   EXPECT_FALSE(small.attach(&b.dp, now));  // full (and a duplicate)
+}
+
+// Completions of one pass go to their pipe in one batch: in the order posted, every one of
+// them, and one doorbell per pipe per pass (per kPerPipe entries), not one per completion.
+TEST_F(AppPathTest, CompletionsArePostedInOneBatchPerPipe) {
+  SimApp a(1);
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(efd, 0);
+  a.dp.pipes[SimApp::kCq].doorbell_fd = efd;
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  ASSERT_TRUE(a.cq_in.arm());  // the consumer sleeps on its doorbell from now on
+  // 30 nops: 30 completions, one batch.
+  for (uint64_t i = 0; i < 30; i++)
+    a.post(op(abi::kOpNop, i));
+  EXPECT_EQ(poll(), 30u);
+  EXPECT_EQ(a.dp.counters.doorbells, 1u);
+  uint64_t v = 0;
+  EXPECT_EQ(read(efd, &v, sizeof v), ssize_t(sizeof v));
+  EXPECT_EQ(v, 1u);
+  auto c = a.poll();
+  ASSERT_EQ(c.size(), 30u);
+  for (uint64_t i = 0; i < 30; i++)
+    EXPECT_EQ(c[i].wr_id, i);
+  // Nops and sends mixed, 32 requests: 48 completions (a send's receive comes first), in the
+  // order posted; a slot holds kPerPipe, so two batches.
+  for (uint32_t i = 0; i < 16; i++)
+    ASSERT_TRUE(a.post_recv(8192 + i * 64, 64));
+  for (uint64_t i = 0; i < 32; i++)
+    a.post(i % 2 ? send(100 + i, 0, 8, SimApp::kRq) : op(abi::kOpNop, 100 + i));
+  EXPECT_EQ(poll(), 32u);
+  EXPECT_EQ(a.dp.counters.doorbells, 3u);
+  c = a.poll();
+  ASSERT_EQ(c.size(), 48u);
+  size_t k = 0;
+  for (uint64_t i = 0; i < 32; i++) {
+    if (i % 2) {
+      EXPECT_EQ(c[k].flags & abi::kCompRecv, abi::kCompRecv);
+      EXPECT_EQ(c[k++].wr_id, i / 2) << "the receive entry's index";
+    }
+    EXPECT_EQ(c[k].flags & abi::kCompRecv, 0);
+    EXPECT_EQ(c[k].status, 0);
+    EXPECT_EQ(c[k++].wr_id, 100 + i);
+  }
+  EXPECT_EQ(a.dp.counters.completions, 78u);
+  EXPECT_EQ(a.dp.counters.cq_full, 0u);
+  EXPECT_TRUE(path.completions().empty());
+  close(efd);
 }
 
 // ---- the submit summary word (abi::SubmitSummary) ----

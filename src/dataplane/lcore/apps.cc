@@ -125,6 +125,7 @@ unsigned AppPath::poll(uint64_t now) {
     if (ready != 0) work += serve(a, ready, now);
   }
   rr_ = static_cast<uint32_t>((start + 1) % n);
+  batch_.flush();
   return work;
 }
 
@@ -177,7 +178,7 @@ unsigned AppPath::serve_sq(DpApp& a, uint16_t sq_id, unsigned budget, uint64_t n
       if (!execute(a, e[taken], c, post_now, now)) break;  // a flow's CQ is full: wait
       if (post_now) {
         c.pipe = sq_id;
-        post_completions(a, sq.cq, &c, 1);
+        batch_.post(a, sq.cq, &c, 1);
       }
     }
     sq.sq.take(taken);
@@ -320,7 +321,7 @@ void AppPath::send(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64
     if (n < e.length) rc.status = c.status = CL_ETRUNC;
     a.counters.bytes += n;
   }
-  post_completions(a, rq->cq, &rc, 1);
+  batch_.post(a, rq->cq, &rc, 1);
 }
 
 uint8_t* AppPath::window(DpApp& a, uint32_t mr, uint64_t offset, uint32_t length, uint32_t need,
@@ -360,15 +361,45 @@ int32_t AppPath::fail(DpApp& a, AppError e, int32_t status, uint64_t now) {
   return status;
 }
 
-void post_completions(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n) {
+void CompletionBatch::post(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n) {
   DpPipe& cq = a.pipes[cq_id];
-  unsigned put = cq.cq_out.produce(c, n);
+  for (unsigned k = 0; k < n; k++) {
+    if (cq.batch_slot < 0) {
+      if (used_ == kPipes) flush();
+      Slot& s = slots_[used_];
+      s.app = &a;
+      s.cq = cq_id;
+      s.n = 0;
+      cq.batch_slot = int16_t(used_++);
+    }
+    Slot& s = slots_[cq.batch_slot];
+    if (s.n == kPerPipe) flush(s);
+    s.c[s.n++] = c[k];
+    cq.staged++;
+  }
+}
+
+void CompletionBatch::flush(Slot& s) {
+  DpApp& a = *s.app;
+  DpPipe& cq = a.pipes[s.cq];
+  const unsigned put = cq.cq_out.produce(s.c, s.n);
   a.counters.completions += put;
-  a.counters.cq_full += n - put;  // not reached: callers reserve credits first
+  a.counters.cq_full += s.n - put;  // not reached: posters reserve room first
+  cq.staged = uint16_t(cq.staged - s.n);
+  s.n = 0;
   if (cq.doorbell_fd >= 0 && put != 0 && cq.cq_out.consumer_sleeping()) {
     uint64_t one = 1;
     if (write(cq.doorbell_fd, &one, sizeof one) == sizeof one) a.counters.doorbells++;
   }
+}
+
+void CompletionBatch::flush() {
+  for (unsigned i = 0; i < used_; i++) {
+    Slot& s = slots_[i];
+    if (s.n != 0) flush(s);
+    s.app->pipes[s.cq].batch_slot = -1;
+  }
+  used_ = 0;
 }
 
 DpPipe* AppPath::pipe(DpApp& a, uint32_t id, abi::PipeKind kind) {

@@ -73,21 +73,25 @@ struct DpPipe {
   ipc::PipeConsumer<abi::SendEntry> sq;
   ipc::PipeConsumer<abi::RecvEntry> rq;
   ipc::PipeProducer<abi::Completion> cq_out;
-  uint32_t promised = 0;  // kCompletion: entries owed to flows (flows.h): see CompletionRoom
+  uint32_t promised = 0;    // kCompletion: entries owed to flows (flows.h): see CompletionRoom
+  uint16_t staged = 0;      // kCompletion: entries waiting in the CompletionBatch
+  int16_t batch_slot = -1;  // kCompletion: its slot in the CompletionBatch, -1: none
 };
 
-// The room on a completion pipe beyond the entries it owes (DpPipe::promised): a flow reserves
-// room for every completion it may owe (flows.h), and the app path writes only into what is
-// left. The one place that counts it; a view over the pipe, held for one use.
+// The room on a completion pipe beyond the entries it owes (DpPipe::promised) and those staged
+// for it (DpPipe::staged, CompletionBatch): a flow reserves room for every completion it may
+// owe (flows.h), and the app path writes only into what is left. The one place that counts
+// it; a view over the pipe, held for one use.
 class CompletionRoom {
  public:
   explicit CompletionRoom(DpPipe& cq) : cq_(cq) {}
 
-  // Entries that may be written now besides those owed; the consumer's index is re-read only
-  // when fewer than `want` remain.
+  // Entries that may be written now besides those owed and staged; the consumer's index is
+  // re-read only when fewer than `want` remain.
   unsigned free(unsigned want = 1) {
-    const unsigned room = cq_.cq_out.credits(cq_.promised + want);
-    return room > cq_.promised ? room - cq_.promised : 0;
+    const unsigned taken = cq_.promised + cq_.staged;
+    const unsigned room = cq_.cq_out.credits(taken + want);
+    return room > taken ? room - taken : 0;
   }
   // `n` more entries owed; false (nothing owed) when there is no room for them now.
   bool reserve(uint32_t n) {
@@ -140,15 +144,42 @@ class FlowHandler {
   ~FlowHandler() = default;
 };
 
-// Writes completions to an app's completion pipe (the caller made sure of the room) and rings
-// its doorbell when the consumer sleeps.
-void post_completions(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
+// Completions staged while a stage of the loop runs, and posted per completion pipe in one
+// batch when it ends (flush): one write of consecutive entries and one doorbell check per pipe
+// per burst, not one per completion (as TAS's fast path does). Each pipe's entries keep the
+// order they were posted in. The caller made sure of the room first (CompletionRoom counts
+// staged entries), so a flush never finds a pipe full. A pipe that fills its slot, or a new
+// pipe when every slot is taken, is flushed early. The dataplane flushes at the end of every
+// stage and after every control request, so nothing staged outlives a pipe or an app.
+class CompletionBatch {
+ public:
+  static constexpr unsigned kPipes = 16;    // pipes with entries staged at once
+  static constexpr unsigned kPerPipe = 32;  // entries staged per pipe
+
+  void post(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
+  void flush();
+  bool empty() const { return used_ == 0; }
+
+ private:
+  struct Slot {
+    DpApp* app;
+    uint16_t cq;
+    uint16_t n;
+    abi::Completion c[kPerPipe];
+  };
+  void flush(Slot& s);
+
+  Slot slots_[kPipes];
+  unsigned used_ = 0;
+};
 
 class AppPath {
  public:
   // `tsc_hz`: the clock the error budget refills by.
   AppPath(uint32_t max_apps, uint32_t budget, uint64_t tsc_hz);
   void set_flow_handler(FlowHandler* h) { flows_ = h; }
+  // Where the app path and the flow path stage completions; poll() flushes it before it returns.
+  CompletionBatch& completions() { return batch_; }
 
   // One pass over every app, each from where it left off, at most `budget` requests each;
   // returns the requests served. Of an app's submit pipes it looks only at those its summary
@@ -194,6 +225,7 @@ class AppPath {
   uint64_t sweep_cycles_;
   uint64_t next_sweep_ = 0;  // TSC of the next pass that looks at every submit pipe
   FlowHandler* flows_ = nullptr;
+  CompletionBatch batch_;
 };
 
 }  // namespace cleave::dp

@@ -24,6 +24,7 @@ void Dataplane::serve_control(uint64_t now) {
     CtlRequest* r = reqs[i];
     r->tsc_hz = tsc_hz_;
     std::visit([&](auto& body) { answer(body, now); }, r->body);
+    apps_.completions().flush();  // before a pipe or an app can change hands
     CtlChannel::answer(r);
   }
 }

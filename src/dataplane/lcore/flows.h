@@ -115,6 +115,10 @@ class FlowPath final : public FlowHandler {
   // for ARP; data events that waited for room. Returns the work done.
   unsigned poll(uint64_t now);
 
+  // Where events become completions: the app path's batch, flushed by the dataplane at the
+  // end of each stage (set once, before the first packet).
+  void set_completions(CompletionBatch* b) { completions_ = b; }
+
   // ---- FlowHandler (AppPath) ----
   FlowAdmit flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic_mr, abi::Completion& c,
                          uint64_t now) override;
@@ -284,6 +288,7 @@ class FlowPath final : public FlowHandler {
   rte_mempool* pool_;
   FlowIo& io_;
   FlowStats& stats_;
+  CompletionBatch* completions_ = nullptr;
   std::vector<std::unique_ptr<Tp>> transports_;
   std::vector<Flow> flows_;
   uint32_t free_head_;
