@@ -80,6 +80,8 @@ struct Device {
   uint16_t nb_rx_desc = 0;
   uint16_t nb_tx_desc = 0;
   bool started = false;
+  // Decided at dev_start, read by every burst: no service lcore runs the NIC, so bursts do.
+  bool inline_mode = true;
 
   alignas(64) rte_spinlock_t lock = RTE_SPINLOCK_INITIALIZER;
 
