@@ -173,6 +173,9 @@ def main():
         line = []
         for on, case in ((False, "linux-off"), (True, "linux-on")):
             set_offloads(on)
+            # cleaved may have left the veth end with its own MAC: the kernels learn again.
+            for ns in (net.a, net.b):
+                ct.sh(["ip", "neigh", "flush", "all"], ns=ns)
             data = os.path.join(tmp, f"{case}.{run}.data")
             rx = tg.ready(tg.popen([tg.KERNEL_TCP, "recv", tg.KA, str(port + on)], ns=net.a))
             pf = perf_start(data, freq=args.freq)

@@ -393,7 +393,7 @@ void CompletionBatch::flush(Slot& s) {
   }
 }
 
-void CompletionBatch::flush() {
+void CompletionBatch::flush_all() {
   for (unsigned i = 0; i < used_; i++) {
     Slot& s = slots_[i];
     if (s.n != 0) flush(s);

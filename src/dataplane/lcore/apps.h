@@ -157,7 +157,10 @@ class CompletionBatch {
   static constexpr unsigned kPerPipe = 32;  // entries staged per pipe
 
   void post(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
-  void flush();
+  // Called after every stage: nothing staged costs one compare.
+  void flush() {
+    if (used_ != 0) flush_all();
+  }
   bool empty() const { return used_ == 0; }
 
  private:
@@ -168,6 +171,7 @@ class CompletionBatch {
     abi::Completion c[kPerPipe];
   };
   void flush(Slot& s);
+  void flush_all();
 
   Slot slots_[kPipes];
   unsigned used_ = 0;
