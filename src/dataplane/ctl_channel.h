@@ -155,10 +155,19 @@ struct Unlisten : FlowAnswer {
   uint32_t app_id = 0;
   uint32_t listener = 0;
 };
-// Management's list: one flow (`only`) or all (kNoFlow), the transports instantiated with their
-// counters, the operator's bindings (the dataplane allocates: management only).
+// Management's list, one page per request so the lcore's time on it is bounded: one flow
+// (`only`), or the rows from position `start` on (listeners, then flows), at most
+// min(max_rows, kFlowListPageRows) of them and kFlowListPageScan table slots looked at; `next`
+// says where the following page starts (kNoFlow: none). Each page also has the transports
+// instantiated with their counters and the operator's bindings (the dataplane allocates:
+// management only).
+inline constexpr uint32_t kFlowListPageRows = 256;
+inline constexpr uint32_t kFlowListPageScan = 4096;
 struct FlowList : FlowAnswer {
   uint32_t only = 0;
+  uint32_t start = 0;
+  uint32_t max_rows = kFlowListPageRows;
+  uint32_t next = transport::kNoFlow;  // out
   std::vector<FlowRow> rows;
   std::vector<std::string> transports;
   std::vector<TransportStats> transport_stats;  // in the transports' order

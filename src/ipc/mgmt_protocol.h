@@ -17,8 +17,17 @@
 // Commands (version 1): status, port.show {name?}, arp.show, route.show, route.get {addr},
 // stats.show, nic.show {name?}, log.get, log.set {level}, app.list, app.show {id}, and:
 //
-//   flow.list       {"flows": [flow], "listeners": [{id, app, transport, local}],
+//   flow.list {start?, max?}
+//                   {"flows": [flow], "listeners": [{id, app, transport, local}],
 //                    "transports": [names the dataplane runs], "bindings": [binding]}
+//                   With start or max, one page: at most max (1..256, default 256) rows from
+//                   position start (default 0; listeners come first, then flows, each by id),
+//                   and "next": the start of the following page, null after the last. The
+//                   dataplane builds one page at a time between its packets, so listing 100 K
+//                   flows page by page never holds up its packet path; a flow that exists for
+//                   the whole listing is in exactly one page, one opened or closed meanwhile
+//                   may be in none. Without either: the whole listing in one answer (built from
+//                   pages; a large one can outgrow kMaxAnswerBytes). cleavectl pages.
 //   flow.show {id}  one flow; not_found when there is none with that id
 //   flow.attach {port | tuple: {local, remote}, uid?, transport?, params?: {key: value}}
 //                   binds a local port (its listeners, and connects to that remote port), or

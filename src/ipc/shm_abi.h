@@ -28,6 +28,7 @@
 //
 // Region layout (one memfd per app, created, sealed and sized by the daemon):
 //   [RegionHeader, one 4 KiB page][pipe area: pipes at daemon-chosen offsets][heap = MR 0]
+// The header page's second cache line is the submit summary (SubmitSummary, version 4).
 // Pipe layout at its offset: [PipeCtl, two cache lines][entries: count x entry size]
 #pragma once
 
@@ -38,7 +39,8 @@
 namespace cleave::abi {
 
 inline constexpr uint32_t kMagic = 0x314c5643;  // "CVL1" little-endian
-inline constexpr uint16_t kAbiVersion = 3;      // 2: flows; 3: RoCEv2 queue pairs and RDMA
+inline constexpr uint16_t kAbiVersion = 4;      // 2: flows; 3: RoCEv2 queue pairs and RDMA; 4: the
+                                                // submit summary word
 inline constexpr uint16_t kAbiMinVersion = 1;   // oldest version this build still speaks
 inline constexpr size_t kCacheLine = 64;
 inline constexpr std::string_view kAppSocketName = "app.sock";
@@ -64,6 +66,36 @@ struct RegionHeader {
   uint64_t heap_size;
 };
 static_assert(sizeof(RegionHeader) == 56);
+
+// ---- Submit summary (version 4) ----------------------------------------------------------------
+//
+// One word the app sets and the daemon clears, so the daemon's loop looks only at submit pipes
+// that have work (as Caladan's and SmartNS's shared doorbells do) instead of at every pipe on
+// every pass. Bit submit_bit(p) says "submit pipe p, or another whose id is p modulo 64, may
+// have new entries". The app publishes its entries first, then sets the bit (fetch_or, release);
+// the daemon exchanges the word with 0 (acquire) and then reads the pipes the bits name, so an
+// entry published before a bit the daemon took is always seen. A pipe the daemon could not
+// drain (its budget, a full completion pipe) stays marked in the daemon's own memory.
+//
+// It is a hint, never trusted: bits that name no submit pipe are ignored, and the daemon also
+// sweeps every submit pipe of every app at least every kSubmitSweepUs, so an app that never
+// sets the word (or clears it) is still served, only later; an app that always sets it is
+// looked at on every pass, as any app with work is, with the same budget. Apps of version 3
+// and older have no word: all their submit pipes are looked at on every pass.
+inline constexpr uint64_t kSubmitSummaryOffset = 64;  // from the region base, in the header page
+inline constexpr uint32_t kSubmitSweepUs = 100;
+
+struct alignas(kCacheLine) SubmitSummary {
+  uint64_t ready;  // app: fetch_or(submit_bit(pipe)) after producing; daemon: exchange(0)
+};
+static_assert(sizeof(SubmitSummary) == kCacheLine);
+static_assert(kSubmitSummaryOffset >= sizeof(RegionHeader) &&
+              kSubmitSummaryOffset % kCacheLine == 0 &&
+              kSubmitSummaryOffset + kCacheLine <= kRegionHeaderSize);
+
+constexpr uint64_t submit_bit(uint32_t pipe) {
+  return uint64_t{1} << (pipe % 64);
+}
 
 // ---- Notification pipes ------------------------------------------------------------------------
 //

@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -130,6 +131,35 @@ class AppSocket(ct.TestCase):
         app.close()
         ct.wait_until(lambda: not self.apps(), what="the app to be reclaimed")
 
+    def test_submit_summary_word_is_a_hint(self):
+        """Version 4: an app that marks its submit pipe in the summary word (the header page's
+        second cache line) is served and the daemon takes the bit; one that never marks it,
+        or writes garbage there, is served all the same (the daemon's sweep), every request
+        exactly once."""
+        app = ra.RawApp(self.path, "marks", versions=(4, 4))
+        self.assertEqual((app.status, app.version), (0, 4))
+        cq, sq = self.queues(app)
+        word = 64  # abi::kSubmitSummaryOffset
+        bit = 1 << (sq.id % 64)
+        self.assertTrue(sq.produce(ra.send_entry(ra.OP_NOP, wr_id=1)))
+        struct.pack_into("<Q", app.region, word, bit)
+        self.assertEqual(self.wait_completion(cq)["wr_id"], 1)
+        ct.wait_until(lambda: struct.unpack_from("<Q", app.region, word)[0] == 0,
+                      what="the daemon to take the bit")
+        # Never marked, then garbage that names every pipe but this one: served, in order.
+        for i, garbage in enumerate([0, ~bit & (1 << 64) - 1, 0]):
+            struct.pack_into("<Q", app.region, word, garbage)
+            for k in range(3):
+                self.assertTrue(sq.produce(ra.send_entry(ra.OP_NOP, wr_id=10 * i + k + 2)))
+            got = [self.wait_completion(cq) for _ in range(3)]
+            self.assertEqual([(c["wr_id"], c["status"]) for c in got],
+                             [(10 * i + k + 2, 0) for k in range(3)])
+        self.assertIsNone(cq.consume())
+        [a] = self.apps()
+        self.assertEqual(a["counters"]["ops"]["nop"], 10)
+        self.assertEqual(a["counters"]["errors_total"], 0)
+        app.close()
+
     def test_send_into_posted_receive_with_doorbell(self):
         app = ra.RawApp(self.path)
         efd = os.eventfd(0, os.EFD_NONBLOCK)
@@ -192,11 +222,11 @@ class AppSocket(ct.TestCase):
         child.release()
 
     def test_version_negotiation(self):
-        app = ra.RawApp(self.path, versions=(4, 5))
+        app = ra.RawApp(self.path, versions=(5, 6))
         self.assertEqual(app.status, ra.EVERSION)
-        self.assertEqual(app.versions, (1, 3))
+        self.assertEqual(app.versions, (1, 4))
         ok = ra.RawApp(self.path, versions=(1, 9))
-        self.assertEqual((ok.status, ok.version), (0, 3))
+        self.assertEqual((ok.status, ok.version), (0, 4))
         v1 = ra.RawApp(self.path, versions=(1, 1))  # version 1 apps still connect
         self.assertEqual((v1.status, v1.version), (0, 1))
 

@@ -2,7 +2,10 @@
 // their pipes written through the same PipeProducer/PipeConsumer a real app's library uses.
 #include <cleave/cleave.h>
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -59,6 +62,14 @@ struct SimApp {
     return true;
   }
   unsigned post(const abi::SendEntry& e) { return sq_out.produce(&e, 1); }
+  // Version 4: the app's summary word, which post_marked() sets as libcleave does.
+  void use_summary() { dp.submit_ready = &summary.ready; }
+  unsigned post_marked(const abi::SendEntry& e) {
+    unsigned n = post(e);
+    std::atomic_ref<uint64_t>(summary.ready)
+        .fetch_or(abi::submit_bit(kSq), std::memory_order_release);
+    return n;
+  }
   unsigned post_recv(uint64_t offset, uint32_t length, uint16_t mr = 0) {
     abi::RecvEntry r{};
     r.offset = offset;
@@ -81,6 +92,7 @@ struct SimApp {
   };
   std::vector<Line> cq_mem, sq_mem, rq_mem;
   DpApp dp;
+  abi::SubmitSummary summary{};
   ipc::PipeProducer<abi::SendEntry> sq_out;
   ipc::PipeProducer<abi::RecvEntry> rq_out;
   ipc::PipeConsumer<abi::Completion> cq_in;
@@ -390,6 +402,211 @@ TEST_F(AppPathTest, AttachDetachAndTableUpdates) {
   AppPath small(1, 32, kHz);
   EXPECT_TRUE(small.attach(&a.dp, now));
   EXPECT_FALSE(small.attach(&b.dp, now));  // full (and a duplicate)
+}
+
+// Completions of one pass go to their pipe in one batch: in the order posted, every one of
+// them, and one doorbell per pipe per pass (per kPerPipe entries), not one per completion.
+TEST_F(AppPathTest, CompletionsArePostedInOneBatchPerPipe) {
+  SimApp a(1);
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(efd, 0);
+  a.dp.pipes[SimApp::kCq].doorbell_fd = efd;
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  ASSERT_TRUE(a.cq_in.arm());  // the consumer sleeps on its doorbell from now on
+  // 30 nops: 30 completions, one batch.
+  for (uint64_t i = 0; i < 30; i++)
+    a.post(op(abi::kOpNop, i));
+  EXPECT_EQ(poll(), 30u);
+  EXPECT_EQ(a.dp.counters.doorbells, 1u);
+  uint64_t v = 0;
+  EXPECT_EQ(read(efd, &v, sizeof v), ssize_t(sizeof v));
+  EXPECT_EQ(v, 1u);
+  auto c = a.poll();
+  ASSERT_EQ(c.size(), 30u);
+  for (uint64_t i = 0; i < 30; i++)
+    EXPECT_EQ(c[i].wr_id, i);
+  // Nops and sends mixed, 32 requests: 48 completions (a send's receive comes first), in the
+  // order posted; a slot holds kPerPipe, so two batches.
+  for (uint32_t i = 0; i < 16; i++)
+    ASSERT_TRUE(a.post_recv(8192 + i * 64, 64));
+  for (uint64_t i = 0; i < 32; i++)
+    a.post(i % 2 ? send(100 + i, 0, 8, SimApp::kRq) : op(abi::kOpNop, 100 + i));
+  EXPECT_EQ(poll(), 32u);
+  EXPECT_EQ(a.dp.counters.doorbells, 3u);
+  c = a.poll();
+  ASSERT_EQ(c.size(), 48u);
+  size_t k = 0;
+  for (uint64_t i = 0; i < 32; i++) {
+    if (i % 2) {
+      EXPECT_EQ(c[k].flags & abi::kCompRecv, abi::kCompRecv);
+      EXPECT_EQ(c[k++].wr_id, i / 2) << "the receive entry's index";
+    }
+    EXPECT_EQ(c[k].flags & abi::kCompRecv, 0);
+    EXPECT_EQ(c[k].status, 0);
+    EXPECT_EQ(c[k++].wr_id, 100 + i);
+  }
+  EXPECT_EQ(a.dp.counters.completions, 78u);
+  EXPECT_EQ(a.dp.counters.cq_full, 0u);
+  EXPECT_TRUE(path.completions().empty());
+  close(efd);
+}
+
+// ---- the submit summary word (abi::SubmitSummary) ----
+
+constexpr uint64_t kSweep = kHz * abi::kSubmitSweepUs / 1000000;  // in fake TSC ticks
+
+// Drains whatever completions the app has and checks they are nops numbered from `next` on.
+void expect_in_order(SimApp& a, uint64_t& next) {
+  for (const abi::Completion& c : a.poll()) {
+    EXPECT_EQ(c.wr_id, next++);
+    EXPECT_EQ(c.status, 0);
+  }
+}
+
+// An app that marks its pipe is served on the next pass; an idle one is not looked at.
+TEST_F(AppPathTest, MarkedPipeIsServedAtOnce) {
+  SimApp a(1);
+  a.use_summary();
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  EXPECT_EQ(poll(), 0u);  // the first pass sweeps
+  now++;
+  a.post_marked(op(abi::kOpNop, 5));
+  EXPECT_EQ(poll(), 1u);
+  EXPECT_EQ(a.summary.ready, 0u) << "the dataplane takes the bits it serves";
+  EXPECT_EQ(a.poll().size(), 1u);
+  // Entries published without a mark wait for the sweep: the pass does not look at the pipe.
+  a.post(op(abi::kOpNop, 6));
+  now++;
+  EXPECT_EQ(poll(), 0u);
+}
+
+// An app that never sets the word is still served, at the latest one sweep interval later.
+TEST_F(AppPathTest, UnmarkedPipeIsServedBySweep) {
+  SimApp a(1);
+  a.use_summary();
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  poll();
+  uint64_t next = 0;
+  for (uint64_t i = 0; i < 40; i++)
+    a.post(op(abi::kOpNop, i));
+  const uint64_t posted_at = now;
+  unsigned served = 0;
+  while (served == 0 && now <= posted_at + kSweep) {
+    now++;
+    served = poll();
+  }
+  EXPECT_EQ(served, 32u) << "one budget at the sweep";
+  EXPECT_LE(now, posted_at + kSweep);
+  // What the budget left is the dataplane's to finish, without a mark or another sweep.
+  now++;
+  EXPECT_EQ(poll(), 8u);
+  expect_in_order(a, next);
+  EXPECT_EQ(next, 40u);
+}
+
+// A budget's worth per pass: what one mark announced is drained over the next passes.
+TEST_F(AppPathTest, OneMarkDrainsThePipe) {
+  SimApp a(1);
+  a.use_summary();
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  poll();
+  for (uint64_t i = 0; i < 100; i++)
+    a.post(op(abi::kOpNop, i));
+  std::atomic_ref<uint64_t>(a.summary.ready).fetch_or(abi::submit_bit(SimApp::kSq));
+  std::vector<unsigned> per_pass;
+  for (int k = 0; k < 5; k++) {
+    now++;
+    per_pass.push_back(poll());
+  }
+  EXPECT_EQ(per_pass, (std::vector<unsigned>{32, 32, 32, 4, 0}));
+  uint64_t next = 0;
+  expect_in_order(a, next);
+  EXPECT_EQ(next, 100u);
+}
+
+// Setting every bit on every pass buys nothing: the same budget per pass as an app that marks
+// only when it posts, with the same backlog.
+TEST_F(AppPathTest, AlwaysMarkedGainsNothing) {
+  SimApp greedy(1, 4096, 8192), fair(2, 4096, 8192);
+  greedy.use_summary();
+  fair.use_summary();
+  AppPath p(8, /*budget=*/8, kHz);
+  ASSERT_TRUE(p.attach(&greedy.dp, now));
+  ASSERT_TRUE(p.attach(&fair.dp, now));
+  for (int i = 0; i < 1000; i++) {
+    greedy.post(op(abi::kOpNop, i));
+    fair.post_marked(op(abi::kOpNop, i));
+  }
+  uint64_t g = 0, f = 0;
+  for (int pass = 0; pass < 50; pass++) {
+    greedy.summary.ready = ~uint64_t{0};
+    p.poll(now + 1 + pass);  // within one sweep interval after the first pass
+    expect_in_order(greedy, g);
+    expect_in_order(fair, f);
+    EXPECT_EQ(g, f) << "pass " << pass;
+  }
+  EXPECT_EQ(g, 50u * 8u);
+}
+
+// Garbage in the word (bits of no pipe, of receive and completion pipes, cleared behind the
+// dataplane's back) loses nothing and serves nothing twice: every request completes once, in
+// order, within a sweep of being posted.
+TEST_F(AppPathTest, GarbageInTheWordLosesNothing) {
+  std::mt19937_64 rng(23);
+  SimApp a(1, 256, 1024);
+  a.use_summary();
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  uint64_t posted = 0, next = 0;
+  for (int pass = 0; pass < 2000; pass++) {
+    for (uint64_t k = rng() % 4; k > 0; k--)
+      posted += a.post(op(abi::kOpNop, posted));
+    uint64_t w = rng();
+    switch (rng() % 3) {
+      case 0:
+        w &= ~abi::submit_bit(SimApp::kSq);  // everything but the pipe's own bit
+        break;
+      case 1:
+        w = 0;  // cleared
+        break;
+      default:
+        break;  // anything
+    }
+    a.summary.ready = w;
+    now += rng() % 8;
+    poll();
+    expect_in_order(a, next);
+  }
+  // The last ones under every bit but the pipe's own.
+  for (int k = 0; k < 5; k++)
+    posted += a.post(op(abi::kOpNop, posted));
+  a.summary.ready = ~abi::submit_bit(SimApp::kSq);
+  now += kSweep;
+  for (int k = 0; k < 20; k++) {
+    poll();
+    now++;
+  }
+  expect_in_order(a, next);
+  EXPECT_EQ(next, posted);
+  EXPECT_EQ(a.dp.counters.errors_total, 0u);
+}
+
+// Pipes added after attach are in the app's submit list, removed ones leave it.
+TEST_F(AppPathTest, SubmitListFollowsPipeTable) {
+  SimApp a(1);
+  a.use_summary();
+  DpPipe sq = a.dp.pipes[SimApp::kSq];
+  a.dp.pipes[SimApp::kSq] = DpPipe{};
+  ASSERT_TRUE(path.attach(&a.dp, now));
+  EXPECT_TRUE(a.dp.sqs.empty());
+  ASSERT_TRUE(path.set_pipe(1, SimApp::kSq, sq));
+  EXPECT_EQ(a.dp.sqs, (std::vector<uint16_t>{SimApp::kSq}));
+  a.post_marked(op(abi::kOpNop, 1));
+  EXPECT_EQ(poll(), 1u);
+  ASSERT_TRUE(path.set_pipe(1, SimApp::kSq, DpPipe{}));
+  EXPECT_TRUE(a.dp.sqs.empty());
+  a.post_marked(op(abi::kOpNop, 2));
+  now += kSweep;
+  EXPECT_EQ(poll(), 0u);
 }
 
 }  // namespace

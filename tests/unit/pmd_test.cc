@@ -670,7 +670,12 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
   uint32_t sa = 0, sb = 0;
   ASSERT_EQ(rte_pmd_cleave_service_id(a_, &sa), 0);
   ASSERT_EQ(rte_pmd_cleave_service_id(b_, &sb), 0);
+  // The ports decide at start who runs their NIC: mapped before, the service lcore does.
+  ASSERT_EQ(rte_eth_dev_stop(a_), 0);
+  ASSERT_EQ(rte_eth_dev_stop(b_), 0);
   ASSERT_NO_FATAL_FAILURE(service_lcore_start({sa, sb}));
+  ASSERT_EQ(rte_eth_dev_start(a_), 0);
+  ASSERT_EQ(rte_eth_dev_start(b_), 0);
   const uint64_t inline_a = xstat(a_, "service_inline");
 
   add_flow_b(0);
@@ -698,6 +703,12 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
   EXPECT_EQ(xstat(a_, "service_inline"), inline_a) << "the service lcore, not tx_burst, ran A";
   EXPECT_EQ(xstat(b_, "service_inline"), 0u);
   EXPECT_GT(xstat(b_, "service_runs"), 0u);
+  // Started again without the service lcore, the bursts run the NIC once more.
+  ASSERT_EQ(rte_eth_dev_stop(b_), 0);
+  ASSERT_EQ(rte_eth_dev_start(b_), 0);
+  rte_mbuf* none[1];
+  EXPECT_EQ(rte_eth_rx_burst(b_, 0, none, 1), 0);
+  EXPECT_GT(xstat(b_, "service_inline"), 0u);
 }
 
 // rte_flow installs copy-mode flows: frames arrive whole, marked with the rule's MARK id.

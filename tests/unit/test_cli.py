@@ -347,6 +347,35 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         p = self.ctl(d, "-j", "flow", "list")
         self.assertEqual(json.loads(p.stdout), listing)
 
+    def test_flow_list_pages_under_the_hood(self):
+        """cleavectl asks a page at a time (start, max) until next is null, and shows the pages
+        joined: every flow once, in order, the listeners, transports and bindings once."""
+        flows = [dict(self.FLOW, id=i) for i in range(700)]
+        listeners = [{"id": 0, "app": 2, "transport": "tcp", "local": "10.0.0.1:5001"}]
+        rows = [("l", x) for x in listeners] + [("f", x) for x in flows]
+        binding = {"port": 5001, "uid": None, "transport": "tcp", "params": {}}
+
+        def reply(r):
+            start, n = r["args"].get("start", 0), r["args"].get("max", 256)
+            page = rows[start:start + n]
+            nxt = start + n if start + n < len(rows) else None
+            return ok(r, {"flows": [x for k, x in page if k == "f"],
+                          "listeners": [x for k, x in page if k == "l"],
+                          "transports": ["tcp"], "bindings": [binding], "next": nxt})
+        d = self.fake(reply)
+        p = self.ctl(d, "-j", "flow", "list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([r["args"]["start"] for r in d.requests], [0, 256, 512])
+        self.assertTrue(all(r["args"]["max"] <= 256 for r in d.requests))
+        self.assertEqual(json.loads(p.stdout), {"flows": flows, "listeners": listeners,
+                                                "transports": ["tcp"], "bindings": [binding]})
+        p = self.ctl(d, "flow", "list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("700 flow(s); transports running: tcp", p.stdout)
+        p = self.ctl(d, "-j", "qp", "list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), [])  # all 700 pages' flows are tcp
+
     def test_flow_list_when_empty(self):
         d = self.fake(lambda r: ok(r, {"flows": [], "listeners": [], "transports": ["tcp"],
                                        "bindings": []}))

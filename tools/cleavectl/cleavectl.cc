@@ -675,6 +675,31 @@ std::string peer_ip(const json& endpoint) {
   return e;
 }
 
+// flow list: the whole listing, asked a page at a time (flow.list {start, max}) so the daemon's
+// lcore never builds more than a page between its packets; the pages are joined here. A daemon
+// that answers without `next` sent everything at once.
+json flow_listing(Connection& c) {
+  constexpr unsigned kPage = 256;  // the most the daemon gives per page
+  json all;
+  json start = 0;
+  do {
+    json page = c.call("flow.list", {{"start", start}, {"max", kPage}});
+    if (all.is_null()) {
+      all = page;
+    } else {
+      for (const char* key : {"flows", "listeners"}) {
+        for (json& row : page[key])
+          all[key].push_back(std::move(row));
+      }
+      all["transports"] = page["transports"];
+      all["bindings"] = page["bindings"];
+    }
+    start = page.contains("next") ? page["next"] : json(nullptr);
+  } while (!start.is_null());
+  all.erase("next");
+  return all;
+}
+
 // qp list: the flow listing's queue pairs, as JSON rows (the flows, as flow list gives them).
 json qp_rows(const json& listing) {
   json rows = json::array();
@@ -844,7 +869,8 @@ Objects and verbs (the verb defaults to show; for app, flow, qp and transport to
                           errors
   app show ID             one app: its pipes, MRs, flows, request counters and errors by kind
   flow list               flows (state, cwnd, srtt, bytes in flight, retransmits), then
-                          listeners and bindings (port and tuple)
+                          listeners and bindings (port and tuple); asked a page at a time,
+                          shown whole
   flow show ID            one flow: every value its transport reports, by theme
   flow attach port PORT [uid UID] [transport NAME] [KEY VALUE]...
                           bind a local port (its listeners, and connects to that remote port)
@@ -989,7 +1015,7 @@ int run(int argc, char** argv) {
          return c.call("app.show", {{"id", id}});
        },
        [](const json& r, const auto&) { show_app(r); }},
-      {"flow", "list", 0, 0, simple("flow.list"),
+      {"flow", "list", 0, 0, [](Connection& c, const auto&) { return flow_listing(c); },
        [](const json& r, const auto&) { show_flows(r); }},
       {"flow", "show", 1, 1,
        [&](Connection& c, const auto& a) {
@@ -1013,7 +1039,7 @@ int run(int argc, char** argv) {
          std::printf("removed ");
          show_binding(r);
        }},
-      {"qp", "list", 0, 0, [](Connection& c, const auto&) { return qp_rows(c.call("flow.list")); },
+      {"qp", "list", 0, 0, [](Connection& c, const auto&) { return qp_rows(flow_listing(c)); },
        [](const json& r, const auto&) { show_qps(r); }},
       {"qp", "show", 1, 1,
        [&](Connection& c, const auto& a) {

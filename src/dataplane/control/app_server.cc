@@ -530,6 +530,11 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   dp->mrs[abi::kHeapMr] = {s.region.base() + s.heap_offset, s.heap_size,
                            abi::kAccessRead | abi::kAccessWrite};
   dp->pipes.resize(q.pipes);
+  // Version 4: the app marks its submit pipes with work in its header page (shm_abi.h).
+  if (v >= 4) {
+    dp->submit_ready =
+        &reinterpret_cast<abi::SubmitSummary*>(s.region.base() + abi::kSubmitSummaryOffset)->ready;
+  }
   ctl::AppAttach attach;
   attach.app = dp.get();
   std::shared_ptr<CtlRequest> late;

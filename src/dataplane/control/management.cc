@@ -287,7 +287,21 @@ json Management::handle(std::string_view command, const json& args) {
   if (command == "route.get") return route_get(str_arg("addr", true));
   if (command == "stats.show") return stats();
   if (command == "nic.show") return nic(str_arg("name", false));
-  if (command == "flow.list") return flows();
+  if (command == "flow.list") {
+    // With start or max: one page (mgmt_protocol.h); without: the whole listing.
+    auto page_arg = [&](const char* key, uint64_t lo, uint64_t hi) -> std::optional<uint32_t> {
+      if (!args.contains(key)) return std::nullopt;
+      std::optional<uint64_t> v = uint_arg(args[key]);
+      if (!v || *v < lo || *v > hi) {
+        throw MgmtError(mgmt::kErrBadRequest, "flow.list: argument '" + std::string(key) +
+                                                  "' must be a number from " + std::to_string(lo) +
+                                                  " to " + std::to_string(hi));
+      }
+      return uint32_t(*v);
+    };
+    return flows(page_arg("start", 0, transport::kNoFlow - 1),
+                 page_arg("max", 1, ctl::kFlowListPageRows));
+  }
   if (command == "flow.show") {
     std::optional<uint64_t> id = args.contains("id") ? uint_arg(args["id"]) : std::nullopt;
     if (!id || *id >= transport::kNoFlow) {
@@ -610,20 +624,20 @@ json Management::stats() {
       {"drops_total", total}};
 }
 
-// The dataplane answers with every row (it allocates them: management only). An `only` that
-// names no flow gets just the transports and bindings.
-ctl::FlowList Management::list_flows(uint32_t only) {
+// One page of the listing (ctl::FlowList): the lcore spends a bounded time on each, and serves
+// its packets between them. The room for the rows is made here, not on the lcore.
+ctl::FlowList Management::flow_page(uint32_t only, uint32_t start, uint32_t max_rows) {
   ctl::FlowList q;
   q.only = only;
+  q.start = start;
+  q.max_rows = max_rows;
+  q.rows.reserve(std::min(max_rows, ctl::kFlowListPageRows));
   auto r = ask(CtlRequest::make(std::move(q)));
   return std::move(r->as<ctl::FlowList>());
 }
 
-json Management::flows() {
-  auto r = list_flows(transport::kNoFlow);
-  json flows = json::array();
-  json listeners = json::array();
-  for (const FlowRow& row : r.rows) {
+void Management::add_rows(const ctl::FlowList& page, json& flows, json& listeners) {
+  for (const FlowRow& row : page.rows) {
     if (row.listener) {
       listeners.push_back({{"id", row.id},
                            {"app", app_json(row.app)},
@@ -633,17 +647,32 @@ json Management::flows() {
       flows.push_back(flow_json(row));
     }
   }
+}
+
+json Management::flows(std::optional<uint32_t> start, std::optional<uint32_t> max_rows) {
+  const bool paged = start || max_rows;
+  uint32_t pos = start.value_or(0);
+  json flows = json::array();
+  json listeners = json::array();
+  ctl::FlowList page;
+  do {
+    page = flow_page(transport::kNoFlow, pos, max_rows.value_or(ctl::kFlowListPageRows));
+    add_rows(page, flows, listeners);
+    pos = page.next;
+  } while (!paged && pos != transport::kNoFlow);
   json bindings = json::array();
-  for (const FlowBinding& b : r.bindings)
+  for (const FlowBinding& b : page.bindings)
     bindings.push_back(binding_json(b));
-  return {{"flows", flows},
-          {"listeners", listeners},
-          {"transports", r.transports},
-          {"bindings", bindings}};
+  json out = {{"flows", flows},
+              {"listeners", listeners},
+              {"transports", page.transports},
+              {"bindings", bindings}};
+  if (paged) out["next"] = pos == transport::kNoFlow ? json(nullptr) : json(pos);
+  return out;
 }
 
 json Management::flow_show(uint32_t id) {
-  auto r = list_flows(id);
+  auto r = flow_page(id, 0, 1);
   for (const FlowRow& row : r.rows) {
     if (!row.listener && row.id == id) return flow_json(row);
   }
@@ -685,11 +714,14 @@ json Management::detach(FlowBinding key) {
 }
 
 json Management::transports() {
-  auto r = list_flows(transport::kNoFlow);
   std::map<std::string, std::pair<uint64_t, uint64_t>> counts;  // flows, listeners
-  for (const FlowRow& row : r.rows) {
-    auto& c = counts[row.transport];
-    (row.listener ? c.second : c.first)++;
+  ctl::FlowList r;
+  for (uint32_t pos = 0; pos != transport::kNoFlow; pos = r.next) {
+    r = flow_page(transport::kNoFlow, pos, ctl::kFlowListPageRows);
+    for (const FlowRow& row : r.rows) {
+      auto& c = counts[row.transport];
+      (row.listener ? c.second : c.first)++;
+    }
   }
   json out = json::array();
   for (const transport::Registry::Entry& e : transport::Registry::global().entries()) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -68,8 +69,11 @@ class Management {
   // 1 << FaultDir each; all zero probabilities: off) and returns the port's faults and their
   // counters, as port.show's "faults".
   nlohmann::json port_fault(const std::string& name, uint8_t dirs, const FaultParams& p);
-  // Flows, listeners, transports and bindings; flow_show: one flow (not_found when none).
-  nlohmann::json flows();
+  // Flows, listeners, transports and bindings: the whole listing, or with `start` or `max_rows`
+  // one page of it and `next` (flow.list, mgmt_protocol.h). flow_show: one flow (not_found when
+  // none).
+  nlohmann::json flows(std::optional<uint32_t> start = std::nullopt,
+                       std::optional<uint32_t> max_rows = std::nullopt);
   nlohmann::json flow_show(uint32_t id);
   // Binds `b.port` to a transport and params, as flow.attach; an empty transport keeps the
   // port's current one (tcp when it has none). Throws MgmtError (bad_request) with the
@@ -88,7 +92,8 @@ class Management {
 
  private:
   std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);
-  ctl::FlowList list_flows(uint32_t only);
+  ctl::FlowList flow_page(uint32_t only, uint32_t start, uint32_t max_rows);
+  void add_rows(const ctl::FlowList& page, nlohmann::json& flows, nlohmann::json& listeners);
   // One port's faults and fault counters, setting them first when dirs is not 0.
   nlohmann::json faults(size_t index, uint8_t dirs, const FaultParams& p);
   nlohmann::json faults_or_null(size_t index);

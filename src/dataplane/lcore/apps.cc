@@ -32,7 +32,10 @@ const char* app_error_name(AppError e) {
 }
 
 AppPath::AppPath(uint32_t max_apps, uint32_t budget, uint64_t tsc_hz)
-    : max_apps_(max_apps), budget_(budget), tsc_hz_(tsc_hz) {
+    : max_apps_(max_apps),
+      budget_(budget),
+      tsc_hz_(tsc_hz),
+      sweep_cycles_(tsc_hz * abi::kSubmitSweepUs / 1000000) {
   apps_.reserve(max_apps);
 }
 
@@ -41,6 +44,14 @@ bool AppPath::attach(DpApp* app, uint64_t now) {
   if (apps_.size() >= max_apps_ || find(app->id) != nullptr) return false;
   app->error_tokens = uint64_t{app->error_budget} * tsc_hz_;
   app->error_refill_at = now;
+  // Control path: the one allocation of the app's submit list, sized for every pipe slot.
+  app->sqs.clear();
+  app->sqs.reserve(app->pipes.size());
+  for (size_t i = 0; i < app->pipes.size(); i++) {
+    if (app->pipes[i].kind == abi::PipeKind::kSubmit) app->sqs.push_back(uint16_t(i));
+  }
+  app->next_sq = 0;
+  app->submit_pending = 0;
   apps_.push_back(app);
   return true;
 }
@@ -78,7 +89,15 @@ bool AppPath::set_pipe(uint32_t app_id, uint32_t pipe, const DpPipe& v) {
   lcore_.check("AppPath::set_pipe");
   DpApp* a = find(app_id);
   if (a == nullptr || pipe >= a->pipes.size()) return false;
+  const bool was = a->pipes[pipe].kind == abi::PipeKind::kSubmit;
+  const bool is = v.kind == abi::PipeKind::kSubmit;
   a->pipes[pipe] = v;
+  if (was && !is) {
+    std::erase(a->sqs, uint16_t(pipe));
+  } else if (is && !was) {
+    a->sqs.push_back(uint16_t(pipe));  // within the capacity attach reserved
+    a->submit_pending |= abi::submit_bit(pipe);
+  }
   return true;
 }
 
@@ -87,23 +106,49 @@ unsigned AppPath::poll(uint64_t now) {
   size_t n = apps_.size();
   if (n == 0) return 0;
   uint32_t start = rr_ < n ? rr_ : 0;
+  const bool sweep = now >= next_sweep_;
+  if (sweep) next_sweep_ = now + sweep_cycles_;
   unsigned work = 0;
   for (size_t k = 0; k < n; k++) {
     DpApp& a = *apps_[(start + k) % n];
-    if (!a.evicted) work += serve(a, now);
+    if (a.evicted) continue;
+    // The app's word is read (a shared line it alone writes) and only then taken: a pass over
+    // idle apps writes nothing to their memory.
+    uint64_t ready = a.submit_pending;
+    if (a.submit_ready == nullptr) {
+      ready = ~uint64_t{0};
+    } else if (std::atomic_ref<uint64_t> word(*a.submit_ready);
+               word.load(std::memory_order_relaxed) != 0) {
+      ready |= word.exchange(0, std::memory_order_acquire);
+    }
+    if (sweep) ready = ~uint64_t{0};
+    if (ready != 0) work += serve(a, ready, now);
   }
   rr_ = static_cast<uint32_t>((start + 1) % n);
+  batch_.flush();
   return work;
 }
 
-unsigned AppPath::serve(DpApp& a, uint64_t now) {
-  size_t np = a.pipes.size();
+// The submit pipes `ready` names, round-robin from where the app's last pass started, within
+// one budget. What it could not drain (budget spent, completion pipe full) stays marked.
+unsigned AppPath::serve(DpApp& a, uint64_t ready, uint64_t now) {
+  const size_t n = a.sqs.size();
+  const size_t start = a.next_sq < n ? a.next_sq : 0;
   unsigned done = 0;
-  for (size_t k = 0; k < np && done < budget_ && !a.evicted; k++) {
-    auto id = static_cast<uint16_t>((a.next_sq + k) % np);
-    if (a.pipes[id].kind == abi::PipeKind::kSubmit) done += serve_sq(a, id, budget_ - done, now);
+  uint64_t owed = 0;
+  for (size_t k = 0; k < n; k++) {
+    const uint16_t id = a.sqs[(start + k) % n];
+    const uint64_t bit = abi::submit_bit(id);
+    if ((ready & bit) == 0) continue;
+    if (done >= budget_ || a.evicted) {
+      owed |= bit;
+      continue;
+    }
+    done += serve_sq(a, id, budget_ - done, now);
+    if (a.pipes[id].sq.ready()) owed |= bit;
   }
-  if (np != 0) a.next_sq = static_cast<uint16_t>((a.next_sq + 1) % np);
+  if (n != 0) a.next_sq = static_cast<uint16_t>((start + 1) % n);
+  a.submit_pending = owed;
   return done;
 }
 
@@ -133,7 +178,7 @@ unsigned AppPath::serve_sq(DpApp& a, uint16_t sq_id, unsigned budget, uint64_t n
       if (!execute(a, e[taken], c, post_now, now)) break;  // a flow's CQ is full: wait
       if (post_now) {
         c.pipe = sq_id;
-        post_completions(a, sq.cq, &c, 1);
+        batch_.post(a, sq.cq, &c, 1);
       }
     }
     sq.sq.take(taken);
@@ -276,7 +321,7 @@ void AppPath::send(DpApp& a, const abi::SendEntry& e, abi::Completion& c, uint64
     if (n < e.length) rc.status = c.status = CL_ETRUNC;
     a.counters.bytes += n;
   }
-  post_completions(a, rq->cq, &rc, 1);
+  batch_.post(a, rq->cq, &rc, 1);
 }
 
 uint8_t* AppPath::window(DpApp& a, uint32_t mr, uint64_t offset, uint32_t length, uint32_t need,
@@ -316,15 +361,45 @@ int32_t AppPath::fail(DpApp& a, AppError e, int32_t status, uint64_t now) {
   return status;
 }
 
-void post_completions(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n) {
+void CompletionBatch::post(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n) {
   DpPipe& cq = a.pipes[cq_id];
-  unsigned put = cq.cq_out.produce(c, n);
+  for (unsigned k = 0; k < n; k++) {
+    if (cq.batch_slot < 0) {
+      if (used_ == kPipes) flush();
+      Slot& s = slots_[used_];
+      s.app = &a;
+      s.cq = cq_id;
+      s.n = 0;
+      cq.batch_slot = int16_t(used_++);
+    }
+    Slot& s = slots_[cq.batch_slot];
+    if (s.n == kPerPipe) flush(s);
+    s.c[s.n++] = c[k];
+    cq.staged++;
+  }
+}
+
+void CompletionBatch::flush(Slot& s) {
+  DpApp& a = *s.app;
+  DpPipe& cq = a.pipes[s.cq];
+  const unsigned put = cq.cq_out.produce(s.c, s.n);
   a.counters.completions += put;
-  a.counters.cq_full += n - put;  // not reached: callers reserve credits first
+  a.counters.cq_full += s.n - put;  // not reached: posters reserve room first
+  cq.staged = uint16_t(cq.staged - s.n);
+  s.n = 0;
   if (cq.doorbell_fd >= 0 && put != 0 && cq.cq_out.consumer_sleeping()) {
     uint64_t one = 1;
     if (write(cq.doorbell_fd, &one, sizeof one) == sizeof one) a.counters.doorbells++;
   }
+}
+
+void CompletionBatch::flush_all() {
+  for (unsigned i = 0; i < used_; i++) {
+    Slot& s = slots_[i];
+    if (s.n != 0) flush(s);
+    s.app->pipes[s.cq].batch_slot = -1;
+  }
+  used_ = 0;
 }
 
 DpPipe* AppPath::pipe(DpApp& a, uint32_t id, abi::PipeKind kind) {

@@ -73,21 +73,25 @@ struct DpPipe {
   ipc::PipeConsumer<abi::SendEntry> sq;
   ipc::PipeConsumer<abi::RecvEntry> rq;
   ipc::PipeProducer<abi::Completion> cq_out;
-  uint32_t promised = 0;  // kCompletion: entries owed to flows (flows.h): see CompletionRoom
+  uint32_t promised = 0;    // kCompletion: entries owed to flows (flows.h): see CompletionRoom
+  uint16_t staged = 0;      // kCompletion: entries waiting in the CompletionBatch
+  int16_t batch_slot = -1;  // kCompletion: its slot in the CompletionBatch, -1: none
 };
 
-// The room on a completion pipe beyond the entries it owes (DpPipe::promised): a flow reserves
-// room for every completion it may owe (flows.h), and the app path writes only into what is
-// left. The one place that counts it; a view over the pipe, held for one use.
+// The room on a completion pipe beyond the entries it owes (DpPipe::promised) and those staged
+// for it (DpPipe::staged, CompletionBatch): a flow reserves room for every completion it may
+// owe (flows.h), and the app path writes only into what is left. The one place that counts
+// it; a view over the pipe, held for one use.
 class CompletionRoom {
  public:
   explicit CompletionRoom(DpPipe& cq) : cq_(cq) {}
 
-  // Entries that may be written now besides those owed; the consumer's index is re-read only
-  // when fewer than `want` remain.
+  // Entries that may be written now besides those owed and staged; the consumer's index is
+  // re-read only when fewer than `want` remain.
   unsigned free(unsigned want = 1) {
-    const unsigned room = cq_.cq_out.credits(cq_.promised + want);
-    return room > cq_.promised ? room - cq_.promised : 0;
+    const unsigned taken = cq_.promised + cq_.staged;
+    const unsigned room = cq_.cq_out.credits(taken + want);
+    return room > taken ? room - taken : 0;
   }
   // `n` more entries owed; false (nothing owed) when there is no room for them now.
   bool reserve(uint32_t n) {
@@ -111,10 +115,16 @@ struct DpApp {
   std::vector<DpMr> mrs;             // index: MR id (0: the heap); length 0 = unused
   std::vector<DpPipe> pipes;         // index: pipe id
   AppCounters counters;
-  bool evicted = false;            // dataplane: no longer served
-  uint64_t error_tokens = 0;       // token bucket, in errors x TSC Hz
-  uint64_t error_refill_at = 0;    // TSC of the last refill
-  uint16_t next_sq = 0;            // round-robin among the app's submit pipes
+  bool evicted = false;          // dataplane: no longer served
+  uint64_t error_tokens = 0;     // token bucket, in errors x TSC Hz
+  uint64_t error_refill_at = 0;  // TSC of the last refill
+  uint16_t next_sq = 0;          // round-robin among the app's submit pipes (index into sqs)
+  // Which submit pipes to look at (abi::SubmitSummary): the word in the app's region (null
+  // before ABI version 4: every pass looks at all of them), and the bits the dataplane itself
+  // still owes service (a pipe it could not drain), which no app can clear.
+  uint64_t* submit_ready = nullptr;
+  uint64_t submit_pending = 0;
+  std::vector<uint16_t> sqs;       // the submit pipes' ids, kept by AppPath (attach, set_pipe)
   std::atomic<bool> evict{false};  // dataplane -> main: over the error budget, disconnect
 };
 
@@ -134,19 +144,51 @@ class FlowHandler {
   ~FlowHandler() = default;
 };
 
-// Writes completions to an app's completion pipe (the caller made sure of the room) and rings
-// its doorbell when the consumer sleeps.
-void post_completions(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
+// Completions staged while a stage of the loop runs, and posted per completion pipe in one
+// batch when it ends (flush): one write of consecutive entries and one doorbell check per pipe
+// per burst, not one per completion (as TAS's fast path does). Each pipe's entries keep the
+// order they were posted in. The caller made sure of the room first (CompletionRoom counts
+// staged entries), so a flush never finds a pipe full. A pipe that fills its slot, or a new
+// pipe when every slot is taken, is flushed early. The dataplane flushes at the end of every
+// stage and after every control request, so nothing staged outlives a pipe or an app.
+class CompletionBatch {
+ public:
+  static constexpr unsigned kPipes = 16;    // pipes with entries staged at once
+  static constexpr unsigned kPerPipe = 32;  // entries staged per pipe
+
+  void post(DpApp& a, uint16_t cq_id, const abi::Completion* c, unsigned n);
+  // Called after every stage: nothing staged costs one compare.
+  void flush() {
+    if (used_ != 0) flush_all();
+  }
+  bool empty() const { return used_ == 0; }
+
+ private:
+  struct Slot {
+    DpApp* app;
+    uint16_t cq;
+    uint16_t n;
+    abi::Completion c[kPerPipe];
+  };
+  void flush(Slot& s);
+  void flush_all();
+
+  Slot slots_[kPipes];
+  unsigned used_ = 0;
+};
 
 class AppPath {
  public:
   // `tsc_hz`: the clock the error budget refills by.
   AppPath(uint32_t max_apps, uint32_t budget, uint64_t tsc_hz);
   void set_flow_handler(FlowHandler* h) { flows_ = h; }
+  // Where the app path and the flow path stage completions; poll() flushes it before it returns.
+  CompletionBatch& completions() { return batch_; }
 
   // One pass over every app, each from where it left off, at most `budget` requests each;
-  // returns the requests served. The thread that polls owns the app path (thread_check.h): the
-  // calls below are its alone.
+  // returns the requests served. Of an app's submit pipes it looks only at those its summary
+  // word or the dataplane's own marks name, and at all of them every abi::kSubmitSweepUs. The
+  // thread that polls owns the app path (thread_check.h): the calls below are its alone.
   unsigned poll(uint64_t now);
 
   // Control (dataplane lcore). attach: false when full or the id is taken. detach returns the
@@ -165,7 +207,7 @@ class AppPath {
   }
 
  private:
-  unsigned serve(DpApp& a, uint64_t now);
+  unsigned serve(DpApp& a, uint64_t ready, uint64_t now);
   unsigned serve_sq(DpApp& a, uint16_t sq_id, unsigned budget, uint64_t now);
   // Runs one request from its private copy; fills the sender's completion. False: a flow
   // request that must wait (kWait), nothing done.
@@ -184,7 +226,10 @@ class AppPath {
   uint32_t budget_;
   uint64_t tsc_hz_;
   uint32_t rr_ = 0;  // which app goes first next pass
+  uint64_t sweep_cycles_;
+  uint64_t next_sweep_ = 0;  // TSC of the next pass that looks at every submit pipe
   FlowHandler* flows_ = nullptr;
+  CompletionBatch batch_;
 };
 
 }  // namespace cleave::dp

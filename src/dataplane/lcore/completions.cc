@@ -116,7 +116,7 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
     }
     c.pipe = f.cq;
     stats_.events++;
-    post_completions(*f.app, f.cq, &c, 1);
+    completions_->post(*f.app, f.cq, &c, 1);
   }
 }
 
@@ -138,7 +138,7 @@ void FlowPath::post_data(Flow& f) {
   c.pipe = f.cq;
   f.data_pending = 0;
   stats_.events++;
-  post_completions(*f.app, f.cq, &c, 1);
+  completions_->post(*f.app, f.cq, &c, 1);
 }
 
 void FlowPath::fail_connect(uint32_t id, int32_t status) {
@@ -153,7 +153,7 @@ void FlowPath::fail_connect(uint32_t id, int32_t status) {
     release(f, f.events_left);
     f.events_left = 0;
     stats_.events++;
-    post_completions(*f.app, f.cq, &c, 1);
+    completions_->post(*f.app, f.cq, &c, 1);
   }
   stats_.flows_closed++;
   free_flow(id);

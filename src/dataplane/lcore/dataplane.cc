@@ -127,6 +127,7 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
   flows_ = std::make_unique<FlowPath>(fp, std::move(fports), arp_, routes_, pool,
                                       static_cast<FlowIo&>(*this), stats_.flows);
   apps_.set_flow_handler(flows_.get());
+  flows_->set_completions(&apps_.completions());
 }
 
 Dataplane::~Dataplane() {
@@ -183,6 +184,7 @@ unsigned Dataplane::poll_once() {
   work += apps_.poll(now_);       // app submit pipes, round-robin with a budget each
   work += flows_->poll(now_);     // their flow requests to the transports; transport timers
   work += timers_.advance(now_);  // ARP retries and ageing
+  apps_.completions().flush();    // the completions the stages above staged, a batch per pipe
   flush_all();                    // send what the stages above staged
   if (work == 0 || now_ - last_ctl_ >= ctl_interval_) serve_control(now_);
   return work;
@@ -202,6 +204,7 @@ unsigned Dataplane::poll_ports() {
       rx_packet(p, pkts[i]);
     }
     flows_->rx_flush();
+    apps_.completions().flush();
     p.stats->rx_packets += n;
     p.stats->rx_bytes += bytes;
     total += n;

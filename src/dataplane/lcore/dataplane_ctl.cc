@@ -24,6 +24,7 @@ void Dataplane::serve_control(uint64_t now) {
     CtlRequest* r = reqs[i];
     r->tsc_hz = tsc_hz_;
     std::visit([&](auto& body) { answer(body, now); }, r->body);
+    apps_.completions().flush();  // before a pipe or an app can change hands
     CtlChannel::answer(r);
   }
 }
@@ -107,7 +108,8 @@ void Dataplane::answer(ctl::Unlisten& r, uint64_t /*now*/) {
 
 void Dataplane::answer(ctl::FlowList& r, uint64_t /*now*/) {
   r.rows.clear();
-  flows_->rows(r.rows, r.only);
+  r.next = flows_->rows(r.rows, r.only, r.start, std::min(r.max_rows, ctl::kFlowListPageRows),
+                        ctl::kFlowListPageScan);
   r.transports = flows_->transport_names();
   r.transport_stats = flows_->transport_stats();
   r.bindings = flows_->bindings();

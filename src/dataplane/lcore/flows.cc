@@ -647,22 +647,11 @@ std::vector<TransportStats> FlowPath::transport_stats() const {
   return v;
 }
 
-void FlowPath::rows(std::vector<FlowRow>& out, uint32_t only) const {
+uint32_t FlowPath::rows(std::vector<FlowRow>& out, uint32_t only, uint32_t start, uint32_t max_rows,
+                        uint32_t max_scan) const {
   lcore_.check("FlowPath::rows");
-  for (uint32_t i = 0; i < listeners_.size(); i++) {
-    const Listener& l = listeners_[i];
-    if (!l.used || only != kNoFlow) continue;
-    FlowRow r;
-    r.id = i;
-    r.app = l.app_id;
-    r.listener = true;
-    r.transport = transports_[l.tp]->name;
-    r.tuple.local = {transport::IpAddr::v4(l.ip), l.port};
-    out.push_back(std::move(r));
-  }
-  for (uint32_t id = 0; id < flows_.size(); id++) {
+  auto flow_row = [&](uint32_t id) {
     const Flow& f = flows_[id];
-    if (f.state == Flow::State::kFree || (only != kNoFlow && id != only)) continue;
     FlowRow r;
     r.id = id;
     r.app = f.app != nullptr ? f.owner : 0;
@@ -675,7 +664,34 @@ void FlowPath::rows(std::vector<FlowRow>& out, uint32_t only) const {
       transports_[f.tp]->t->flow_info(id, sink);
     }
     out.push_back(std::move(r));
+  };
+  if (only != kNoFlow) {
+    if (only < flows_.size() && flows_[only].state != Flow::State::kFree) flow_row(only);
+    return kNoFlow;
   }
+  // One position space: listeners by id, then flows by id. Ids are stable while their owner
+  // lives, so what exists for the whole listing is met exactly once, whatever comes and goes.
+  const auto nl = uint32_t(listeners_.size());
+  const auto end = nl + uint32_t(flows_.size());
+  const size_t first = out.size();
+  uint32_t pos = start;
+  for (uint32_t scanned = 0; pos < end && scanned < max_scan && out.size() - first < max_rows;
+       pos++, scanned++) {
+    if (pos >= nl) {
+      if (flows_[pos - nl].state != Flow::State::kFree) flow_row(pos - nl);
+      continue;
+    }
+    const Listener& l = listeners_[pos];
+    if (!l.used) continue;
+    FlowRow r;
+    r.id = pos;
+    r.app = l.app_id;
+    r.listener = true;
+    r.transport = transports_[l.tp]->name;
+    r.tuple.local = {transport::IpAddr::v4(l.ip), l.port};
+    out.push_back(std::move(r));
+  }
+  return pos >= end ? kNoFlow : pos;
 }
 
 }  // namespace cleave::dp

@@ -115,6 +115,10 @@ class FlowPath final : public FlowHandler {
   // for ARP; data events that waited for room. Returns the work done.
   unsigned poll(uint64_t now);
 
+  // Where events become completions: the app path's batch, flushed by the dataplane at the
+  // end of each stage (set once, before the first packet).
+  void set_completions(CompletionBatch* b) { completions_ = b; }
+
   // ---- FlowHandler (AppPath) ----
   FlowAdmit flow_request(DpApp& a, const abi::SendEntry& e, uint16_t nic_mr, abi::Completion& c,
                          uint64_t now) override;
@@ -173,7 +177,12 @@ class FlowPath final : public FlowHandler {
   int qp_destroy(uint32_t app_id, uint32_t qp);
 
   // Management.
-  void rows(std::vector<FlowRow>& out, uint32_t only_flow) const;
+  // One page of the flow listing: rows from position `start` on (listeners, then flows, each
+  // by id), at most `max_rows` of them and at most `max_scan` table slots looked at, so a page
+  // costs the lcore a bounded time; returns where the next page starts, kNoFlow when the
+  // listing is complete. `only` other than kNoFlow: that flow's row alone, if it exists.
+  uint32_t rows(std::vector<FlowRow>& out, uint32_t only, uint32_t start, uint32_t max_rows,
+                uint32_t max_scan) const;
   std::vector<std::string> transport_names() const;
   // Management: each instantiated transport's counters (allocates).
   std::vector<TransportStats> transport_stats() const;
@@ -279,6 +288,7 @@ class FlowPath final : public FlowHandler {
   rte_mempool* pool_;
   FlowIo& io_;
   FlowStats& stats_;
+  CompletionBatch* completions_ = nullptr;
   std::vector<std::unique_ptr<Tp>> transports_;
   std::vector<Flow> flows_;
   uint32_t free_head_;

@@ -307,6 +307,8 @@ int dev_start(rte_eth_dev* eth) {
   d.started = true;
   rte_spinlock_unlock(&d.lock);
   rte_service_component_runstate_set(d.service_id, 1);
+  // Once per start, not per burst: whether a service lcore runs the NIC (rte_pmd_cleave.h).
+  d.inline_mode = rte_service_runstate_get(d.service_id) != 1;
   for (uint16_t q = 0; q < d.nb_queues; q++) {
     eth->data->rx_queue_state[q] = RTE_ETH_QUEUE_STATE_STARTED;
     eth->data->tx_queue_state[q] = RTE_ETH_QUEUE_STATE_STARTED;

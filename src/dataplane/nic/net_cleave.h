@@ -95,6 +95,8 @@ struct Device {
   uint16_t nb_tx_desc = 0;
   bool started = false;
   uint16_t nb_queues = 1;  // set at configure while stopped; the service reads it under `lock`
+  // Decided at dev_start, read by every burst: no service lcore runs the NIC, so bursts do.
+  bool inline_mode = true;
 
   alignas(64) rte_spinlock_t lock = RTE_SPINLOCK_INITIALIZER;
 

@@ -231,9 +231,9 @@ void tx_merge(Device& d) {
   model_mbuf::poll_completions(*d.model, d.frames);
 }
 
-// Inline mode: no service lcore runs the NIC, so the dataplane's bursts do.
+// Inline mode: no service lcore runs the NIC, so the dataplane's bursts do (decided at start).
 bool run_inline(const Device& d) {
-  return rte_service_runstate_get(d.service_id) != 1;
+  return d.inline_mode;
 }
 
 }  // namespace

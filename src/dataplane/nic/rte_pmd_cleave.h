@@ -52,12 +52,15 @@
  *
  * Threads: the NIC (the model) is used by one thread at a time. Its service body runs on a
  * service lcore when the application maps one to the service (rte_pmd_cleave_service_id(),
- * rte_service_map_lcore_set(), rte_service_runstate_set()); otherwise rx_burst and tx_burst run
- * it inline, so a plain dataplane loop needs nothing else. The commands below take a spinlock
- * that the service body also takes (the service only trylocks, and skips a round when a command
- * holds it): they may be called from any thread, return synchronously, and never run in the
- * middle of a burst. Burst functions: one thread per queue, as usual in DPDK; threads bursting on
- * different queues at once are safe (inline, one of them runs the service for all at a time).
+ * rte_service_map_lcore_set(), rte_service_runstate_set()) before it starts the port;
+ * otherwise rx_burst and tx_burst run it inline, so a plain dataplane loop needs nothing else.
+ * Which of the two is decided by rte_eth_dev_start(), not per burst: to change it, stop the
+ * port, map or unmap the service lcore, and start the port again. The commands below take a
+ * spinlock that the service body also takes (the service only trylocks, and skips a round when a
+ * command holds it): they may be called from any thread, return synchronously, and never run in
+ * the middle of a burst. Burst functions: one thread per queue, as usual in DPDK; threads
+ * bursting on different queues at once are safe (inline, one of them runs the service for all
+ * at a time).
  *
  * Errors: 0 on success, a negative errno: -ENODEV (not a net_cleave port), -EINVAL (bad
  * argument), -ENOENT (unknown MR or flow), -EEXIST (id in use), -ENOSPC (table full), -EBUSY

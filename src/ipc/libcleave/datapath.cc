@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -169,6 +170,12 @@ int post_entries(cl_sq* sq, const W* wr, unsigned n, To to) {
     unsigned put = sq->prod.produce(staged, want);
     done += put;
     if (put < want) break;
+  }
+  // Entries first, then the mark (shm_abi.h, SubmitSummary): the daemon that takes the bit sees
+  // them. Without it they would still be served, at the daemon's next sweep.
+  if (done != 0 && sq->ctx->submit_ready != nullptr) {
+    std::atomic_ref<uint64_t>(*sq->ctx->submit_ready)
+        .fetch_or(sq->ready_bit, std::memory_order_release);
   }
   return static_cast<int>(done);
 }

@@ -34,6 +34,9 @@ inline constexpr uint16_t kFlowVersion = 2;
 // The first ABI version with queue pairs (QpCreate..., kOpRdma*, MrReply::rkey): with an older
 // daemon cl_pd_alloc and the cl_qp_* calls fail with CL_EOPNOTSUPP before anything is sent.
 inline constexpr uint16_t kQpVersion = 3;
+// The first ABI version with the submit summary word (shm_abi.h): posts mark their submit pipe
+// there so the daemon looks at it; with an older daemon there is no word to set.
+inline constexpr uint16_t kSummaryVersion = 4;
 
 // The receive side of an RQ that completions are mapped back through. Outlives its RQ while a
 // poller might still hold it: retired into the CQ and freed with the CQ.
@@ -70,6 +73,7 @@ struct cl_ctx {
 
   uint32_t app_id = 0;  // immutable after cl_open
   uint8_t* base = nullptr;
+  uint64_t* submit_ready = nullptr;  // version 4: the submit summary word; immutable after cl_open
   uint64_t size = 0;
   uint64_t pipe_area_offset = 0, pipe_area_size = 0;
   uint64_t heap_offset = 0, heap_size = 0;
@@ -126,7 +130,8 @@ struct cl_sq {
   cl_cq* cq;
   uint32_t pipe;
   uint32_t entries;
-  uint32_t room;  // of cq->attached_entries: `entries`, or a QP's max_send_wr + max_recv_wr
+  uint32_t room;       // of cq->attached_entries: `entries`, or a QP's max_send_wr + max_recv_wr
+  uint64_t ready_bit;  // abi::submit_bit(pipe)
   cleave::ipc::PipeProducer<cleave::abi::SendEntry> prod;
 };
 

@@ -390,6 +390,10 @@ int cl_open(const cl_open_attr* attr, cl_ctx** out) {
     return e;
   }
   ctx->version = rep.h.version;
+  if (ctx->version >= kSummaryVersion) {
+    ctx->submit_ready =
+        &reinterpret_cast<abi::SubmitSummary*>(ctx->base + abi::kSubmitSummaryOffset)->ready;
+  }
   ctx->app_id = rep.app_id;
   ctx->pipe_area_offset = rep.pipe_area_offset;
   ctx->pipe_area_size = rep.pipe_area_size;
@@ -702,6 +706,7 @@ int create_sq_locked(cl_ctx* ctx, cl_cq* cq, uint32_t entries, uint32_t room, cl
   ipc::PipeView v = ipc::pipe_at(ctx->base, rep.offset);
   sq->prod =
       ipc::PipeProducer<abi::SendEntry>(v.ctl, static_cast<abi::SendEntry*>(v.ring), entries);
+  sq->ready_bit = abi::submit_bit(sq->pipe);
   ctx->sqs.push_back(sq);
   *out = sq;
   return 0;
