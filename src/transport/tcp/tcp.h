@@ -201,6 +201,9 @@ class TcpTransport final : public Transport {
   // Answers a segment input_conn() does not accept; `data`: it carried data or a FIN, whose
   // sender needs the (D)SACK now. The rest are throttled (kInvalidAckGapNs).
   void answer_invalid(Conn& c, bool data);
+  // Whether an answer to a segment that carried nothing may go now: at most one per
+  // kInvalidAckGapNs per flow or TIME-WAIT record (`answered`, `at_ns` are its); counted if not.
+  bool may_answer(bool& answered, uint64_t& at_ns);
   void process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
   void receive_data(Conn& c, const RxHeader& h, const Segment& s, Context& ctx);
   void receive_fin(Conn& c, Context& ctx);

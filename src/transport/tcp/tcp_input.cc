@@ -230,13 +230,7 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
     // A retransmitted SYN while our SYN-ACK is unanswered: the SYN-ACK again, at most once per
     // kInvalidAckGapNs (Linux's tcp_check_req).
     if ((s.flags & kAck) == 0) {
-      if (c.invalid_answered && now_ns_ - c.invalid_answer_ns < kInvalidAckGapNs) {
-        ctr_.acks_rate_limited++;
-        return;
-      }
-      c.invalid_answered = true;
-      c.invalid_answer_ns = now_ns_;
-      send_syn(c, ctx);
+      if (may_answer(c.invalid_answered, c.invalid_answer_ns)) send_syn(c, ctx);
       return;
     }
   }
@@ -373,15 +367,18 @@ void TcpTransport::input_conn(Conn& c, const RxHeader& h, const Segment& s, Cont
 }
 
 void TcpTransport::answer_invalid(Conn& c, bool data) {
-  if (!data) {
-    if (c.invalid_answered && now_ns_ - c.invalid_answer_ns < kInvalidAckGapNs) {
-      ctr_.acks_rate_limited++;
-      return;
-    }
-    c.invalid_answered = true;
-    c.invalid_answer_ns = now_ns_;
-  }
+  if (!data && !may_answer(c.invalid_answered, c.invalid_answer_ns)) return;
   c.ack_now = true;
+}
+
+bool TcpTransport::may_answer(bool& answered, uint64_t& at_ns) {
+  if (answered && now_ns_ - at_ns < kInvalidAckGapNs) {
+    ctr_.acks_rate_limited++;
+    return false;
+  }
+  answered = true;
+  at_ns = now_ns_;
+  return true;
 }
 
 void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Context& ctx) {

@@ -137,14 +137,7 @@ void TcpTransport::tw_input(TimeWait& w, const RxHeader& h, const Segment& s, Co
   // connection answers them (Linux's tcp_timewait_check_oow_rate_limit): an end out of step
   // cannot keep the record ACKing its ACKs.
   if (paws_reject || ack) wheel_.arm(&w.timer, w.duration_ns);
-  if (h.payload_len == 0 && (s.flags & kFin) == 0) {
-    if (w.answered && now_ns_ - w.answer_ns < kInvalidAckGapNs) {
-      ctr_.acks_rate_limited++;
-      return;
-    }
-    w.answered = true;
-    w.answer_ns = now_ns_;
-  }
+  if (h.payload_len == 0 && (s.flags & kFin) == 0 && !may_answer(w.answered, w.answer_ns)) return;
   tw_send_ack(w, ctx);
 }
 
