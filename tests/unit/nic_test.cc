@@ -1005,10 +1005,6 @@ struct Shard {
   Nic* b = nullptr;
   std::vector<uint16_t> sends;  // the destination ports of the flows it sends
   std::atomic<uint64_t>* received = nullptr;
-  // Handshakes the sanitizer sees (EAL's launch and wait are not instrumented): the shard starts
-  // after `go` and raises `finished` last.
-  std::atomic<bool>* go = nullptr;
-  std::atomic<unsigned>* finished = nullptr;
   uint64_t total = 0;
   std::vector<std::pair<uint16_t, uint32_t>> got;  // (port, seq) in the order received
   std::vector<uint32_t> placed;                    // bytes placed per frame of a zero-copy flow
@@ -1016,10 +1012,7 @@ struct Shard {
   bool timed_out = false;
 };
 
-int shard_main(void* arg) {
-  Shard& s = *static_cast<Shard*>(arg);
-  while (!s.go->load())
-    rte_pause();
+void shard_main(Shard& s) {
   Bytes payload = pattern(kQueuePayload, 9);
   std::vector<uint32_t> next(s.sends.size(), 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -1057,8 +1050,6 @@ int shard_main(void* arg) {
     rte_pktmbuf_free_bulk(in, got);
     s.received->fetch_add(got);
   }
-  s.finished->fetch_add(1);
-  return 0;
 }
 
 class NicQueues : public ::testing::TestWithParam<NicBackend> {
@@ -1198,19 +1189,7 @@ TEST_P(NicQueues, TwoLcoresEveryFlowOnItsQueue) {
     shards[q].received = &received;
     shards[q].total = total;
   }
-  std::atomic<bool> go{false};
-  std::atomic<unsigned> finished{0};
-  for (Shard& sh : shards) {
-    sh.go = &go;
-    sh.finished = &finished;
-  }
-  ASSERT_EQ(rte_eal_remote_launch(shard_main, &shards[0], 1), 0);
-  ASSERT_EQ(rte_eal_remote_launch(shard_main, &shards[1], 2), 0);
-  go = true;
-  while (finished.load() < 2)
-    usleep(1000);
-  ASSERT_EQ(rte_eal_wait_lcore(1), 0);
-  ASSERT_EQ(rte_eal_wait_lcore(2), 0);
+  ASSERT_NO_FATAL_FAILURE(run_on_lcores_1_and_2(shards, shard_main));
 
   EXPECT_FALSE(shards[0].timed_out || shards[1].timed_out) << received.load() << " of " << total;
   EXPECT_EQ(shards[0].arp, 1u);

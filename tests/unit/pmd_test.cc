@@ -994,20 +994,13 @@ struct Shard {
   std::vector<std::vector<Bytes>>* frames = nullptr;  // per flow, in order
   std::vector<uint32_t> flows;                        // the flows this shard sends
   std::atomic<uint64_t>* received = nullptr;
-  // Handshakes the sanitizer sees (EAL's launch and wait are not instrumented): the shard starts
-  // after `go` and raises `finished` last.
-  std::atomic<bool>* go = nullptr;
-  std::atomic<unsigned>* finished = nullptr;
   uint64_t total = 0;
   std::vector<std::pair<uint16_t, uint32_t>> got;  // (source port, seq) as received
   std::vector<uint32_t> roce_psns;
   bool timed_out = false;
 };
 
-int shard_main(void* arg) {
-  Shard& s = *static_cast<Shard*>(arg);
-  while (!s.go->load())
-    rte_pause();
+void shard_main(Shard& s) {
   std::vector<size_t> next(s.frames->size(), 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (s.received->load() < s.total) {
@@ -1045,8 +1038,6 @@ int shard_main(void* arg) {
     rte_pktmbuf_free_bulk(in, got);
     s.received->fetch_add(got);
   }
-  s.finished->fetch_add(1);
-  return 0;
 }
 
 TEST_F(Pair, TwoQueuesFromTwoLcoresKeepEveryFlowOnItsQueue) {
@@ -1102,19 +1093,7 @@ TEST_F(Pair, TwoQueuesFromTwoLcoresKeepEveryFlowOnItsQueue) {
     for (uint32_t i = q; i <= kFlows; i += 2)
       shards[q].flows.push_back(i);
   }
-  std::atomic<bool> go{false};
-  std::atomic<unsigned> finished{0};
-  for (Shard& sh : shards) {
-    sh.go = &go;
-    sh.finished = &finished;
-  }
-  ASSERT_EQ(rte_eal_remote_launch(shard_main, &shards[0], 1), 0);
-  ASSERT_EQ(rte_eal_remote_launch(shard_main, &shards[1], 2), 0);
-  go = true;
-  while (finished.load() < 2)
-    usleep(1000);
-  ASSERT_EQ(rte_eal_wait_lcore(1), 0);
-  ASSERT_EQ(rte_eal_wait_lcore(2), 0);
+  ASSERT_NO_FATAL_FAILURE(run_on_lcores_1_and_2(shards, shard_main));
 
   EXPECT_FALSE(shards[0].timed_out || shards[1].timed_out) << received.load() << " of " << total;
   EXPECT_EQ(received.load(), total);
