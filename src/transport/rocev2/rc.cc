@@ -232,8 +232,8 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
       q->read_in.assign(kSrReadWindow, 0);
       q->queued.assign(kSrReadWindow, 0);  // READs run past the window (read_fits)
       q->resend.reserve(kSrReadWindow);
-      q->again.assign(kSrWindow, {});
-      q->rereads.assign(kMaxRereads, {});
+      q->again.assign(kSrWindow);
+      q->rereads.assign(kMaxRereads);
       q->ooo.assign(kSrWindow, OooPkt{});
       q->keep.assign(size_t(kSrSendKeepBytes / s.pmtu) * s.pmtu, 0);
       q->keep_free.clear();

@@ -51,6 +51,31 @@ inline uint32_t packets(uint32_t len, uint32_t pmtu) {
   return len == 0 ? 1 : uint32_t((uint64_t(len) + (uint64_t(1) << shift) - 1) >> shift);
 }
 
+// A ring, oldest first, that forgets its oldest entry to make room: what the requester notes
+// to send again early (a timeout still finds what it forgot). Sized at RTR (assign).
+template <class T>
+struct ForgetfulRing {
+  std::vector<T> v;
+  uint32_t head = 0;
+  uint32_t n = 0;
+  void assign(size_t cap) {
+    v.assign(cap, T{});
+    head = n = 0;
+  }
+  void push(const T& x) {
+    const auto cap = uint32_t(v.size());
+    if (n == cap) pop();
+    v[(head + n++) % cap] = x;
+  }
+  const T& at(uint32_t i) const { return v[(head + i) % v.size()]; }
+  T pop() {
+    const T x = v[head];
+    head = (head + 1) % uint32_t(v.size());
+    n--;
+    return x;
+  }
+};
+
 struct SendWqe {
   ReqKind kind = ReqKind::kSend;
   bool imm = false;
@@ -162,9 +187,7 @@ struct RcTransport::Qp {
     uint32_t psn = 0;
     uint32_t mark = 0;
   };
-  std::vector<Again> again;
-  uint32_t again_head = 0;
-  uint32_t again_n = 0;
+  ForgetfulRing<Again> again;
   // Selective repeat, requester: the READ responses asked for again ([from, to)) and not yet all
   // in, oldest first (a ring of kMaxRereads), each with snd_max when it went. The responder
   // answers in order, so a response to a later re-read, or to a READ first asked for after one
@@ -174,9 +197,7 @@ struct RcTransport::Qp {
     uint32_t to = 0;
     uint32_t mark = 0;
   };
-  std::vector<Reread> rereads;
-  uint32_t rereads_head = 0;
-  uint32_t rereads_n = 0;
+  ForgetfulRing<Reread> rereads;
   // Pacing: the QP's rate cap (rate_limit_kbps), DCQCN's rate under it, and the pacer that
   // spaces every packet the QP sends at the lower of the two.
   uint64_t rate_bps = kDefaultRateBps;

@@ -19,16 +19,6 @@ int syndrome_status(uint8_t s) {
   }
 }
 
-// Selective repeat: READ responses [from, to) were asked for again, now.
-void note_reread(RcTransport::Qp& q, uint32_t from, uint32_t to) {
-  const auto n = uint32_t(q.rereads.size());
-  if (q.rereads_n == n) {  // full: the oldest is forgotten (a timeout still asks again)
-    q.rereads_head = (q.rereads_head + 1) % n;
-    q.rereads_n--;
-  }
-  q.rereads[(q.rereads_head + q.rereads_n++) % n] = {from, to, q.snd_max};
-}
-
 // One packet of a SEND or WRITE (packet `k` of `w`, PSN first + k), or the READ request from
 // response `k` on. `again`: selective repeat sends it again, and asks for an ACK (the gap it
 // fills is acknowledged at once).
@@ -50,7 +40,7 @@ void send_packet(RcTransport::Qp& q, SendWqe& w, uint32_t k, Context& ctx, RcCou
       h.dma_len = std::min(h.dma_len, n * pmtu);
       // A gap below responses in, which the responder sent before: it answers such re-reads
       // in order. (Asked from where the responses stopped, it may still be sending them.)
-      if (k < w.read_max) note_reread(q, h.psn, psn_add(h.psn, n));
+      if (k < w.read_max) q.rereads.push({h.psn, psn_add(h.psn, n), q.snd_max});
     }
     h.ack_req = true;
     header(q, h, ctx);
@@ -139,26 +129,13 @@ bool lacks(const RcTransport::Qp& q, uint32_t psn) {
   return false;  // completed
 }
 
-// Selective repeat: `psn` (a SEND's or WRITE's packet) went again, now.
-void note_again(RcTransport::Qp& q, uint32_t psn) {
-  const auto n = uint32_t(q.again.size());
-  if (q.again_n == n) {  // full: the oldest is forgotten (a timeout still finds it)
-    q.again_head = (q.again_head + 1) % n;
-    q.again_n--;
-  }
-  q.again[(q.again_head + q.again_n++) % n] = {psn, q.snd_max};
-}
-
 // Selective repeat: the packets sent again before `got` was first sent (all of them: `all`)
 // that the responder still lacks go again. Each is forgotten once looked at; sent again, it is
 // noted anew.
 void resend_lost_again(RcTransport::Qp& q, uint32_t got, bool all) {
-  const auto n = uint32_t(q.again.size());
-  while (q.again_n != 0) {
-    const RcTransport::Qp::Again a = q.again[q.again_head];
-    if (!all && psn_diff(got, a.mark) < 0) break;
-    q.again_head = (q.again_head + 1) % n;
-    q.again_n--;
+  while (q.again.n != 0) {
+    if (!all && psn_diff(got, q.again.at(0).mark) < 0) break;
+    const RcTransport::Qp::Again a = q.again.pop();
     if (lacks(q, a.psn)) queue_resend(q, a.psn);  // (not when it arrived since)
   }
 }
@@ -168,23 +145,18 @@ void resend_lost_again(RcTransport::Qp& q, uint32_t got, bool all) {
 // been answered: what they still lack from was lost again, and is asked for once more. Each is
 // forgotten once looked at; asked for again, it is noted anew.
 void reread_lost_again(RcTransport::Qp& q, const SendWqe& w, uint32_t psn) {
-  const auto n = uint32_t(q.rereads.size());
   uint32_t passed = 0;
-  for (uint32_t i = q.rereads_n; i-- > 0;) {
-    const RcTransport::Qp::Reread& r = q.rereads[(q.rereads_head + i) % n];
+  for (uint32_t i = q.rereads.n; i-- > 0;) {
+    const RcTransport::Qp::Reread& r = q.rereads.at(i);
     if (psn_diff(psn, r.from) >= 0 && psn_diff(psn, r.to) < 0) {
       passed = i;
       break;
     }
   }
-  while (passed < q.rereads_n &&
-         psn_diff(w.first_psn, q.rereads[(q.rereads_head + passed) % n].mark) >= 0) {
+  while (passed < q.rereads.n && psn_diff(w.first_psn, q.rereads.at(passed).mark) >= 0)
     passed++;
-  }
   for (; passed != 0; passed--) {
-    const RcTransport::Qp::Reread r = q.rereads[q.rereads_head];
-    q.rereads_head = (q.rereads_head + 1) % n;
-    q.rereads_n--;
+    const RcTransport::Qp::Reread r = q.rereads.pop();
     for (uint32_t p = r.from; p != r.to; p = psn_add(p, 1)) {
       if (lacks(q, p)) {
         queue_resend(q, p);
@@ -255,7 +227,7 @@ void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, bool 
 // again and still missing; not the packets in flight between, nor the holes no NAK has shown
 // yet. Every READ short of responses asks again (no response came for an RTO: none is coming).
 void resend_on_timeout(RcTransport::Qp& q) {
-  q.rereads_n = 0;  // asked for again below, and noted anew
+  q.rereads.n = 0;  // asked for again below, and noted anew
   queue_holes(q, q.una, q.snd_max, true, true);
   queue_holes(q, q.una, psn_add(q.una, 1), true);
   const uint32_t last = psn_add(q.snd_max, kPsnMask);
@@ -311,7 +283,7 @@ void pump(RcTransport::Qp& q, Context& ctx, RcCounters& t) {
         k = std::max(k, w.read_got);
       }
       send_packet(q, w, k, ctx, t, true);
-      if (w.kind != ReqKind::kRead) note_again(q, p);
+      if (w.kind != ReqKind::kRead) q.again.push({p, q.snd_max});  // noted: Qp::again
       spend(q, w.kind == ReqKind::kRead ? 0 : std::min(q.attr.pmtu, w.len - k * q.attr.pmtu), now);
       q.c.retransmits++;
       t.retransmits++;
@@ -433,7 +405,7 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
       set_bit(q.sacked, p, false);  // the bits are reused for PSNs kSrWindow later
   }
   q.una = next;
-  if (!q.outstanding()) q.again_n = q.rereads_n = 0;
+  if (!q.outstanding()) q.again.n = q.rereads.n = 0;
   if (q.timing && psn_diff(q.una, q.rtt_end) >= 0) rtt_sample(q, ctx.now_ns());
   // Acknowledged while being sent again (an ACK that overtook a rewind): resume past it.
   if (psn_diff(q.una, q.snd_nxt) > 0) rewind(q, q.una);
