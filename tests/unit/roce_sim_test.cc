@@ -824,13 +824,12 @@ TEST(RoceSim, SelectiveRepeatReasksByTheOrderOfReReads) {
   EXPECT_EQ(p.b.rc->counters().invalid_requests, 0u);
 }
 
-// Selective repeat: a timeout asks a READ again from its first missing response, to its end
-// when none past it is in, though the responder may still be sending it. The responder answers
-// with what it had sent only, so the requester never has a READ the responder still holds,
-// and never sends more READs than the responder may hold (max_dest_rd_atomic: one more is an
-// invalid request, fatal to both QPs). Here a slow responder (100 Mb/s) loses every response
-// for 3 ms in the middle of the first READ: timeouts, then the rest.
-TEST(RoceSim, SelectiveRepeatTimeoutRereadsOnlyWhatWasSent) {
+// Selective repeat: a slow responder (100 Mb/s) loses every response for 3 ms in the middle of
+// the first of 24 READs. Timeouts ask the READs again from their first missing responses, and
+// every READ completes with its bytes, with no invalid request (more READs than the responder
+// may hold would be one, fatal to both QPs). The responder's part, re-reads answered only with
+// responses already sent: RoceResponder.ASelectiveRepeatRereadGetsOnlyResponsesAlreadySent.
+TEST(RoceSim, SelectiveRepeatReadsThroughAResponseBlackout) {
   RoceConfig c;
   c.pmtu = 1024;
   c.selective_repeat = true;
@@ -1183,7 +1182,7 @@ class RoceResponder : public ::testing::Test {
   static constexpr uint32_t kEpsn = 0x100;
   static constexpr uint32_t kPmtu = 256;
 
-  void make_qp(std::vector<Param> params = {}) {
+  void make_qp(std::vector<Param> params = {}, bool selective_repeat = false) {
     ASSERT_EQ(rc.create_qp(kFlow, 0x11, QpCaps{}, params), 0);
     QpAttr a;
     a.state = QpState::kInit;
@@ -1193,7 +1192,11 @@ class RoceResponder : public ::testing::Test {
     a.pmtu = kPmtu;
     a.dest_qpn = 0x22;
     a.rq_psn = kEpsn;
-    ASSERT_EQ(rc.modify_qp(kFlow, a, kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn, ctx), 0);
+    a.selective_repeat = selective_repeat;
+    ASSERT_EQ(rc.modify_qp(
+                  kFlow, a,
+                  kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrSelectiveRepeat, ctx),
+              0);
     a.state = QpState::kRts;
     a.sq_psn = 0x500;
     ASSERT_EQ(
@@ -1257,6 +1260,50 @@ class RoceResponder : public ::testing::Test {
 
 // IBTA 10.9.3: the QP is in the default partition (0xFFFF). A packet of another partition is
 // dropped without a word and counted; a limited member of the same one (0x7FFF) is taken.
+// Selective repeat: a re-read of a READ the responder is still sending gets only the responses
+// it had sent (the rest come from the READ itself, once), so the requester never has every
+// response of a READ the responder still holds. Here a READ of 256 responses, 64 sent, then a
+// re-read from response 10 to the end: it ends at response 63, and every response from 64 on
+// goes once.
+TEST_F(RoceResponder, ASelectiveRepeatRereadGetsOnlyResponsesAlreadySent) {
+  rc.destroy_qp(kFlow, ctx);
+  ctx.sent.clear();
+  ASSERT_NO_FATAL_FAILURE(make_qp({}, true));
+  Headers r;
+  r.opcode = kReadRequest;
+  r.psn = kEpsn;
+  r.va = 0x1000;
+  r.rkey = 1;
+  r.dma_len = 256 * kPmtu;
+  r.ack_req = true;
+  deliver(r, 0);
+  ASSERT_EQ(ctx.sent.size(), 64u) << "one burst of responses (kRespBurst)";
+  Headers again = r;
+  again.psn = kEpsn + 10;
+  again.va = 0x1000 + 10 * kPmtu;
+  again.dma_len = (256 - 10) * kPmtu;
+  deliver(again, 0);
+  for (int i = 0; i < 20; i++) {
+    ctx.at(now += 1'000'000);
+    rc.tick(ctx);
+    ctx.flush();
+  }
+  std::map<uint32_t, int> times;
+  std::optional<uint8_t> op63;
+  for (size_t i = 64; i < ctx.sent.size(); i++) {
+    Headers h;
+    size_t n = 0;
+    ASSERT_EQ(parse(ctx.sent[i].l4.data(), ctx.sent[i].l4_len, h, &n), ParseError::kNone);
+    const uint32_t k = h.psn - kEpsn;
+    times[k]++;
+    if (k == 63 && !op63) op63 = h.opcode;
+  }
+  for (uint32_t k = 10; k < 256; k++)
+    EXPECT_EQ(times[k], 1) << "response " << k;
+  ASSERT_TRUE(op63.has_value());
+  EXPECT_EQ(*op63, kReadRespLast) << "the re-read ends where the READ had got to";
+}
+
 TEST_F(RoceResponder, PkeyOfAnotherPartitionIsDroppedAndCounted) {
   for (uint16_t pkey : {0x1234, 0x0000, 0x8000, 0x7FFE}) {
     Headers h = write_only(kEpsn, 64);
