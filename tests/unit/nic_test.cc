@@ -92,6 +92,16 @@ uint64_t counter(const Nic& nic, const std::string& name) {
 }
 
 // The sending Nic `tx_` (A) and the receiving Nic `rx_` (B) of the backend under test.
+
+// Stops, closes and uninits a vdev port made by a test, if it exists (name "" for none).
+void close_vdev_port(const std::string& name) {
+  uint16_t p;
+  if (!name.empty() && rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) {
+    rte_eth_dev_stop(p);
+    rte_eth_dev_close(p);
+    rte_vdev_uninit(name.c_str());
+  }
+}
 class NicPair : public ::testing::TestWithParam<NicBackend> {
  protected:
   void SetUp() override {
@@ -128,14 +138,8 @@ class NicPair : public ::testing::TestWithParam<NicBackend> {
     held_.clear();
     tx_.reset();
     rx_.reset();
-    for (const std::string& name : {name_a_, name_b_}) {
-      uint16_t p;
-      if (!name.empty() && rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) {
-        rte_eth_dev_stop(p);
-        rte_eth_dev_close(p);
-        rte_vdev_uninit(name.c_str());
-      }
-    }
+    for (const std::string& name : {name_a_, name_b_})
+      close_vdev_port(name);
     wire_.close();
     EXPECT_EQ(rte_mempool_avail_count(g_pool), pool_avail_) << "every mbuf came back";
     EXPECT_EQ(rte_mempool_avail_count(g_jumbo_pool), jumbo_avail_);
@@ -1095,14 +1099,8 @@ class NicQueues : public ::testing::TestWithParam<NicBackend> {
   void TearDown() override {
     a_nics_.clear();
     b_nics_.clear();
-    for (const std::string& name : {name_a_, name_b_}) {
-      uint16_t p;
-      if (!name.empty() && rte_eth_dev_get_port_by_name(name.c_str(), &p) == 0) {
-        rte_eth_dev_stop(p);
-        rte_eth_dev_close(p);
-        rte_vdev_uninit(name.c_str());
-      }
-    }
+    for (const std::string& name : {name_a_, name_b_})
+      close_vdev_port(name);
     wire_.close();
     EXPECT_EQ(rte_mempool_avail_count(g_pool), pool_avail_) << "every mbuf came back";
   }
