@@ -59,13 +59,6 @@ def rdma(d, op, size, iters, sr):
 REQUESTER = ("retransmits", "timeouts", "naks_received")
 
 
-def roce_totals(d):
-    for t in d.ctl("transport", "list")[1].get("transports", []):
-        if t.get("name") == "rocev2":
-            return t.get("stats", {})
-    return {}
-
-
 def tcp(d, daemon_b, nbytes):
     port = tr.free_port() % 10000 + 20000
     rx = ct.spawn([TCP, "-s", d["b"], "--listen", str(port), "--recv", "--json", "--timeout",
@@ -117,13 +110,13 @@ def main():
             for p in losses:
                 for d in daemons.values():
                     d.ctl("port", "fault", "p0", "tx", "loss", str(p), "seed", str(run + 1))
-                before = roce_totals(daemons["a"])
+                before = daemons["a"].transport_stats("rocev2") or {}
                 try:
                     lossy = rdma(sock, op, size, iters, sr)
                 finally:
                     for d in daemons.values():
                         d.ctl("port", "fault", "p0", "off")
-                after = roce_totals(daemons["a"])
+                after = daemons["a"].transport_stats("rocev2") or {}
                 seen = "  ".join(f"{k} {after.get(k, 0) - before.get(k, 0)}" for k in REQUESTER)
                 results.setdefault(f"{name} loss {p}", []).append((lossy, lossy / mbps))
                 print(f"run {run}: {name} x{iters} loss {p}: {lossy:.1f} MB/s "

@@ -113,10 +113,7 @@ def case(rate, seconds):
             if flood.returncode != 0:
                 raise SystemExit(f"syn_flood failed: {err}")
             achieved = out.strip()
-        tcp = {}
-        for t in d.ctl("transport", "list")[1]["transports"]:
-            if t["name"] == "tcp":
-                tcp = t["stats"]
+        tcp = d.transport_stats("tcp") or {}
         return ok / seconds, f"{fail} failed ({why})", accepted, achieved, tcp
     finally:
         if flood is not None and flood.poll() is None:

@@ -195,6 +195,14 @@ class Daemon:
     def stats(self):
         return self.ctl("stats", "show")[1]
 
+    def transport_stats(self, name):
+        """Transport `name`'s counters over all its flows (`transport list`); None when it is
+        not listed."""
+        for t in self.ctl("transport", "list")[1]["transports"]:
+            if t["name"] == name:
+                return t["stats"]
+        return None
+
     def stop(self, sig=signal.SIGTERM, timeout=5):
         """Signals cleaved and waits; returns (exit code, seconds it took)."""
         t0 = time.monotonic()

@@ -152,10 +152,9 @@ class FlowLimits(ct.TestCase):
                              f"event {opcode} on flow {flow}")
 
     def tcp_stats(self):
-        for t in self.d.ctl("transport", "list")[1]["transports"]:
-            if t["name"] == "tcp":
-                return t["stats"]
-        self.fail("no tcp transport")
+        stats = self.d.transport_stats("tcp")
+        self.assertIsNotNone(stats, "no tcp transport")
+        return stats
 
     def app_counters(self):
         apps = self.d.ctl("app", "list")[1]["apps"]

@@ -226,11 +226,9 @@ class Roce(ct.TestCase):
 
     def roce_stats(self, side):
         """The rocev2 transport's counters over all QPs of daemon `side`."""
-        for t in self.d[side].ctl("transport", "list")[1]["transports"]:
-            if t["name"] == "rocev2":
-                self.assertIn("stats", t, t)
-                return t["stats"]
-        self.fail(f"daemon {side} lists no rocev2 transport")
+        stats = self.d[side].transport_stats("rocev2")
+        self.assertIsNotNone(stats, f"daemon {side} lists no rocev2 transport")
+        return stats
 
     def assert_clean_daemons(self, ops, sizes):
         """No QP left on either daemon; the transport moved at least the bytes of `ops` x

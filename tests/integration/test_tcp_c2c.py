@@ -135,10 +135,9 @@ class C2C:
 
     def tcp_stats(self, side):
         """The TCP transport's counters over all flows of daemon `side`."""
-        for t in self.d[side].ctl("transport", "list")[1]["transports"]:
-            if t["name"] == "tcp":
-                return t["stats"]
-        self.fail("no tcp transport listed")
+        stats = self.d[side].transport_stats("tcp")
+        self.assertIsNotNone(stats, "no tcp transport listed")
+        return stats
 
     # ---- one way
 
