@@ -239,20 +239,68 @@ void check_eal(Checker& c, const YAML::Node& n, Config& cfg) {
   }
 }
 
+// An lcore: "N" or "N@C" (lcore N on CPU C).
+std::optional<LcoreSpec> parse_lcore(Checker& c, const YAML::Node& v, const std::string& what) {
+  const std::string expect = "an lcore number (0-1023), or LCORE@CPU such as 2@1";
+  if (!c.scalar(v, what, expect)) return std::nullopt;
+  const std::string& s = v.Scalar();
+  auto num = [](std::string_view t, uint32_t& out) {
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+    return !t.empty() && ec == std::errc{} && end == t.data() + t.size() && out <= 1023;
+  };
+  LcoreSpec l;
+  const size_t at = s.find('@');
+  uint32_t cpu = 0;
+  if (!num(std::string_view(s).substr(0, at), l.lcore) ||
+      (at != std::string::npos && !num(std::string_view(s).substr(at + 1), cpu))) {
+    c.error(v, what + ": expected " + expect + ", got '" + s + "'");
+    return std::nullopt;
+  }
+  if (at != std::string::npos) l.cpu = cpu;
+  return l;
+}
+
 void check_dataplane(Checker& c, const YAML::Node& n, Config& cfg) {
-  if (!c.mapping(
-          n, "dataplane",
-          {"lcore", "burst", "rx_descriptors", "tx_descriptors", "mbufs", "idle_sleep_us"})) {
+  if (!c.mapping(n, "dataplane",
+                 {"lcore", "lcores", "burst", "rx_descriptors", "tx_descriptors", "mbufs",
+                  "idle_sleep_us"})) {
     return;
   }
   auto& d = cfg.dataplane;
-  c.number(n, "lcore", "dataplane", d.lcore, 0, 1023);
+  YAML::Node one = Checker::value(n, "lcore");
+  YAML::Node many = Checker::value(n, "lcores");
+  if (one.IsDefined() && many.IsDefined()) {
+    c.error(many,
+            "dataplane.lcores: give dataplane.lcore (one shard) or dataplane.lcores, not both");
+  } else if (one.IsDefined()) {
+    if (auto l = parse_lcore(c, one, "dataplane.lcore")) d.lcores = {*l};
+  } else if (many.IsDefined()) {
+    if (!many.IsSequence() || many.size() == 0 || many.size() > kMaxShards) {
+      c.error(many, "dataplane.lcores: expected a list of 1 to " + std::to_string(kMaxShards) +
+                        " lcores (one shard each)");
+    } else {
+      d.lcores.clear();
+      for (size_t i = 0; i < many.size(); i++) {
+        if (auto l = parse_lcore(c, many[i], "dataplane.lcores[" + std::to_string(i) + "]")) {
+          d.lcores.push_back(*l);
+        }
+      }
+    }
+  }
   c.number(n, "burst", "dataplane", d.burst, 1, 512);
   c.number(n, "rx_descriptors", "dataplane", d.rx_descriptors, 64, 16384);
   c.number(n, "tx_descriptors", "dataplane", d.tx_descriptors, 64, 16384);
   c.number(n, "mbufs", "dataplane", d.mbufs, 1023, (1 << 24) - 1);
   c.number(n, "idle_sleep_us", "dataplane", d.idle_sleep_us, 0, 100000);
 }
+
+}  // namespace
+
+std::string LcoreSpec::str() const {
+  return std::to_string(lcore) + (cpu ? "@" + std::to_string(*cpu) : "");
+}
+
+namespace {
 
 void check_arp(Checker& c, const YAML::Node& n, Config& cfg) {
   if (!c.mapping(n, "arp",
@@ -273,8 +321,12 @@ void check_tcp(Checker& c, const YAML::Node& n, Config& cfg) {
 }
 
 void check_nic(Checker& c, const YAML::Node& n, Config& cfg) {
-  if (!c.mapping(n, "nic", {"max_flows", "max_mrs", "ms_committed", "ms_store"})) return;
+  if (!c.mapping(n, "nic", {"max_flows", "max_mrs", "ms_committed", "ms_store", "service_lcore"}))
+    return;
   auto& g = cfg.nic;
+  if (YAML::Node v = Checker::value(n, "service_lcore"); v.IsDefined()) {
+    g.service_lcore = parse_lcore(c, v, "nic.service_lcore");
+  }
   c.number(n, "max_flows", "nic", g.max_flows, 1, 1 << 22);
   c.number(n, "max_mrs", "nic", g.max_mrs, 1, 65535);
   c.number(n, "ms_committed", "nic", g.ms_committed, 16, 1 << 16);
@@ -771,10 +823,24 @@ ConfigResult parse_config(std::string_view text, std::string_view name) {
   }
   if (YAML::Node n = Checker::value(root, "rocev2"); n.IsDefined()) check_rocev2(c, n, cfg);
 
-  if (cfg.dataplane.lcore == cfg.eal.main_lcore) {
-    c.error(first_given(root, {{"dataplane", "lcore"}, {"eal", "main_lcore"}}),
-            "dataplane.lcore: " + std::to_string(cfg.dataplane.lcore) +
-                " is also eal.main_lcore; the polling core needs an lcore of its own");
+  // Every lcore has one role: the main thread, a shard, the NIC service.
+  {
+    std::map<uint32_t, std::string> roles{{cfg.eal.main_lcore, "eal.main_lcore"}};
+    std::vector<std::pair<LcoreSpec, std::string>> wanted;
+    for (size_t i = 0; i < cfg.dataplane.lcores.size(); i++)
+      wanted.emplace_back(cfg.dataplane.lcores[i], "dataplane lcore " + std::to_string(i));
+    if (cfg.nic.service_lcore) wanted.emplace_back(*cfg.nic.service_lcore, "nic.service_lcore");
+    for (const auto& [l, role] : wanted) {
+      auto [it, fresh] = roles.emplace(l.lcore, role);
+      if (!fresh) {
+        c.error(first_given(root, {{"dataplane", "lcores"},
+                                   {"dataplane", "lcore"},
+                                   {"nic", "service_lcore"},
+                                   {"eal", "main_lcore"}}),
+                role + ": lcore " + std::to_string(l.lcore) + " is also " + it->second +
+                    "; each needs an lcore of its own (lcores may share a CPU: LCORE@CPU)");
+      }
+    }
   }
 
   YAML::Node ports = Checker::value(root, "ports");

@@ -91,6 +91,19 @@ struct TransportBinding {
   ConfigPos params_pos;     // its params: (the binding's when not given)
 };
 
+// An EAL lcore and, optionally, the CPU its thread runs on ("2@1": lcore 2 on CPU 1, EAL's
+// --lcores syntax; without a CPU, lcore N runs on CPU N). Several lcores may share a CPU.
+// Dataplane shards at most: one receive queue each on every port (the NIC's queues).
+inline constexpr size_t kMaxShards = 16;
+
+struct LcoreSpec {
+  uint32_t lcore = 0;
+  std::optional<uint32_t> cpu;
+  uint32_t cpu_or_lcore() const { return cpu ? *cpu : lcore; }
+  std::string str() const;  // "2" or "2@1"
+  bool operator==(const LcoreSpec&) const = default;
+};
+
 struct Config {
   std::string source;  // file name, or kDefaultConfigName
   std::string runtime_dir = "/run/cleave";
@@ -107,7 +120,9 @@ struct Config {
     std::vector<std::string> args;
   } eal;
   struct {
-    uint32_t lcore = 1;
+    // One shard per lcore (dataplane.lcores; dataplane.lcore: one). Shard i polls queue i of
+    // every port.
+    std::vector<LcoreSpec> lcores{LcoreSpec{1, std::nullopt}};
     uint32_t burst = 32;
     uint32_t rx_descriptors = 1024;
     uint32_t tx_descriptors = 1024;
@@ -128,6 +143,9 @@ struct Config {
     uint32_t max_mrs = 4096;
     uint32_t ms_committed = 32;  // MS entries each flow owns (a multiple of 16)
     uint32_t ms_store = 65536;   // MS entries shared by all flows (a multiple of 16)
+    // The lcore that runs net_cleave ports' NIC (their DPDK service); none: each queue's bursts
+    // run it inline on the shard's lcore.
+    std::optional<LcoreSpec> service_lcore;
   } nic;
   // TCP's daemon-wide limits; per-listener and per-flow settings are transport parameters.
   struct {

@@ -155,6 +155,17 @@ struct Unlisten : FlowAnswer {
   uint32_t app_id = 0;
   uint32_t listener = 0;
 };
+// To every shard but the listener's: listener `listener` of app `app_id` on shard `shard` listens
+// on (ip, port) (add), or no longer (with listener kNoFlow: none of the app's do).
+// FlowPath::listen_remote.
+struct ListenShare : FlowAnswer {
+  bool add = true;
+  uint32_t app_id = 0;
+  uint16_t shard = 0;
+  uint32_t listener = 0;
+  uint32_t ip = 0;
+  uint16_t port = 0;
+};
 // Management's list, one page per request so the lcore's time on it is bounded: one flow
 // (`only`), or the rows from position `start` on (listeners, then flows), at most
 // min(max_rows, kFlowListPageRows) of them and kFlowListPageScan table slots looked at; `next`
@@ -209,9 +220,10 @@ struct QpDestroy : FlowAnswer {
   uint32_t qp = 0;
 };
 
-using Body = std::variant<Stats, ArpTable, RouteGet, Nic, AppAttach, AppDetach, AppSetMr,
-                          AppSetPipe, AppCountersList, Listen, Connect, Unlisten, FlowList,
-                          BindingAttach, BindingDetach, QpCreate, QpModify, QpQuery, QpDestroy>;
+using Body =
+    std::variant<Stats, ArpTable, RouteGet, Nic, AppAttach, AppDetach, AppSetMr, AppSetPipe,
+                 AppCountersList, Listen, Connect, Unlisten, ListenShare, FlowList, BindingAttach,
+                 BindingDetach, QpCreate, QpModify, QpQuery, QpDestroy>;
 
 }  // namespace ctl
 
@@ -329,6 +341,26 @@ class CtlChannel {
   std::atomic<CtlStall> stall_{CtlStall::kOff};
   std::mutex orphans_mu_;
   std::vector<std::shared_ptr<CtlRequest>> orphans_;
+};
+
+// The channels to every shard's dataplane, by shard index (dataplane.lcores' order). Requests
+// that concern one app go to its shard's; ARP, routes, bindings and management go to every one,
+// and their answers are summed or merged by the requester.
+class ShardChannels {
+ public:
+  explicit ShardChannels(size_t shards) {
+    for (size_t i = 0; i < shards; i++)
+      chans_.push_back(std::make_unique<CtlChannel>());
+  }
+  size_t size() const { return chans_.size(); }
+  CtlChannel& operator[](size_t shard) const { return *chans_[shard]; }
+  void test_stall(CtlStall s) const {
+    for (const auto& c : chans_)
+      c->test_stall(s);
+  }
+
+ private:
+  std::vector<std::unique_ptr<CtlChannel>> chans_;
 };
 
 }  // namespace cleave::dp

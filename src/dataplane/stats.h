@@ -9,8 +9,10 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 namespace cleave::dp {
 
@@ -39,7 +41,8 @@ namespace cleave::dp {
   X(kRoceMalformed, "roce_malformed", "RoCEv2 UDP or BTH truncated, or lengths that disagree") \
   X(kRoceBadUdpChecksum, "roce_bad_udp_checksum",                                              \
     "RoCEv2 with a UDP checksum (optional there) that is wrong")                               \
-  X(kRoceNoQp, "roce_no_qp", "RoCEv2 packet for no queue pair of this peer")
+  X(kRoceNoQp, "roce_no_qp", "RoCEv2 packet for no queue pair of this peer")                   \
+  X(kHandOffFull, "hand_off_full", "another shard's inbox was full (a frame of its flows)")
 
 enum class Drop : uint8_t {
 #define CLEAVE_X(e, name, what) e,
@@ -75,6 +78,8 @@ struct PortStats {
   uint64_t to_kernel = 0;    // handed to the exception tap
   uint64_t from_kernel = 0;  // sent on behalf of the exception tap
   uint64_t absorbed = 0;     // used up without an answer: ARP replies the cache learned from
+  uint64_t handed_off = 0;   // received here, for another shard's flow or listener
+  uint64_t handed_in = 0;    // received by another shard, for this one's
 };
 
 struct ProtoStats {
@@ -129,6 +134,31 @@ struct DataplaneStats {
   ProtoStats proto;
   FlowStats flows;
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
+
+  // Adds another shard's counters (every field is a count).
+  DataplaneStats& operator+=(const DataplaneStats& o) {
+    add(lcore, o.lcore);
+    for (size_t i = 0; i < ports.size(); i++)
+      add(ports[i], o.ports[i]);
+    add(proto, o.proto);
+    add(flows, o.flows);
+    for (size_t i = 0; i < drops.size(); i++)
+      drops[i] += o.drops[i];
+    return *this;
+  }
+
+ private:
+  // The counter structs above are uint64_t fields and nothing else.
+  template <class T>
+  static void add(T& a, const T& b) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) % sizeof(uint64_t) == 0);
+    constexpr size_t n = sizeof(T) / sizeof(uint64_t);
+    auto x = std::bit_cast<std::array<uint64_t, n>>(a);
+    const auto y = std::bit_cast<std::array<uint64_t, n>>(b);
+    for (size_t i = 0; i < n; i++)
+      x[i] += y[i];
+    a = std::bit_cast<T>(x);
+  }
 };
 
 }  // namespace cleave::dp

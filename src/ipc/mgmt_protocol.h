@@ -18,11 +18,13 @@
 // stats.show, nic.show {name?}, log.get, log.set {level}, app.list, app.show {id}, and:
 //
 //   flow.list {start?, max?}
-//                   {"flows": [flow], "listeners": [{id, app, transport, local}],
+//                   {"flows": [flow], "listeners": [{id, app, shard, transport, local}],
 //                    "transports": [names the dataplane runs], "bindings": [binding]}
-//                   With start or max, one page: at most max (1..256, default 256) rows from
-//                   position start (default 0; listeners come first, then flows, each by id),
-//                   and "next": the start of the following page, null after the last. The
+//                   (each flow has its "shard" too). With start or max, one page: at most max
+//                   (1..256, default 256) rows from position start (default 0; shard after
+//                   shard, in each listeners first, then flows, each by id; the shard is
+//                   start's high 8 bits), and "next": the start of the following page, null
+//                   after the last. The
 //                   dataplane builds one page at a time between its packets, so listing 100 K
 //                   flows page by page never holds up its packet path; a flow that exists for
 //                   the whole listing is in exactly one page, one opened or closed meanwhile
@@ -48,7 +50,8 @@
 //                   already loaded) or the path is relative
 //
 //   status          {daemon, version, protocol, pid, uptime_s, config, runtime_dir, hugepages,
-//                    main_lcore, dataplane: {lcore, state, iterations}, ports: {total, link_up},
+//                    main_lcore, dataplane: {lcore (shard 0's), lcores (by shard), state,
+//                    iterations (summed)}, ports: {total, link_up},
 //                    log_level, control_socket: {clients, max_clients, max_clients_per_uid,
 //                    requests_per_turn, max_request_bytes, accepted, refused, evicted, reaped,
 //                    requests, oversized, deferred}, app_socket: {apps, max_apps, pending,

@@ -62,14 +62,14 @@ struct World {
     dp::ConfigResult r = dp::parse_config(yaml, "fuzz");
     if (!r.config) std::abort();
     cfg = *r.config;
-    ctl = std::make_unique<dp::CtlChannel>();
-    fake = std::make_unique<FakeDataplane>(*ctl);
+    ctl = std::make_unique<dp::ShardChannels>(1);
+    fake = std::make_unique<FakeDataplane>((*ctl)[0]);
     epfd = epoll_create1(EPOLL_CLOEXEC);
     path = "/tmp/cleave-fuzz-app-" + std::to_string(getpid()) + ".sock";
     server = std::make_unique<dp::AppServer>(cfg, path, epfd, *ctl, std::vector<uint16_t>{});
   }
   dp::Config cfg;
-  std::unique_ptr<dp::CtlChannel> ctl;
+  std::unique_ptr<dp::ShardChannels> ctl;
   std::unique_ptr<FakeDataplane> fake;
   int epfd = -1;
   std::string path;

@@ -160,6 +160,8 @@ class FakeDataplane {
     return 0;
   }
   void on(dp::ctl::Unlisten& r, uint64_t) { r.status = own(r.app_id, r.listener, true); }
+  // One shard: no other shard's listener ever reaches it.
+  void on(dp::ctl::ListenShare& r, uint64_t) { r.status = CL_EINVAL; }
   void on(dp::ctl::QpModify& r, uint64_t) { r.status = own(r.app_id, r.qp, false); }
   void on(dp::ctl::QpQuery& r, uint64_t) { r.status = own(r.app_id, r.qp, false); }
   void on(dp::ctl::QpDestroy& r, uint64_t) { r.status = own(r.app_id, r.qp, true); }

@@ -46,8 +46,8 @@ struct World {
     if (!r.config) std::abort();
     cfg = *r.config;
     routes = std::make_unique<dp::RouteTable>(std::vector<dp::PortConfig>{});  // as `ports`
-    ctl = std::make_unique<dp::CtlChannel>();
-    fake = std::make_unique<FakeDataplane>(*ctl);
+    ctl = std::make_unique<dp::ShardChannels>(1);
+    fake = std::make_unique<FakeDataplane>((*ctl)[0]);
     mgmt = std::make_unique<dp::Management>(dp::DaemonInfo{}, cfg, ports, *routes, *ctl);
     epfd = epoll_create1(EPOLL_CLOEXEC);
     path = "/tmp/cleave-fuzz-mgmt-" + std::to_string(getpid()) + ".sock";
@@ -62,7 +62,7 @@ struct World {
   dp::Config cfg;
   std::vector<dp::DpPort> ports;  // none: port and NIC commands find nothing
   std::unique_ptr<dp::RouteTable> routes;
-  std::unique_ptr<dp::CtlChannel> ctl;
+  std::unique_ptr<dp::ShardChannels> ctl;
   std::unique_ptr<FakeDataplane> fake;
   std::unique_ptr<dp::Management> mgmt;
   int epfd = -1;

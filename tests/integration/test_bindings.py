@@ -158,7 +158,7 @@ class Bindings(ct.TestCase):
         st, lid = app.listen(7, cq.id)
         self.assertEqual(st, 0)
         self.assertEqual(self.d.ctl("flow", "list")[1]["listeners"],
-                         [{"id": lid, "app": app.app_id, "transport": "datagram",
+                         [{"id": lid, "app": app.app_id, "shard": 0, "transport": "datagram",
                            "local": "0.0.0.0:7"}])
         ts = {t["name"]: t for t in self.d.ctl("transport", "list")[1]["transports"]}
         self.assertEqual((ts["datagram"]["instantiated"], ts["datagram"]["listeners"]), (True, 1))

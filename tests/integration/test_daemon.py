@@ -253,7 +253,7 @@ class DaemonTest(ct.TestCase):
         self.assertEqual(s["config"], d.config)
         self.assertEqual(s["runtime_dir"], d.run_dir)
         self.assertEqual(s["protocol"], 1)
-        self.assertEqual(s["dataplane"], {"lcore": 1, "state": "running",
+        self.assertEqual(s["dataplane"], {"lcore": 1, "lcores": [1], "state": "running",
                                           "iterations": s["dataplane"]["iterations"]})
         self.assertEqual(s["ports"], {"total": 1, "link_up": 1})
         self.assertRegex(s["version"], r"^\d+\.\d+\.\d+$")

@@ -191,6 +191,10 @@ class Roce(ct.TestCase):
     def run_pair(self, ops, sizes, *extra, mtu=PMTU, timeout=120):
         """cleave-rdma --listen on b and --connect on a, the same --ops, --sizes, --mtu and
         `extra` on both; checks every line of both and returns the rows of (a, b)."""
+        return self.finish_pair(self.start_pair(ops, sizes, *extra, mtu=mtu, timeout=timeout))
+
+    def start_pair(self, ops, sizes, *extra, mtu=PMTU, timeout=120):
+        """run_pair's first half: both tools started (each an app of its daemon)."""
         port = free_port()
         common = ["--ops", ",".join(ops), "--sizes", ",".join(sizes), "--mtu", mtu, *extra]
         rsp = self.tool("b", timeout, "--listen", port, *common)
@@ -203,6 +207,11 @@ class Roce(ct.TestCase):
             return ss.strip() != ""
         ct.wait_until(listening, what=f"cleave-rdma to listen on port {port}")
         req = self.tool("a", timeout, "--connect", f"127.0.0.1:{port}", *common)
+        return req, rsp, ops, sizes, timeout
+
+    def finish_pair(self, pair):
+        """run_pair's second half: waits for both tools and checks them."""
+        req, rsp, ops, sizes, timeout = pair
         code_a, rows_a, err_a = self.results(req, timeout + 30)
         code_b, rows_b, err_b = self.results(rsp, timeout + 30)
         both = self.why(f"requester (a): {err_a.strip()}\nresponder (b): {err_b.strip()}",

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config.h"
+#include "control/eal.h"
 #include "control/transport_setup.h"
 #include "flow_info.h"
 #include "registry.h"
@@ -45,7 +46,9 @@ TEST(Config, EmbeddedDefaultIsValid) {
   EXPECT_EQ(c.ports[0].device, "net_cleave0,wire=net_tap0,wire_args=iface=cleave0");
   EXPECT_EQ(c.ports[0].ipv4.str(), "198.18.0.1/24");
   EXPECT_EQ(c.runtime_dir, "/run/cleave");
-  EXPECT_NE(c.dataplane.lcore, c.eal.main_lcore);
+  ASSERT_EQ(c.dataplane.lcores.size(), 1u);
+  EXPECT_NE(c.dataplane.lcores[0].lcore, c.eal.main_lcore);
+  EXPECT_FALSE(c.nic.service_lcore.has_value());
   EXPECT_TRUE(c.transports.plugins.empty());
   EXPECT_TRUE(c.transports.bindings.empty());
 }
@@ -237,7 +240,34 @@ TEST(Config, RouteViaOffLink) {
 
 TEST(Config, SameLcoreTwice) {
   expect_error(std::string("eal:\n  main_lcore: 1\n") + kPort, 2, 15,
-               "polling core needs an lcore of its own");
+               "lcore 1 is also eal.main_lcore");
+  expect_error(std::string("dataplane:\n  lcores: [1, 2, 1]\n") + kPort, 2, 11,
+               "dataplane lcore 2: lcore 1 is also dataplane lcore 0");
+  expect_error(std::string("dataplane:\n  lcores: [1, 2]\nnic:\n  service_lcore: 2\n") + kPort, 2,
+               11, "nic.service_lcore: lcore 2 is also dataplane lcore 1");
+}
+
+TEST(Config, ShardsAndTheNicServiceLcore) {
+  ConfigResult r = parse(std::string("dataplane:\n  lcores: [1, \"2@1\"]\n"
+                                     "nic:\n  service_lcore: 3@0\n") +
+                         kPort);
+  ASSERT_TRUE(r.config.has_value()) << r.errors[0].str();
+  const Config& c = *r.config;
+  ASSERT_EQ(c.dataplane.lcores.size(), 2u);
+  EXPECT_EQ(c.dataplane.lcores[0], (LcoreSpec{1, std::nullopt}));
+  EXPECT_EQ(c.dataplane.lcores[1], (LcoreSpec{2, 1}));
+  ASSERT_TRUE(c.nic.service_lcore.has_value());
+  EXPECT_EQ(c.nic.service_lcore->str(), "3@0");
+  EalPlan plan = plan_eal(c, 0);
+  auto at = std::find(plan.args.begin(), plan.args.end(), "--lcores");
+  ASSERT_NE(at, plan.args.end());
+  EXPECT_EQ(*(at + 1), "0,1@1,2@1,3@0");
+
+  expect_error(std::string("dataplane:\n  lcore: 1\n  lcores: [2]\n") + kPort, 3, 11, "not both");
+  expect_error(std::string("dataplane:\n  lcores: []\n") + kPort, 2, 11, "a list of 1 to 16");
+  expect_error(std::string("dataplane:\n  lcores: [1, 2@]\n") + kPort, 2, 15,
+               "expected an lcore number (0-1023), or LCORE@CPU");
+  expect_error(std::string("nic:\n  service_lcore: x\n") + kPort, 2, 18, "got 'x'");
 }
 
 TEST(Config, DuplicatePortName) {

@@ -116,9 +116,9 @@ class ManagementTest : public ::testing::Test {
     std::memcpy(our_mac_.data(), p.mac.b.data(), 6);
     ports_.push_back(p);
     routes_ = std::make_unique<RouteTable>(cfg_.ports);
-    ctl_ = std::make_unique<CtlChannel>();
+    ctl_ = std::make_unique<ShardChannels>(1);
     dp_ = std::make_unique<Dataplane>(DataplaneParams::from_config(cfg_, rte_get_tsc_hz()), ports_,
-                                      *routes_, g_pool, *ctl_);
+                                      *routes_, g_pool, (*ctl_)[0]);
     runner_ = std::thread([this] { dp_->run(); });
     mgmt_ = std::make_unique<Management>(DaemonInfo{}, cfg_, ports_, *routes_, *ctl_);
   }
@@ -160,7 +160,7 @@ class ManagementTest : public ::testing::Test {
   uint16_t port_id_ = 0;
   MacBytes our_mac_{};
   std::unique_ptr<RouteTable> routes_;
-  std::unique_ptr<CtlChannel> ctl_;
+  std::unique_ptr<ShardChannels> ctl_;
   std::unique_ptr<Dataplane> dp_;
   std::thread runner_;
   std::unique_ptr<Management> mgmt_;
@@ -467,7 +467,7 @@ struct TestApp {
 TEST_F(ManagementTest, OverlongDescriptorFromAPluginIsRefusedAndCounted) {
   if (g_long_tx.empty()) GTEST_SKIP() << "CLEAVE_TEST_LONG_TX_PLUGIN is not set: run through meson";
   auto call = [&](std::unique_ptr<CtlRequest> r) {
-    r = ctl_->call(std::move(r), std::chrono::seconds(5));
+    r = (*ctl_)[0].call(std::move(r), std::chrono::seconds(5));
     EXPECT_NE(r, nullptr) << "the dataplane did not answer";
     return r;
   };
@@ -541,7 +541,7 @@ TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
   TestApp app(8);
   ctl::AppAttach attach;
   attach.app = &app.dp;
-  auto r = ctl_->call(CtlRequest::make(attach), std::chrono::seconds(5));
+  auto r = (*ctl_)[0].call(CtlRequest::make(attach), std::chrono::seconds(5));
   ASSERT_TRUE(r && r->app_ok());
   for (const auto& [params, want] : {std::pair("", 26), {"dcqcn_cnp_dscp 10", 10}}) {
     SCOPED_TRACE(params);
@@ -551,7 +551,7 @@ TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
     q.send_wr = 16;
     q.recv_wr = 16;
     q.params = params;
-    r = ctl_->call(CtlRequest::make(std::move(q)), std::chrono::seconds(5));
+    r = (*ctl_)[0].call(CtlRequest::make(std::move(q)), std::chrono::seconds(5));
     ASSERT_TRUE(r);
     ASSERT_EQ(r->flow_status(), 0);
     json f = handle("flow.show", {{"id", r->as<ctl::QpCreate>().qp}});
@@ -559,7 +559,7 @@ TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
   }
   ctl::AppDetach detach;
   detach.app_id = app.dp.id;
-  r = ctl_->call(CtlRequest::make(detach), std::chrono::seconds(5));
+  r = (*ctl_)[0].call(CtlRequest::make(detach), std::chrono::seconds(5));
   EXPECT_TRUE(r && r->app_ok());
 }
 
@@ -597,7 +597,7 @@ class ManagementManyFlowsTest : public ManagementTest {
   }
 
   std::unique_ptr<CtlRequest> call(std::unique_ptr<CtlRequest> r) {
-    return ctl_->call(std::move(r), std::chrono::seconds(30));
+    return (*ctl_)[0].call(std::move(r), std::chrono::seconds(30));
   }
 };
 

@@ -89,7 +89,7 @@ ports:
   auto has = [](const EalPlan& p, std::vector<std::string> seq) {
     return std::search(p.args.begin(), p.args.end(), seq.begin(), seq.end()) != p.args.end();
   };
-  EXPECT_TRUE(has(no_huge, {"-l", "0,1"}));
+  EXPECT_TRUE(has(no_huge, {"--lcores", "0,1@1"}));
   EXPECT_TRUE(has(no_huge, {"--no-huge", "--no-shconf", "-m", "256"}));
   EXPECT_TRUE(has(no_huge, {"--vdev", "net_af_packet0,iface=v"}));
   EXPECT_TRUE(has(no_huge, {"--vdev", "net_tap_exc0,iface=exc0"}));

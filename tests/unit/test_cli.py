@@ -268,7 +268,8 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertRegex(p.stdout, r"nic_defer_no_ms +0")
 
     def test_app_list_and_show(self):
-        app = {"id": 3, "name": "kv", "pid": 42, "uid": 1000, "gid": 1000, "connected_s": 75,
+        app = {"id": 3, "name": "kv", "pid": 42, "uid": 1000, "gid": 1000, "shard": 1,
+               "connected_s": 75,
                "region_bytes": 16 << 20, "hugepages": True, "dpdk_external_memory": True,
                "dma_mapped_ports": 1, "memory_bytes": 17 << 20, "memory_quota_bytes": 256 << 20,
                "pipes": 3, "pipes_quota": 16, "mrs": 1, "mrs_quota": 8, "flows_quota": 64,
@@ -289,14 +290,15 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         p = self.ctl(d, "app")  # the verb defaults to list
         self.assertEqual(p.returncode, 0, p.stderr)
         lines = p.stdout.splitlines()
-        self.assertEqual(lines[0].split(), ["ID", "NAME", "PID", "UID", "MEMORY", "PIPES", "MRS",
-                                            "FLOWS", "OVER_QUOTA", "COMPLETIONS", "ERRORS"])
-        self.assertEqual(lines[1].split(), ["3", "kv", "42", "1000", "17.0", "MiB", "/", "256.0",
-                                            "MiB", "3/16", "1/8", "5/64", "7", "9", "2"])
+        self.assertEqual(lines[0].split(), ["ID", "NAME", "PID", "UID", "SHARD", "MEMORY",
+                                            "PIPES", "MRS", "FLOWS", "OVER_QUOTA", "COMPLETIONS",
+                                            "ERRORS"])
+        self.assertEqual(lines[1].split(), ["3", "kv", "42", "1000", "1", "17.0", "MiB", "/",
+                                            "256.0", "MiB", "3/16", "1/8", "5/64", "7", "9", "2"])
         p = self.ctl(d, "app", "show", "3")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(d.requests[-1]["args"], {"id": 3})
-        self.assertIn("app 3 'kv': pid 42 uid 1000 gid 1000, connected 1m 15s", p.stdout)
+        self.assertIn("app 3 'kv': pid 42 uid 1000 gid 1000, shard 1, connected 1m 15s", p.stdout)
         self.assertIn("hugepages, registered as DPDK external memory", p.stdout)
         self.assertIn("flows    5 of 64 (flows and QPs; refused over the quota: 7)", p.stdout)
         self.assertRegex(p.stdout, r"1 +submit +256 entries  -> cq 0")

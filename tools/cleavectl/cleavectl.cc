@@ -153,6 +153,11 @@ std::string str(const json& v) {
   return v.dump();
 }
 
+// A field an older daemon may not send: "-" when absent.
+std::string field(const json& o, const char* key) {
+  return o.is_object() && o.contains(key) ? str(o[key]) : "-";
+}
+
 // A table with left-aligned columns sized to their widest cell.
 void print_table(const std::vector<std::string>& head,
                  const std::vector<std::vector<std::string>>& rows) {
@@ -197,8 +202,11 @@ void show_status(const json& s) {
               str(s["protocol"]).c_str());
   std::printf("  config       %s\n", str(s["config"]).c_str());
   std::printf("  runtime dir  %s\n", str(s["runtime_dir"]).c_str());
-  std::printf("  dataplane    lcore %s, %s\n", str(s["dataplane"]["lcore"]).c_str(),
-              str(s["dataplane"]["state"]).c_str());
+  const json& dp = s["dataplane"];
+  std::string lcores;
+  for (const json& l : dp.contains("lcores") ? dp["lcores"] : json::array({dp["lcore"]}))
+    lcores += (lcores.empty() ? "" : ",") + str(l);
+  std::printf("  dataplane    lcore(s) %s, %s\n", lcores.c_str(), str(dp["state"]).c_str());
   std::printf("  ports        %s of %s link up\n", str(s["ports"]["link_up"]).c_str(),
               str(s["ports"]["total"]).c_str());
   std::printf("  hugepages    %s\n", str(s["hugepages"]).c_str());
@@ -383,10 +391,23 @@ void show_route_get(const json& r) {
 
 void show_stats(const json& s) {
   for (const json& l : s["lcores"]) {
-    std::printf("lcore %s (%s): busy %.2f%%  iterations %s (%s busy)  cycles busy %s idle %s\n",
-                str(l["lcore"]).c_str(), str(l["role"]).c_str(), l["busy_percent"].get<double>(),
-                str(l["iterations"]).c_str(), str(l["busy_iterations"]).c_str(),
-                str(l["busy_cycles"]).c_str(), str(l["idle_cycles"]).c_str());
+    if (str(l["role"]) == "nic") {
+      // The NIC service's own lcore: the emulated hardware's time, not the host's.
+      std::printf("lcore %s (nic service): cycles busy %s in %s runs\n", str(l["lcore"]).c_str(),
+                  str(l["busy_cycles"]).c_str(), str(l["busy_runs"]).c_str());
+      continue;
+    }
+    std::printf(
+        "lcore %s (shard %s): busy %.2f%%  iterations %s (%s busy)  cycles busy %s idle %s  rx %s "
+        "tx %s  handed off %s in %s\n",
+        str(l["lcore"]).c_str(), field(l, "shard").c_str(), l["busy_percent"].get<double>(),
+        str(l["iterations"]).c_str(), str(l["busy_iterations"]).c_str(),
+        str(l["busy_cycles"]).c_str(), str(l["idle_cycles"]).c_str(),
+        field(l, "rx_packets").c_str(), field(l, "tx_packets").c_str(),
+        field(l, "handed_off").c_str(), field(l, "handed_in").c_str());
+  }
+  if (s.contains("nic") && field(s["nic"], "mode") == "inline") {
+    std::printf("nic: run inline by the shards (its cycles are in theirs)\n");
   }
   for (const auto& [name, p] : s["ports"].items()) {
     std::printf(
@@ -446,14 +467,14 @@ void show_apps(const json& r) {
   for (const json& a : r["apps"]) {
     const json& c = a["counters"];
     rows.push_back(
-        {str(a["id"]), str(a["name"]), str(a["pid"]), str(a["uid"]),
+        {str(a["id"]), str(a["name"]), str(a["pid"]), str(a["uid"]), field(a, "shard"),
          mib(a["memory_bytes"]) + " / " + mib(a["memory_quota_bytes"]),
          str(a["pipes"]) + "/" + str(a["pipes_quota"]), str(a["mrs"]) + "/" + str(a["mrs_quota"]),
          (c.is_null() ? "-" : str(c["flows"])) + "/" + str(a["flows_quota"]),
          c.is_null() ? "-" : str(c["flows_over_quota"]), c.is_null() ? "-" : str(c["completions"]),
          c.is_null() ? "-" : str(c["errors_total"])});
   }
-  print_table({"ID", "NAME", "PID", "UID", "MEMORY", "PIPES", "MRS", "FLOWS", "OVER_QUOTA",
+  print_table({"ID", "NAME", "PID", "UID", "SHARD", "MEMORY", "PIPES", "MRS", "FLOWS", "OVER_QUOTA",
                "COMPLETIONS", "ERRORS"},
               rows);
   std::printf("%zu of at most %s apps; socket %s\n", r["apps"].size(), str(r["max_apps"]).c_str(),
@@ -461,9 +482,10 @@ void show_apps(const json& r) {
 }
 
 void show_app(const json& a) {
-  std::printf("app %s '%s': pid %s uid %s gid %s, connected %s\n", str(a["id"]).c_str(),
+  std::printf("app %s '%s': pid %s uid %s gid %s, shard %s, connected %s\n", str(a["id"]).c_str(),
               str(a["name"]).c_str(), str(a["pid"]).c_str(), str(a["uid"]).c_str(),
-              str(a["gid"]).c_str(), duration(a["connected_s"].get<double>()).c_str());
+              str(a["gid"]).c_str(), field(a, "shard").c_str(),
+              duration(a["connected_s"].get<double>()).c_str());
   std::printf(
       "  memory   %s of %s (region %s on %s, %s DPDK external memory, DMA-mapped for %s "
       "port(s))\n",
@@ -861,8 +883,10 @@ Objects and verbs (the verb defaults to show; for app, flow, qp and transport to
   arp show                the neighbour cache
   route show              the routing table
   route get ADDR          the route to ADDR and its next hop, resolving the next hop's MAC
-  stats show              dataplane counters: lcore busy/idle, per port, ARP, ICMP, the flow
-                          path, drops
+  stats show              dataplane counters, summed over the shards: each shard's lcore
+                          (busy/idle, packets, frames handed between shards), the NIC
+                          service's lcore apart when it has one, per port, ARP, ICMP, the
+                          flow path, drops
   nic show [NAME]         each port's NIC: backend (cleave: the header-split NIC; generic:
                           software placement), placement counters, table memory
   app list                connected apps (libcleave): memory, pipes, MRs, flows, requests,

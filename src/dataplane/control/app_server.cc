@@ -99,7 +99,7 @@ bool AppServer::LogBudget::take() {
   return false;
 }
 
-AppServer::AppServer(const Config& cfg, std::string path, int epoll_fd, CtlChannel& ctl,
+AppServer::AppServer(const Config& cfg, std::string path, int epoll_fd, const ShardChannels& ctl,
                      std::vector<uint16_t> ports)
     : cfg_(cfg),
       path_(std::move(path)),
@@ -359,6 +359,7 @@ void AppServer::on_message(Session& s) {
       std::memcpy(&m, buf, sizeof m);
       auto r = reply_for<abi::Reply>(h, abi::MsgType::kReply);
       r.h.status = ctl_flow(s, CtlRequest::make(ctl::Unlisten{{}, s.id, m.listener}));
+      if (r.h.status == 0) unshare_listener(s.id, s.shard, m.listener);
       send(s, &r, sizeof r);
       return;
     }
@@ -444,8 +445,58 @@ int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, ui
                       : ctl_flow(s, CtlRequest::make(ctl::Connect{std::move(o)}), &answer);
   if (st == 0) {
     id = listen ? answer->as<ctl::Listen>().id : answer->as<ctl::Connect>().id;
+    if (listen) st = share_listener(s, id, m.ip, static_cast<uint16_t>(m.port));
   }
   return st;
+}
+
+int32_t AppServer::share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t port) {
+  for (uint16_t k = 0; k < ctl_.size(); k++) {
+    if (k == s.shard) continue;
+    ctl::ListenShare q;
+    q.app_id = s.id;
+    q.shard = s.shard;
+    q.listener = id;
+    q.ip = ip;
+    q.port = port;
+    std::unique_ptr<CtlRequest> answer;
+    int32_t st = CL_ETIMEDOUT;
+    if (ctl(k, CtlRequest::make(q), &answer) == Ctl::kApplied) st = answer->flow_status();
+    if (st != 0) {
+      // Another shard's app has the address, or a table is full: the listen did not happen.
+      unshare_listener(s.id, s.shard, id);
+      if (app_ctl(s, CtlRequest::make(ctl::Unlisten{{}, s.id, id}), 0) != 0) {
+        spdlog::error("app {}: cannot withdraw listener {} that shard {} refused", s.id, id, k);
+      }
+      return st;
+    }
+  }
+  return 0;
+}
+
+void AppServer::unshare_listener(uint32_t app, uint16_t shard, uint32_t id) {
+  for (uint16_t k = 0; k < ctl_.size(); k++) {
+    if (k == shard) continue;
+    ctl::ListenShare q;
+    q.add = false;
+    q.app_id = app;
+    q.shard = shard;
+    q.listener = id;
+    if (ctl(k, CtlRequest::make(q)) != Ctl::kApplied) {
+      spdlog::error(
+          "app {}: shard {} did not answer; it may still hand frames for the app's "
+          "listener to shard {}",
+          app, k, shard);
+    }
+  }
+}
+
+uint16_t AppServer::pick_shard() const {
+  std::vector<size_t> apps(ctl_.size());
+  for (const auto& [fd, s] : sessions_) {
+    if (s.id != 0) apps[s.shard]++;
+  }
+  return static_cast<uint16_t>(std::min_element(apps.begin(), apps.end()) - apps.begin());
 }
 
 int32_t AppServer::ctl_flow(Session& s, std::unique_ptr<CtlRequest> req,
@@ -538,7 +589,8 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
   ctl::AppAttach attach;
   attach.app = dp.get();
   std::shared_ptr<CtlRequest> late;
-  switch (ctl(CtlRequest::make(attach), nullptr, &late)) {
+  s.shard = pick_shard();
+  switch (ctl(s.shard, CtlRequest::make(attach), nullptr, &late)) {
     case Ctl::kApplied:
       break;
     case Ctl::kRefused:  // the dataplane's app table is full, or the NIC's MR table
@@ -553,6 +605,7 @@ int32_t AppServer::hello(Session& s, const abi::Hello& m, abi::HelloReply& out) 
       next_id_++;
       Limbo l;
       l.id = id;
+      l.shard = s.shard;
       l.pending = std::move(late);
       l.attach = true;
       l.dp = std::move(dp);
@@ -737,12 +790,13 @@ int32_t AppServer::mr_dereg(Session& s, const abi::MrDereg& m) {
   return 0;
 }
 
-AppServer::Ctl AppServer::ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer,
+AppServer::Ctl AppServer::ctl(uint16_t shard, std::unique_ptr<CtlRequest> req,
+                              std::unique_ptr<CtlRequest>* answer,
                               std::shared_ptr<CtlRequest>* late) {
   // Flow requests carry their outcome in their status, which the caller reads.
   const bool flow = req->is_flow();
   CtlMiss miss = CtlMiss::kNone;
-  req = ctl_.call(std::move(req), kCtlTimeout, &miss, late);
+  req = ctl_[shard].call(std::move(req), kCtlTimeout, &miss, late);
   if (!req) {
     bump(ctl_timeouts_);
     spdlog::error("app server: the dataplane did not answer a control request in {} ms ({})",
@@ -757,7 +811,7 @@ AppServer::Ctl AppServer::ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<C
 
 int32_t AppServer::app_ctl(Session& s, std::unique_ptr<CtlRequest> req, int32_t refused,
                            std::unique_ptr<CtlRequest>* answer, AppMemory* memory, int fd) {
-  switch (ctl(std::move(req), answer)) {
+  switch (ctl(s.shard, std::move(req), answer)) {
     case Ctl::kApplied:
       return 0;
     case Ctl::kRefused:
@@ -840,13 +894,15 @@ std::unique_ptr<CtlRequest> detach_request(uint32_t id) {
 
 void AppServer::reclaim(Session& s) {
   std::shared_ptr<CtlRequest> late;
-  Ctl o = ctl(detach_request(s.id), nullptr, &late);
+  Ctl o = ctl(s.shard, detach_request(s.id), nullptr, &late);
+  unshare_listener(s.id, s.shard, transport::kNoFlow);
   // Answered either way (detached, or the dataplane had no such app): it holds nothing of it.
   if (o == Ctl::kWithdrawn || o == Ctl::kLate) {
     // The dataplane may still hold the app: its memory, tables and doorbells wait in limbo
     // until a detach is answered (withdrawn: settle() sends it again).
     Limbo l;
     l.id = s.id;
+    l.shard = s.shard;
     l.pending = std::move(late);
     l.dp = std::move(s.dp);
     l.memory.push_back(std::move(s.region));
@@ -893,7 +949,7 @@ void AppServer::settle() {
     }
     if (held) {
       l.attach = false;
-      l.pending = ctl_.post(detach_request(l.id));  // ring full: again next tick
+      l.pending = ctl_[l.shard].post(detach_request(l.id));  // ring full: again next tick
       ++it;
       continue;
     }
@@ -907,13 +963,15 @@ void AppServer::settle() {
 
 std::map<uint32_t, AppCounters> AppServer::counters() {
   std::map<uint32_t, AppCounters> out;
-  ctl::AppCountersList list;
-  list.rows.reserve(cfg_.apps.max_apps);
-  std::unique_ptr<CtlRequest> answer;
-  if (ctl(CtlRequest::make(std::move(list)), &answer) != Ctl::kApplied)
-    throw MgmtError("unavailable", "the dataplane did not answer");
-  for (const AppCountersRow& r : answer->as<ctl::AppCountersList>().rows)
-    out[r.id] = r.counters;
+  for (uint16_t k = 0; k < ctl_.size(); k++) {
+    ctl::AppCountersList list;
+    list.rows.reserve(cfg_.apps.max_apps);
+    std::unique_ptr<CtlRequest> answer;
+    if (ctl(k, CtlRequest::make(std::move(list)), &answer) != Ctl::kApplied)
+      throw MgmtError("unavailable", "the dataplane did not answer");
+    for (const AppCountersRow& r : answer->as<ctl::AppCountersList>().rows)
+      out[r.id] = r.counters;
+  }
   return out;
 }
 
@@ -926,6 +984,7 @@ nlohmann::json AppServer::describe(const Session& s, const AppCounters* c, bool 
             {"pid", s.cred.pid},
             {"uid", s.cred.uid},
             {"gid", s.cred.gid},
+            {"shard", s.shard},
             {"connected_s", age},
             {"region_bytes", s.region.length()},
             {"hugepages", s.region.hugetlb()},

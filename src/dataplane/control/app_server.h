@@ -48,7 +48,7 @@ class AppServer {
  public:
   // Binds `path` (mode 0666: admission is by SO_PEERCRED, not file mode) and registers it with
   // `epoll_fd`. `ports` are DMA-mapped for every region. Throws std::runtime_error.
-  AppServer(const Config& cfg, std::string path, int epoll_fd, CtlChannel& ctl,
+  AppServer(const Config& cfg, std::string path, int epoll_fd, const ShardChannels& ctl,
             std::vector<uint16_t> ports);
   AppServer(const AppServer&) = delete;
   AppServer& operator=(const AppServer&) = delete;
@@ -83,6 +83,7 @@ class AppServer {
     ucred cred{};
     const AppRule* rule = nullptr;  // null: not admitted
     uint32_t id = 0;                // 0 until hello succeeded
+    uint16_t shard = 0;             // the dataplane shard that serves its pipes and flows
     std::string name;
     uint16_t version = 0;
     Clock::time_point connected;
@@ -103,6 +104,7 @@ class AppServer {
   // An app the dataplane may hold that no session does (see the top of this file).
   struct Limbo {
     uint32_t id = 0;
+    uint16_t shard = 0;
     std::shared_ptr<CtlRequest> pending;  // the late attach or the detach in flight; null: a
                                           // detach to send
     bool attach = false;                  // `pending` is the late attach
@@ -131,6 +133,14 @@ class AppServer {
   int32_t mr_dereg(Session& s, const abi::MrDereg& m);
   // Listen and connect (the same message layout): the dataplane opens it; the id out.
   int32_t flow_open(Session& s, const abi::FlowOpen& m, bool listen, uint32_t& id);
+  // Tells every other shard that the app's listener `id` on its shard listens on (ip, port)
+  // (ListenShare), so they hand it the frames they receive for it; undoes what it did and
+  // returns the refusal when one cannot. unshare_listener: no longer (kNoFlow: none of the
+  // app's); best effort, logged.
+  int32_t share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t port);
+  void unshare_listener(uint32_t app, uint16_t shard, uint32_t id);
+  // The shard with the fewest apps, for a new one.
+  uint16_t pick_shard() const;
   int32_t ctl_flow(Session& s, std::unique_ptr<CtlRequest> req,
                    std::unique_ptr<CtlRequest>* answer = nullptr);
   int32_t qp_create(Session& s, const abi::QpCreate& m, abi::QpReply& out);
@@ -141,7 +151,8 @@ class AppServer {
   void reclaim(Session& s);
   // Sends a request and waits (kCtlTimeout). `answer` gets the answered request; `late`, when
   // given, the request of a kLate outcome.
-  Ctl ctl(std::unique_ptr<CtlRequest> req, std::unique_ptr<CtlRequest>* answer = nullptr,
+  Ctl ctl(uint16_t shard, std::unique_ptr<CtlRequest> req,
+          std::unique_ptr<CtlRequest>* answer = nullptr,
           std::shared_ptr<CtlRequest>* late = nullptr);
   // The outcome of a request on a live app: kLate marks the session lost (disconnected after its
   // reply) and keeps `memory` and `fd` with it. The status for the app: 0, `refused`, or
@@ -168,7 +179,7 @@ class AppServer {
   std::string path_;
   int epoll_fd_;
   int listen_fd_ = -1;
-  CtlChannel& ctl_;
+  const ShardChannels& ctl_;
   std::vector<uint16_t> ports_;
   bool try_huge_;
   bool warned_no_huge_ = false;

@@ -112,14 +112,19 @@ class Fd {
   int fd_;
 };
 
+// Each lcore's CPU must exist (an lcore without @CPU runs on the CPU of its number).
 void check_lcores(const Config& cfg) {
   unsigned cpus = std::thread::hardware_concurrency();
-  for (auto [key, lcore] : {std::pair{"eal.main_lcore", cfg.eal.main_lcore},
-                            std::pair{"dataplane.lcore", cfg.dataplane.lcore}}) {
-    if (cpus != 0 && lcore >= cpus) {
-      throw StartupError(std::string(key) + " is " + std::to_string(lcore) +
+  std::vector<std::pair<std::string, LcoreSpec>> all{
+      {"eal.main_lcore", LcoreSpec{cfg.eal.main_lcore, std::nullopt}}};
+  for (size_t i = 0; i < cfg.dataplane.lcores.size(); i++)
+    all.emplace_back("dataplane lcore " + std::to_string(i), cfg.dataplane.lcores[i]);
+  if (cfg.nic.service_lcore) all.emplace_back("nic.service_lcore", *cfg.nic.service_lcore);
+  for (const auto& [key, l] : all) {
+    if (cpus != 0 && l.cpu_or_lcore() >= cpus) {
+      throw StartupError(key + " " + l.str() + " runs on CPU " + std::to_string(l.cpu_or_lcore()) +
                          " but this machine has " + std::to_string(cpus) + " CPU(s) (0-" +
-                         std::to_string(cpus - 1) + ")");
+                         std::to_string(cpus - 1) + "); give it one as LCORE@CPU");
     }
   }
 }
@@ -127,16 +132,17 @@ void check_lcores(const Config& cfg) {
 // What the main thread watches between ticks: links, failures worth a log line, the watchdog.
 class Supervisor {
  public:
-  Supervisor(const Config& cfg, const std::vector<DpPort>& ports, const Dataplane& dp,
-             CtlChannel& ctl, SdNotify& sd)
+  Supervisor(const Config& cfg, const std::vector<DpPort>& ports,
+             const std::vector<std::unique_ptr<Dataplane>>& shards, const ShardChannels& ctl,
+             SdNotify& sd)
       : cfg_(cfg),
         ports_(ports),
-        dp_(dp),
+        shards_(shards),
         ctl_(ctl),
         sd_(sd),
         // systemd's advice: ping at half the interval it asked for.
         watchdog_period_(sd.watchdog() ? *sd.watchdog() / 2 : std::chrono::microseconds(0)),
-        watchdog_(watchdog_period_),
+        watchdog_(shards.size(), WatchdogGate(watchdog_period_)),
         link_up_(ports.size(), -1) {}
 
   std::chrono::milliseconds tick() const {
@@ -147,17 +153,27 @@ class Supervisor {
 
   void on_tick() {
     auto now = Clock::now();
-    switch (watchdog_.check(dp_.heartbeat(), now)) {
-      case WatchdogGate::Verdict::kPing:
-        sd_.send("WATCHDOG=1");
-        break;
-      case WatchdogGate::Verdict::kStalled:
-        spdlog::error("dataplane lcore {} has stopped making progress; withholding watchdog pings",
-                      cfg_.dataplane.lcore);
-        break;
-      case WatchdogGate::Verdict::kWait:
-        break;
+    // The gates share a period and a start, so they fall due together: a ping when every shard
+    // made progress, none when one did not.
+    bool ping = true, stalled = false;
+    for (size_t k = 0; k < shards_.size(); k++) {
+      switch (watchdog_[k].check(shards_[k]->heartbeat(), now)) {
+        case WatchdogGate::Verdict::kPing:
+          break;
+        case WatchdogGate::Verdict::kStalled:
+          spdlog::error(
+              "dataplane lcore {} (shard {}) has stopped making progress; withholding watchdog "
+              "pings",
+              cfg_.dataplane.lcores[k].lcore, k);
+          stalled = true;
+          ping = false;
+          break;
+        case WatchdogGate::Verdict::kWait:
+          ping = false;
+          break;
+      }
     }
+    if (ping && !stalled) sd_.send("WATCHDOG=1");
     if (now >= next_events_) {
       next_events_ = now + kEventPeriod;
       report_events();
@@ -177,9 +193,12 @@ class Supervisor {
         link_up_[i] = up;
       }
     }
-    auto req = ctl_.call(CtlRequest::make(ctl::Stats{}), std::chrono::milliseconds(200));
-    if (!req) return;
-    const DataplaneStats& stats = req->as<ctl::Stats>().stats;
+    DataplaneStats stats;
+    for (size_t k = 0; k < ctl_.size(); k++) {
+      auto req = ctl_[k].call(CtlRequest::make(ctl::Stats{}), std::chrono::milliseconds(200));
+      if (!req) return;
+      stats += req->as<ctl::Stats>().stats;
+    }
     const ProtoStats& p = stats.proto;
     if (p.arp_conflicts > last_.arp_conflicts) {
       spdlog::warn("arp: {} packet(s) from another host claiming one of our addresses",
@@ -214,11 +233,11 @@ class Supervisor {
 
   const Config& cfg_;
   const std::vector<DpPort>& ports_;
-  const Dataplane& dp_;
-  CtlChannel& ctl_;
+  const std::vector<std::unique_ptr<Dataplane>>& shards_;
+  const ShardChannels& ctl_;
   SdNotify& sd_;
   std::chrono::microseconds watchdog_period_;  // 0: no watchdog
-  WatchdogGate watchdog_;
+  std::vector<WatchdogGate> watchdog_;         // by shard
   Clock::time_point next_events_{};
   std::vector<int> link_up_;  // -1 unknown
   ProtoStats last_{};
@@ -229,6 +248,7 @@ class Supervisor {
 // Everything after EAL init: the ports, the dataplane on its lcore, the management loop.
 int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
   rte_mempool* pool = create_pool(cfg);
+  NicService nic_service(cfg);  // before the ports start; stops after they close
   std::vector<DpPort> ports = start_ports(cfg, pool);
   // Ports stop last, on every way out: after the dataplane lcore has returned.
   struct PortsGuard {
@@ -236,30 +256,62 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
     ~PortsGuard() { stop_ports(ports); }
   } ports_guard{ports};
   RouteTable routes(cfg.ports);
-  CtlChannel ctl;
-  Dataplane dp(DataplaneParams::from_config(cfg, rte_get_tsc_hz()), ports, routes, pool, ctl);
-  if (int r = rte_eal_remote_launch(Dataplane::lcore_main, &dp, cfg.dataplane.lcore); r != 0) {
-    throw StartupError("cannot launch the dataplane on lcore " +
-                       std::to_string(cfg.dataplane.lcore) + ": " + std::strerror(-r));
+  // One shard per dataplane lcore, each with its channel, on queue `shard` of every port.
+  const size_t nshards = cfg.dataplane.lcores.size();
+  ShardChannels ctl(nshards);
+  std::vector<std::unique_ptr<Dataplane>> shards;
+  std::vector<Dataplane*> peers;
+  for (size_t k = 0; k < nshards; k++) {
+    shards.push_back(std::make_unique<Dataplane>(
+        DataplaneParams::from_config(cfg, rte_get_tsc_hz(), uint16_t(k)), ports, routes, pool,
+        ctl[k]));
+    peers.push_back(shards.back().get());
   }
-  spdlog::info("dataplane running on lcore {}", cfg.dataplane.lcore);
+  for (auto& dp : shards)
+    dp->set_peers(peers);
+  // Stops and waits for the shards launched so far, on every way out.
+  size_t launched = 0;
+  struct LaunchGuard {
+    const Config& cfg;
+    std::vector<std::unique_ptr<Dataplane>>& shards;
+    size_t& launched;
+    ~LaunchGuard() {
+      for (size_t k = 0; k < launched; k++)
+        shards[k]->request_stop();
+      for (size_t k = 0; k < launched; k++)
+        rte_eal_wait_lcore(cfg.dataplane.lcores[k].lcore);
+    }
+  } launch_guard{cfg, shards, launched};
+  for (size_t k = 0; k < nshards; k++) {
+    const LcoreSpec& l = cfg.dataplane.lcores[k];
+    if (int r = rte_eal_remote_launch(Dataplane::lcore_main, shards[k].get(), l.lcore); r != 0) {
+      throw StartupError("cannot launch dataplane shard " + std::to_string(k) + " on lcore " +
+                         l.str() + ": " + std::strerror(-r));
+    }
+    launched++;
+    spdlog::info("dataplane shard {} running on lcore {}", k, l.str());
+  }
 
   int exit_code = kExitOk;
   {
     Fd epoll(epoll_create1(EPOLL_CLOEXEC));
     const char* hooks = std::getenv("CLEAVE_TEST_HOOKS");
+    std::vector<unsigned> lcores;
+    for (const LcoreSpec& l : cfg.dataplane.lcores)
+      lcores.push_back(l.lcore);
     DaemonInfo info{cfg.source,
                     cfg.runtime_dir,
                     plan.hugepages,
                     cfg.eal.main_lcore,
-                    cfg.dataplane.lcore,
+                    lcores,
                     Clock::now(),
                     hooks != nullptr && std::string_view(hooks) == "1"};
     if (info.test_hooks) spdlog::warn("CLEAVE_TEST_HOOKS=1: test hooks (debug.*) are enabled");
     Management mgmt(info, cfg, ports, routes, ctl);
+    mgmt.set_nic_service(&nic_service);
     std::optional<MgmtServer> server;
     std::optional<AppServer> apps;
-    Supervisor sup(cfg, ports, dp, ctl, sd);
+    Supervisor sup(cfg, ports, shards, ctl, sd);
     Fd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     try {
       // The configuration's bindings go through the same path as flow.attach, before any app or
@@ -355,9 +407,7 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
     apps.reset();    // tells apps, reclaims them while the dataplane still answers
     server.reset();  // removes the control socket
   }
-  dp.request_stop();
-  rte_eal_wait_lcore(cfg.dataplane.lcore);
-  return exit_code;
+  return exit_code;  // launch_guard stops the shards, then ports_guard the ports
 }
 
 }  // namespace

@@ -56,9 +56,17 @@ unsigned long free_hugepages() {
 EalPlan plan_eal(const Config& cfg, unsigned long hugepages_free) {
   EalPlan plan;
   auto& a = plan.args;
+  // Every lcore with the CPU it runs on (EAL's --lcores: lcore@cpu), so several may share one.
+  std::string lcores = std::to_string(cfg.eal.main_lcore);
+  auto add = [&](const LcoreSpec& l) {
+    lcores += "," + std::to_string(l.lcore) + "@" + std::to_string(l.cpu_or_lcore());
+  };
+  for (const LcoreSpec& l : cfg.dataplane.lcores)
+    add(l);
+  if (cfg.nic.service_lcore) add(*cfg.nic.service_lcore);
   a = {"cleaved",
-       "-l",
-       std::to_string(cfg.eal.main_lcore) + "," + std::to_string(cfg.dataplane.lcore),
+       "--lcores",
+       lcores,
        "--main-lcore",
        std::to_string(cfg.eal.main_lcore),
        "--file-prefix",

@@ -11,11 +11,13 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "cleave_version.h"
 #include "control/app_server.h"
 #include "control/log.h"
 #include "control/mgmt_server.h"
+#include "control/port.h"
 #include "mgmt_protocol.h"
 #include "registry.h"
 #include "transport.h"
@@ -229,17 +231,29 @@ FlowBinding binding_args(const json& args) {
 }  // namespace
 
 Management::Management(DaemonInfo info, const Config& cfg, const std::vector<DpPort>& ports,
-                       const RouteTable& routes, CtlChannel& ctl)
+                       const RouteTable& routes, const ShardChannels& ctl)
     : info_(std::move(info)), cfg_(cfg), ports_(ports), routes_(routes), ctl_(ctl) {}
 
-std::unique_ptr<CtlRequest> Management::ask(std::unique_ptr<CtlRequest> req) {
-  auto answer = ctl_.call(std::move(req), kDataplaneTimeout);
+std::unique_ptr<CtlRequest> Management::ask(std::unique_ptr<CtlRequest> req, size_t shard) {
+  auto answer = ctl_[shard].call(std::move(req), kDataplaneTimeout);
   if (!answer) {
-    throw MgmtError(mgmt::kErrUnavailable, "the dataplane did not answer within " +
-                                               std::to_string(kDataplaneTimeout.count()) +
-                                               " ms (is its lcore stuck?)");
+    throw MgmtError(mgmt::kErrUnavailable,
+                    "the dataplane (shard " + std::to_string(shard) + ", lcore " +
+                        std::to_string(lcore_of(shard)) + ") did not answer within " +
+                        std::to_string(kDataplaneTimeout.count()) + " ms (is its lcore stuck?)");
   }
   return answer;
+}
+
+std::vector<DataplaneStats> Management::shard_stats(DataplaneStats& sum, uint64_t& tsc_hz) {
+  std::vector<DataplaneStats> out;
+  sum = DataplaneStats{};
+  for (auto& r : ask_all([] { return ctl::Stats{}; })) {
+    out.push_back(r->as<ctl::Stats>().stats);
+    sum += out.back();
+    tsc_hz = r->tsc_hz;
+  }
+  return out;
 }
 
 json Management::handle(std::string_view command, const json& args) {
@@ -355,11 +369,13 @@ json Management::handle(std::string_view command, const json& args) {
 
 json Management::status() {
   using namespace std::chrono;
-  json dp = {{"lcore", info_.dataplane_lcore}};
+  json dp = {{"lcore", lcore_of(0)}, {"lcores", info_.dataplane_lcores}};
   try {
-    auto r = ask(CtlRequest::make(ctl::Stats{}));
+    DataplaneStats sum;
+    uint64_t hz = 0;
+    shard_stats(sum, hz);
     dp["state"] = "running";
-    dp["iterations"] = r->as<ctl::Stats>().stats.lcore.iterations;
+    dp["iterations"] = sum.lcore.iterations;
   } catch (const MgmtError&) {
     dp["state"] = "unresponsive";
   }
@@ -418,14 +434,40 @@ json Management::ports(const std::string& name) {
   return out;
 }
 
+ctl::Nic Management::nic_answer(size_t index, uint8_t dirs, const FaultParams& p) {
+  std::vector<std::unique_ptr<CtlRequest>> answers = ask_all([&] {
+    ctl::Nic q;
+    q.port = static_cast<uint8_t>(index);
+    q.counters.reserve(kMaxNicCounters);
+    q.fault_dirs = dirs;
+    q.fault = p;
+    return q;
+  });
+  ctl::Nic out = std::move(answers[0]->as<ctl::Nic>());
+  if (static_cast<NicBackend>(out.backend) == NicBackend::kCleave) {
+    for (const auto& a : answers) {
+      if (out.fault_status == 0) out.fault_status = a->as<ctl::Nic>().fault_status;
+    }
+    return out;
+  }
+  // The generic backend: a model per queue. Its counters (the fault counters too) add up.
+  for (size_t k = 1; k < answers.size(); k++) {
+    const ctl::Nic& r = answers[k]->as<ctl::Nic>();
+    if (out.fault_status == 0) out.fault_status = r.fault_status;
+    out.truncated = out.truncated || r.truncated;
+    for (const NicCounterRow& c : r.counters) {
+      auto same = [&](const NicCounterRow& o) { return o.name == c.name; };
+      if (auto it = std::find_if(out.counters.begin(), out.counters.end(), same);
+          it != out.counters.end()) {
+        it->value += c.value;
+      }
+    }
+  }
+  return out;
+}
+
 json Management::faults(size_t index, uint8_t dirs, const FaultParams& p) {
-  ctl::Nic q;
-  q.port = static_cast<uint8_t>(index);
-  q.counters.reserve(kMaxNicCounters);
-  q.fault_dirs = dirs;
-  q.fault = p;
-  auto answer = ask(CtlRequest::make(std::move(q)));
-  const ctl::Nic& r = answer->as<ctl::Nic>();
+  ctl::Nic r = nic_answer(index, dirs, p);
   if (r.fault_status != 0) {
     throw MgmtError(mgmt::kErrBadRequest,
                     "port " + ports_[index].name +
@@ -480,11 +522,7 @@ json Management::nic(const std::string& name) {
   json out = json::array();
   for (size_t i = 0; i < ports_.size(); i++) {
     if (!name.empty() && name != ports_[i].name) continue;
-    ctl::Nic q;
-    q.port = static_cast<uint8_t>(i);
-    q.counters.reserve(kMaxNicCounters);
-    auto answer = ask(CtlRequest::make(std::move(q)));
-    const ctl::Nic& r = answer->as<ctl::Nic>();
+    ctl::Nic r = nic_answer(i, 0, FaultParams{});
     if (!r.found) continue;
     // nic_mem_<table>_bytes / _in_use and nic_mem_total_bytes become the memory table.
     constexpr std::string_view kMem = "nic_mem_", kBytes = "_bytes", kInUse = "_in_use";
@@ -523,13 +561,31 @@ json Management::nic(const std::string& name) {
 }
 
 json Management::arp() {
-  ctl::ArpTable q;
-  q.rows.reserve(cfg_.arp.max_entries);
-  auto answer = ask(CtlRequest::make(std::move(q)));
-  ctl::ArpTable& r = answer->as<ctl::ArpTable>();
-  std::sort(r.rows.begin(), r.rows.end(), [](const ArpRow& a, const ArpRow& b) {
-    return a.port != b.port ? a.port < b.port : a.ip < b.ip;
+  // Every shard keeps a neighbour cache (shard 0 shares what it learns): of an address's
+  // entries, the one most recently confirmed, reachable first.
+  ctl::ArpTable r;
+  uint64_t tsc_hz = 1;
+  for (auto& answer : ask_all([&] {
+         ctl::ArpTable q;
+         q.rows.reserve(cfg_.arp.max_entries);
+         return q;
+       })) {
+    const ctl::ArpTable& t = answer->as<ctl::ArpTable>();
+    r.rows.insert(r.rows.end(), t.rows.begin(), t.rows.end());
+    r.truncated = r.truncated || t.truncated;
+    tsc_hz = std::max<uint64_t>(answer->tsc_hz, 1);
+  }
+  auto rank = [](const ArpRow& a) { return a.state == ArpState::kReachable ? 0 : 1; };
+  std::sort(r.rows.begin(), r.rows.end(), [&](const ArpRow& a, const ArpRow& b) {
+    if (a.port != b.port) return a.port < b.port;
+    if (a.ip != b.ip) return a.ip < b.ip;
+    return rank(a) != rank(b) ? rank(a) < rank(b) : a.age_cycles < b.age_cycles;
   });
+  r.rows.erase(std::unique(r.rows.begin(), r.rows.end(),
+                           [](const ArpRow& a, const ArpRow& b) {
+                             return a.port == b.port && a.ip == b.ip;
+                           }),
+               r.rows.end());
   json rows = json::array();
   for (const ArpRow& a : r.rows) {
     rows.push_back({{"port", port_name(a.port)},
@@ -537,7 +593,7 @@ json Management::arp() {
                     {"mac", mac_json(a.state, a.mac)},
                     {"state", arp_state_name(a.state)},
                     {"pinned", a.pinned},
-                    {"age_ms", a.age_cycles * 1000 / std::max<uint64_t>(answer->tsc_hz, 1)}});
+                    {"age_ms", a.age_cycles * 1000 / tsc_hz}});
   }
   return {{"entries", rows}, {"truncated", r.truncated}, {"capacity", cfg_.arp.max_entries}};
 }
@@ -574,25 +630,55 @@ json Management::route_get(const std::string& addr) {
 }
 
 json Management::stats() {
-  auto r = ask(CtlRequest::make(ctl::Stats{}));
-  const DataplaneStats& s = r->as<ctl::Stats>().stats;
-  const LcoreStats& l = s.lcore;
-  uint64_t cycles = l.busy_cycles + l.idle_cycles;
-  json lcore = {
-      {"lcore", info_.dataplane_lcore},
-      {"role", "dataplane"},
-      {"iterations", l.iterations},
-      {"busy_iterations", l.busy_iterations},
-      {"busy_cycles", l.busy_cycles},
-      {"idle_cycles", l.idle_cycles},
-      {"busy_percent", cycles == 0 ? 0.0 : 100.0 * double(l.busy_cycles) / double(cycles)}};
+  DataplaneStats s;
+  uint64_t tsc_hz = 0;
+  std::vector<DataplaneStats> shards = shard_stats(s, tsc_hz);
+  // Each shard's lcore, with what it received and handed to other shards; the sums below.
+  json lcores = json::array();
+  for (size_t k = 0; k < shards.size(); k++) {
+    const LcoreStats& l = shards[k].lcore;
+    uint64_t cycles = l.busy_cycles + l.idle_cycles;
+    uint64_t rx = 0, tx = 0, off = 0, in = 0;
+    for (size_t i = 0; i < ports_.size(); i++) {
+      const PortStats& p = shards[k].ports[i];
+      rx += p.rx_packets;
+      tx += p.tx_packets;
+      off += p.handed_off;
+      in += p.handed_in;
+    }
+    lcores.push_back(
+        {{"lcore", lcore_of(k)},
+         {"role", "dataplane"},
+         {"shard", k},
+         {"iterations", l.iterations},
+         {"busy_iterations", l.busy_iterations},
+         {"busy_cycles", l.busy_cycles},
+         {"idle_cycles", l.idle_cycles},
+         {"busy_percent", cycles == 0 ? 0.0 : 100.0 * double(l.busy_cycles) / double(cycles)},
+         {"rx_packets", rx},
+         {"tx_packets", tx},
+         {"handed_off", off},
+         {"handed_in", in},
+         {"flows_opened", shards[k].flows.flows_opened},
+         {"flows_closed", shards[k].flows.flows_closed}});
+  }
+  // The emulated NIC's own time, apart from the shards' ("host") when it runs on its own lcore;
+  // inline, it is inside the shards' busy cycles.
+  json nic = {{"mode", "inline"}};
+  if (nic_service_ != nullptr && nic_service_->running()) {
+    nic = {{"mode", "service"}, {"lcore", nic_service_->lcore()}};
+    lcores.push_back({{"lcore", nic_service_->lcore()},
+                      {"role", "nic"},
+                      {"busy_cycles", nic_service_->busy_cycles()},
+                      {"busy_runs", nic_service_->busy_runs()}});
+  }
   json ports = json::object();
   for (size_t i = 0; i < ports_.size(); i++) {
     const PortStats& p = s.ports[i];
     ports[ports_[i].name] = {{"rx_packets", p.rx_packets}, {"rx_bytes", p.rx_bytes},
                              {"tx_packets", p.tx_packets}, {"tx_bytes", p.tx_bytes},
                              {"to_kernel", p.to_kernel},   {"from_kernel", p.from_kernel},
-                             {"absorbed", p.absorbed}};
+                             {"absorbed", p.absorbed},     {"handed_off", p.handed_off}};
   }
   const ProtoStats& pr = s.proto;
   json drops = json::object();
@@ -606,8 +692,9 @@ json Management::stats() {
   CLEAVE_FLOW_COUNTERS(CLEAVE_X)
 #undef CLEAVE_X
   return {
-      {"tsc_hz", r->tsc_hz},
-      {"lcores", json::array({lcore})},
+      {"tsc_hz", tsc_hz},
+      {"lcores", lcores},
+      {"nic", nic},
       {"ports", ports},
       {"arp",
        {{"requests_rx", pr.arp_requests_rx},
@@ -626,28 +713,38 @@ json Management::stats() {
 
 // One page of the listing (ctl::FlowList): the lcore spends a bounded time on each, and serves
 // its packets between them. The room for the rows is made here, not on the lcore.
-ctl::FlowList Management::flow_page(uint32_t only, uint32_t start, uint32_t max_rows) {
+ctl::FlowList Management::flow_page(size_t shard, uint32_t only, uint32_t start,
+                                    uint32_t max_rows) {
   ctl::FlowList q;
   q.only = only;
   q.start = start;
   q.max_rows = max_rows;
   q.rows.reserve(std::min(max_rows, ctl::kFlowListPageRows));
-  auto r = ask(CtlRequest::make(std::move(q)));
+  auto r = ask(CtlRequest::make(std::move(q)), shard);
   return std::move(r->as<ctl::FlowList>());
 }
 
-void Management::add_rows(const ctl::FlowList& page, json& flows, json& listeners) {
+void Management::add_rows(const ctl::FlowList& page, size_t shard, json& flows, json& listeners) {
   for (const FlowRow& row : page.rows) {
     if (row.listener) {
       listeners.push_back({{"id", row.id},
                            {"app", app_json(row.app)},
+                           {"shard", shard},
                            {"transport", row.transport},
                            {"local", endpoint_str(row.tuple.local)}});
     } else {
-      flows.push_back(flow_json(row));
+      json f = flow_json(row);
+      f["shard"] = shard;
+      flows.push_back(std::move(f));
     }
   }
 }
+
+// The listing's position: the shard in the high bits, the position in its listing below.
+namespace {
+constexpr unsigned kShardShift = 24;
+constexpr uint32_t kPosMask = (1u << kShardShift) - 1;
+}  // namespace
 
 json Management::flows(std::optional<uint32_t> start, std::optional<uint32_t> max_rows) {
   const bool paged = start || max_rows;
@@ -656,9 +753,19 @@ json Management::flows(std::optional<uint32_t> start, std::optional<uint32_t> ma
   json listeners = json::array();
   ctl::FlowList page;
   do {
-    page = flow_page(transport::kNoFlow, pos, max_rows.value_or(ctl::kFlowListPageRows));
-    add_rows(page, flows, listeners);
-    pos = page.next;
+    const size_t shard = pos >> kShardShift;
+    if (shard >= ctl_.size()) {  // past the end: an empty page, the last
+      pos = transport::kNoFlow;
+      break;
+    }
+    page = flow_page(shard, transport::kNoFlow, pos & kPosMask,
+                     max_rows.value_or(ctl::kFlowListPageRows));
+    add_rows(page, shard, flows, listeners);
+    if (page.next != transport::kNoFlow) {
+      pos = uint32_t(shard << kShardShift) | page.next;
+    } else {
+      pos = shard + 1 < ctl_.size() ? uint32_t((shard + 1) << kShardShift) : transport::kNoFlow;
+    }
   } while (!paged && pos != transport::kNoFlow);
   json bindings = json::array();
   for (const FlowBinding& b : page.bindings)
@@ -672,19 +779,31 @@ json Management::flows(std::optional<uint32_t> start, std::optional<uint32_t> ma
 }
 
 json Management::flow_show(uint32_t id) {
-  auto r = flow_page(id, 0, 1);
-  for (const FlowRow& row : r.rows) {
-    if (!row.listener && row.id == id) return flow_json(row);
+  for (size_t k = 0; k < ctl_.size(); k++) {
+    auto r = flow_page(k, id, 0, 1);
+    for (const FlowRow& row : r.rows) {
+      if (row.listener || row.id != id) continue;
+      json f = flow_json(row);
+      f["shard"] = k;
+      return f;
+    }
   }
   throw MgmtError(mgmt::kErrNotFound, "no flow with id " + std::to_string(id));
 }
 
 json Management::attach(FlowBinding b) {
   // An empty transport keeps the port's: the dataplane resolves it and answers which.
+  // Every shard keeps the bindings; shard 0 decides, the others follow (the same tables).
   ctl::BindingAttach q;
   q.binding = std::move(b);
-  auto answer = ask(CtlRequest::make(std::move(q)));
+  auto answer = ask(CtlRequest::make(ctl::BindingAttach(q)));
   const ctl::BindingAttach& r = answer->as<ctl::BindingAttach>();
+  for (size_t k = 1; k < ctl_.size() && r.status == 0; k++) {
+    if (int st = ask(CtlRequest::make(ctl::BindingAttach(q)), k)->as<ctl::BindingAttach>().status;
+        st != 0) {
+      spdlog::error("shard {} refused the binding shard 0 took ({})", k, st);
+    }
+  }
   if (r.status != 0) {
     std::string why =
         r.error.empty() ? "refused (error " + std::to_string(r.status) + ")" : r.error;
@@ -703,8 +822,10 @@ json Management::attach(FlowBinding b) {
 json Management::detach(FlowBinding key) {
   ctl::BindingDetach q;
   q.binding = std::move(key);
-  auto answer = ask(CtlRequest::make(std::move(q)));
+  auto answer = ask(CtlRequest::make(ctl::BindingDetach(q)));
   const ctl::BindingDetach& r = answer->as<ctl::BindingDetach>();
+  for (size_t k = 1; k < ctl_.size() && r.status == 0; k++)
+    ask(CtlRequest::make(ctl::BindingDetach(q)), k);
   if (r.status != 0) {
     throw MgmtError(mgmt::kErrNotFound, "no binding for " + binding_name(r.binding));
   }
@@ -715,32 +836,36 @@ json Management::detach(FlowBinding key) {
 
 json Management::transports() {
   std::map<std::string, std::pair<uint64_t, uint64_t>> counts;  // flows, listeners
-  ctl::FlowList r;
-  for (uint32_t pos = 0; pos != transport::kNoFlow; pos = r.next) {
-    r = flow_page(transport::kNoFlow, pos, ctl::kFlowListPageRows);
-    for (const FlowRow& row : r.rows) {
-      auto& c = counts[row.transport];
-      (row.listener ? c.second : c.first)++;
+  std::set<std::string> running;
+  std::map<std::string, std::map<std::string, uint64_t>> stats;  // summed over the shards
+  for (size_t k = 0; k < ctl_.size(); k++) {
+    ctl::FlowList r;
+    for (uint32_t pos = 0; pos != transport::kNoFlow; pos = r.next) {
+      r = flow_page(k, transport::kNoFlow, pos, ctl::kFlowListPageRows);
+      for (const FlowRow& row : r.rows) {
+        auto& c = counts[row.transport];
+        (row.listener ? c.second : c.first)++;
+      }
+    }
+    running.insert(r.transports.begin(), r.transports.end());
+    for (const TransportStats& s : r.transport_stats) {
+      for (const auto& [key, v] : s.numbers)
+        stats[s.name][key] += v;
     }
   }
   json out = json::array();
   for (const transport::Registry::Entry& e : transport::Registry::global().entries()) {
-    bool running =
-        std::find(r.transports.begin(), r.transports.end(), e.name) != r.transports.end();
     // Counters over every flow the transport has had; empty until it runs.
-    json stats = json::object();
-    for (const TransportStats& s : r.transport_stats) {
-      if (s.name != e.name) continue;
-      for (const auto& [k, v] : s.numbers)
-        stats[k] = v;
-    }
+    json st = json::object();
+    for (const auto& [key, v] : stats[e.name])
+      st[key] = v;
     out.push_back({{"name", e.name},
                    {"description", e.description},
                    {"origin", e.origin},
-                   {"instantiated", running},
+                   {"instantiated", running.count(e.name) != 0},
                    {"flows", counts[e.name].first},
                    {"listeners", counts[e.name].second},
-                   {"stats", stats}});
+                   {"stats", st}});
   }
   return {{"transports", out}};
 }

@@ -36,24 +36,28 @@ struct DaemonInfo {
   std::string runtime_dir;
   bool hugepages = false;
   unsigned main_lcore = 0;
-  unsigned dataplane_lcore = 0;
+  std::vector<unsigned> dataplane_lcores{1};  // by shard
   std::chrono::steady_clock::time_point started;
   bool test_hooks = false;  // CLEAVE_TEST_HOOKS=1: debug.* commands (test equipment)
 };
 
 class AppServer;
 class MgmtServer;
+class NicService;
 
 class Management {
  public:
   Management(DaemonInfo info, const Config& cfg, const std::vector<DpPort>& ports,
-             const RouteTable& routes, CtlChannel& ctl);
+             const RouteTable& routes, const ShardChannels& ctl);
 
   // The app server for app.* commands; those run on the main thread only (the telemetry thread
   // never calls handle()).
   void set_apps(AppServer* apps) { apps_ = apps; }
   // The control socket, whose counters status shows (read from any thread: atomics).
   void set_control(const MgmtServer* control) { control_ = control; }
+  // The NIC service lcore, whose busy cycles stats shows apart from the shards' (set before
+  // the first command; its counters are read from any thread).
+  void set_nic_service(const NicService* s) { nic_service_ = s; }
 
   // Runs one command; throws MgmtError for anything the client should be told.
   nlohmann::json handle(std::string_view command, const nlohmann::json& args);
@@ -91,21 +95,41 @@ class Management {
   nlohmann::json attach_transport(const std::string& path);
 
  private:
-  std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req);
-  ctl::FlowList flow_page(uint32_t only, uint32_t start, uint32_t max_rows);
-  void add_rows(const ctl::FlowList& page, nlohmann::json& flows, nlohmann::json& listeners);
+  std::unique_ptr<CtlRequest> ask(std::unique_ptr<CtlRequest> req, size_t shard = 0);
+  // The same request to every shard, each made by `make()` (which reserves the room its answer
+  // needs: a copy of a vector does not keep its capacity): the answers by shard.
+  template <class Make>
+  std::vector<std::unique_ptr<CtlRequest>> ask_all(const Make& make) {
+    std::vector<std::unique_ptr<CtlRequest>> out;
+    for (size_t k = 0; k < ctl_.size(); k++)
+      out.push_back(ask(CtlRequest::make(make()), k));
+    return out;
+  }
+  // Every shard's counters summed (`sum`), and each shard's.
+  std::vector<DataplaneStats> shard_stats(DataplaneStats& sum, uint64_t& tsc_hz);
+  // One page of shard `shard`'s listing.
+  ctl::FlowList flow_page(size_t shard, uint32_t only, uint32_t start, uint32_t max_rows);
+  void add_rows(const ctl::FlowList& page, size_t shard, nlohmann::json& flows,
+                nlohmann::json& listeners);
+  // A port's NIC through every shard's queue: faults set on each (when dirs is not 0), the
+  // counters of a port-wide NIC (cleave) from shard 0, of per-queue ones (generic) summed.
+  ctl::Nic nic_answer(size_t index, uint8_t dirs, const FaultParams& p);
   // One port's faults and fault counters, setting them first when dirs is not 0.
   nlohmann::json faults(size_t index, uint8_t dirs, const FaultParams& p);
   nlohmann::json faults_or_null(size_t index);
   const std::string& port_name(uint8_t index) const { return ports_[index].name; }
+  unsigned lcore_of(size_t shard) const {
+    return shard < info_.dataplane_lcores.size() ? info_.dataplane_lcores[shard] : 0;
+  }
 
   DaemonInfo info_;
   const Config& cfg_;
   const std::vector<DpPort>& ports_;
   const RouteTable& routes_;
-  CtlChannel& ctl_;
+  const ShardChannels& ctl_;
   AppServer* apps_ = nullptr;
   const MgmtServer* control_ = nullptr;
+  const NicService* nic_service_ = nullptr;
 };
 
 }  // namespace cleave::dp

@@ -3,15 +3,20 @@
 
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_service.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "control/eal.h"
+#include "rte_pmd_cleave.h"
 
 namespace cleave::dp {
 
@@ -46,7 +51,7 @@ rte_mempool* create_pool(const Config& cfg) {
 }
 
 Mac setup_port(uint16_t port_id, const char* what, uint16_t mtu, const std::optional<Mac>& mac,
-               uint32_t rx_desc, uint32_t tx_desc, rte_mempool* pool) {
+               uint32_t rx_desc, uint32_t tx_desc, rte_mempool* pool, uint16_t queues) {
   rte_eth_dev_info info{};
   if (int r = rte_eth_dev_info_get(port_id, &info); r != 0) fail(what, "reading device info", r);
   // Drivers state a maximum MTU, a maximum frame, or both (af_packet, tap and memif cap
@@ -63,20 +68,30 @@ Mac setup_port(uint16_t port_id, const char* what, uint16_t mtu, const std::opti
   }
   rte_eth_conf conf{};
   conf.rxmode.mtu = mtu;
-  if (int r = rte_eth_dev_configure(port_id, 1, 1, &conf); r != 0) fail(what, "configure", r);
+  if (queues > info.max_rx_queues || queues > info.max_tx_queues) {
+    throw std::runtime_error(std::string(what) + ": driver " + info.driver_name + " has " +
+                             std::to_string(std::min(info.max_rx_queues, info.max_tx_queues)) +
+                             " queue pair(s), " + std::to_string(queues) + " wanted");
+  }
+  if (int r = rte_eth_dev_configure(port_id, queues, queues, &conf); r != 0) {
+    fail(what, "configure", r);
+  }
   auto nrx = static_cast<uint16_t>(rx_desc);
   auto ntx = static_cast<uint16_t>(tx_desc);
   if (int r = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &nrx, &ntx); r != 0) {
     fail(what, "adjusting descriptor counts", r);
   }
   int socket = rte_eth_dev_socket_id(port_id);
-  if (int r = rte_eth_rx_queue_setup(port_id, 0, nrx, static_cast<unsigned>(socket), nullptr, pool);
-      r != 0) {
-    fail(what, "RX queue setup", r);
-  }
-  if (int r = rte_eth_tx_queue_setup(port_id, 0, ntx, static_cast<unsigned>(socket), nullptr);
-      r != 0) {
-    fail(what, "TX queue setup", r);
+  for (uint16_t q = 0; q < queues; q++) {
+    if (int r =
+            rte_eth_rx_queue_setup(port_id, q, nrx, static_cast<unsigned>(socket), nullptr, pool);
+        r != 0) {
+      fail(what, "RX queue setup", r);
+    }
+    if (int r = rte_eth_tx_queue_setup(port_id, q, ntx, static_cast<unsigned>(socket), nullptr);
+        r != 0) {
+      fail(what, "TX queue setup", r);
+    }
   }
   if (int r = rte_eth_dev_set_mtu(port_id, mtu); r != 0 && r != -ENOTSUP) {
     fail(what, "setting MTU " + std::to_string(mtu), r);
@@ -125,15 +140,22 @@ std::vector<DpPort> start_ports(const Config& cfg, rte_mempool* pool) {
       p.port_id = find_port(pc.device, what);
       ports.push_back(p);  // from here on stop_ports() cleans it up
       DpPort& dp = ports.back();
+      // A net_cleave port has a queue pair per shard (its NIC steers frames to them); any other
+      // port one, which the generic NIC backend's steering stage splits (nic.h).
+      rte_eth_dev_info info{};
+      rte_eth_dev_info_get(dp.port_id, &info);
+      const bool cleave =
+          info.driver_name != nullptr && std::string_view(info.driver_name) == "net_cleave";
       dp.mac = setup_port(dp.port_id, what.c_str(), pc.mtu, pc.mac, cfg.dataplane.rx_descriptors,
-                          cfg.dataplane.tx_descriptors, pool);
+                          cfg.dataplane.tx_descriptors, pool,
+                          cleave ? uint16_t(cfg.dataplane.lcores.size()) : uint16_t{1});
       if (!pc.exception_tap.empty()) {
         std::string tap_what = what + " exception tap '" + pc.exception_tap + "'";
         dp.exception_port_id = find_port(exception_tap_vdev(i), tap_what);
         // The kernel's interface takes the port's MAC, so what it sends through us is answered
         // to an address we accept.
         setup_port(dp.exception_port_id, tap_what.c_str(), pc.mtu, dp.mac,
-                   cfg.dataplane.rx_descriptors, cfg.dataplane.tx_descriptors, pool);
+                   cfg.dataplane.rx_descriptors, cfg.dataplane.tx_descriptors, pool, 1);
       }
       rte_eth_link link{};
       rte_eth_link_get_nowait(dp.port_id, &link);
@@ -146,6 +168,81 @@ std::vector<DpPort> start_ports(const Config& cfg, rte_mempool* pool) {
     throw;
   }
   return ports;
+}
+
+NicService::NicService(const Config& cfg) {
+  if (!cfg.nic.service_lcore) return;
+  const uint32_t lcore = cfg.nic.service_lcore->lcore;
+  for (const PortConfig& pc : cfg.ports) {
+    uint16_t id = 0;
+    uint32_t service = 0;
+    if (rte_eth_dev_get_port_by_name(device_name(pc.device).c_str(), &id) != 0 ||
+        rte_pmd_cleave_service_id(id, &service) != 0) {
+      continue;  // not a net_cleave port: the generic backend runs on the shards
+    }
+    services_.push_back(service);
+  }
+  if (services_.empty()) {
+    spdlog::warn("nic.service_lcore {}: no net_cleave port, so no NIC service to run",
+                 cfg.nic.service_lcore->str());
+    return;
+  }
+  if (int r = rte_service_lcore_add(lcore); r != 0) {
+    throw std::runtime_error("nic.service_lcore " + cfg.nic.service_lcore->str() +
+                             ": cannot make it a service lcore: " + rte_strerror(-r));
+  }
+  lcore_ = lcore;
+  for (uint32_t s : services_) {
+    if (rte_service_map_lcore_set(s, lcore, 1) != 0 || rte_service_runstate_set(s, 1) != 0 ||
+        rte_service_set_stats_enable(s, 1) != 0) {
+      stop();
+      throw std::runtime_error("nic.service_lcore: cannot map the NIC service to lcore " +
+                               std::to_string(lcore));
+    }
+  }
+  if (int r = rte_service_lcore_start(lcore); r != 0) {
+    stop();
+    throw std::runtime_error("nic.service_lcore: cannot start lcore " + std::to_string(lcore) +
+                             ": " + rte_strerror(-r));
+  }
+  spdlog::info("NIC service of {} net_cleave port(s) on lcore {}", services_.size(),
+               cfg.nic.service_lcore->str());
+}
+
+// After the ports closed (their services are unregistered then): rte_service_lcore_stop() does
+// not wait for the lcore's runner, rte_eal_wait_lcore() does.
+NicService::~NicService() {
+  stop();
+}
+
+void NicService::stop() {
+  if (!lcore_) return;
+  for (uint32_t s : services_)
+    rte_service_runstate_set(s, 0);
+  rte_service_lcore_stop(*lcore_);
+  rte_eal_wait_lcore(*lcore_);
+  for (uint32_t s : services_)
+    rte_service_map_lcore_set(s, *lcore_, 0);
+  rte_service_lcore_del(*lcore_);
+  lcore_.reset();
+}
+
+uint64_t NicService::busy_cycles() const {
+  uint64_t sum = 0;
+  for (uint32_t s : services_) {
+    uint64_t v = 0;
+    if (rte_service_attr_get(s, RTE_SERVICE_ATTR_CYCLES, &v) == 0) sum += v;
+  }
+  return sum;
+}
+
+uint64_t NicService::busy_runs() const {
+  uint64_t sum = 0;
+  for (uint32_t s : services_) {
+    uint64_t v = 0;
+    if (rte_service_attr_get(s, RTE_SERVICE_ATTR_CALL_COUNT, &v) == 0) sum += v;
+  }
+  return sum;
 }
 
 void stop_ports(const std::vector<DpPort>& ports) {

@@ -10,6 +10,7 @@
 #include <rte_branch_prediction.h>
 #include <rte_byteorder.h>
 #include <rte_cycles.h>
+#include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_icmp.h>
@@ -19,6 +20,7 @@
 #include <rte_udp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -31,6 +33,12 @@ constexpr uint32_t kTimerTickUs = 100;
 constexpr uint32_t kIdleLoopsBeforeSleep = 1024;
 constexpr uint32_t kExceptionPollUs = 50;
 constexpr uint32_t kMinFrame = 60;  // Ethernet minimum without FCS
+constexpr unsigned kInboxSize = 1024;
+// A hand-off entry: the mbuf's address, its port index in the low 4 bits, its kind in the next 2.
+constexpr uintptr_t kHandOffPortMask = 0xF;
+constexpr unsigned kHandOffKindShift = 4;
+constexpr uintptr_t kHandOffBits = 0x3F;
+static_assert(kMaxPorts <= kHandOffPortMask + 1 && alignof(rte_mbuf) > kHandOffBits);
 
 uint64_t ms_to_cycles(uint32_t ms, uint64_t hz) {
   return uint64_t{ms} * hz / 1000;
@@ -58,8 +66,10 @@ uint16_t cksum_update16(uint16_t cksum_be, uint16_t old_word, uint16_t new_word)
 
 }  // namespace
 
-DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz) {
+DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz, uint16_t shard) {
   DataplaneParams p;
+  p.shard = shard;
+  p.shards = uint16_t(c.dataplane.lcores.size());
   p.burst = c.dataplane.burst;
   p.idle_sleep_us = c.dataplane.idle_sleep_us;
   p.max_apps = c.apps.max_apps;
@@ -76,10 +86,15 @@ DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz) {
   p.flows.max_flows = c.nic.max_flows;
   p.flows.max_nic_mrs = c.nic.max_mrs - 1;  // the last id is net_cleave's bounce MR
   p.flows.tsc_hz = tsc_hz;
-  // The transports' sections: TIME-WAIT records each keep a flow id (at most half of them);
-  // every QP's CNPs go out with the configured DSCP unless its own parameters say otherwise.
+  p.flows.shard = p.shard;
+  p.flows.shards = p.shards;
+  // The transports' sections: TIME-WAIT records each keep a flow id (at most half of the
+  // shard's, and the shards share the limit); every QP's CNPs go out with the configured DSCP
+  // unless its own parameters say otherwise.
+  const uint32_t shard_flows = c.nic.max_flows / p.shards;
+  const uint32_t time_wait = (c.tcp.max_time_wait + p.shards - 1) / p.shards;
   p.flows.settings.push_back(
-      {"tcp", "max_time_wait", std::to_string(std::min(c.tcp.max_time_wait, c.nic.max_flows / 2))});
+      {"tcp", "max_time_wait", std::to_string(std::min(time_wait, shard_flows / 2))});
   p.flows.qp_params.emplace_back("dcqcn_cnp_dscp", std::to_string(c.rocev2.cnp_dscp));
   return p;
 }
@@ -104,7 +119,7 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
     p.ip_be = rte_cpu_to_be_32(p.conf.ipv4.addr.host);
     p.bcast_be = rte_cpu_to_be_32(p.conf.ipv4.network().host | ~p.conf.ipv4.mask());
     p.stats = &stats_.ports[i];
-    p.nic = open_nic(p.conf.port_id, pool, params_.nic);
+    p.nic = open_nic(p.conf.port_id, pool, params_.nic, NicQueue{params_.shard, params_.shards});
     for (size_t d = 0; d < kFaultDirs; d++) {
       if (p.conf.faults[d].enabled() && p.nic->set_faults(FaultDir(d), p.conf.faults[d]) != 0) {
         throw std::runtime_error("port " + p.conf.name + ": the NIC refused its faults");
@@ -128,12 +143,27 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
                                       static_cast<FlowIo&>(*this), stats_.flows);
   apps_.set_flow_handler(flows_.get());
   flows_->set_completions(&apps_.completions());
+  if (params_.shards > 1) {
+    static std::atomic<unsigned> rings{0};
+    const std::string name = "cl_inbox" + std::to_string(rings.fetch_add(1));
+    inbox_ = rte_ring_create(name.c_str(), kInboxSize, SOCKET_ID_ANY, RING_F_SC_DEQ);
+    if (inbox_ == nullptr) {
+      throw std::runtime_error("shard " + std::to_string(params_.shard) +
+                               ": cannot create its inbox ring: " + rte_strerror(rte_errno));
+    }
+  }
 }
 
 Dataplane::~Dataplane() {
   for (Port& p : ports_) {
     rte_pktmbuf_free_bulk(p.wire.pkts, p.wire.n);
     rte_pktmbuf_free_bulk(p.exception.pkts, p.exception.n);
+  }
+  if (inbox_ != nullptr) {
+    void* e = nullptr;
+    while (rte_ring_dequeue(inbox_, &e) == 0)
+      rte_pktmbuf_free(reinterpret_cast<rte_mbuf*>(uintptr_t(e) & ~kHandOffBits));
+    rte_ring_free(inbox_);
   }
 }
 
@@ -144,8 +174,10 @@ int Dataplane::lcore_main(void* arg) {
 
 void Dataplane::start() {
   now_ = rte_rdtsc();
-  for (Port& p : ports_)
-    send_arp_request(p, p.conf.ipv4.addr, nullptr);  // announce
+  if (params_.shard == 0) {
+    for (Port& p : ports_)
+      send_arp_request(p, p.conf.ipv4.addr, nullptr);  // announce
+  }
   for (const NextHop& h : routes_.gateways())
     arp_.pin(h.port, h.addr, now_);
   flush_all();
@@ -179,9 +211,10 @@ void Dataplane::run() {
 
 unsigned Dataplane::poll_once() {
   now_ = rte_rdtsc();
-  unsigned work = poll_ports();   // wire → ARP, ICMP echo, exception tap
-  work += poll_exception_taps();  // kernel → wire
-  work += apps_.poll(now_);       // app submit pipes, round-robin with a budget each
+  unsigned work = poll_ports();                 // wire → ARP, ICMP echo, exception tap
+  if (inbox_ != nullptr) work += poll_inbox();  // what other shards handed this one
+  work += poll_exception_taps();                // kernel → wire
+  work += apps_.poll(now_);                     // app submit pipes, round-robin with a budget each
   work += flows_->poll(now_);     // their flow requests to the transports; transport timers
   work += timers_.advance(now_);  // ARP retries and ageing
   apps_.completions().flush();    // the completions the stages above staged, a batch per pipe
@@ -212,8 +245,55 @@ unsigned Dataplane::poll_ports() {
   return total;
 }
 
+unsigned Dataplane::poll_inbox() {
+  void* got[kMaxBurst];
+  const unsigned n = rte_ring_sc_dequeue_burst(inbox_, got, params_.burst, nullptr);
+  for (unsigned i = 0; i < n; i++) {
+    const auto e = uintptr_t(got[i]);
+    auto* m = reinterpret_cast<rte_mbuf*>(e & ~kHandOffBits);
+    Port& p = ports_[e & kHandOffPortMask];
+    switch (HandOff((e & kHandOffBits) >> kHandOffKindShift)) {
+      case HandOff::kFrame:
+        p.stats->handed_in++;
+        rx_packet(p, m);
+        break;
+      case HandOff::kArpLearn:
+        learn_arp(p, m);
+        break;
+      case HandOff::kException:
+        to_exception_or_drop(p, m, Drop::kNoHandler);
+        break;
+    }
+  }
+  if (n != 0) {
+    flows_->rx_flush();
+    apps_.completions().flush();
+  }
+  return n;
+}
+
+void Dataplane::hand_off(uint16_t shard, HandOff kind, uint8_t port, rte_mbuf* m) {
+  const uintptr_t e = uintptr_t(m) | uintptr_t(kind) << kHandOffKindShift | port;
+  if (unlikely(shard >= peers_.size() || peers_[shard]->inbox_ == nullptr ||
+               rte_ring_mp_enqueue(peers_[shard]->inbox_, reinterpret_cast<void*>(e)) != 0)) {
+    return drop(m, Drop::kHandOffFull);
+  }
+  if (kind == HandOff::kFrame) ports_[port].stats->handed_off++;
+}
+
+// An ARP frame shard 0 checked and learned from: every shard keeps its own neighbour cache.
+void Dataplane::learn_arp(Port& p, rte_mbuf* m) {
+  const auto* arp = rte_pktmbuf_mtod_offset(m, const rte_arp_hdr*, sizeof(rte_ether_hdr));
+  const rte_arp_ipv4& a = arp->arp_data;
+  if (a.arp_sip != 0) {
+    arp_.learn(static_cast<uint8_t>(&p - ports_.data()), Ipv4{rte_be_to_cpu_32(a.arp_sip)},
+               to_mac(a.arp_sha), a.arp_tip == p.ip_be, now_);
+  }
+  rte_pktmbuf_free(m);
+}
+
 unsigned Dataplane::poll_exception_taps() {
-  if (now_ < next_exception_poll_) return 0;
+  if (params_.shard != 0 || now_ < next_exception_poll_) return 0;
   next_exception_poll_ = now_ + tsc_hz_ / (1000000 / kExceptionPollUs);
   unsigned total = 0;
   rte_mbuf* pkts[kMaxBurst];
@@ -284,7 +364,22 @@ void Dataplane::rx_arp(Port& p, rte_mbuf* m) {
     return drop(m, Drop::kArpNotForUs);
   }
   if (sender_mac.is_multicast() || sender_mac.is_zero()) return drop(m, Drop::kArpMalformed);
-  if (a.arp_sip != 0) arp_.learn(port, sender, sender_mac, for_us, now_);
+  if (a.arp_sip != 0) {
+    arp_.learn(port, sender, sender_mac, for_us, now_);
+    // ARP reaches queue 0 alone: the other shards learn from copies of what may teach them (a
+    // reply, a request for us, news of a neighbour shard 0 knows: the rest only refreshes
+    // entries, ArpTable::learn). Copies take at most half an inbox, frames keep the rest.
+    const bool teaches = for_us || op == RTE_ARP_OP_REPLY || arp_.find(port, sender) != nullptr;
+    for (uint16_t s = 1; s < peers_.size() && params_.shard == 0 && teaches; s++) {
+      if (rte_ring_free_count(peers_[s]->inbox_) < kInboxSize / 2) {
+        stats_.drops[static_cast<size_t>(Drop::kHandOffFull)]++;
+      } else if (rte_mbuf* c = rte_pktmbuf_copy(m, pool_, 0, UINT32_MAX)) {
+        hand_off(s, HandOff::kArpLearn, port, c);
+      } else {
+        stats_.drops[static_cast<size_t>(Drop::kNoMbuf)]++;
+      }
+    }
+  }
 
   if (op == RTE_ARP_OP_REPLY) {
     // The kernel behind the exception tap resolves its own neighbours through us: let it see
@@ -391,6 +486,10 @@ void Dataplane::rx_flow(Port& p, rte_mbuf* m) {
 
 void Dataplane::to_exception_or_drop(Port& p, rte_mbuf* m, Drop reason) {
   if (p.conf.exception_port_id == kNoPort) return drop(m, reason);
+  // Shard 0 alone sends to the tap (one TX queue).
+  if (params_.shard != 0) {
+    return hand_off(0, HandOff::kException, static_cast<uint8_t>(&p - ports_.data()), m);
+  }
   stage(p.exception, m);
 }
 

@@ -13,6 +13,7 @@
 
 #include <rte_ether.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <atomic>
 #include <cstdint>
@@ -48,6 +49,8 @@ struct DpPort {
 };
 
 struct DataplaneParams {
+  uint16_t shard = 0;  // which of `shards` this dataplane is: it polls that queue of every port
+  uint16_t shards = 1;
   uint32_t burst = 32;
   uint32_t max_apps = 32;
   uint32_t app_budget = 32;
@@ -56,7 +59,7 @@ struct DataplaneParams {
   GenericNicParams nic;  // tables of the generic NIC backend
   FlowParams flows;
 
-  static DataplaneParams from_config(const Config& c, uint64_t tsc_hz);
+  static DataplaneParams from_config(const Config& c, uint64_t tsc_hz, uint16_t shard = 0);
 };
 
 // Packets staged for one TX queue, sent in bursts by flush().
@@ -78,6 +81,11 @@ class Dataplane final : private ArpIo, private FlowIo {
   Dataplane(const Dataplane&) = delete;
   Dataplane& operator=(const Dataplane&) = delete;
   ~Dataplane();
+
+  // The other shards (by shard index, this one included), before start(): where frames of their
+  // flows and listeners, ARP learned on queue 0 and frames for the exception tap are handed.
+  void set_peers(std::vector<Dataplane*> peers) { peers_ = std::move(peers); }
+  uint16_t shard() const { return params_.shard; }
 
   // rte_eal_remote_launch entry point: arg is the Dataplane.
   static int lcore_main(void* arg);
@@ -104,6 +112,20 @@ class Dataplane final : private ArpIo, private FlowIo {
     TxStage wire;       // to the port, through nic
     TxStage exception;  // to the kernel tap
   };
+
+  // What one shard hands another through its inbox (an MP/SC ring of mbuf pointers; an mbuf is
+  // cache-line aligned, so the low bits carry the kind and the port index).
+  enum class HandOff : uintptr_t {
+    kFrame = 0,      // receive it as if from this shard's own queue
+    kArpLearn = 1,   // an ARP frame queue 0 received: learn from it, nothing else
+    kException = 2,  // to the port's exception tap (shard 0's)
+  };
+  void hand_off(uint16_t shard, HandOff kind, uint8_t port, rte_mbuf* m);
+  void flow_hand_off(uint16_t shard, uint8_t port, rte_mbuf* m) override {
+    hand_off(shard, HandOff::kFrame, port, m);
+  }
+  unsigned poll_inbox();
+  void learn_arp(Port& p, rte_mbuf* m);
 
   // Stages of the loop.
   unsigned poll_ports();
@@ -141,6 +163,7 @@ class Dataplane final : private ArpIo, private FlowIo {
   void answer(ctl::Listen& r, uint64_t now);
   void answer(ctl::Connect& r, uint64_t now);
   void answer(ctl::Unlisten& r, uint64_t now);
+  void answer(ctl::ListenShare& r, uint64_t now);
   void answer(ctl::FlowList& r, uint64_t now);
   void answer(ctl::BindingAttach& r, uint64_t now);
   void answer(ctl::BindingDetach& r, uint64_t now);
@@ -164,6 +187,8 @@ class Dataplane final : private ArpIo, private FlowIo {
   ArpTable arp_;
   AppPath apps_;
   std::unique_ptr<FlowPath> flows_;
+  rte_ring* inbox_ = nullptr;  // with several shards: frames handed to this one
+  std::vector<Dataplane*> peers_;
   alignas(64) std::atomic<bool> stop_{false};
   alignas(64) std::atomic<uint64_t> heartbeat_{0};
 };

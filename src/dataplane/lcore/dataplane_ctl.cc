@@ -106,6 +106,11 @@ void Dataplane::answer(ctl::Unlisten& r, uint64_t /*now*/) {
   r.status = flows_->unlisten(r.app_id, r.listener);
 }
 
+void Dataplane::answer(ctl::ListenShare& r, uint64_t /*now*/) {
+  r.status = r.add ? flows_->listen_remote(r.app_id, r.shard, r.listener, r.ip, r.port)
+                   : flows_->unlisten_remote(r.app_id, r.listener);
+}
+
 void Dataplane::answer(ctl::FlowList& r, uint64_t /*now*/) {
   r.rows.clear();
   r.next = flows_->rows(r.rows, r.only, r.start, std::min(r.max_rows, ctl::kFlowListPageRows),

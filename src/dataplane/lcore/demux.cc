@@ -210,8 +210,13 @@ bool FlowPath::port_listened(uint8_t proto, uint16_t lport) const {
 uint16_t FlowPath::ephemeral_port(const transport::FlowTuple& t) {
   const uint32_t lip = t.local.ip.v4_host();
   const uint32_t rip = t.remote.ip.v4_host();
+  // With several shards, only a port whose replies the NICs' RSS steers to this shard's queue
+  // (nic.h), so the flow's packets and its app stay on this lcore (as mTCP and TAS choose).
   return ephemeral_.pick(t.proto, lip, rip, t.remote.port, [&](uint16_t port) {
-    return !port_listened(t.proto, port) &&
+    return (p_.shards == 1 ||
+            rss::reta_queue(reta_, rss::hash_ipv4_l4(rss::kDefaultKey, rip, lip, t.remote.port,
+                                                     port)) == p_.shard) &&
+           !port_listened(t.proto, port) &&
            hash_find(t.proto, rip, t.remote.port, lip, port) == kNoFlow;
   });
 }
@@ -316,8 +321,21 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   Tp* tp = nullptr;
   if (c.claim.key == transport::FlowKey::kNumber) {
     tp = find_numbered(m, c, k.number, load32(ip + 12), &h);
+    // Another shard's QP (its NIC flow steers its frames there; this one came by RSS or to
+    // queue 0, before the QP's flow was on the NIC or after it left): to that shard.
+    if (const uint32_t id = k.number & ((1u << qpn_bits_) - 1);
+        tp == nullptr && !flow_ids_.has(id) && id < flows_.size()) {
+      io_.flow_hand_off(shard_of(id), port, m);
+      return Drop::kCount;
+    }
   } else {
     tp = find_tuple(port, proto, load32(ip + 12), load32(ip + 16), k, m, &h);
+    // No flow here, and another shard's listener has the address: the flow, or the one the
+    // packet may open, is that shard's.
+    if (tp == nullptr && h.has_listener && listeners_[h.listener].remote) {
+      io_.flow_hand_off(listeners_[h.listener].shard, port, m);
+      return Drop::kCount;
+    }
   }
   if (tp == nullptr) {
     if (c.claim.key == transport::FlowKey::kTuple && c.claim.no_flow_answer != nullptr) {
@@ -383,6 +401,7 @@ FlowPath::Tp* FlowPath::find_tuple(uint8_t port, uint8_t proto, uint32_t rip, ui
   if (l == kNoFlow || lip != ports_[port].ip) return nullptr;
   h->has_listener = true;
   h->listener = l;
+  if (listeners_[l].remote) return nullptr;  // another shard's: rx() hands the frame over
   return transports_[listeners_[l].tp].get();
 }
 

@@ -43,9 +43,14 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
       listeners_(params.max_listeners),
       nic_mrs_(params.max_nic_mrs),
       qp_gen_(params.max_flows) {
-  free_head_ = 0;
-  for (uint32_t i = 0; i < flows_.size(); i++)
-    flows_[i].next_free = i + 1;
+  // The table is indexed by the port-wide flow id; this shard hands out only its own range.
+  flow_ids_ = IdRange::of(params.max_flows, params.shard, params.shards);
+  mr_ids_ = IdRange::of(params.max_nic_mrs, params.shard, params.shards);
+  mr_ids_.first = std::max<uint32_t>(mr_ids_.first, 1);
+  reta_ = rss::default_reta(params.shards);
+  free_head_ = flow_ids_.first < flow_ids_.end ? flow_ids_.first : uint32_t(flows_.size());
+  for (uint32_t i = flow_ids_.first; i < flow_ids_.end; i++)
+    flows_[i].next_free = i + 1 < flow_ids_.end ? i + 1 : uint32_t(flows_.size());
   size_t cap = 1;  // flows and listeners, at most half full
   while (cap < (size_t(params.max_flows) + params.max_listeners) * 2)
     cap <<= 1;
@@ -321,12 +326,8 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
     stats_.binding_refused++;
     return CL_EACCES;
   }
-  uint32_t free = kNoFlow;
-  for (uint32_t i = 0; i < listeners_.size(); i++) {
-    const Listener& l = listeners_[i];
-    if (l.used && l.port == port && (l.ip == 0 || ip == 0 || l.ip == ip)) return CL_EADDRINUSE;
-    if (!l.used && free == kNoFlow) free = i;
-  }
+  uint32_t free = free_listener(ip, port);
+  if (free == kNoFlow - 1) return CL_EADDRINUSE;
   if (free == kNoFlow) return CL_ENOSPC;
   std::string error;
   Tp* tp = transport_for(name, port, error);
@@ -342,9 +343,57 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
   return 0;
 }
 
+// A free listener slot for (ip, port): kNoFlow when the table is full, kNoFlow - 1 when a
+// listener (here or another shard's) has the address.
+uint32_t FlowPath::free_listener(uint32_t ip, uint16_t port) const {
+  uint32_t free = kNoFlow;
+  for (uint32_t i = 0; i < listeners_.size(); i++) {
+    const Listener& l = listeners_[i];
+    if (l.used && l.port == port && (l.ip == 0 || ip == 0 || l.ip == ip)) return kNoFlow - 1;
+    if (!l.used && free == kNoFlow) free = i;
+  }
+  return free;
+}
+
+int FlowPath::listen_remote(uint32_t app_id, uint16_t shard, uint32_t listener, uint32_t ip,
+                            uint16_t port) {
+  lcore_.check("FlowPath::listen_remote");
+  if (port == 0 || shard == p_.shard || shard >= p_.shards) return CL_EINVAL;
+  uint32_t free = free_listener(ip, port);
+  if (free == kNoFlow - 1) return CL_EADDRINUSE;
+  if (free == kNoFlow) return CL_ENOSPC;
+  Listener l;
+  l.used = true;
+  l.app_id = app_id;
+  l.tp = UINT8_MAX;  // no transport of this shard's
+  l.ip = ip;
+  l.port = port;
+  l.remote = true;
+  l.shard = shard;
+  l.remote_id = listener;
+  listeners_[free] = l;
+  listener_insert(free);
+  return 0;
+}
+
+int FlowPath::unlisten_remote(uint32_t app_id, uint32_t listener) {
+  lcore_.check("FlowPath::unlisten_remote");
+  int rc = CL_ENOENT;
+  for (uint32_t i = 0; i < listeners_.size(); i++) {
+    const Listener& l = listeners_[i];
+    if (!l.used || !l.remote || l.app_id != app_id ||
+        (listener != kNoFlow && l.remote_id != listener))
+      continue;
+    listener_remove(i);
+    listeners_[i] = Listener{};
+    rc = 0;
+  }
+  return rc;
+}
+
 int FlowPath::unlisten(uint32_t app_id, uint32_t listener) {
   lcore_.check("FlowPath::unlisten");
-  if (listener >= listeners_.size() || !listeners_[listener].used ||
+  if (listener >= listeners_.size() || !listeners_[listener].used || listeners_[listener].remote ||
       listeners_[listener].app_id != app_id) {
     return CL_ENOENT;
   }
@@ -431,7 +480,9 @@ void FlowPath::start_connect(uint32_t id) {
 void FlowPath::app_detached(DpApp& a) {
   lcore_.check("FlowPath::app_detached");
   for (uint32_t i = 0; i < listeners_.size(); i++) {
-    if (listeners_[i].used && listeners_[i].app_id == a.id) unlisten(a.id, i);
+    if (listeners_[i].used && !listeners_[i].remote && listeners_[i].app_id == a.id) {
+      unlisten(a.id, i);
+    }
   }
   const uint64_t now = rte_rdtsc();
   for (uint32_t id = 0; id < flows_.size(); id++) {
@@ -491,7 +542,7 @@ bool FlowPath::app_mr(DpApp& a, uint32_t mr, const DpMr& v) {
   }
   if (v.length == 0) return true;
   uint16_t id = 0;
-  for (uint32_t i = 1; i < nic_mrs_.size(); i++) {
+  for (uint32_t i = mr_ids_.first; i < mr_ids_.end; i++) {
     if (nic_mrs_[i].app == 0) {
       id = uint16_t(i);
       break;
@@ -671,18 +722,20 @@ uint32_t FlowPath::rows(std::vector<FlowRow>& out, uint32_t only, uint32_t start
   }
   // One position space: listeners by id, then flows by id. Ids are stable while their owner
   // lives, so what exists for the whole listing is met exactly once, whatever comes and goes.
+  // Flows by this shard's ids only; other shards' listeners are theirs to list.
   const auto nl = uint32_t(listeners_.size());
-  const auto end = nl + uint32_t(flows_.size());
+  const auto end = nl + flow_ids_.end;
   const size_t first = out.size();
   uint32_t pos = start;
   for (uint32_t scanned = 0; pos < end && scanned < max_scan && out.size() - first < max_rows;
        pos++, scanned++) {
     if (pos >= nl) {
+      if (pos < nl + flow_ids_.first) pos = nl + flow_ids_.first;
       if (flows_[pos - nl].state != Flow::State::kFree) flow_row(pos - nl);
       continue;
     }
     const Listener& l = listeners_[pos];
-    if (!l.used) continue;
+    if (!l.used || l.remote) continue;
     FlowRow r;
     r.id = pos;
     r.app = l.app_id;

@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/rss.h"
 #include "flow_info.h"
 #include "lcore/apps.h"
 #include "lcore/arp.h"
@@ -72,6 +73,9 @@ struct FlowPort {
 class FlowIo {
  public:
   virtual void flow_stage(uint8_t port, rte_mbuf* m) = 0;  // queue for TX on the port
+  // A frame received on `port` that belongs to another shard (a listener or a flow of its): to
+  // that shard, which receives it as if from its own queue.
+  virtual void flow_hand_off(uint16_t shard, uint8_t port, rte_mbuf* m) = 0;
 
  protected:
   ~FlowIo() = default;
@@ -84,10 +88,26 @@ struct TransportSetting {
   std::string value;
 };
 
+// A shard's part of an id space shared by all shards (a port's NIC flow and MR ids): shard s of
+// n owns [s * size / n, (s + 1) * size / n).
+struct IdRange {
+  uint32_t first = 0;
+  uint32_t end = 0;
+  static IdRange of(uint32_t size, uint16_t shard, uint16_t shards) {
+    return {uint32_t(uint64_t(size) * shard / shards),
+            uint32_t(uint64_t(size) * (shard + 1) / shards)};
+  }
+  bool has(uint32_t id) const { return id >= first && id < end; }
+};
+
 struct FlowParams {
   uint32_t max_flows = 16384;  // also the NIC flow ids used (below the NIC's max_flows)
   uint32_t max_listeners = 1024;
   uint32_t max_nic_mrs = 4096;  // NIC MR ids used (below the NIC's max_mrs)
+  // This shard (of `shards`): it allocates flow ids and NIC MR ids in its IdRange of each, and
+  // hands frames for another shard's flows and listeners to it (FlowIo::flow_hand_off).
+  uint16_t shard = 0;
+  uint16_t shards = 1;
   uint64_t tsc_hz = 0;
   // Applied to each transport of that name when it is made (tcp's max_time_wait).
   std::vector<TransportSetting> settings;
@@ -130,6 +150,12 @@ class FlowPath final : public FlowHandler {
   int listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
              bool message, uint32_t* listener);
   int unlisten(uint32_t app_id, uint32_t listener);
+  // Another shard's listener (`listener` there), for an app of that shard: frames this shard has
+  // no flow for that would reach it are handed to that shard, and no app here may listen on its
+  // address. 0, CL_EADDRINUSE or CL_ENOSPC. unlisten_remote: that one, or with `listener`
+  // kNoFlow every one of the app's; CL_ENOENT when none.
+  int listen_remote(uint32_t app_id, uint16_t shard, uint32_t listener, uint32_t ip, uint16_t port);
+  int unlisten_remote(uint32_t app_id, uint32_t listener);
   int connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
               bool message, uint32_t* flow, uint64_t now);
   // The app is leaving: its flows are aborted (RST), its listeners closed, its memory dropped
@@ -233,6 +259,14 @@ class FlowPath final : public FlowHandler {
                      uint16_t local_port) const;
   uint32_t listener_find(uint8_t proto, uint32_t local_ip, uint16_t local_port) const;
   bool port_listened(uint8_t proto, uint16_t local_port) const;
+  uint32_t free_listener(uint32_t ip, uint16_t port) const;
+  // The shard whose IdRange holds flow id `id`.
+  uint16_t shard_of(uint32_t id) const {
+    uint16_t s = 0;
+    while (s + 1 < p_.shards && IdRange::of(p_.max_flows, uint16_t(s + 1), p_.shards).first <= id)
+      s++;
+    return s;
+  }
   uint16_t ephemeral_port(const transport::FlowTuple& t);
   void learn_claims();
   void add_claim(std::string_view name, const transport::Claim& c);
@@ -292,6 +326,9 @@ class FlowPath final : public FlowHandler {
   std::vector<std::unique_ptr<Tp>> transports_;
   std::vector<Flow> flows_;
   uint32_t free_head_;
+  IdRange flow_ids_;  // this shard's flow ids
+  IdRange mr_ids_;    // this shard's NIC MR ids
+  rss::Reta reta_;    // the NICs' RETA over the shards' queues (nic.h)
   // Open addressing: 0 empty, kTombstone deleted, a flow's id + 1, kListenerEntry | a listener's.
   std::vector<uint32_t> hash_;
   std::vector<Listener> listeners_;

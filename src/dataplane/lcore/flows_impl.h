@@ -120,6 +120,10 @@ struct FlowPath::Listener {
   uint8_t tp = 0;
   uint32_t ip = 0;  // 0: any of ours
   uint16_t port = 0;
+  // Another shard's (listen_remote): its frames go there; no app, no transport here.
+  bool remote = false;
+  uint16_t shard = 0;
+  uint32_t remote_id = 0;  // the listener's id on its shard
 };
 
 // The Context a transport acts through, one per transport (context.cc): its TX descriptors go
