@@ -201,6 +201,81 @@ SIM_CASE(SlowReader, {
 INSTANTIATE_TEST_SUITE_P(Placement, TcpSim, ::testing::Values(true, false),
                          [](const auto& i) { return i.param ? "ZeroCopy" : "Copy"; });
 
+// Runs of in-order segments taken as one (rx_burst) change nothing anyone can see: the same
+// transfer, seeded alike, with runs on and off ends at the same simulated time with the same
+// frames on the links and every counter of both ends the same (segs_merged aside).
+std::string run_and_show(const Case& c, bool merge, uint64_t* merged) {
+  Transfer t(c, SimNet::seed_from_env(4242));
+  tcp_of(t.net->a()).set_merge_runs(merge);
+  tcp_of(t.net->b()).set_merge_runs(merge);
+  EXPECT_TRUE(t.run()) << "stalled: " << t.where();
+  for (const std::string& e : t.errors)
+    ADD_FAILURE() << e;
+  EXPECT_EQ(t.received, t.total);
+  struct Sink final : InfoSink {
+    std::string s;
+    void text(std::string_view, std::string_view) override {}
+    void number(std::string_view k, uint64_t v) override {
+      if (k != "segs_merged") s += std::string(k) + "=" + std::to_string(v) + " ";
+    }
+  } sa, sb;
+  tcp_of(t.net->a()).stats(sa);
+  tcp_of(t.net->b()).stats(sb);
+  *merged = tcp_of(t.net->b()).counters().segs_merged;
+  const sim::LinkStats& ab = t.net->stats(Dir::kAtoB);
+  const sim::LinkStats& ba = t.net->stats(Dir::kBtoA);
+  return "done " + std::to_string(t.done_ns) + " frames " + std::to_string(ab.delivered) + " " +
+         std::to_string(ba.delivered) + "\nA " + sa.s + "\nB " + sb.s;
+}
+
+class TcpSimMerge : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpSimMerge, RunsChangeNothingOnTheWire) {
+  Case c;
+  c.bytes = 16u << 20;
+  // No serialization delay: the frames of a TSO descriptor arrive together, in one burst (on a
+  // finite rate each frame is a burst of its own, as for a receiver that is never behind).
+  c.link.rate_bps = 0;
+  switch (GetParam()) {
+    case 0:
+      c.name = "clean";
+      break;
+    case 1:
+      c.name = "everything";
+      c.ab.loss = c.ba.loss = 0.005;
+      c.ab.reorder = 0.01;
+      c.ab.duplicate = c.ba.duplicate = 0.005;
+      c.ab.corrupt_payload = 0.002;
+      c.ab.corrupt_header = 0.002;
+      break;
+    case 2:
+      c.name = "dctcp";
+      c.params = {{"cc", "dctcp"}};
+      c.ab.ce = 0.05;
+      c.ab.loss = 0.002;
+      break;
+    case 3:
+      c.name = "slow reader";
+      c.reader_delay_ns = 3'000'000;
+      c.bytes = 8u << 20;
+      break;
+    default:
+      c.name = "no timestamps";
+      c.params = {{"timestamps", "off"}, {"sack", "off"}};
+      c.ab.loss = 0.005;
+      break;
+  }
+  SCOPED_TRACE(c.name);
+  uint64_t merged_on = 0, merged_off = 0;
+  const std::string on = run_and_show(c, true, &merged_on);
+  const std::string off = run_and_show(c, false, &merged_off);
+  EXPECT_EQ(on, off);
+  EXPECT_GT(merged_on, 0u);  // runs were taken as one
+  EXPECT_EQ(merged_off, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, TcpSimMerge, ::testing::Range(0, 5));
+
 // A path that goes down for longer than several RTOs comes back and finishes.
 TEST(TcpSimPath, DownAndUp) {
   Case c;

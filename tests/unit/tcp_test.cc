@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "siphash.h"
 #include "tcp_script.h"
@@ -1294,6 +1297,392 @@ TEST(TcpRack, WithoutSackTheRtoRecovers) {
   EXPECT_FALSE(tick_at(a, 1215).empty());
   EXPECT_EQ(info(a.tp, kFlow).n["rtos"], 1u);
   EXPECT_EQ(info(a.tp, kFlow).n["tlp_probes"], 0u);
+}
+
+// ---- runs of in-order data: one pass through the receive path (rx_burst, run_length) ----
+
+// A segment of a burst from the peer: its header, payload bytes and what the NIC made of them.
+struct BurstSeg {
+  BuildSpec b;
+  uint32_t len = 0;
+  Placed placed = Placed::kPlaced;
+  Csum csum = Csum::kGood;
+  uint8_t ecn = 0;
+};
+
+// A data segment at offset `off` of the peer's stream, `len` bytes, acknowledging our `ack`.
+BurstSeg data_seg(Active& a, uint32_t off, uint32_t len, uint32_t ack = 0, uint32_t ts = 200) {
+  return {a.ack_spec(off, ack, ts), len};
+}
+
+// Everything the app, the NIC and the peer can see of the connection, and every counter but
+// segs_merged, as text.
+std::string seen(Active& a) {
+  std::string s;
+  for (const Out& o : a.ctx.take_out()) {
+    s += "out len=" + std::to_string(o.desc.len) + " off=" + std::to_string(o.desc.offset) +
+         " mss=" + std::to_string(o.desc.mss) + " ecn=" + std::to_string(o.desc.ecn) + " l4=";
+    for (size_t i = 0; i < o.desc.l4_len; i++)
+      s += std::to_string(o.desc.l4[i]) + ",";
+    s += "\n";
+  }
+  for (const Event& e : a.ctx.take_events()) {
+    s += "event " + std::to_string(int(e.kind)) + " " + std::to_string(e.status) + " " +
+         std::to_string(e.len) + " " + std::to_string(e.aux) + " " + std::to_string(e.wr_id) + "\n";
+  }
+  s += "cursor " + std::to_string(a.ctx.cursor) + " " + std::to_string(a.ctx.cursor_updates) +
+       " retired " + std::to_string(a.ctx.retired) + " posts " +
+       std::to_string(a.ctx.posts.size()) + "\n";
+  uint64_t sum = 0;
+  for (uint8_t b : a.ctx.mrs[0])
+    sum = sum * 31 + b;
+  s += "memory " + std::to_string(sum) + "\n";
+  Info c;
+  a.tp.stats(c);
+  for (const auto& [k, v] : c.n)
+    if (k != "segs_merged") s += k + "=" + std::to_string(v) + " ";
+  s += "\n";
+  Info f;
+  if (a.tp.flow_info(kFlow, f)) {
+    for (const auto& [k, v] : f.n)
+      s += k + "=" + std::to_string(v) + " ";
+    for (const auto& [k, v] : f.t)
+      s += k + "=" + v + " ";
+  }
+  return s + "\n";
+}
+
+// One burst from the peer; returns what it showed.
+std::string burst(Active& a, const std::vector<BurstSeg>& segs) {
+  std::vector<std::unique_ptr<PeerSeg>> held;
+  std::vector<RxHeader> hs;
+  for (size_t i = 0; i < segs.size(); i++) {
+    const BurstSeg& g = segs[i];
+    held.push_back(std::make_unique<PeerSeg>(g.b, bytes(g.len, uint8_t(i)), kFlow, g.ecn));
+    RxHeader& h = held.back()->h;
+    h.placed = g.len == 0 ? Placed::kNoPayload : g.placed;
+    if (h.placed != Placed::kDeferred) h.payload = nullptr;
+    h.l4_csum = g.csum;
+    hs.push_back(h);
+  }
+  a.tp.rx_burst(hs, a.ctx);
+  return seen(a);
+}
+
+// Runs `script` on a connection that merges runs and on one that takes every segment alone: both
+// must show the same. Returns the first one's segs_merged. `rtt_10ms`: established as
+// establish_10ms() does.
+template <typename Script>
+uint64_t merged_and_same(Script script, bool rtt_10ms = false) {
+  std::string log[2];
+  uint64_t merged[2] = {0, 0};
+  for (int m = 0; m < 2; m++) {
+    Active a(std::vector<Param>{{"isn", "5000"}});  // the same ISS both times
+    a.tp.set_merge_runs(m == 0);
+    if (rtt_10ms) {
+      establish_10ms(a);
+    } else {
+      a.establish();
+    }
+    log[m] = script(a);
+    merged[m] = a.tp.counters().segs_merged;
+  }
+  EXPECT_EQ(log[0], log[1]);
+  EXPECT_EQ(merged[1], 0u);
+  return merged[0];
+}
+
+TEST(TcpReceiveRun, InOrderSegmentsOfABurstAreOnePassWithTheSameOutcome) {
+  uint64_t segs_in = 0;
+  const uint64_t merged = merged_and_same([&](Active& a) {
+    a.app(ReqKind::kRecv, 6000, 0, 1);
+    a.app(ReqKind::kRecv, 6000, 8192, 2);
+    std::string s = seen(a);
+    std::vector<BurstSeg> segs;
+    for (uint32_t i = 0; i < 8; i++)
+      segs.push_back(data_seg(a, i * 1000, 1000));
+    segs[3].b.flags |= kPsh;  // PSH does not break a run
+    const uint64_t before = a.tp.counters().segs_in;
+    s += burst(a, segs);
+    segs_in = a.tp.counters().segs_in - before;
+    // One ACK for all of it, the cursor at its end, the first buffer complete.
+    auto i = info(a.tp, kFlow);
+    EXPECT_EQ(i.n["bytes_received"], 8000u);
+    EXPECT_EQ(a.ctx.cursor, kPeerIss + 1 + 8000);
+    EXPECT_EQ(a.ctx.retired, 1u);
+    return s;
+  });
+  EXPECT_EQ(merged, 7u);
+  EXPECT_EQ(segs_in, 8u);  // wire segments, merged or not
+}
+
+TEST(TcpReceiveRun, OneSegmentAndAnOddCountAreAckedAsAlone) {
+  // RFC 5681 4.2: an ACK at least every second segment; a run counts each of its segments.
+  for (uint32_t n : {1u, 2u, 3u}) {
+    merged_and_same([&](Active& a) {
+      a.app(ReqKind::kRecv, 60000, 0, 1);
+      std::string s = seen(a);
+      std::vector<BurstSeg> segs;
+      for (uint32_t i = 0; i < n; i++)
+        segs.push_back(data_seg(a, i * 1448, 1448));
+      s += burst(a, segs);
+      a.ctx.at_ms(1100);
+      a.tp.tick(a.ctx);  // the delayed ACK, if one was left
+      return s + seen(a);
+    });
+  }
+}
+
+TEST(TcpReceiveRun, AHoleADuplicateAndAFinBreakTheRun) {
+  // 0-2 in order, 3 missing, 4-5 beyond the hole: one run of three, then each alone.
+  EXPECT_EQ(merged_and_same([&](Active& a) {
+              a.app(ReqKind::kRecv, 20000, 0, 1);
+              std::string s = seen(a);
+              s += burst(a, {data_seg(a, 0, 1000), data_seg(a, 1000, 1000), data_seg(a, 2000, 1000),
+                             data_seg(a, 4000, 1000), data_seg(a, 5000, 1000)});
+              // The hole fills, with more behind it: the filler goes alone (out-of-order data
+              // is held), then what follows is a run again.
+              s += burst(a, {data_seg(a, 3000, 1000), data_seg(a, 6000, 1000),
+                             data_seg(a, 7000, 1000), data_seg(a, 8000, 1000)});
+              return s;
+            }),
+            2u + 2u);
+  // Resent segments fill a hole and run on over data held beyond it: that part is a duplicate
+  // (DSACK) once the hole is filled, so nothing is a run while data is held out of order.
+  EXPECT_EQ(
+      merged_and_same([&](Active& a) {
+        a.app(ReqKind::kRecv, 20000, 0, 1);
+        std::string s = seen(a);
+        s += burst(a, {data_seg(a, 0, 1000), data_seg(a, 2000, 1000)});
+        s += burst(a, {data_seg(a, 1000, 1000), data_seg(a, 2000, 1000), data_seg(a, 3000, 1000)});
+        return s;
+      }),
+      0u);
+  // A duplicate inside a burst: DSACKed; the run before it and the one after it are runs.
+  EXPECT_EQ(merged_and_same([&](Active& a) {
+              a.app(ReqKind::kRecv, 20000, 0, 1);
+              std::string s = seen(a);
+              s += burst(a, {data_seg(a, 0, 1000), data_seg(a, 1000, 1000), data_seg(a, 1000, 1000),
+                             data_seg(a, 2000, 1000), data_seg(a, 3000, 1000)});
+              EXPECT_GT(info(a.tp, kFlow).n["dup_bytes"], 0u);
+              return s;
+            }),
+            2u);
+  // A FIN ends the stream: the data before it is a run, the FIN goes alone.
+  EXPECT_EQ(merged_and_same([&](Active& a) {
+              a.app(ReqKind::kRecv, 20000, 0, 1);
+              std::string s = seen(a);
+              BurstSeg fin = data_seg(a, 3000, 1000);
+              fin.b.flags |= kFin;
+              s += burst(a, {data_seg(a, 0, 1000), data_seg(a, 1000, 1000), data_seg(a, 2000, 1000),
+                             fin, data_seg(a, 4001, 0)});
+              EXPECT_EQ(a.tp.state(kFlow), State::kCloseWait);
+              return s;
+            }),
+            2u);
+}
+
+TEST(TcpReceiveRun, AnythingUnusualGoesAlone) {
+  // Each case changes segment 2 of five in-order ones: segments 0-1 are a run, 2 goes alone,
+  // and 3-4 are a run again when 2 was taken (2 merged), not when it was dropped (1).
+  struct Case {
+    const char* what;
+    std::function<void(BurstSeg&)> change;
+    uint64_t merged;
+  };
+  const std::vector<Case> cases{
+      {"a newer timestamp", [](BurstSeg& g) { g.b.ts_val = 201; }, 2},
+      {"an older timestamp (PAWS)", [](BurstSeg& g) { g.b.ts_val = 150; }, 1},
+      {"another echo", [](BurstSeg& g) { g.b.ts_ecr = 7; }, 2},
+      {"no timestamps", [](BurstSeg& g) { g.b.ts = false; }, 2},
+      {"another window", [](BurstSeg& g) { g.b.window = 500; }, 2},
+      {"URG", [](BurstSeg& g) { g.b.flags |= kUrg; }, 2},
+      {"CWR", [](BurstSeg& g) { g.b.flags |= kCwr; }, 2},
+      {"a bad checksum", [](BurstSeg& g) { g.csum = Csum::kBad; }, 1},
+      {"copied, not placed", [](BurstSeg& g) { g.placed = Placed::kDeferred; }, 2},
+      {"trimmed", [](BurstSeg& g) { g.placed = Placed::kTrimmed; }, 2},
+      {"dropped by the NIC", [](BurstSeg& g) { g.placed = Placed::kDropped; }, 1},
+      {"CE", [](BurstSeg& g) { g.ecn = 3; }, 2},
+      {"a DSACK block",
+       [](BurstSeg& g) {
+         static std::vector<SackBlock> d{{0, 0}};
+         g.b.nsack = 1;
+         g.b.sack = d.data();
+       },
+       2},
+      {"no ACK", [](BurstSeg& g) { g.b.flags = 0; }, 1},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    const uint64_t merged = merged_and_same([&](Active& a) {
+      a.app(ReqKind::kRecv, 20000, 0, 1);
+      std::string s = seen(a);
+      std::vector<BurstSeg> segs;
+      for (uint32_t i = 0; i < 5; i++)
+        segs.push_back(data_seg(a, i * 1000, 1000));
+      k.change(segs[2]);
+      return s + burst(a, segs);
+    });
+    EXPECT_EQ(merged, k.merged);
+  }
+}
+
+TEST(TcpReceiveRun, WhatTheFirstSegmentFailsEveryOneFails) {
+  // Checks made on the run's first segment hold for all of it; where they fail, each segment is
+  // refused and counted on its own.
+  struct Case {
+    const char* what;
+    std::function<void(BurstSeg&)> change;
+  };
+  const std::vector<Case> cases{
+      {"PAWS", [](BurstSeg& g) { g.b.ts_val = 50; }},
+      {"an ACK of data never sent", [](BurstSeg& g) { g.b.ack += 100000; }},
+      {"an ACK far below SND.UNA", [](BurstSeg& g) { g.b.ack -= 1u << 30; }},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    EXPECT_EQ(merged_and_same([&](Active& a) {
+                a.app(ReqKind::kRecv, 20000, 0, 1);
+                std::string s = seen(a);
+                std::vector<BurstSeg> segs;
+                for (uint32_t i = 0; i < 4; i++) {
+                  segs.push_back(data_seg(a, i * 1000, 1000));
+                  k.change(segs.back());
+                }
+                return s + burst(a, segs);
+              }),
+              0u);
+  }
+}
+
+TEST(TcpReceiveRun, TheWindowUpdateIsTheLastSegmentsAfterARun) {
+  // RFC 9293 3.10.7.4: a segment older than the last window update (SND.WL1) does not update the
+  // window. After a run, that is the run's last segment, not its first: a resent segment from
+  // inside the run with another window and no new ACK keeps the window as it was.
+  merged_and_same([&](Active& a) {
+    a.app(ReqKind::kRecv, 20000, 0, 1);
+    std::string s = seen(a);
+    std::vector<BurstSeg> segs;
+    for (uint32_t i = 0; i < 5; i++)
+      segs.push_back(data_seg(a, i * 1000, 1000));
+    s += burst(a, segs);
+    BurstSeg again = data_seg(a, 3500, 2000);
+    again.b.window = 300;
+    s += burst(a, {again});
+    EXPECT_EQ(info(a.tp, kFlow).n["snd_wnd"], 512u << 7);
+    return s;
+  });
+}
+
+TEST(TcpReceiveRun, PastThePostedBuffersTheRestIsCountedAsAlone) {
+  EXPECT_EQ(merged_and_same([&](Active& a) {
+              a.app(ReqKind::kRecv, 2500, 0, 1);
+              std::string s = seen(a);
+              std::vector<BurstSeg> segs;
+              for (uint32_t i = 0; i < 5; i++)
+                segs.push_back(data_seg(a, i * 1000, 1000));
+              s += burst(a, segs);
+              EXPECT_EQ(info(a.tp, kFlow).n["bytes_received"], 2500u);
+              EXPECT_EQ(a.tp.counters().out_of_window, 2u);
+              return s;
+            }),
+            1u);
+}
+
+TEST(TcpReceiveRun, AMovingAckIsTakenSegmentBySegment) {
+  // We send too: the peer's data acknowledges more with each segment. Each ACK counts for
+  // congestion control and RACK, so none of them is a run.
+  EXPECT_EQ(merged_and_same(
+                [&](Active& a) {
+                  a.app(ReqKind::kRecv, 20000, 0, 1);
+                  a.app(ReqKind::kSend, 8 * kSeg, 0, 2);
+                  std::string s = seen(a);
+                  a.ctx.at_ms(1020);
+                  std::vector<BurstSeg> segs;
+                  for (uint32_t i = 0; i < 4; i++)
+                    segs.push_back(data_seg(a, i * 1000, 1000, (i + 1) * kSeg));
+                  segs.push_back(data_seg(a, 4000, 1000, 4 * kSeg));  // the same ACK: a run of two
+                  s += burst(a, segs);
+                  EXPECT_GT(a.tp.counters().placed_bytes, 0u);
+                  return s;
+                },
+                true),
+            1u);
+}
+
+TEST(TcpReceiveRun, AnOutstandingProbeIsSettledAsSegmentBySegment) {
+  // A tail loss probe resent the last segment; the original's ACK reaches the probe's end,
+  // riding on a run of the peer's data. Taken one by one, the second segment (no progress, the
+  // ACK at the probe's end) says both copies arrived: no loss. A later ACK must not reduce the
+  // window for it.
+  merged_and_same(
+      [&](Active& a) {
+        a.app(ReqKind::kRecv, 20000, 0, 1);
+        a.app(ReqKind::kSend, 10 * kSeg, 0, 2);
+        std::string s = seen(a);
+        a.ctx.at_ms(1020);
+        s += burst(a, {data_seg(a, 0, 0, 8 * kSeg)});
+        a.ctx.at_ms(1042);
+        a.tp.tick(a.ctx);
+        s += seen(a);
+        EXPECT_EQ(a.tp.counters().tlp_probes, 1u);
+        a.ctx.at_ms(1050);
+        s += burst(a, {data_seg(a, 0, 1000, 10 * kSeg), data_seg(a, 1000, 1000, 10 * kSeg)});
+        a.app(ReqKind::kSend, 4 * kSeg, 0, 3);
+        s += seen(a);
+        a.ctx.at_ms(1060);
+        s += burst(a, {data_seg(a, 2000, 0, 14 * kSeg)});
+        EXPECT_EQ(info(a.tp, kFlow).n["fast_recoveries"], 0u);
+        return s;
+      },
+      true);
+}
+
+TEST(TcpReceiveRun, ARunAcrossTheSequenceWrapIsOnePass) {
+  // The peer's sequence numbers wrap inside the run.
+  TcpTransport tp;
+  ScriptCtx ctx;
+  ctx.at_ms(1000);
+  ASSERT_EQ(tp.connect(kFlow, kTuple, {}, ctx), 0);
+  const uint32_t iss = ctx.take_out()[0].seg.seq;
+  const uint32_t peer_iss = 0xFFFFFFFFu - 2500;
+  BuildSpec b;
+  b.seq = peer_iss;
+  b.ack = iss + 1;
+  b.flags = kSyn | kAck;
+  b.window = 65535;
+  b.mss = 1460;
+  b.sack_permitted = true;
+  b.ts = true;
+  b.ts_val = 100;
+  b.wscale_opt = true;
+  b.wscale = 7;
+  PeerSeg syn(b, {}, kFlow);
+  tp.rx_burst({&syn.h, 1}, ctx);
+  AppRequest r{kFlow, ReqKind::kRecv, 0, 10000, 0, 1, 0};
+  tp.app_burst({&r, 1}, ctx);
+  ctx.take_out();
+  std::vector<std::unique_ptr<PeerSeg>> held;
+  std::vector<RxHeader> hs;
+  for (uint32_t i = 0; i < 5; i++) {
+    BuildSpec d;
+    d.seq = peer_iss + 1 + i * 1000;
+    d.ack = iss + 1;
+    d.flags = kAck;
+    d.window = 512;
+    d.ts = true;
+    d.ts_val = 101;
+    held.push_back(std::make_unique<PeerSeg>(d, bytes(1000), kFlow));
+    held.back()->h.placed = Placed::kPlaced;
+    held.back()->h.payload = nullptr;
+    hs.push_back(held.back()->h);
+  }
+  tp.rx_burst(hs, ctx);
+  EXPECT_EQ(tp.counters().segs_merged, 4u);
+  EXPECT_EQ(ctx.cursor, peer_iss + 1 + 5000);
+  auto out = ctx.take_out();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].seg.ack, peer_iss + 1 + 5000);
 }
 
 // ---- close ----

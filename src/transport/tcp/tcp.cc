@@ -594,6 +594,7 @@ bool TcpTransport::flow_info(FlowId flow, InfoSink& out) const {
 void TcpTransport::stats(InfoSink& out) const {
   const Counters& c = ctr_;
   for (const auto& [key, value] : {std::pair<std::string_view, uint64_t>{"segs_in", c.segs_in},
+                                   {"segs_merged", c.segs_merged},
                                    {"segs_out", c.segs_out},
                                    {"data_segs_out", c.data_segs_out},
                                    {"retransmits", c.retransmits},

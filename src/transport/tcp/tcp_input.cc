@@ -4,6 +4,7 @@
 // memory segments and the app's receive completions.
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "common/wire.h"
 #include "tcp.h"
@@ -57,37 +58,115 @@ void negotiate(Conn& c, const Segment& s, uint64_t now_ns) {
 
 void TcpTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
   begin(ctx);
-  for (const RxHeader& h : hdrs)
-    input(h, ctx);
+  for (size_t i = 0; i < hdrs.size();)
+    i += input(hdrs.subspan(i), ctx);
   end(ctx);
 }
 
-void TcpTransport::input(const RxHeader& h, Context& ctx) {
+size_t TcpTransport::input(std::span<const RxHeader> hdrs, Context& ctx) {
+  const RxHeader& h = hdrs[0];
   ctr_.segs_in++;
   if (h.l4_csum == Csum::kBad) {
     ctr_.bad_csum++;
-    return;
+    return 1;
   }
   Segment s;
   if (h.l4 == nullptr || !parse(h.l4, h.l4_len, s)) {
     ctr_.bad_header++;
-    return;
+    return 1;
   }
   if (h.flow != kNoFlow) {
     if (Conn* c = conn(h.flow); c != nullptr && c->state != State::kClosed) {
-      input_conn(*c, h, s, ctx);
-      return;
+      const size_t n = run_length(*c, hdrs, s);
+      if (n == 1) {
+        input_conn(*c, h, s, ctx);
+        return 1;
+      }
+      RxHeader run = h;
+      for (size_t i = 1; i < n; i++)
+        run.payload_len += hdrs[i].payload_len;
+      s.segs = uint32_t(n);
+      s.last_seq = wire::load32(hdrs[n - 1].l4 + 4);
+      ctr_.segs_in += n - 1;
+      ctr_.segs_merged += n - 1;
+      input_conn(*c, run, s, ctx);
+      return n;
     }
     if (TimeWait* w = tw(h.flow); w != nullptr) {
       tw_input(*w, h, s, ctx);
-      return;
+      return 1;
     }
   }
   if (h.has_listener && h.listener < listeners_.size() && listeners_[h.listener].used) {
     input_listen(h, s, ctx);
-    return;
+    return 1;
   }
   ctr_.no_flow++;
+  return 1;
+}
+
+// How many of hdrs, from the first (parsed: s), input_conn() may take as one segment: seq the
+// first's, payload_len the sum, segs the count. Taken one at a time they would have had the same
+// outcome, and the run is cut wherever that is not plain:
+// - The connection is established and holds nothing out of order, no FIN beyond a hole, no tail
+//   loss probe outstanding (whose end an ACK without progress settles), no orphan; no message
+//   mode.
+// - The first segment starts at RCV.NXT with the ACK flag alone (PSH, ECE, CWR aside), passes
+//   PAWS and the ACK checks, and has no option that counts each time it comes (SACK blocks, a
+//   DSACK, the message option).
+// - Each next one is of the same flow and continues the one before it, and its TCP header is the
+//   first's but for the sequence number, the checksum, the urgent pointer and PSH: the same ports,
+//   ACK, window, flags and option bytes (timestamps), as Linux's GRO asks (tcp_gro_receive). A
+//   moving ACK or window is cut: per ACK, congestion control, RACK and the duplicate-ACK count
+//   would see fewer; the timestamp's value and echo stay, so PAWS, TS.Recent (RFC 7323 4.3:
+//   the first segment's sequence number decides, as Last.ACK.sent is the same for all) and RACK
+//   see each segment's.
+// - The NIC placed every payload (no copy to make per segment, no verdict to act on), the checksum
+//   is not bad, the ECN field is the same, and the run ends within the posted buffers (beyond
+//   them a segment is cut or dropped and counted).
+// Then the second and later segments each acknowledge nothing new, update the peer's window as
+// the first did (process_ack takes WL1 from the last: last_seq), and add their bytes to the
+// in-order stream and one each to the segments unacknowledged (RFC 5681 4.2's count).
+size_t TcpTransport::run_length(const Conn& c, std::span<const RxHeader> hdrs,
+                                const Segment& s) const {
+  const RxHeader& h = hdrs[0];
+  if (!merge_runs_ || hdrs.size() < 2 || h.placed != Placed::kPlaced || h.payload_len == 0) {
+    return 1;
+  }
+  if (c.state != State::kEstablished || c.ooo.n != 0 || c.fin_seen || c.tlp_out || c.orphan ||
+      c.msg_ok) {
+    return 1;
+  }
+  if ((s.flags & (kSyn | kFin | kRst | kUrg | kAck)) != kAck || s.nsack != 0 || s.has_msg ||
+      s.seq != c.rcv_nxt) {
+    return 1;
+  }
+  if (c.ts_ok && s.has_ts && c.ts_recent_valid && int32_t(s.ts_val - c.ts_recent) < 0) return 1;
+  if (seq_gt(s.ack, c.snd_max) || seq_lt(s.ack, c.snd_una - c.max_snd_wnd)) return 1;
+  // receive_data's right edge, which the run leaves where it is (rcv_nxt and rcv_stream move
+  // together), unless 2^30 caps it, when it only moves on.
+  const uint32_t room = std::min(c.rcv_space(), 1u << 30);
+  uint32_t used = h.payload_len;
+  if (used > room) return 1;
+  const uint8_t* a = h.l4;
+  const size_t hl = s.header_len;
+  size_t n = 1;
+  for (; n < hdrs.size(); n++) {
+    const RxHeader& x = hdrs[n];
+    const uint8_t* b = x.l4;
+    if (x.flow != h.flow || x.placed != Placed::kPlaced || x.l4_csum == Csum::kBad ||
+        x.ecn != h.ecn || x.payload_len == 0 || x.payload_len > room - used || b == nullptr ||
+        x.l4_len < hl) {
+      break;
+    }
+    if (wire::load32(b + 4) != s.seq + used || std::memcmp(a, b, 4) != 0 ||
+        std::memcmp(a + 8, b + 8, 5) != 0 || ((a[13] ^ b[13]) & ~kPsh) != 0 ||
+        std::memcmp(a + 14, b + 14, 2) != 0 || std::memcmp(a + 20, b + 20, hl - 20) != 0) {
+      break;
+    }
+    used += x.payload_len;
+  }
+  return n;
 }
 
 // LISTEN (RFC 9293 3.10.7.2): RSTs are ignored; an ACK completes a SYN cookie's handshake or
@@ -497,11 +576,13 @@ void TcpTransport::process_ack(Conn& c, const RxHeader& h, const Segment& s, Con
   // its segment's ACK: kept while SND.UNA moves on, it would reach past the peer's buffers (a
   // resent segment of the peer's, older than the last update, carries a new ACK). An older ACK's
   // window is not taken, for the same reason.
+  // A run (rx_burst) updates as its last segment would after the others (run_length).
+  const uint32_t wl_seq = s.segs > 1 ? s.last_seq : s.seq;
   if (seq_geq(ack, c.snd_una) &&
-      (advanced || seq_lt(c.snd_wl1, s.seq) || (c.snd_wl1 == s.seq && seq_leq(c.snd_wl2, ack)))) {
+      (advanced || seq_lt(c.snd_wl1, wl_seq) || (c.snd_wl1 == wl_seq && seq_leq(c.snd_wl2, ack)))) {
     c.snd_wnd = uint32_t(s.window) << c.snd_wscale;
     c.max_snd_wnd = std::max(c.max_snd_wnd, c.snd_wnd);
-    c.snd_wl1 = s.seq;
+    c.snd_wl1 = wl_seq;
     c.snd_wl2 = ack;
   }
   if (c.persist && !c.send_blocked()) {
@@ -664,7 +745,8 @@ void TcpTransport::receive_data(Conn& c, const RxHeader& h, const Segment& s, Co
     c.rcv_stream += adv;
     c.bytes_received += adv;
     c.rcv_progress += uint32_t(adv);
-    if (++c.unacked_segs >= 2) c.ack_now = true;
+    c.unacked_segs += s.segs;  // a run counts each of its segments
+    if (c.unacked_segs >= 2) c.ack_now = true;
   } else {
     if (!c.ooo.add(seq, end)) return;  // too fragmented: drop, the peer resends
     c.last_ooo = *c.ooo.find(seq);

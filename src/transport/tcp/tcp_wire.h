@@ -110,6 +110,10 @@ struct Segment {
   uint32_t msg_no = 0;
   uint32_t msg_start = 0;
   uint32_t msg_len = 0;
+  // Not from the wire: rx_burst may hand the receive path a run of in-order segments as one
+  // (tcp_input.cc, run_length); segs says how many, last_seq where the last one began.
+  uint32_t segs = 1;
+  uint32_t last_seq = 0;  // segs > 1
 };
 
 // Parses the TCP header at p (len readable bytes). False when the header is malformed: shorter
