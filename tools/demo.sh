@@ -248,7 +248,8 @@ PY
 step "TCP between two cleave daemons: a second cleaved joins the wire"
 say "A second cleaved starts in the same namespace on its own port, 198.18.0.3, whose wire is a"
 say "second tap, cleave1; a kernel bridge joins cleave0 and cleave1 (the switch between two"
-say "hosts) and keeps 198.18.0.2. The second daemon polls the other core (lcore 0):"
+say "hosts) and keeps 198.18.0.2. The second daemon polls the other core with two shards (lcores"
+say "0 and 2, both on CPU 0: each polls its own queue of the port, whose NIC steers by RSS):"
 cat >"$CONF2" <<EOF
 runtime_dir: $RUN2
 log:
@@ -257,7 +258,7 @@ eal:
   main_lcore: 1
   file_prefix: cleave-demo2
 dataplane:
-  lcore: 0
+  lcores: [0, "2@0"]
 ports:
   - name: nic0
     device: net_cleave1,wire=net_tap1,wire_args=iface=cleave1
@@ -308,6 +309,47 @@ print(f"    the second daemon's NIC placed {c['nic_rx_placed_bytes']} payload by
       f"app's buffers; its daemon copied {st['flows']['rx_copied_bytes']}")
 sys.exit(0 if ok == "equal" else 1)
 PY
+step "Two shards: two apps on the second daemon, their flows each on its own lcore"
+say "A new app goes to the shard with the fewest. Two cleave-tcp listen on the second daemon"
+say "(5005, 5006); two on the first connect at once and send $((TCP_BYTES >> 22)) MiB each. A SYN"
+say "that RSS puts on the other shard's queue is handed over; the rest of each flow stays on its"
+say "shard (counts since the daemon started):"
+OUT5=$(mktemp /tmp/cleave-demo-5005.XXXXXX)
+OUT6=$(mktemp /tmp/cleave-demo-5006.XXXXXX)
+"$TCP" -s "$RUN2/app.sock" --listen 5005 --recv --json --timeout 30 >"$OUT5" &
+l5=$!
+wait_listener "$RUN2/cleaved.sock" 5005
+"$TCP" -s "$RUN2/app.sock" --listen 5006 --recv --json --timeout 30 >"$OUT6" &
+l6=$!
+wait_listener "$RUN2/cleaved.sock" 5006
+"${CTL2[@]}" app list | sed 's/^/      /'
+"$TCP" -s "$RUN/app.sock" --connect 198.18.0.3:5005 --send $((TCP_BYTES >> 2)) --timeout 30 \
+  >/dev/null &
+s5=$!
+"$TCP" -s "$RUN/app.sock" --connect 198.18.0.3:5006 --send $((TCP_BYTES >> 2)) --seed 2 \
+  --timeout 30 >/dev/null &
+s6=$!
+for p in $s5 $s6 $l5 $l6; do
+  wait "$p" || { cat "$OUT5" "$OUT6"; echo "demo.sh: the two-shard transfers failed" >&2; exit 1; }
+done
+/usr/bin/python3 - "$(cat "$OUT5")" "$(cat "$OUT6")" "$("${CTL2[@]}" -j stats show)" \
+  "$(build/tools/cleave-tcp --pattern $((TCP_BYTES >> 2)) | sha256sum | cut -d' ' -f1)" \
+  "$(build/tools/cleave-tcp --pattern $((TCP_BYTES >> 2)) --seed 2 | sha256sum | cut -d' ' -f1)" \
+  <<'PY'
+import json, sys
+r5, r6, st = (json.loads(a) for a in sys.argv[1:4])
+ok = r5["received_sha256"] == sys.argv[4] and r6["received_sha256"] == sys.argv[5]
+print(f"    received {r5['received']} and {r6['received']} bytes, sha256 "
+      f"{'equal to the patterns' if ok else 'DIFFERENT'}; per shard (cleavectl stats show):")
+for l in st["lcores"]:
+    if l["role"] == "dataplane":
+        print(f"      shard {l['shard']} on lcore {l['lcore']}: {l['rx_packets']} frames received, "
+              f"{l['flows_opened']} flows opened, {l['handed_off']} frame(s) handed to the other "
+              f"shard, busy {l['busy_percent']:.1f} %")
+sys.exit(0 if ok else 1)
+PY
+rm -f "$OUT5" "$OUT6"
+
 step "TCP message mode between the two daemons: the NIC places each message in its own buffer"
 say "cleave-tcp --messages sends 2000 messages of 1 B to 1 MiB (seeded sizes); each send is one"
 say "message and each posted receive takes exactly one. The boundaries ride in a TCP option"
