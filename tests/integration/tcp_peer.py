@@ -13,6 +13,7 @@ stack, sending the cleave-tcp pattern and/or hashing what arrives, reported as o
     --retry SEC     client: keep retrying a refused or unanswered connect for SEC seconds
                     (default 0: one try)
     --timeout SEC   every socket operation (default 30)
+    --sport N       client: connect from local port N (SO_REUSEADDR; default: the kernel's)
 
 Output: {"sent", "sent_sha256", "received", "received_sha256", "error", "tcp_info", "seconds",
 "total_retrans"}.
@@ -119,6 +120,7 @@ def main():
     p.add_argument("--reset", action="store_true")
     p.add_argument("--retry", type=float, default=0)
     p.add_argument("--timeout", type=float, default=30)
+    p.add_argument("--sport", type=int, default=0)
     args = p.parse_args()
 
     empty = hashlib.sha256().hexdigest()
@@ -141,6 +143,9 @@ def main():
             while True:
                 s = socket.socket()
                 s.settimeout(min(args.timeout, 2) if args.retry else args.timeout)
+                if args.sport:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind(("", args.sport))
                 try:
                     s.connect((args.host, args.port))
                     break
