@@ -1,11 +1,13 @@
 // management_test.cc - management commands against the real Dataplane on a DPDK ring port: the
 // flow path's commands (flow.list, flow.show, flow.attach and flow.detach of port and tuple
 // bindings, transport.list, transport.attach's refusals), stats.show's flow counters, and every
-// argument error those commands report.
+// argument error those commands report; and two shards on one port (what one hands the other,
+// their sums and listings).
 //
 // EAL runs without hugepages or root. The dataplane loops on its own thread, as in cleaved, and
 // the test is the management thread. The example datagram plugin is loaded into the registry
 // before any dataplane exists (CLEAVE_TEST_PLUGIN, set by tests/meson.build).
+#include <cleave/cleave.h>
 #include <gtest/gtest.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
@@ -21,12 +23,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/rss.h"
 #include "config.h"
 #include "control/management.h"
 #include "control/port.h"
@@ -666,6 +670,264 @@ TEST_F(ManagementManyFlowsTest, ListingIsPagedAndThePacketPathInterleaves) {
 TEST_F(ManagementTest, UnknownFlowCommandIsReported) {
   auto [code, msg] = error_of(*mgmt_, "flow.frob", json::object());
   EXPECT_EQ(code, mgmt::kErrUnknownCommand);
+}
+
+// Two shards on one ring port (the generic backend's steering stage splits its one queue), each
+// dataplane on its own thread, as cleaved runs dataplane.lcores: [1, 2]. What one shard hands
+// the other: a SYN that RSS put on queue 0 for a listener of shard 1's app (accepted there, its
+// SYN-ACK sent), the ARP that queue 0 received (shard 1 learns the peer). A SYN for no listener
+// is answered by the shard it reached; a connect from shard 1 picks source ports whose replies
+// RSS puts on queue 1. Management sums and lists both.
+class ManagementShardsTest : public ::testing::Test {
+ protected:
+  static constexpr uint16_t kShards = 2;
+
+  void SetUp() override {
+    std::string tag = "s" + std::to_string(g_seq++);
+    in_ = rte_ring_create((tag + "i").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    out_ = rte_ring_create((tag + "o").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    ASSERT_NE(in_, nullptr);
+    ASSERT_NE(out_, nullptr);
+    int id = rte_eth_from_rings((tag + "w").c_str(), &in_, 1, &out_, 1, SOCKET_ID_ANY);
+    ASSERT_GE(id, 0);
+    port_id_ = uint16_t(id);
+    ConfigResult r = parse_config(
+        "dataplane: {lcores: [1, 2], idle_sleep_us: 50}\n"
+        "ports:\n  - name: p0\n    device: " +
+            tag + "w\n    ipv4: 10.0.0.1/24\n",
+        "test");
+    ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
+    cfg_ = *r.config;
+    DpPort p;
+    p.name = "p0";
+    p.port_id = port_id_;
+    p.ipv4 = cfg_.ports[0].ipv4;
+    p.mtu = 1500;
+    p.mac = setup_port(p.port_id, "wire", 1500, std::nullopt, 256, 256, g_pool);
+    std::memcpy(our_mac_.data(), p.mac.b.data(), 6);
+    ports_.push_back(p);
+    routes_ = std::make_unique<RouteTable>(cfg_.ports);
+    ctl_ = std::make_unique<ShardChannels>(kShards);
+    std::vector<Dataplane*> peers;
+    for (uint16_t k = 0; k < kShards; k++) {
+      dps_.push_back(
+          std::make_unique<Dataplane>(DataplaneParams::from_config(cfg_, rte_get_tsc_hz(), k),
+                                      ports_, *routes_, g_pool, (*ctl_)[k]));
+      peers.push_back(dps_.back().get());
+    }
+    for (auto& dp : dps_) {
+      dp->set_peers(peers);
+      runners_.emplace_back([d = dp.get()] { d->run(); });
+    }
+    DaemonInfo info;
+    info.dataplane_lcores = {1, 2};
+    mgmt_ = std::make_unique<Management>(info, cfg_, ports_, *routes_, *ctl_);
+  }
+
+  void TearDown() override {
+    mgmt_.reset();
+    for (auto& dp : dps_)
+      dp->request_stop();
+    for (std::thread& t : runners_)
+      t.join();
+    dps_.clear();
+    ctl_.reset();
+    rte_eth_dev_stop(port_id_);
+    rte_eth_dev_close(port_id_);
+    for (rte_ring* r : {in_, out_}) {
+      void* m;
+      while (r != nullptr && rte_ring_dequeue(r, &m) == 0)
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+      rte_ring_free(r);
+    }
+  }
+
+  std::unique_ptr<CtlRequest> call(uint16_t shard, std::unique_ptr<CtlRequest> r) {
+    return (*ctl_)[shard].call(std::move(r), std::chrono::seconds(10));
+  }
+
+  void send(const Bytes& frame) {
+    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
+    ASSERT_NE(m, nullptr);
+    char* p = rte_pktmbuf_append(m, uint16_t(frame.size()));
+    ASSERT_NE(p, nullptr);
+    std::memcpy(p, frame.data(), frame.size());
+    ASSERT_EQ(rte_ring_enqueue(in_, m), 0);
+  }
+
+  // The next frame out of the wire that `want` accepts (others are skipped); empty when none
+  // came within 10 s (a deadline that only bounds a hang).
+  Bytes next_out(const std::function<bool(const Bytes&)>& want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      void* p = nullptr;
+      if (rte_ring_dequeue(out_, &p) != 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        continue;
+      }
+      auto* m = static_cast<rte_mbuf*>(p);
+      Bytes b(rte_pktmbuf_mtod(m, const uint8_t*),
+              rte_pktmbuf_mtod(m, const uint8_t*) + m->data_len);
+      rte_pktmbuf_free(m);
+      if (want(b)) return b;
+    }
+    return {};
+  }
+  // A TCP segment out of the wire with these ports: its flags; -1 when none came.
+  int tcp_out(uint16_t sport, uint16_t dport) {
+    Bytes b = next_out([&](const Bytes& f) {
+      return f.size() >= 54 && f[12] == 0x08 && f[13] == 0x00 && f[23] == 6 &&
+             test::get16(f, 34) == sport && test::get16(f, 36) == dport;
+    });
+    return b.empty() ? -1 : b[47];
+  }
+
+  // A kernel source port whose segment to `dport` RSS puts on `queue`.
+  static uint16_t sport_to(uint16_t queue, uint16_t dport, uint16_t from) {
+    const rss::Reta reta = rss::default_reta(kShards);
+    for (uint32_t p = from;; p++) {
+      if (rss::reta_queue(reta, rss::hash_ipv4_l4(rss::kDefaultKey, kPeerIp, kOurIp, uint16_t(p),
+                                                  dport)) == queue) {
+        return uint16_t(p);
+      }
+    }
+  }
+
+  json handle(std::string_view cmd, const json& args = json::object()) {
+    return mgmt_->handle(cmd, args);
+  }
+
+  DataplaneStats shard_stats(uint16_t shard) {
+    auto r = call(shard, CtlRequest::make(ctl::Stats{}));
+    EXPECT_NE(r, nullptr);
+    return r ? r->as<ctl::Stats>().stats : DataplaneStats{};
+  }
+
+  Config cfg_;
+  std::vector<DpPort> ports_;
+  rte_ring* in_ = nullptr;
+  rte_ring* out_ = nullptr;
+  uint16_t port_id_ = 0;
+  MacBytes our_mac_{};
+  std::unique_ptr<RouteTable> routes_;
+  std::unique_ptr<ShardChannels> ctl_;
+  std::vector<std::unique_ptr<Dataplane>> dps_;
+  std::vector<std::thread> runners_;
+  std::unique_ptr<Management> mgmt_;
+};
+
+TEST_F(ManagementShardsTest, AListenerOnOneShardAcceptsWhatReachesTheOther) {
+  TestApp app(5);
+  ctl::AppAttach attach;
+  attach.app = &app.dp;
+  auto r = call(1, CtlRequest::make(attach));
+  ASSERT_TRUE(r && r->app_ok());
+
+  // ARP reaches queue 0: shard 0 answers, and shard 1 learns the peer from its copy.
+  send(test::arp(1, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, kPeerMac, kPeerIp, {}, kOurIp));
+  ASSERT_FALSE(next_out([](const Bytes& f) {
+                 return f.size() >= 42 && f[12] == 0x08 && f[13] == 0x06;
+               }).empty())
+      << "no ARP reply";
+  bool learned = false;
+  for (int i = 0; i < 1000 && !learned; i++) {
+    ctl::ArpTable q;
+    q.rows.reserve(16);
+    r = call(1, CtlRequest::make(std::move(q)));
+    ASSERT_TRUE(r);
+    for (const ArpRow& row : r->as<ctl::ArpTable>().rows)
+      learned = learned || (row.ip == Ipv4{kPeerIp} && row.state == ArpState::kReachable);
+    if (!learned) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_TRUE(learned) << "shard 1 did not learn the peer from shard 0's ARP";
+
+  // The app's listener on shard 1, and its share on shard 0 (as the app server does).
+  ctl::Listen l;
+  l.app_id = app.dp.id;
+  l.cq = TestApp::kCq;
+  l.port = 8080;
+  r = call(1, CtlRequest::make(l));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->flow_status(), 0);
+  ctl::ListenShare share;
+  share.app_id = app.dp.id;
+  share.shard = 1;
+  share.listener = r->as<ctl::Listen>().id;
+  share.port = 8080;
+  r = call(0, CtlRequest::make(share));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->flow_status(), 0);
+  // An app on shard 0 may not take the address shard 1's listener has.
+  TestApp other(6);
+  attach.app = &other.dp;
+  ASSERT_TRUE(call(0, CtlRequest::make(attach))->app_ok());
+  ctl::Listen l0 = l;
+  l0.app_id = other.dp.id;
+  EXPECT_EQ(call(0, CtlRequest::make(l0))->flow_status(), CL_EADDRINUSE);
+
+  // A SYN RSS puts on queue 0: handed to shard 1, whose SYN-ACK answers it.
+  const uint16_t to0 = sport_to(0, 8080, 40000);
+  send(test::ipv4(our_mac_, kPeerMac, kPeerIp, kOurIp, 6,
+                  tcp_segment(kPeerIp, kOurIp, to0, 8080, 0x02)));
+  EXPECT_EQ(tcp_out(8080, to0), 0x12) << "no SYN-ACK from the listener's shard";
+  // A SYN for a port nobody listens on is answered by the shard it reached, with a RST.
+  const uint16_t none = sport_to(0, 8081, 41000);
+  send(test::ipv4(our_mac_, kPeerMac, kPeerIp, kOurIp, 6,
+                  tcp_segment(kPeerIp, kOurIp, none, 8081, 0x02)));
+  EXPECT_EQ(tcp_out(8081, none), 0x14);
+
+  const DataplaneStats s0 = shard_stats(0), s1 = shard_stats(1);
+  EXPECT_EQ(s0.ports[0].handed_off, 1u);
+  EXPECT_EQ(s1.ports[0].handed_in, 1u);
+  EXPECT_EQ(s0.flows.flows_opened, 0u);
+  EXPECT_EQ(s1.flows.flows_opened, 1u);
+
+  // Management: both shards' lcores and their sum; the flow and the listener, each once, with
+  // the shard that has it.
+  json st = handle("stats.show");
+  ASSERT_EQ(st["lcores"].size(), 2u);
+  EXPECT_EQ(st["lcores"][1]["shard"], 1);
+  EXPECT_EQ(st["lcores"][1]["lcore"], 2);
+  EXPECT_EQ(st["ports"]["p0"]["handed_off"], 1);
+  EXPECT_EQ(st["flows"]["flows_opened"], 1);
+  json list = handle("flow.list");
+  ASSERT_EQ(list["flows"].size(), 1u) << list.dump();
+  EXPECT_EQ(list["flows"][0]["shard"], 1);
+  ASSERT_EQ(list["listeners"].size(), 1u) << list.dump();
+  EXPECT_EQ(list["listeners"][0]["shard"], 1);
+
+  // Connects from shard 1: each source port's replies RSS puts on queue 1.
+  const rss::Reta reta = rss::default_reta(kShards);
+  for (uint16_t i = 0; i < 4; i++) {
+    ctl::Connect c;
+    c.app_id = app.dp.id;
+    c.cq = TestApp::kCq;
+    c.ip = kPeerIp;
+    c.port = uint16_t(9000 + i);
+    r = call(1, CtlRequest::make(c));
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->flow_status(), 0);
+    Bytes syn = next_out([&](const Bytes& f) {
+      return f.size() >= 54 && f[23] == 6 && test::get16(f, 36) == 9000 + i && f[47] == 0x02;
+    });
+    ASSERT_FALSE(syn.empty()) << "no SYN for connect " << i;
+    const uint16_t sport = test::get16(syn, 34);
+    EXPECT_EQ(rss::reta_queue(reta, rss::hash_ipv4_l4(rss::kDefaultKey, kPeerIp, kOurIp,
+                                                      uint16_t(9000 + i), sport)),
+              1)
+        << "source port " << sport;
+  }
+
+  for (auto [shard, a] : {std::pair<uint16_t, TestApp*>{1, &app}, {0, &other}}) {
+    ctl::AppDetach d;
+    d.app_id = a->dp.id;
+    EXPECT_TRUE(call(shard, CtlRequest::make(d))->app_ok());
+  }
+  // Withdrawn from shard 0 (as the app server does when the app goes): the port is free there.
+  share.add = false;
+  share.listener = transport::kNoFlow;
+  EXPECT_EQ(call(0, CtlRequest::make(share))->flow_status(), 0);
+  EXPECT_EQ(call(0, CtlRequest::make(share))->flow_status(), CL_ENOENT);
 }
 
 }  // namespace
