@@ -9,8 +9,19 @@ sender (kernel_tcp send, tests/bench/kernel_tcp.c) at 10.99.0.2 and 10.99.1.2. C
 once per round, every round in the same order so all see the same load:
   linux-off     kernel_tcp recv in a, veth offloads off (TSO, GSO, GRO: 1448-byte segments);
   linux-on      the same with TSO, GSO and GRO on (64 KB segments);
-  cleave        cleave-tcp --listen --recv --no-check in a, on this build's cleaved;
-  baseline      the same on --baseline DIR's cleaved (another revision's build dir).
+  cleave        cleave-tcp --listen --recv --no-check in a, on this build's cleaved: one shard
+                (dataplane lcore 1 on CPU 1), the NIC model inline in its bursts;
+  baseline      the same on --baseline DIR's cleaved (another revision's build dir);
+  cleave-svc    the same receiver, one shard (lcore 1 on CPU 1, as cleave's) and the NIC
+                service on lcore 2 on CPU 0 (nic.service_lcore "2@0"): the shard keeps the CPU
+                it has in cleave, so the two compare the shard's own cost with the NIC in and
+                out of its bursts; the NIC shares CPU 0 with the main lcore (asleep in epoll)
+                and the sender, as the machine has no third CPU;
+  cleave-2sh    two shards (lcores 1 and 2, both on CPU 1: the host gets the one CPU it has in
+                cleave-svc) and the NIC service on lcore 3 on CPU 0; two receivers (cleaved
+                gives each new app the shard with the fewest) and two kernel_tcp senders of
+                BYTES/2 each, so both shards get a flow; the shards' figures are summed.
+--cases picks some of them (linux-off and linux-on always run: the ratios need them).
 perf records every CPU (cpu-clock, -F FREQ; for the cleave cases with DWARF call chains of the
 cleaved process, which has no frame pointers) while the sender runs. A sample's weight is its
 period, CPU time, turned into cycles at the CPU frequency tcp_goodput.py reports.
@@ -25,13 +36,34 @@ period, CPU time, turned into cycles at the CPU frequency tcp_goodput.py reports
     hardware does), the dataplane's work on packets and requests (call chains through the RX
     path, the transports' bursts, completions, the app path's requests, TX flushes: "host"),
     and the rest, the loop polling (printed apart, "with polling", as is the host's cost of one
-    idle iteration, measured over a second with nothing flowing just before the transfer).
+    idle iteration, measured over a second with nothing flowing just before the transfer, and
+    the packets received per busy iteration of the loop: how well bursts amortize).
     busy_cycles from `cleavectl stats show` (NIC included) is printed too: TSC cycles, so on a
     shared CPU it also counts the time the lcore was descheduled.
+  cleave-svc, cleave-2sh: the shards' threads (EAL names lcore N's thread rte-worker-N, or
+    lcore-worker-N in later DPDK releases, service lcores alike, so perf's tid tells the shards
+    from the NIC service) run no NIC model: their samples under net_cleave's TX bursts (the
+    rings the NIC service drains, a driver's side of descriptor rings on hardware) are host
+    work, printed apart as "driver TX rings"; host = work + driver TX rings. The RX bursts'
+    dequeue runs every iteration, so it is polling ("RX ring polls", in "with polling"): its
+    share in the iterations that received cannot be told apart by call chain. The shards' NIC
+    commands (rte_pmd_cleave_cursor_update and the like: on hardware a doorbell, a posted
+    write) run the model under the lock the NIC service holds while it runs, so a shard spins
+    there while the service works (or is descheduled): printed apart as "NIC commands", left
+    out of host as the NIC's (inline, the model's part of them is in NIC+wire). Beside them the
+    shards' busy_cycles (stats, summed over the shards) per byte, and the NIC service's
+    own cost labelled "NIC (emulated hardware)": its busy_cycles (RTE_SERVICE_ATTR_CYCLES) per
+    byte and its thread's perf samples per byte (its polling included: no call chain tells a
+    run that moved frames), and the frames received per busy run (busy_runs). Its service
+    body returns -EAGAIN for a run that moved nothing, which DPDK leaves out of the cycles: the
+    share of the wall clock they count over the idle second is printed as the check ("busy
+    share of the wall clock when idle", 0 when nothing else reaches the veth).
+Busy cycles are TSC time between two reads, descheduled time included: on this shared machine
+perf's samples (time on a CPU) are the figure to trust where the two differ.
 Prints per round, then per case the median and spread (min-max) of cycles per byte and the
 median of per-round ratios to linux-off and linux-on. Asserts nothing. Needs root and perf.
 
-Usage: rx_cost.py [--runs N] [--bytes N] [--freq HZ] [--baseline DIR]
+Usage: rx_cost.py [--runs N] [--bytes N] [--freq HZ] [--baseline DIR] [--cases LIST]
 """
 
 import argparse
@@ -54,6 +86,10 @@ import tcp_goodput as tg  # noqa: E402
 # The NIC model and the wire, as seen in the lcore's call chains.
 NIC = re.compile(r"cleave::pmd::|cleave::nic::|model_mbuf|NicModel|eth_af_packet|"
                  r"rte_service_run|service_run")
+# With a NIC service, the shards' RX bursts only dequeue what it put on the rings, and their NIC
+# commands (net_cleave's rte_pmd_cleave_* calls into the model, under its lock) are apart.
+RX_RING = re.compile(r"cleave::pmd::rx_burst")
+COMMAND = re.compile(r"\bcommand<rte_pmd_cleave_")
 # The dataplane's work on packets and requests (what only runs when there is some); the rest of
 # the host's samples are the loop polling.
 WORK = re.compile(r"Dataplane::rx_packet|Dataplane::flush\(|FlowPath::rx\(|FlowPath::rx_flush|"
@@ -78,14 +114,15 @@ def perf_stop(p):
 
 
 def samples(path):
-    """(comm, tid, period_ns, [frames]) of every sample."""
+    """[(comm, tid, period_ns, [frames])] of every sample (perf script runs once per file)."""
     out = subprocess.run(["perf", "script", "-i", path, "-F", "comm,tid,period,ip,sym,dso"],
                          capture_output=True, text=True, timeout=600).stdout
+    res = []
     cur = None
     for line in out.splitlines():
         if not line.strip():  # samples are separated by blank lines
             if cur:
-                yield cur
+                res.append(cur)
             cur = None
         elif cur is None:
             m = re.match(r"\s*(.+?)\s+(\d+)\s+(\d+)\s*$", line)
@@ -94,41 +131,80 @@ def samples(path):
         else:
             cur[3].append(line.strip())
     if cur:
-        yield cur
+        res.append(cur)
+    return res
 
 
-def linux_rx_ns(path):
+def linux_rx_ns(smp):
     # Only the two kernel_tcp processes' samples: the veth delivers in the sender's context, the
     # receiver copies in its own, and what other processes on the machine receive stays out.
-    return sum(p for comm, _, p, fr in samples(path)
+    return sum(p for comm, _, p, fr in smp
                if comm == "kernel_tcp" and any(LINUX_RX.search(f) for f in fr))
 
 
-def lcore_split(path, lcore_tid):
-    """(work ns, polling ns, NIC and wire ns) of the dataplane lcore's samples."""
-    work = poll = nic = 0
-    for _, tid, p, fr in samples(path):
-        if tid != lcore_tid:
+def lcore_split(smp, tids, inline=True):
+    """{bucket: ns} of the samples of the dataplane lcores' threads `tids`: work, poll, nic, cmd,
+    rx_ring. With the NIC inline, nic is the NIC model and the wire (its commands included; cmd
+    and rx_ring are 0). With a NIC service, nic is the shards' side of net_cleave's TX rings
+    (the bursts' enqueue: host work), cmd the NIC commands they make (doorbells: the model's
+    work and the wait for its lock, which the service holds while it runs) and rx_ring their RX
+    bursts' dequeue, which every iteration polls: counted in poll too."""
+    b = dict.fromkeys(("work", "poll", "nic", "cmd", "rx_ring"), 0)
+    for _, tid, p, fr in smp:
+        if tid not in tids:
+            continue
+        if not inline and any(COMMAND.search(f) for f in fr):
+            b["cmd"] += p
+            continue
+        if not inline and any(RX_RING.search(f) for f in fr):
+            b["poll"] += p
+            b["rx_ring"] += p
             continue
         # The kernel under the lcore is af_packet's (the wire), but for an app's doorbell.
-        kernel = fr and "[kernel.kallsyms]" in fr[0] and not any("eventfd" in f for f in fr)
+        kernel = inline and fr and "[kernel.kallsyms]" in fr[0] and \
+            not any("eventfd" in f for f in fr)
         if kernel or any(NIC.search(f) for f in fr):
-            nic += p
+            b["nic"] += p
         elif any(WORK.search(f) for f in fr):
-            work += p
+            b["work"] += p
         else:
-            poll += p
-    return work, poll, nic
+            b["poll"] += p
+    return b
 
 
-def lcore_tid(pid):
-    """The dataplane lcore's thread: EAL names its workers rte-worker-N (lcore-worker-N in
-    later DPDK releases)."""
+def thread_ns(smp, tid):
+    return sum(p for _, t, p, _ in smp if t == tid)
+
+
+def lcore_tids(pid):
+    """{lcore id: thread id} of cleaved's worker lcores: EAL names lcore N's thread rte-worker-N
+    (lcore-worker-N in later DPDK releases), a service lcore's too."""
+    out = {}
     for t in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{t}/comm") as f:
-            if f.read().startswith(("rte-worker", "lcore-worker")):
-                return int(t)
-    raise SystemExit("cleaved has no lcore worker thread")
+            m = re.match(r"(?:rte|lcore)-worker-(\d+)$", f.read().strip())
+        if m:
+            out[int(m.group(1))] = int(t)
+    if not out:
+        raise SystemExit("cleaved has no lcore worker thread")
+    return out
+
+
+# The cleave cases' lcores: (dataplane.lcores, their lcore ids, nic.service_lcore and its lcore
+# id or None, receiver connections).
+LAYOUTS = {
+    "cleave": (None, [1], None, 1),
+    "cleave-svc": ('["1@1"]', [1], ('"2@0"', 2), 1),
+    "cleave-2sh": ('["1@1", "2@1"]', [1, 2], ('"3@0"', 3), 2),
+}
+
+
+def shard_sum(stats, key):
+    return sum(x[key] for x in stats["lcores"] if x["role"] == "dataplane")
+
+
+def nic_busy(stats, key="busy_cycles"):
+    return sum(x[key] for x in stats["lcores"] if x["role"] == "nic")
 
 
 def main():
@@ -137,7 +213,12 @@ def main():
     ap.add_argument("--bytes", type=int, default=256 << 20)
     ap.add_argument("--freq", type=int, default=4999)
     ap.add_argument("--baseline", help="another revision's build dir, measured alternately")
+    ap.add_argument("--cases", default="cleave,cleave-svc,cleave-2sh",
+                    help="cleave cases, comma-separated (of " + ", ".join(LAYOUTS) + ")")
     args = ap.parse_args()
+    chosen = [c for c in args.cases.split(",") if c]
+    if not chosen or any(c not in LAYOUTS for c in chosen):
+        ap.error("--cases: a comma-separated list of " + ", ".join(LAYOUTS))
     ct.require_root()
     if shutil.which("perf") is None:
         print("skipped: perf is not installed")
@@ -145,6 +226,7 @@ def main():
     n = args.bytes
     hz, hz_from = tg.cpu_hz()
     tmp = tempfile.mkdtemp(prefix="cleave-rxcost-")
+    ct._cleanups.append(lambda: shutil.rmtree(tmp, ignore_errors=True))  # perf data, on any exit
     net = ct.Net("x", peer_addr=tg.B_KIP + "/24")
     ct.sh(["ip", "addr", "add", tg.KA + "/24", "dev", net.va], ns=net.a)
     ct.sh(["ip", "addr", "add", tg.KB + "/24", "dev", net.vb], ns=net.b)
@@ -158,16 +240,116 @@ def main():
             ct.sh(["ethtool", "-K", dev] + [x for o in offloads for x in (o, v)], ns=ns)
         ct.sh(["ethtool", "-K", net.vb, "tx", v], ns=net.b)
 
-    builds = ct.builds(args.baseline)
-    cases = ["linux-off", "linux-on"] + [("cleave" if b == "this" else b) for b, _ in builds]
-    res = collections.defaultdict(list)  # case -> [cycles/byte]
-    busy = collections.defaultdict(list)  # cleave cases: lcore busy cycles/byte, NIC included
-    nicr = collections.defaultdict(list)  # cleave cases: NIC and wire cycles/byte
+    # (case, cleaved binary, layout): the baseline build runs the first layout only.
+    runs = []
+    for b, binary in ct.builds(args.baseline):
+        if b != "this":
+            runs.append((b, binary, LAYOUTS["cleave"]))
+            continue
+        runs += [(c, binary, LAYOUTS[c]) for c in chosen]
+    cases = ["linux-off", "linux-on"] + [c for c, _, _ in runs]
+    res = collections.defaultdict(list)  # case -> [cycles/byte]: host work
+    busy = collections.defaultdict(list)  # cleave cases: shards' busy cycles/byte
+    nicr = collections.defaultdict(list)  # inline: NIC and wire; service: driver rings
     polled = collections.defaultdict(list)  # cleave cases: host work and polling cycles/byte
     per_iter = collections.defaultdict(list)  # cleave cases: host cycles per idle iteration
+    per_burst = collections.defaultdict(list)  # cleave cases: packets per busy iteration
+    svc_busy = collections.defaultdict(list)  # service cases: NIC busy_cycles/byte
+    svc_perf = collections.defaultdict(list)  # service cases: NIC thread's perf cycles/byte
+    svc_idle = collections.defaultdict(list)  # service cases: NIC busy share of the idle second
+    rxr = collections.defaultdict(list)  # service cases: the shards' RX ring polls cycles/byte
+    cmds = collections.defaultdict(list)  # service cases: the shards' NIC commands cycles/byte
+    per_run = collections.defaultdict(list)  # service cases: frames received per NIC busy run
     print(f"{n} bytes per transfer, {args.runs} rounds; CPU {hz / 1e6:.0f} MHz ({hz_from}); "
-          f"perf cpu-clock at {args.freq} Hz; cleaved: main lcore on CPU 0, dataplane lcore "
-          f"on CPU 1 (the sender and the rest of the machine share both)")
+          f"perf cpu-clock at {args.freq} Hz; cleaved's main lcore on CPU 0; cleave, baseline: "
+          f"dataplane lcore 1 on CPU 1; cleave-svc: lcore 1 on CPU 1, NIC service lcore 2 on "
+          f"CPU 0; cleave-2sh: lcores 1 and 2 on CPU 1, NIC service lcore 3 on CPU 0 (the "
+          f"sender and the rest of the machine share both CPUs)")
+    print("load before: " + subprocess.run(["uptime"], capture_output=True, text=True)
+          .stdout.strip(), flush=True)
+
+    def cleave_case(case, binary, layout, port):
+        lcores, shard_lcores, svc, conns = layout
+        c = cfg
+        if lcores:
+            assert "dataplane:\n  lcore: 1\n" in c
+            c = c.replace("dataplane:\n  lcore: 1\n", f"dataplane:\n  lcores: {lcores}\n")
+        if svc:
+            c += f"nic:\n  service_lcore: {svc[0]}\n"
+        ct.CLEAVED = binary
+        d = ct.Daemon(c, ns=net.a)
+        ports = [port + 100 * i for i in range(conns)]
+        rxs = []
+        for p in ports:
+            rxs.append(tg.popen([tg.TOOL, "-s", os.path.join(d.run_dir, "app.sock"), "--json",
+                                 "--timeout", "60", "--no-check", "--listen", str(p), "--recv"]))
+            ct.wait_until(lambda: any(x["local"].endswith(f":{p}") for x in
+                                      d.ctl("flow", "list")[1]["listeners"]), timeout=10,
+                          what="the listener")
+        tids = lcore_tids(d.proc.pid)
+        shards = {tids[k] for k in shard_lcores}
+        data = os.path.join(tmp, f"{case}.data")
+        # Calibration: the host's time per iteration with nothing flowing, for a second.
+        q0, t0 = d.stats(), time.monotonic()
+        pf = perf_start(data, pid=d.proc.pid, freq=args.freq)
+        time.sleep(1)
+        perf_stop(pf)
+        q1, t1 = d.stats(), time.monotonic()
+        b = lcore_split(samples(data), shards, inline=svc is None)
+        os.unlink(data)
+        idle_host = b["work"] + b["poll"] + (b["nic"] if svc else 0)
+        iters = shard_sum(q1, "iterations") - shard_sum(q0, "iterations")
+        per_iter[case].append(idle_host * hz / 1e9 / max(1, iters))
+        if svc:
+            svc_idle[case].append((nic_busy(q1) - nic_busy(q0)) / (q1["tsc_hz"] * (t1 - t0)))
+        s0 = d.stats()
+        pf = perf_start(data, pid=d.proc.pid, freq=args.freq)
+        txs = [tg.popen([tg.KERNEL_TCP, "send", tg.A_IP, str(p), str(n // conns)], ns=net.b)
+               for p in ports]
+        for tx in txs:
+            tg.finish(tx, "sender")
+        for rx in rxs:
+            tg.finish(rx, "receiver")
+        perf_stop(pf)
+        s1 = d.stats()
+        d.stop()
+        d.kill()
+        smp = samples(data)
+        os.unlink(data)
+        b = lcore_split(smp, shards, inline=svc is None)
+        work, poll, nic = b["work"], b["poll"], b["nic"]
+        got = n // conns * conns
+        host = work + (nic if svc else 0)
+        res[case].append(host * hz / 1e9 / got)
+        polled[case].append((work + poll + (nic if svc else 0)) * hz / 1e9 / got)
+        nicr[case].append(nic * hz / 1e9 / got)
+        busy[case].append((shard_sum(s1, "busy_cycles") - shard_sum(s0, "busy_cycles")) / got)
+        per_burst[case].append((shard_sum(s1, "rx_packets") - shard_sum(s0, "rx_packets")) /
+                               max(1, shard_sum(s1, "busy_iterations") -
+                                   shard_sum(s0, "busy_iterations")))
+        if not svc:
+            return (f"{case} host work {res[case][-1]:.3f} (with polling {polled[case][-1]:.3f}; "
+                    f"NIC+wire {nicr[case][-1]:.3f}; busy wall {busy[case][-1]:.3f}; "
+                    f"{per_iter[case][-1]:.0f} cycles per idle iteration; "
+                    f"{per_burst[case][-1]:.1f} packets per busy iteration)")
+        svc_busy[case].append((nic_busy(s1) - nic_busy(s0)) / got)
+        svc_perf[case].append(thread_ns(smp, tids[svc[1]]) * hz / 1e9 / got)
+        rx = [b["rx_packets"] - a["rx_packets"] for a, b in
+              zip(s0["lcores"], s1["lcores"]) if b["role"] == "dataplane"]
+        per_run[case].append(sum(rx) / max(1, nic_busy(s1, "busy_runs") -
+                                           nic_busy(s0, "busy_runs")))
+        rxr[case].append(b["rx_ring"] * hz / 1e9 / got)
+        cmds[case].append(b["cmd"] * hz / 1e9 / got)
+        return (f"{case} host {res[case][-1]:.3f} (work {(work * hz / 1e9 / got):.3f}, driver "
+                f"TX rings {nicr[case][-1]:.3f}; with polling {polled[case][-1]:.3f}, RX ring "
+                f"polls {rxr[case][-1]:.3f} of it; NIC commands {cmds[case][-1]:.3f}; shards busy "
+                f"wall {busy[case][-1]:.3f}; {per_iter[case][-1]:.0f} cycles per idle "
+                f"iteration; {per_burst[case][-1]:.1f} packets per busy iteration; shards' "
+                f"rx packets {rx}; NIC (emulated hardware) busy "
+                f"{svc_busy[case][-1]:.3f}, perf {svc_perf[case][-1]:.3f}, "
+                f"{per_run[case][-1]:.1f} frames received per busy run, busy share idle "
+                f"{svc_idle[case][-1]:.2f})")
+
     for run in range(args.runs):
         port = 7000 + run * 10
         line = []
@@ -183,52 +365,16 @@ def main():
             tg.finish(tx, "sender")
             tg.finish(rx, "receiver")
             perf_stop(pf)
-            cpb = linux_rx_ns(data) * hz / 1e9 / n
+            cpb = linux_rx_ns(samples(data)) * hz / 1e9 / n
             res[case].append(cpb)
             line.append(f"{case} {cpb:.3f}")
             os.unlink(data)
         set_offloads(False)
-        for k, (name, binary) in enumerate(builds):
-            case = "cleave" if name == "this" else name
-            ct.CLEAVED = binary
-            d = ct.Daemon(cfg, ns=net.a)
-            p = port + 2 + k
-            t = tg.popen([tg.TOOL, "-s", os.path.join(d.run_dir, "app.sock"), "--json",
-                          "--timeout", "60", "--no-check", "--listen", str(p), "--recv"])
-            ct.wait_until(lambda: any(x["local"].endswith(f":{p}") for x in
-                                      d.ctl("flow", "list")[1]["listeners"]), timeout=10,
-                          what="the listener")
-            tid = lcore_tid(d.proc.pid)
-            data = os.path.join(tmp, f"{case}.{run}.data")
-            # Calibration: the host's time per iteration with nothing flowing, for a second.
-            q0 = d.stats()["lcores"][0]
-            pf = perf_start(data, pid=d.proc.pid, freq=args.freq)
-            time.sleep(1)
-            perf_stop(pf)
-            q1 = d.stats()["lcores"][0]
-            w, p_, _ = lcore_split(data, tid)
-            per_iter[case].append((w + p_) * hz / 1e9 / max(1, q1["iterations"] - q0["iterations"]))
-            s0 = d.stats()["lcores"][0]
-            pf = perf_start(data, pid=d.proc.pid, freq=args.freq)
-            tx = tg.popen([tg.KERNEL_TCP, "send", tg.A_IP, str(p), str(n)], ns=net.b)
-            tg.finish(tx, "sender")
-            tg.finish(t, "receiver")
-            perf_stop(pf)
-            s1 = d.stats()["lcores"][0]
-            d.stop()
-            d.kill()
-            work, poll, nic = lcore_split(data, tid)
-            os.unlink(data)
-            res[case].append(work * hz / 1e9 / n)
-            polled[case].append((work + poll) * hz / 1e9 / n)
-            nicr[case].append(nic * hz / 1e9 / n)
-            busy[case].append((s1["busy_cycles"] - s0["busy_cycles"]) / n)
-            line.append(f"{case} host work {res[case][-1]:.3f} (with polling "
-                        f"{polled[case][-1]:.3f}; NIC+wire {nicr[case][-1]:.3f}; busy wall "
-                        f"{busy[case][-1]:.3f}; {per_iter[case][-1]:.0f} cycles per idle "
-                        f"iteration)")
+        for k, (case, binary, layout) in enumerate(runs):
+            line.append(cleave_case(case, binary, layout, port + 2 + k))
         print(f"round {run + 1}: " + ", ".join(line) + " cycles/byte", flush=True)
-    shutil.rmtree(tmp, ignore_errors=True)
+    print("load after: " + subprocess.run(["uptime"], capture_output=True, text=True)
+          .stdout.strip())
 
     def med(v):
         return f"{statistics.median(v):8.3f} ({min(v):.3f}-{max(v):.3f})"
@@ -238,11 +384,26 @@ def main():
         r_on = statistics.median(a / b for a, b in zip(res[case], res["linux-on"]))
         print(f"{case:10} {med(res[case]):>24} {r_off:12.3f} {r_on:11.3f}")
     for case in cases[2:]:
-        print(f"{case:10} host with the loop's polling: {med(polled[case])} cycles/byte; "
-              f"NIC model and wire (the emulated hardware's): {med(nicr[case])}; lcore busy TSC "
-              f"cycles (wall), NIC included: {med(busy[case])}; host cycles per idle iteration: "
-              f"{med(per_iter[case])}")
-    print("medians over the rounds (min-max); ratios: median of per-round ratios")
+        if case not in svc_busy:
+            print(f"{case:10} host with the loop's polling: {med(polled[case])} cycles/byte; "
+                  f"NIC model and wire (the emulated hardware's): {med(nicr[case])}; lcore busy "
+                  f"TSC cycles (wall), NIC included: {med(busy[case])}; host cycles per idle "
+                  f"iteration: {med(per_iter[case])}; packets per busy iteration: "
+                  f"{med(per_burst[case])}")
+            continue
+        print(f"{case:10} host: driver TX rings {med(nicr[case])} of it; with the loop's "
+              f"polling {med(polled[case])}, RX ring polls {med(rxr[case])} of that; shards' "
+              f"busy TSC cycles (wall, NIC apart) "
+              f"{med(busy[case])}; host cycles per idle iteration {med(per_iter[case])}; "
+              f"packets per busy iteration {med(per_burst[case])}")
+        print(f"{'':10} NIC commands from the shards (doorbells: the model's work and the "
+              f"wait for its lock, the emulation's; not in host): {med(cmds[case])}")
+        print(f"{'':10} NIC (emulated hardware): busy TSC cycles {med(svc_busy[case])} per "
+              f"byte, perf {med(svc_perf[case])} per byte; frames received per busy run "
+              f"{med(per_run[case])}; busy share of the wall clock when idle "
+              f"{med(svc_idle[case])}")
+    print("medians over the rounds (min-max); ratios: median of per-round ratios; busy cycles "
+          "count descheduled time (TSC), perf only time on a CPU: prefer perf where they differ")
 
 
 if __name__ == "__main__":

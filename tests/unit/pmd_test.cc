@@ -517,7 +517,8 @@ TEST_F(Pair, XstatsReflectDecisionsAndMemory) {
        {"nic_rx_frames", "nic_rx_in_order", "nic_rx_past_hole", "nic_rx_trimmed", "nic_rx_dropped",
         "nic_rx_deferred", "nic_defer_no_ms", "nic_defer_flow_miss", "nic_cmd_err_unknown_flow",
         "nic_tx_status_dma_fault", "nic_mem_flow_table_bytes", "nic_mem_flow_table_in_use",
-        "nic_mem_ms_store_in_use", "nic_mem_total_bytes", "tx_bounce", "service_inline"}) {
+        "nic_mem_ms_store_in_use", "nic_mem_total_bytes", "tx_bounce", "service_inline",
+        "service_busy_runs"}) {
     EXPECT_TRUE(index.count(want)) << want;
   }
   EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 0u);
@@ -674,9 +675,28 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
   ASSERT_EQ(rte_eth_dev_stop(a_), 0);
   ASSERT_EQ(rte_eth_dev_stop(b_), 0);
   ASSERT_NO_FATAL_FAILURE(service_lcore_start({sa, sb}));
+  ASSERT_EQ(rte_service_set_stats_enable(sb, 1), 0);
   ASSERT_EQ(rte_eth_dev_start(a_), 0);
   ASSERT_EQ(rte_eth_dev_start(b_), 0);
   const uint64_t inline_a = xstat(a_, "service_inline");
+
+  // Idle, the service lcore loops over B's NIC and no run counts as work: the service's cycles
+  // (DPDK leaves out runs that return -EAGAIN) are the NIC's busy time, its polling apart, and
+  // service_busy_runs those runs (DPDK's call count counts every run).
+  auto loops = [] {
+    uint64_t v = 0;
+    EXPECT_EQ(rte_service_lcore_attr_get(1, RTE_SERVICE_LCORE_ATTR_LOOPS, &v), 0);
+    return v;
+  };
+  const uint64_t loops0 = loops();
+  for (int i = 0; i < 200000 && loops() < loops0 + 1000; i++)
+    usleep(10);
+  ASSERT_GE(loops(), loops0 + 1000) << "the service lcore runs";
+  uint64_t cycles = 0;
+  ASSERT_EQ(rte_service_attr_get(sb, RTE_SERVICE_ATTR_CYCLES, &cycles), 0);
+  EXPECT_EQ(cycles, 0u) << "idle runs of B's NIC counted as busy";
+  EXPECT_EQ(xstat(b_, "service_busy_runs"), 0u);
+  EXPECT_GT(xstat(b_, "service_runs"), 0u);
 
   add_flow_b(0);
   Bytes rx(40000, 0);
@@ -696,9 +716,14 @@ TEST_F(Pair, ServiceLcoreRunsTheNic) {
     }
     if (n == 0) usleep(10);
   }
+  // Read while lcore 1 is a service lcore: its statistics go with it.
+  ASSERT_EQ(rte_service_attr_get(sb, RTE_SERVICE_ATTR_CYCLES, &cycles), 0);
   ASSERT_NO_FATAL_FAILURE(service_lcore_stop({sa, sb}));
 
   ASSERT_EQ(got.size(), 5u);
+  EXPECT_GT(cycles, 0u) << "the runs that took the frames off the wire count";
+  EXPECT_GT(xstat(b_, "service_busy_runs"), 0u);
+  EXPECT_LT(xstat(b_, "service_busy_runs"), xstat(b_, "service_runs"));
   EXPECT_EQ(0, std::memcmp(rx.data(), app.bytes.data(), 40000));
   EXPECT_EQ(xstat(a_, "service_inline"), inline_a) << "the service lcore, not tx_burst, ran A";
   EXPECT_EQ(xstat(b_, "service_inline"), 0u);

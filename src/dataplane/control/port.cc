@@ -181,6 +181,7 @@ NicService::NicService(const Config& cfg) {
       continue;  // not a net_cleave port: the generic backend runs on the shards
     }
     services_.push_back(service);
+    ports_.push_back(id);
   }
   if (services_.empty()) {
     spdlog::warn("nic.service_lcore {}: no net_cleave port, so no NIC service to run",
@@ -236,11 +237,15 @@ uint64_t NicService::busy_cycles() const {
   return sum;
 }
 
+// net_cleave counts them (xstat service_busy_runs): DPDK's call count counts idle runs too.
 uint64_t NicService::busy_runs() const {
   uint64_t sum = 0;
-  for (uint32_t s : services_) {
-    uint64_t v = 0;
-    if (rte_service_attr_get(s, RTE_SERVICE_ATTR_CALL_COUNT, &v) == 0) sum += v;
+  for (uint16_t port : ports_) {
+    uint64_t id = 0, v = 0;
+    if (rte_eth_xstats_get_id_by_name(port, "service_busy_runs", &id) == 0 &&
+        rte_eth_xstats_get_by_id(port, &id, &v, 1) == 1) {
+      sum += v;
+    }
   }
   return sum;
 }

@@ -41,7 +41,8 @@ class NicService {
   bool running() const { return lcore_.has_value(); }
   uint32_t lcore() const { return lcore_.value_or(0); }
   // Over every port's service so far: TSC cycles in runs that did work (the NIC's busy time,
-  // the emulated hardware's), and those runs. Any thread.
+  // the emulated hardware's; idle runs return -EAGAIN, which DPDK leaves out), and those runs
+  // (net_cleave's xstat service_busy_runs). Any thread.
   uint64_t busy_cycles() const;
   uint64_t busy_runs() const;
 
@@ -50,6 +51,7 @@ class NicService {
 
   std::optional<uint32_t> lcore_;
   std::vector<uint32_t> services_;
+  std::vector<uint16_t> ports_;  // their ports
 };
 
 }  // namespace cleave::dp

@@ -75,9 +75,9 @@ const char* const kValidArgs[] = {kArgWire,    kArgMaxFlows, kArgMaxMrs, kArgMsC
                                   kArgMsStore, kArgTxMbufs,  nullptr};
 
 constexpr const char* kPmdCtrNames[] = {
-    "rx_headers", "rx_wire_bytes", "tx_wire_frames",  "tx_wire_bytes",
-    "tx_errors",  "rx_linearized", "tx_pass_through", "tx_zero_copy",
-    "tx_bounce",  "tx_wire_full",  "service_runs",    "service_inline",
+    "rx_headers",    "rx_wire_bytes",   "tx_wire_frames",    "tx_wire_bytes", "tx_errors",
+    "rx_linearized", "tx_pass_through", "tx_zero_copy",      "tx_bounce",     "tx_wire_full",
+    "service_runs",  "service_inline",  "service_busy_runs",
 };
 static_assert(std::size(kPmdCtrNames) == size_t(PmdCtr::kCount));
 constexpr size_t kMemLines = std::tuple_size_v<decltype(nic::MemoryReport::lines)>;

@@ -60,6 +60,7 @@ enum class PmdCtr : uint8_t {
   kTxWireFull,     // service rounds that found the wire full
   kServiceRuns,    // service body runs (service lcore or inline)
   kServiceInline,  // of those, from rx/tx burst
+  kServiceBusy,    // of the service lcore's, those that moved something
   kCount
 };
 
@@ -155,10 +156,15 @@ void service_release(uint16_t port_id);
 // Data path (net_cleave_datapath.cc).
 uint16_t rx_burst(void* queue, rte_mbuf** pkts, uint16_t n);
 uint16_t tx_burst(void* queue, rte_mbuf** pkts, uint16_t n);
-int32_t service_run(void* arg);  // the rte_service callback; arg: the port's ServiceSlot
-// One round of the NIC: wire TX flush, descriptors merged, wire RX into the model. Caller holds
-// dev.lock.
-void poll_locked(Device& dev);
+// The rte_service callback; arg: the port's ServiceSlot. Returns 0 for a run that did work and
+// -EAGAIN for one that found none, so the service's cycles (RTE_SERVICE_ATTR_CYCLES) are the
+// NIC's busy time, its idle polling apart; xstat service_busy_runs counts those runs (DPDK's
+// call count counts every run).
+int32_t service_run(void* arg);
+// One round of the NIC: wire TX flush, descriptors merged, wire RX into the model. Returns
+// whether it moved anything (frames from or to the wire, descriptors off a TX queue). Caller
+// holds dev.lock.
+bool poll_locked(Device& dev);
 // Frees every mbuf the device holds (rings, stage, pending); caller holds dev.lock, stopped.
 void drain_locked(Device& dev);
 

@@ -48,7 +48,8 @@ void to_queues(Device& d, rte_mbuf** frames, uint16_t n) {
 // there is one the NIC never saw, as on a lossy link. A frame the model has processed is never
 // dropped, and may reach any queue: the burst is bounded by the room of the fullest ring (one
 // queue left unpolled holds the wire back for all, as a NIC without a per-queue drop policy).
-void rx_wire(Device& d) {
+// Returns whether it took frames from the wire or the fault stage.
+bool rx_wire(Device& d) {
   unsigned free = unsigned(d.fault_out.size());
   for (uint16_t q = 0; q < d.nb_queues; q++)
     free = std::min(free, rte_ring_free_count(d.rxq[q].ring));
@@ -59,8 +60,9 @@ void rx_wire(Device& d) {
   dp::FaultStage& fault = d.fault[size_t(dp::FaultDir::kRx)];
   if (likely(!fault.active())) {
     const uint16_t want = std::min<uint16_t>(kBurst, room);
-    if (want == 0) return;
+    if (want == 0) return false;
     n = rte_eth_rx_burst(d.wire_port, 0, bufs, want);
+    if (n == 0) return false;
   } else {
     const uint16_t released = fault.poll(d.fault_out.data(), room);
     const uint16_t want = std::min<uint16_t>(kBurst, uint16_t(room - released));
@@ -68,6 +70,7 @@ void rx_wire(Device& d) {
     n = uint16_t(released +
                  fault.apply(bufs, got, d.fault_out.data() + released, uint16_t(room - released)));
     frames = d.fault_out.data();
+    if (released == 0 && got == 0) return false;
   }
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; i++) {
@@ -86,6 +89,7 @@ void rx_wire(Device& d) {
   to_queues(d, frames, n);
   d.bump(PmdCtr::kRxPackets, n);
   d.bump(PmdCtr::kRxBytes, bytes);
+  return true;
 }
 
 // ---- TX: tx_ring -> model merge -> pending -> wire ------------------------------------------
@@ -231,6 +235,14 @@ void tx_merge(Device& d) {
   model_mbuf::poll_completions(*d.model, d.frames);
 }
 
+// What TX moved: frames onto the wire, descriptors taken from the TX queues.
+uint64_t tx_moved(const Device& d) {
+  uint64_t n = d.ctr[size_t(PmdCtr::kTxPackets)];
+  for (uint16_t q = 0; q < d.nb_queues; q++)
+    n += d.txq_packets[q];
+  return n;
+}
+
 // Inline mode: no service lcore runs the NIC, so the dataplane's bursts do (decided at start).
 bool run_inline(const Device& d) {
   return d.inline_mode;
@@ -238,15 +250,17 @@ bool run_inline(const Device& d) {
 
 }  // namespace
 
-void poll_locked(Device& d) {
+bool poll_locked(Device& d) {
   d.bump(PmdCtr::kServiceRuns);
+  const uint64_t before = tx_moved(d);
   poll_tx_fault(d);
   flush_pending(d);
   if (d.pending_count == 0) {
     tx_merge(d);
     flush_pending(d);
   }
-  rx_wire(d);
+  const bool rx = rx_wire(d);
+  return rx || tx_moved(d) != before;
 }
 
 void drain_locked(Device& d) {
@@ -287,8 +301,8 @@ int32_t service_run(void* arg) {
   Device* d = s.dev.load();
   int32_t r = -EAGAIN;
   if (d != nullptr && rte_spinlock_trylock(&d->lock)) {
-    if (d->started) {
-      poll_locked(*d);
+    if (d->started && poll_locked(*d)) {
+      d->bump(PmdCtr::kServiceBusy);
       r = 0;
     }
     rte_spinlock_unlock(&d->lock);
