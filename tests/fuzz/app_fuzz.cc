@@ -298,7 +298,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(g_world->server->apps() == 0);
   dp::ctl::AppCountersList list;
   list.rows.reserve(FakeDataplane::kMaxApps);
-  auto q = g_world->ctl->call(dp::CtlRequest::make(std::move(list)), std::chrono::seconds(5));
+  auto q = (*g_world->ctl)[0].call(dp::CtlRequest::make(std::move(list)), std::chrono::seconds(5));
   FUZZ_CHECK(q != nullptr && q->as<dp::ctl::AppCountersList>().rows.empty());
   FUZZ_CHECK(open_fds() == baseline);
   return 0;

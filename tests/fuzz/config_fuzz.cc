@@ -46,7 +46,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(!p.name.empty() && names.insert(p.name).second);
     FUZZ_CHECK(!p.device.empty());
   }
-  FUZZ_CHECK(c.dataplane.lcore != c.eal.main_lcore);
+  // Every lcore has one role: the main thread, a shard, the NIC service.
+  FUZZ_CHECK(!c.dataplane.lcores.empty() && c.dataplane.lcores.size() <= kMaxShards);
+  std::set<uint32_t> lcores{c.eal.main_lcore};
+  for (const LcoreSpec& l : c.dataplane.lcores)
+    FUZZ_CHECK(lcores.insert(l.lcore).second);
+  if (c.nic.service_lcore) FUZZ_CHECK(lcores.insert(c.nic.service_lcore->lcore).second);
   FUZZ_CHECK(!c.runtime_dir.empty() && c.runtime_dir[0] == '/' && c.runtime_dir.size() <= 80);
   FUZZ_CHECK(c.nic.ms_committed % 16 == 0 && c.nic.ms_store % 16 == 0);
   for (const AppRule& a : c.apps.allow)

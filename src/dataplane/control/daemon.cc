@@ -308,7 +308,7 @@ int serve(const Config& cfg, const EalPlan& plan, SdNotify& sd, int signal_fd) {
                     hooks != nullptr && std::string_view(hooks) == "1"};
     if (info.test_hooks) spdlog::warn("CLEAVE_TEST_HOOKS=1: test hooks (debug.*) are enabled");
     Management mgmt(info, cfg, ports, routes, ctl);
-    mgmt.set_nic_service(&nic_service);
+    if (nic_service.running()) mgmt.set_nic_service(&nic_service);
     std::optional<MgmtServer> server;
     std::optional<AppServer> apps;
     Supervisor sup(cfg, ports, shards, ctl, sd);

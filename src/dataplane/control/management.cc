@@ -17,7 +17,6 @@
 #include "control/app_server.h"
 #include "control/log.h"
 #include "control/mgmt_server.h"
-#include "control/port.h"
 #include "mgmt_protocol.h"
 #include "registry.h"
 #include "transport.h"
@@ -665,7 +664,7 @@ json Management::stats() {
   // The emulated NIC's own time, apart from the shards' ("host") when it runs on its own lcore;
   // inline, it is inside the shards' busy cycles.
   json nic = {{"mode", "inline"}};
-  if (nic_service_ != nullptr && nic_service_->running()) {
+  if (nic_service_ != nullptr) {
     nic = {{"mode", "service"}, {"lcore", nic_service_->lcore()}};
     lcores.push_back({{"lcore", nic_service_->lcore()},
                       {"role", "nic"},

@@ -43,7 +43,17 @@ struct DaemonInfo {
 
 class AppServer;
 class MgmtServer;
-class NicService;
+
+// The NIC service's lcore as stats shows it (port.h's NicService, when one runs).
+class NicLcore {
+ public:
+  virtual uint32_t lcore() const = 0;
+  virtual uint64_t busy_cycles() const = 0;
+  virtual uint64_t busy_runs() const = 0;
+
+ protected:
+  ~NicLcore() = default;
+};
 
 class Management {
  public:
@@ -55,9 +65,9 @@ class Management {
   void set_apps(AppServer* apps) { apps_ = apps; }
   // The control socket, whose counters status shows (read from any thread: atomics).
   void set_control(const MgmtServer* control) { control_ = control; }
-  // The NIC service lcore, whose busy cycles stats shows apart from the shards' (set before
-  // the first command; its counters are read from any thread).
-  void set_nic_service(const NicService* s) { nic_service_ = s; }
+  // The NIC service lcore, whose busy cycles stats shows apart from the shards' (null: none;
+  // set before the first command; its counters are read from any thread).
+  void set_nic_service(const NicLcore* s) { nic_service_ = s; }
 
   // Runs one command; throws MgmtError for anything the client should be told.
   nlohmann::json handle(std::string_view command, const nlohmann::json& args);
@@ -129,7 +139,7 @@ class Management {
   const ShardChannels& ctl_;
   AppServer* apps_ = nullptr;
   const MgmtServer* control_ = nullptr;
-  const NicService* nic_service_ = nullptr;
+  const NicLcore* nic_service_ = nullptr;
 };
 
 }  // namespace cleave::dp

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config.h"
+#include "control/management.h"  // NicLcore
 #include "lcore/dataplane.h"
 
 namespace cleave::dp {
@@ -31,7 +32,7 @@ void stop_ports(const std::vector<DpPort>& ports);
 // of each is mapped to it before the ports start (a port decides at start who runs its NIC,
 // rte_pmd_cleave.h), and the lcore is stopped after they close. Without the key it does nothing,
 // and each queue's bursts run the NIC inline. Throws std::runtime_error.
-class NicService {
+class NicService final : public NicLcore {
  public:
   explicit NicService(const Config& cfg);
   NicService(const NicService&) = delete;
@@ -39,12 +40,12 @@ class NicService {
   ~NicService();
 
   bool running() const { return lcore_.has_value(); }
-  uint32_t lcore() const { return lcore_.value_or(0); }
+  uint32_t lcore() const override { return lcore_.value_or(0); }
   // Over every port's service so far: TSC cycles in runs that did work (the NIC's busy time,
   // the emulated hardware's; idle runs return -EAGAIN, which DPDK leaves out), and those runs
   // (net_cleave's xstat service_busy_runs). Any thread.
-  uint64_t busy_cycles() const;
-  uint64_t busy_runs() const;
+  uint64_t busy_cycles() const override;
+  uint64_t busy_runs() const override;
 
  private:
   void stop();
