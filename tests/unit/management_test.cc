@@ -104,8 +104,12 @@ class ManagementTest : public ::testing::Test {
     int id = rte_eth_from_rings((tag + "w").c_str(), &in_, 1, &out_, 1, SOCKET_ID_ANY);
     ASSERT_GE(id, 0);
     port_id_ = uint16_t(id);
-    ConfigResult r = parse_config(extra_config_ +
-                                      "dataplane: {idle_sleep_us: 50}\nports:\n  - name: p0\n"
+    // Shards on lcores 1, 2, ... (names only: each dataplane runs on a thread of the test's).
+    std::string lcores;
+    for (uint16_t k = 0; k < shards_; k++)
+      lcores += (k == 0 ? "" : ", ") + std::to_string(k + 1);
+    ConfigResult r = parse_config(extra_config_ + "dataplane: {lcores: [" + lcores +
+                                      "], idle_sleep_us: 50}\nports:\n  - name: p0\n"
                                       "    device: " +
                                       tag + "w\n    ipv4: 10.0.0.1/24\n",
                                   "test");
@@ -120,18 +124,32 @@ class ManagementTest : public ::testing::Test {
     std::memcpy(our_mac_.data(), p.mac.b.data(), 6);
     ports_.push_back(p);
     routes_ = std::make_unique<RouteTable>(cfg_.ports);
-    ctl_ = std::make_unique<ShardChannels>(1);
-    dp_ = std::make_unique<Dataplane>(DataplaneParams::from_config(cfg_, rte_get_tsc_hz()), ports_,
-                                      *routes_, g_pool, (*ctl_)[0]);
-    runner_ = std::thread([this] { dp_->run(); });
-    mgmt_ = std::make_unique<Management>(DaemonInfo{}, cfg_, ports_, *routes_, *ctl_);
+    ctl_ = std::make_unique<ShardChannels>(shards_);
+    std::vector<Dataplane*> peers;
+    for (uint16_t k = 0; k < shards_; k++) {
+      dps_.push_back(
+          std::make_unique<Dataplane>(DataplaneParams::from_config(cfg_, rte_get_tsc_hz(), k),
+                                      ports_, *routes_, g_pool, (*ctl_)[k]));
+      peers.push_back(dps_.back().get());
+    }
+    for (auto& dp : dps_) {
+      dp->set_peers(peers);
+      runners_.emplace_back([d = dp.get()] { d->run(); });
+    }
+    DaemonInfo info;
+    info.dataplane_lcores.clear();
+    for (uint16_t k = 0; k < shards_; k++)
+      info.dataplane_lcores.push_back(k + 1u);
+    mgmt_ = std::make_unique<Management>(info, cfg_, ports_, *routes_, *ctl_);
   }
 
   void TearDown() override {
     mgmt_.reset();
-    if (dp_) dp_->request_stop();
-    if (runner_.joinable()) runner_.join();
-    dp_.reset();
+    for (auto& dp : dps_)
+      dp->request_stop();
+    for (std::thread& t : runners_)
+      t.join();
+    dps_.clear();
     ctl_.reset();
     rte_eth_dev_stop(port_id_);
     rte_eth_dev_close(port_id_);
@@ -156,7 +174,27 @@ class ManagementTest : public ::testing::Test {
     return mgmt_->handle(cmd, args);
   }
 
+  // The next frame out of the wire that `want` accepts (others are skipped); empty when none
+  // came within 30 s (a deadline that only bounds a hang).
+  Bytes next_out(const std::function<bool(const Bytes&)>& want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      void* p = nullptr;
+      if (rte_ring_dequeue(out_, &p) != 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        continue;
+      }
+      auto* m = static_cast<rte_mbuf*>(p);
+      Bytes b(rte_pktmbuf_mtod(m, const uint8_t*),
+              rte_pktmbuf_mtod(m, const uint8_t*) + m->data_len);
+      rte_pktmbuf_free(m);
+      if (want(b)) return b;
+    }
+    return {};
+  }
+
   std::string extra_config_;  // YAML ahead of the fixture's own (set before SetUp)
+  uint16_t shards_ = 1;       // dataplanes on the port, each on its own thread (before SetUp)
   Config cfg_;
   std::vector<DpPort> ports_;
   rte_ring* in_ = nullptr;
@@ -165,8 +203,8 @@ class ManagementTest : public ::testing::Test {
   MacBytes our_mac_{};
   std::unique_ptr<RouteTable> routes_;
   std::unique_ptr<ShardChannels> ctl_;
-  std::unique_ptr<Dataplane> dp_;
-  std::thread runner_;
+  std::vector<std::unique_ptr<Dataplane>> dps_;
+  std::vector<std::thread> runners_;
   std::unique_ptr<Management> mgmt_;
 };
 
@@ -578,26 +616,14 @@ class ManagementManyFlowsTest : public ManagementTest {
     ManagementTest::SetUp();
   }
 
-  // One echo request through the dataplane and its reply (a deadline only bounds a hang).
+  // One echo request through the dataplane and its reply.
   bool ping(uint16_t seq) {
     send(test::ipv4(our_mac_, kPeerMac, kPeerIp, kOurIp, 1, test::icmp(8, 0x99, seq, 16)));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      void* p = nullptr;
-      if (rte_ring_dequeue(out_, &p) != 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-        continue;
-      }
-      auto* m = static_cast<rte_mbuf*>(p);
-      const auto* b = rte_pktmbuf_mtod(m, const uint8_t*);
-      // Ethernet, IPv4 (20 bytes), ICMP echo reply (type 0) with our id and seq.
-      bool reply = m->data_len >= 42 && b[12] == 0x08 && b[13] == 0x00 && b[23] == 1 &&
-                   b[34] == 0 && b[38] == 0x00 && b[39] == 0x99 && b[40] == (seq >> 8) &&
-                   b[41] == (seq & 0xff);
-      rte_pktmbuf_free(m);
-      if (reply) return true;
-    }
-    return false;
+    // Ethernet, IPv4 (20 bytes), ICMP echo reply (type 0) with our id and seq.
+    return !next_out([&](const Bytes& b) {
+              return b.size() >= 42 && b[12] == 0x08 && b[13] == 0x00 && b[23] == 1 && b[34] == 0 &&
+                     b[38] == 0x00 && b[39] == 0x99 && b[40] == (seq >> 8) && b[41] == (seq & 0xff);
+            }).empty();
   }
 
   std::unique_ptr<CtlRequest> call(std::unique_ptr<CtlRequest> r) {
@@ -678,101 +704,19 @@ TEST_F(ManagementTest, UnknownFlowCommandIsReported) {
 // SYN-ACK sent), the ARP that queue 0 received (shard 1 learns the peer). A SYN for no listener
 // is answered by the shard it reached; a connect from shard 1 picks source ports whose replies
 // RSS puts on queue 1. Management sums and lists both.
-class ManagementShardsTest : public ::testing::Test {
+class ManagementShardsTest : public ManagementTest {
  protected:
   static constexpr uint16_t kShards = 2;
 
   void SetUp() override {
-    std::string tag = "s" + std::to_string(g_seq++);
-    in_ = rte_ring_create((tag + "i").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    out_ = rte_ring_create((tag + "o").c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    ASSERT_NE(in_, nullptr);
-    ASSERT_NE(out_, nullptr);
-    int id = rte_eth_from_rings((tag + "w").c_str(), &in_, 1, &out_, 1, SOCKET_ID_ANY);
-    ASSERT_GE(id, 0);
-    port_id_ = uint16_t(id);
-    ConfigResult r = parse_config(
-        "dataplane: {lcores: [1, 2], idle_sleep_us: 50}\n"
-        "ports:\n  - name: p0\n    device: " +
-            tag + "w\n    ipv4: 10.0.0.1/24\n",
-        "test");
-    ASSERT_TRUE(r.errors.empty()) << r.errors[0].str();
-    cfg_ = *r.config;
-    DpPort p;
-    p.name = "p0";
-    p.port_id = port_id_;
-    p.ipv4 = cfg_.ports[0].ipv4;
-    p.mtu = 1500;
-    p.mac = setup_port(p.port_id, "wire", 1500, std::nullopt, 256, 256, g_pool);
-    std::memcpy(our_mac_.data(), p.mac.b.data(), 6);
-    ports_.push_back(p);
-    routes_ = std::make_unique<RouteTable>(cfg_.ports);
-    ctl_ = std::make_unique<ShardChannels>(kShards);
-    std::vector<Dataplane*> peers;
-    for (uint16_t k = 0; k < kShards; k++) {
-      dps_.push_back(
-          std::make_unique<Dataplane>(DataplaneParams::from_config(cfg_, rte_get_tsc_hz(), k),
-                                      ports_, *routes_, g_pool, (*ctl_)[k]));
-      peers.push_back(dps_.back().get());
-    }
-    for (auto& dp : dps_) {
-      dp->set_peers(peers);
-      runners_.emplace_back([d = dp.get()] { d->run(); });
-    }
-    DaemonInfo info;
-    info.dataplane_lcores = {1, 2};
-    mgmt_ = std::make_unique<Management>(info, cfg_, ports_, *routes_, *ctl_);
-  }
-
-  void TearDown() override {
-    mgmt_.reset();
-    for (auto& dp : dps_)
-      dp->request_stop();
-    for (std::thread& t : runners_)
-      t.join();
-    dps_.clear();
-    ctl_.reset();
-    rte_eth_dev_stop(port_id_);
-    rte_eth_dev_close(port_id_);
-    for (rte_ring* r : {in_, out_}) {
-      void* m;
-      while (r != nullptr && rte_ring_dequeue(r, &m) == 0)
-        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-      rte_ring_free(r);
-    }
+    shards_ = kShards;
+    ManagementTest::SetUp();
   }
 
   std::unique_ptr<CtlRequest> call(uint16_t shard, std::unique_ptr<CtlRequest> r) {
     return (*ctl_)[shard].call(std::move(r), std::chrono::seconds(10));
   }
 
-  void send(const Bytes& frame) {
-    rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
-    ASSERT_NE(m, nullptr);
-    char* p = rte_pktmbuf_append(m, uint16_t(frame.size()));
-    ASSERT_NE(p, nullptr);
-    std::memcpy(p, frame.data(), frame.size());
-    ASSERT_EQ(rte_ring_enqueue(in_, m), 0);
-  }
-
-  // The next frame out of the wire that `want` accepts (others are skipped); empty when none
-  // came within 10 s (a deadline that only bounds a hang).
-  Bytes next_out(const std::function<bool(const Bytes&)>& want) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      void* p = nullptr;
-      if (rte_ring_dequeue(out_, &p) != 0) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-        continue;
-      }
-      auto* m = static_cast<rte_mbuf*>(p);
-      Bytes b(rte_pktmbuf_mtod(m, const uint8_t*),
-              rte_pktmbuf_mtod(m, const uint8_t*) + m->data_len);
-      rte_pktmbuf_free(m);
-      if (want(b)) return b;
-    }
-    return {};
-  }
   // A TCP segment out of the wire with these ports: its flags; -1 when none came.
   int tcp_out(uint16_t sport, uint16_t dport) {
     Bytes b = next_out([&](const Bytes& f) {
@@ -793,27 +737,11 @@ class ManagementShardsTest : public ::testing::Test {
     }
   }
 
-  json handle(std::string_view cmd, const json& args = json::object()) {
-    return mgmt_->handle(cmd, args);
-  }
-
   DataplaneStats shard_stats(uint16_t shard) {
     auto r = call(shard, CtlRequest::make(ctl::Stats{}));
     EXPECT_NE(r, nullptr);
     return r ? r->as<ctl::Stats>().stats : DataplaneStats{};
   }
-
-  Config cfg_;
-  std::vector<DpPort> ports_;
-  rte_ring* in_ = nullptr;
-  rte_ring* out_ = nullptr;
-  uint16_t port_id_ = 0;
-  MacBytes our_mac_{};
-  std::unique_ptr<RouteTable> routes_;
-  std::unique_ptr<ShardChannels> ctl_;
-  std::vector<std::unique_ptr<Dataplane>> dps_;
-  std::vector<std::thread> runners_;
-  std::unique_ptr<Management> mgmt_;
 };
 
 TEST_F(ManagementShardsTest, AListenerOnOneShardAcceptsWhatReachesTheOther) {
