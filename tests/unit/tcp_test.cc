@@ -1345,9 +1345,9 @@ std::string seen(Active& a) {
   Info f;
   if (a.tp.flow_info(kFlow, f)) {
     for (const auto& [k, v] : f.n)
-      s += k + "=" + std::to_string(v) + " ";
+      s.append(k).append("=").append(std::to_string(v)).append(" ");
     for (const auto& [k, v] : f.t)
-      s += k + "=" + v + " ";
+      s.append(k).append("=").append(v).append(" ");
   }
   return s + "\n";
 }

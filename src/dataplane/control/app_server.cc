@@ -451,7 +451,7 @@ int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, ui
 }
 
 int32_t AppServer::share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t port) {
-  for (uint16_t k = 0; k < ctl_.size(); k++) {
+  for (size_t k = 0; k < ctl_.size(); k++) {
     if (k == s.shard) continue;
     ctl::ListenShare q;
     q.app_id = s.id;
@@ -461,7 +461,9 @@ int32_t AppServer::share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t
     q.port = port;
     std::unique_ptr<CtlRequest> answer;
     int32_t st = CL_ETIMEDOUT;
-    if (ctl(k, CtlRequest::make(q), &answer) == Ctl::kApplied) st = answer->flow_status();
+    if (ctl(uint16_t(k), CtlRequest::make(q), &answer) == Ctl::kApplied) {
+      st = answer->flow_status();
+    }
     if (st != 0) {
       // Another shard's app has the address, or a table is full: the listen did not happen.
       unshare_listener(s.id, s.shard, id);
@@ -475,14 +477,14 @@ int32_t AppServer::share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t
 }
 
 void AppServer::unshare_listener(uint32_t app, uint16_t shard, uint32_t id) {
-  for (uint16_t k = 0; k < ctl_.size(); k++) {
+  for (size_t k = 0; k < ctl_.size(); k++) {
     if (k == shard) continue;
     ctl::ListenShare q;
     q.add = false;
     q.app_id = app;
     q.shard = shard;
     q.listener = id;
-    if (ctl(k, CtlRequest::make(q)) != Ctl::kApplied) {
+    if (ctl(uint16_t(k), CtlRequest::make(q)) != Ctl::kApplied) {
       spdlog::error(
           "app {}: shard {} did not answer; it may still hand frames for the app's "
           "listener to shard {}",
@@ -963,11 +965,11 @@ void AppServer::settle() {
 
 std::map<uint32_t, AppCounters> AppServer::counters() {
   std::map<uint32_t, AppCounters> out;
-  for (uint16_t k = 0; k < ctl_.size(); k++) {
+  for (size_t k = 0; k < ctl_.size(); k++) {
     ctl::AppCountersList list;
     list.rows.reserve(cfg_.apps.max_apps);
     std::unique_ptr<CtlRequest> answer;
-    if (ctl(k, CtlRequest::make(std::move(list)), &answer) != Ctl::kApplied)
+    if (ctl(uint16_t(k), CtlRequest::make(std::move(list)), &answer) != Ctl::kApplied)
       throw MgmtError("unavailable", "the dataplane did not answer");
     for (const AppCountersRow& r : answer->as<ctl::AppCountersList>().rows)
       out[r.id] = r.counters;

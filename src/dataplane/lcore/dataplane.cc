@@ -34,11 +34,6 @@ constexpr uint32_t kIdleLoopsBeforeSleep = 1024;
 constexpr uint32_t kExceptionPollUs = 50;
 constexpr uint32_t kMinFrame = 60;  // Ethernet minimum without FCS
 constexpr unsigned kInboxSize = 1024;
-// A hand-off entry: the mbuf's address, its port index in the low 4 bits, its kind in the next 2.
-constexpr uintptr_t kHandOffPortMask = 0xF;
-constexpr unsigned kHandOffKindShift = 4;
-constexpr uintptr_t kHandOffBits = 0x3F;
-static_assert(kMaxPorts <= kHandOffPortMask + 1 && alignof(rte_mbuf) > kHandOffBits);
 
 uint64_t ms_to_cycles(uint32_t ms, uint64_t hz) {
   return uint64_t{ms} * hz / 1000;
@@ -146,7 +141,8 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
   if (params_.shards > 1) {
     static std::atomic<unsigned> rings{0};
     const std::string name = "cl_inbox" + std::to_string(rings.fetch_add(1));
-    inbox_ = rte_ring_create(name.c_str(), kInboxSize, SOCKET_ID_ANY, RING_F_SC_DEQ);
+    inbox_ = rte_ring_create_elem(name.c_str(), sizeof(HandOffEntry), kInboxSize, SOCKET_ID_ANY,
+                                  RING_F_SC_DEQ);
     if (inbox_ == nullptr) {
       throw std::runtime_error("shard " + std::to_string(params_.shard) +
                                ": cannot create its inbox ring: " + rte_strerror(rte_errno));
@@ -160,9 +156,9 @@ Dataplane::~Dataplane() {
     rte_pktmbuf_free_bulk(p.exception.pkts, p.exception.n);
   }
   if (inbox_ != nullptr) {
-    void* e = nullptr;
-    while (rte_ring_dequeue(inbox_, &e) == 0)
-      rte_pktmbuf_free(reinterpret_cast<rte_mbuf*>(uintptr_t(e) & ~kHandOffBits));
+    HandOffEntry e;
+    while (rte_ring_dequeue_elem(inbox_, &e, sizeof e) == 0)
+      rte_pktmbuf_free(e.m);
     rte_ring_free(inbox_);
   }
 }
@@ -246,13 +242,13 @@ unsigned Dataplane::poll_ports() {
 }
 
 unsigned Dataplane::poll_inbox() {
-  void* got[kMaxBurst];
-  const unsigned n = rte_ring_sc_dequeue_burst(inbox_, got, params_.burst, nullptr);
+  HandOffEntry got[kMaxBurst];
+  const unsigned n =
+      rte_ring_sc_dequeue_burst_elem(inbox_, got, sizeof got[0], params_.burst, nullptr);
   for (unsigned i = 0; i < n; i++) {
-    const auto e = uintptr_t(got[i]);
-    auto* m = reinterpret_cast<rte_mbuf*>(e & ~kHandOffBits);
-    Port& p = ports_[e & kHandOffPortMask];
-    switch (HandOff((e & kHandOffBits) >> kHandOffKindShift)) {
+    rte_mbuf* m = got[i].m;
+    Port& p = ports_[got[i].port];
+    switch (got[i].kind) {
       case HandOff::kFrame:
         p.stats->handed_in++;
         rx_packet(p, m);
@@ -273,9 +269,9 @@ unsigned Dataplane::poll_inbox() {
 }
 
 void Dataplane::hand_off(uint16_t shard, HandOff kind, uint8_t port, rte_mbuf* m) {
-  const uintptr_t e = uintptr_t(m) | uintptr_t(kind) << kHandOffKindShift | port;
+  HandOffEntry e{m, kind, port, {}};
   if (unlikely(shard >= peers_.size() || peers_[shard]->inbox_ == nullptr ||
-               rte_ring_mp_enqueue(peers_[shard]->inbox_, reinterpret_cast<void*>(e)) != 0)) {
+               rte_ring_mp_enqueue_elem(peers_[shard]->inbox_, &e, sizeof e) != 0)) {
     return drop(m, Drop::kHandOffFull);
   }
   if (kind == HandOff::kFrame) ports_[port].stats->handed_off++;

@@ -113,13 +113,19 @@ class Dataplane final : private ArpIo, private FlowIo {
     TxStage exception;  // to the kernel tap
   };
 
-  // What one shard hands another through its inbox (an MP/SC ring of mbuf pointers; an mbuf is
-  // cache-line aligned, so the low bits carry the kind and the port index).
-  enum class HandOff : uintptr_t {
-    kFrame = 0,      // receive it as if from this shard's own queue
-    kArpLearn = 1,   // an ARP frame queue 0 received: learn from it, nothing else
-    kException = 2,  // to the port's exception tap (shard 0's)
+  // What one shard hands another through its inbox (an MP/SC ring of these).
+  enum class HandOff : uint8_t {
+    kFrame,      // receive it as if from this shard's own queue
+    kArpLearn,   // an ARP frame queue 0 received: learn from it, nothing else
+    kException,  // to the port's exception tap (shard 0's)
   };
+  struct HandOffEntry {
+    rte_mbuf* m;
+    HandOff kind;
+    uint8_t port;  // its index in ports_
+    uint8_t pad[6];
+  };
+  static_assert(sizeof(HandOffEntry) == 16);  // a multiple of 4: an rte_ring element
   void hand_off(uint16_t shard, HandOff kind, uint8_t port, rte_mbuf* m);
   void flow_hand_off(uint16_t shard, uint8_t port, rte_mbuf* m) override {
     hand_off(shard, HandOff::kFrame, port, m);
