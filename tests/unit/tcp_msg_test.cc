@@ -110,17 +110,7 @@ struct MsgActive {
   Segment syn;
 
   std::vector<Out> synack(bool msg, uint32_t limit = 0) {
-    BuildSpec b;
-    b.seq = kPeerIss;
-    b.ack = iss + 1;
-    b.flags = kSyn | kAck;
-    b.window = 65535;
-    b.mss = 1460;
-    b.sack_permitted = true;
-    b.ts = true;
-    b.ts_val = 100;
-    b.wscale_opt = true;
-    b.wscale = 7;
+    BuildSpec b = linux_synack(iss);
     b.msg = msg;
     b.msg_limit = limit;
     PeerSeg s(b, {}, kFlow);

@@ -192,6 +192,23 @@ inline std::vector<uint8_t> bytes(size_t n, uint8_t seed = 1) {
 inline constexpr FlowId kFlow = 1;
 inline constexpr uint32_t kPeerIss = 900000;
 
+// The peer's SYN-ACK to our SYN (`iss`) from `peer_iss`, with Linux's options: window 65535,
+// MSS 1460, SACK, timestamps (TSval 100), window scale `wscale`.
+inline BuildSpec linux_synack(uint32_t iss, uint32_t peer_iss = kPeerIss, uint8_t wscale = 7) {
+  BuildSpec b;
+  b.seq = peer_iss;
+  b.ack = iss + 1;
+  b.flags = kSyn | kAck;
+  b.window = 65535;
+  b.mss = 1460;
+  b.sack_permitted = true;
+  b.ts = true;
+  b.ts_val = 100;
+  b.wscale_opt = true;
+  b.wscale = wscale;
+  return b;
+}
+
 // A flow's info (TcpTransport::flow_info) as maps.
 class Info final : public InfoSink {
  public:

@@ -59,15 +59,7 @@ struct Active {
 
   // Established with Linux's options (window 64K << 7).
   void establish(uint16_t window = 512, uint8_t wscale = 7) {
-    BuildSpec b;
-    b.window = 65535;
-    b.mss = 1460;
-    b.sack_permitted = true;
-    b.ts = true;
-    b.ts_val = 100;
-    b.wscale_opt = true;
-    b.wscale = wscale;
-    synack(b);
+    synack(linux_synack(iss, kPeerIss, wscale));
     // A window update from the peer scales from now on.
     BuildSpec a;
     a.seq = kPeerIss + 1;
@@ -1646,18 +1638,7 @@ TEST(TcpReceiveRun, ARunAcrossTheSequenceWrapIsOnePass) {
   ASSERT_EQ(tp.connect(kFlow, kTuple, {}, ctx), 0);
   const uint32_t iss = ctx.take_out()[0].seg.seq;
   const uint32_t peer_iss = 0xFFFFFFFFu - 2500;
-  BuildSpec b;
-  b.seq = peer_iss;
-  b.ack = iss + 1;
-  b.flags = kSyn | kAck;
-  b.window = 65535;
-  b.mss = 1460;
-  b.sack_permitted = true;
-  b.ts = true;
-  b.ts_val = 100;
-  b.wscale_opt = true;
-  b.wscale = 7;
-  PeerSeg syn(b, {}, kFlow);
+  PeerSeg syn(linux_synack(iss, peer_iss), {}, kFlow);
   tp.rx_burst({&syn.h, 1}, ctx);
   AppRequest r{kFlow, ReqKind::kRecv, 0, 10000, 0, 1, 0};
   tp.app_burst({&r, 1}, ctx);
