@@ -51,7 +51,7 @@ uint32_t port_for_queue(const Key& key, const Reta& reta, uint32_t local_ip, uin
   const uint32_t span = uint32_t(hi) - lo + 1;
   for (uint32_t i = 0; i < span; i++) {
     const auto p = uint16_t(lo + (uint32_t(start) - lo + i) % span);
-    if (reta_queue(reta, hash_ipv4_l4(key, remote_ip, local_ip, remote_port, p)) == queue) return p;
+    if (reply_queue(key, reta, local_ip, p, remote_ip, remote_port) == queue) return p;
   }
   return kNoPort;
 }

@@ -49,6 +49,13 @@ inline uint16_t reta_queue(const Reta& reta, uint32_t hash) {
   return reta[hash % kRetaSize];
 }
 
+// The queue that replies to a connection from (local_ip, local_port) to (remote_ip, remote_port)
+// reach: the NIC hashes them as src = remote, dst = local.
+inline uint16_t reply_queue(const Key& key, const Reta& reta, uint32_t local_ip,
+                            uint16_t local_port, uint32_t remote_ip, uint16_t remote_port) {
+  return reta_queue(reta, hash_ipv4_l4(key, remote_ip, local_ip, remote_port, local_port));
+}
+
 // A local port for a connection from (local_ip, port) to (remote_ip, remote_port) whose replies,
 // which the NIC hashes as src = remote, dst = local, reach `queue` under `key` and `reta`: the
 // first port from `start` upwards, wrapping within [lo, hi], that lands there. kNoPort when none

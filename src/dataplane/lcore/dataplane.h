@@ -85,7 +85,6 @@ class Dataplane final : private ArpIo, private FlowIo {
   // The other shards (by shard index, this one included), before start(): where frames of their
   // flows and listeners, ARP learned on queue 0 and frames for the exception tap are handed.
   void set_peers(std::vector<Dataplane*> peers) { peers_ = std::move(peers); }
-  uint16_t shard() const { return params_.shard; }
 
   // rte_eal_remote_launch entry point: arg is the Dataplane.
   static int lcore_main(void* arg);

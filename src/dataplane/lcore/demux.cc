@@ -214,8 +214,7 @@ uint16_t FlowPath::ephemeral_port(const transport::FlowTuple& t) {
   // (nic.h), so the flow's packets and its app stay on this lcore (as mTCP and TAS choose).
   return ephemeral_.pick(t.proto, lip, rip, t.remote.port, [&](uint16_t port) {
     return (p_.shards == 1 ||
-            rss::reta_queue(reta_, rss::hash_ipv4_l4(rss::kDefaultKey, rip, lip, t.remote.port,
-                                                     port)) == p_.shard) &&
+            rss::reply_queue(rss::kDefaultKey, reta_, lip, port, rip, t.remote.port) == p_.shard) &&
            !port_listened(t.proto, port) &&
            hash_find(t.proto, rip, t.remote.port, lip, port) == kNoFlow;
   });

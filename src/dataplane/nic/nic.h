@@ -17,9 +17,9 @@
 // q's Nic receives the frames steered to q (a flow added through it is steered to q; other TCP
 // and UDP by the Toeplitz hash of the 4-tuple under rss::kDefaultKey through
 // rss::default_reta(queue_count()), src/common/rss.h, the same on both backends, so
-// rss::port_for_queue with those picks source ports for either; ARP, ICMP and the rest to queue
-// 0) and sends on q. Flow ids are the port's: queues use disjoint ones. MR commands: see
-// mr_add. One queue (the default) is a port as before.
+// rss::reply_queue with those says where a connection's replies land on either; ARP, ICMP and the
+// rest to queue 0) and sends on q. Flow ids are the port's: queues use disjoint ones. MR commands:
+// see mr_add. One queue (the default) is a port as before.
 //
 // Threads: the dataplane lcore alone calls a Nic's bursts and commands, and its counters (the
 // management thread asks through the CtlChannel); a queue's Nic belongs to its shard's lcore.
