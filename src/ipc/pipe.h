@@ -71,12 +71,16 @@ class PipeProducer {
     return static_cast<unsigned>(limit_ - head_);
   }
 
-  // After a burst: true when the consumer sleeps on its doorbell and must be woken. The fence
-  // orders the entries just published before the read of the flag (the consumer fences the
-  // other way round), so a consumer going to sleep either sees the entries or is seen asleep.
-  bool consumer_sleeping() const {
+  // After a burst: true when the consumer sleeps on its doorbell and must be woken; the arm is
+  // then taken (the flag cleared), so one sleep costs one wake however many bursts come before
+  // the consumer runs. The fence orders the entries just published before the read of the flag
+  // (the consumer fences the other way round), so a consumer going to sleep either sees the
+  // entries or is seen asleep. The exchange runs only when the flag is up.
+  bool take_wake() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return std::atomic_ref<uint32_t>(ctl_->sleeping).load(std::memory_order_relaxed) != 0;
+    std::atomic_ref<uint32_t> flag(ctl_->sleeping);
+    return flag.load(std::memory_order_relaxed) != 0 &&
+           flag.exchange(0, std::memory_order_relaxed) != 0;
   }
 
   // True once the consumer published an impossible index; the producer then stays within the
@@ -141,7 +145,8 @@ class PipeConsumer {
   }
 
   // Doorbell: announce sleep, then look once more. Returns true when it is safe to sleep (no
-  // entry arrived); the producer, seeing the flag, writes the eventfd. Call disarm() on waking.
+  // entry arrived); the producer, seeing the flag, clears it and writes the eventfd (once per
+  // arm). Call disarm() on waking (the flag may be up still if something else woke us).
   bool arm() {
     std::atomic_ref<uint32_t>(ctl_->sleeping).store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -114,8 +114,9 @@ enum class PipeKind : uint8_t {
 struct alignas(kCacheLine) PipeCtl {
   // Written by the consumer only: entries consumed so far (monotonic, never wraps in practice).
   alignas(kCacheLine) uint64_t consumer;
-  // Written by the consumer only: nonzero while it sleeps on its eventfd (doorbell armed). The
-  // producer reads it after each burst and writes the eventfd when set.
+  // Nonzero while the consumer sleeps on its eventfd (doorbell armed): the consumer sets it
+  // before sleeping and clears it on waking; the producer reads it after each burst and, when
+  // set, clears it and writes the eventfd (an arm wakes once).
   alignas(kCacheLine) uint32_t sleeping;
 };
 static_assert(sizeof(PipeCtl) == 2 * kCacheLine);

@@ -868,7 +868,7 @@ class FakeDaemon {
       auto it = pipes_.find(id);
       if (it == pipes_.end()) continue;
       Pipe& cq = it->second;
-      if (cq.efd >= 0 && cq.cq_prod.consumer_sleeping()) {
+      if (cq.efd >= 0 && cq.cq_prod.take_wake()) {
         uint64_t one = 1;
         if (write(cq.efd, &one, sizeof one) < 0) std::abort();
       }

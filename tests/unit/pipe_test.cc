@@ -211,12 +211,16 @@ TEST(Pipe, ConsumerIndexTooFarBehindIsCorrupt) {
 
 TEST(Pipe, DoorbellArmAndDisarm) {
   Ring<abi::Completion> r(64);
-  EXPECT_FALSE(r.prod.consumer_sleeping());
+  EXPECT_FALSE(r.prod.take_wake());
   EXPECT_TRUE(r.cons.arm());  // empty: safe to sleep
   EXPECT_EQ(r.ctl->sleeping, 1u);
-  EXPECT_TRUE(r.prod.consumer_sleeping());
+  EXPECT_TRUE(r.prod.take_wake());
+  // The producer took the arm: the bursts that follow before the consumer runs ring no more.
+  EXPECT_EQ(r.ctl->sleeping, 0u);
+  EXPECT_FALSE(r.prod.take_wake());
+  EXPECT_TRUE(r.cons.arm());
   r.cons.disarm();
-  EXPECT_FALSE(r.prod.consumer_sleeping());
+  EXPECT_FALSE(r.prod.take_wake());
   abi::Completion c{};
   ASSERT_EQ(r.prod.produce(&c, 1), 1u);
   // An entry is waiting: arming refuses and leaves the flag down.
@@ -242,7 +246,7 @@ TEST(Pipe, DoorbellLosesNoWakeup) {
         stamp(&buf[k], seq + k);
       unsigned put = r.prod.produce(buf, want);
       seq += put;
-      if (put != 0 && r.prod.consumer_sleeping()) {
+      if (put != 0 && r.prod.take_wake()) {
         uint64_t one = 1;
         ASSERT_EQ(write(efd, &one, sizeof one), 8);
         wakes++;
@@ -250,14 +254,16 @@ TEST(Pipe, DoorbellLosesNoWakeup) {
       if (rng() % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   });
-  uint64_t next = 0, sleeps = 0;
+  uint64_t next = 0, sleeps = 0, arms = 0;
   abi::Completion out[16];
   while (next < kN) {
     unsigned got = r.cons.consume(out, 16);
     for (unsigned k = 0; k < got; k++)
       ASSERT_TRUE(check(out[k], next + k));
     next += got;
-    if (got != 0 || !r.cons.arm()) continue;
+    if (got != 0) continue;
+    arms++;
+    if (!r.cons.arm()) continue;
     pollfd p{efd, POLLIN, 0};
     int n = poll(&p, 1, 5000);
     r.cons.disarm();
@@ -268,7 +274,8 @@ TEST(Pipe, DoorbellLosesNoWakeup) {
   }
   producer.join();
   close(efd);
-  EXPECT_GT(sleeps, 0u);  // the sleeping path was taken
+  EXPECT_GT(sleeps, 0u);          // the sleeping path was taken
+  EXPECT_LE(wakes.load(), arms);  // one wake per arm, never more
 }
 
 TEST(Pipe, TwoThreadStressWithChecksums) {

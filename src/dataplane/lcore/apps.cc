@@ -387,7 +387,7 @@ void CompletionBatch::flush(Slot& s) {
   a.counters.cq_full += s.n - put;  // not reached: posters reserve room first
   cq.staged = uint16_t(cq.staged - s.n);
   s.n = 0;
-  if (cq.doorbell_fd >= 0 && put != 0 && cq.cq_out.consumer_sleeping()) {
+  if (cq.doorbell_fd >= 0 && put != 0 && cq.cq_out.take_wake()) {
     uint64_t one = 1;
     if (write(cq.doorbell_fd, &one, sizeof one) == sizeof one) a.counters.doorbells++;
   }
