@@ -1,19 +1,21 @@
 #!/usr/bin/python3
-"""list_ping.py - ping through cleaved, and new apps, while `cleavectl flow list` lists many
-flows: quiet against listing, for this build and a baseline's.
+"""list_ping.py - ping through cleaved, and new apps, while `cleavectl flow list` lists many flows:
+quiet against listing, for this build and a baseline's.
 
-Namespace a holds cleaved (10.99.0.1, net_af_packet on a veth, idle_sleep_us 0); b the kernel
-that pings it (ping_rtt.py's way, tests/bench/ping_rtt.py). An app (rawapp, ABI version 3, so
-any revision serves it) creates --flows queue pairs: each is a flow in the dataplane's table
-(a QP in RESET sends nothing). Per daemon and round: COUNT pings at 10 ms intervals with
-nothing else running (quiet), then the same while `cleavectl -j flow list` runs in a loop
-(listing), where every 100 ms a new app also says hello (refused or timed out: counted).
-Prints per round the ping median, p99 and max in microseconds for both, the listings done and
-how long each took, and the apps refused; then the medians over the rounds. With --baseline DIR
-(another revision's build dir) the daemons alternate within each round. Asserts nothing. Needs
-root.
+Namespace a holds cleaved (10.99.0.1, net_af_packet on a veth, idle_sleep_us 0); b the kernel that
+pings it (ping_rtt.py's way, tests/bench/ping_rtt.py). An app (rawapp, ABI version 3, so any
+revision serves it) creates --flows queue pairs: each is a flow in the dataplane's table (a QP in
+RESET sends nothing). With --shards N the daemon runs N dataplane lcores (shard k on CPU 1 - k % 2,
+so two have a CPU each) and N apps (cleaved gives each new app the shard with the fewest) make
+--flows/N QPs each, so every shard holds its share; the pings reach shard 0 (ICMP's queue). Per
+daemon and round: COUNT pings at 10 ms intervals with nothing else running (quiet), then the same
+while `cleavectl -j flow list` runs in a loop (listing), where every 100 ms a new app also says
+hello (refused or timed out: counted). Prints per round the ping median, p99 and max in
+microseconds for both, the listings done and how long each took, and the apps refused; then the
+medians over the rounds. With --baseline DIR (another revision's build dir) the daemons alternate
+within each round. Asserts nothing. Needs root.
 
-Usage: list_ping.py [--rounds N] [--count N] [--flows N] [--baseline DIR]
+Usage: list_ping.py [--rounds N] [--count N] [--flows N] [--shards N] [--baseline DIR]
 """
 
 import argparse
@@ -36,7 +38,7 @@ eal:
   file_prefix: {prefix}
 dataplane:
   idle_sleep_us: 0
-nic:
+%(lcores)snic:
   max_flows: %(max_flows)d
 apps:
   quota:
@@ -103,37 +105,46 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--count", type=int, default=500)
     ap.add_argument("--flows", type=int, default=100000)
+    ap.add_argument("--shards", type=int, default=1,
+                    help="dataplane lcores (on CPUs 1, 0, 1, ...)")
     ap.add_argument("--baseline", help="another revision's build dir, measured alternately")
     args = ap.parse_args()
     ct.require_root()
     net = ct.Net("q")
-    cfg = CONFIG % {"max_flows": 1 << 17, "flows": args.flows + 16, "iface": net.va}
+    if args.shards < 1:
+        ap.error("--shards: 1 or more")
+    lcores = "" if args.shards == 1 else "  lcores: [%s]\n" % ", ".join(
+        f'"{1 + k}@{1 - k % 2}"' for k in range(args.shards))
+    cfg = CONFIG % {"max_flows": 1 << 17, "flows": args.flows + 16, "iface": net.va,
+                    "lcores": lcores}
     got = {name: {"quiet": [], "busy": [], "lists": [], "refused": []}
            for name, _ in ct.builds(args.baseline)}
-    print(f"{args.flows} flows (queue pairs); {args.count} pings at 10 ms per measure; cleaved's "
-          f"lcores as EAL places them (main and dataplane on CPUs 0 and 1, shared with ping, "
-          f"cleavectl and the rest of the machine)")
+    print(f"{args.flows} flows (queue pairs) on {args.shards} shard(s); {args.count} pings at "
+          f"10 ms per measure; cleaved's main lcore on CPU 0, shard k's on CPU 1 - k % 2 (shared "
+          f"with ping, cleavectl and the rest of the machine)")
     for r in range(args.rounds):
         builds = ct.builds(args.baseline)
         for name, binary in (builds if r % 2 == 0 else builds[::-1]):
             ct.CLEAVED = binary
             d = ct.Daemon(cfg, ns=net.a)
-            app = ra.RawApp(os.path.join(d.run_dir, "app.sock"), "many", versions=(3, 3),
-                            timeout=30)
-            cq = app.create_pipe(ra.COMPLETION, 1024)
+            apps = [ra.RawApp(os.path.join(d.run_dir, "app.sock"), f"many{k}", versions=(3, 3),
+                              timeout=30) for k in range(args.shards)]
             t0 = time.monotonic()
             timeouts = 0
-            for i in range(args.flows):
-                st = app.qp_create(cq.id, 1, 1)[0]
-                while st == -110 and timeouts < 100:  # CL_ETIMEDOUT: a loaded lcore; again
-                    timeouts += 1
+            for k, app in enumerate(apps):
+                cq = app.create_pipe(ra.COMPLETION, 1024)
+                for i in range(args.flows * k // args.shards, args.flows * (k + 1) // args.shards):
                     st = app.qp_create(cq.id, 1, 1)[0]
-                if st != 0:
-                    raise SystemExit(f"{name}: QP {i} refused ({st})")
+                    while st == -110 and timeouts < 100:  # CL_ETIMEDOUT: a loaded lcore; again
+                        timeouts += 1
+                        st = app.qp_create(cq.id, 1, 1)[0]
+                    if st != 0:
+                        raise SystemExit(f"{name}: QP {i} refused ({st})")
             made = time.monotonic() - t0
             pr_warm = ping_rtts(net.b, 20)  # ARP on both sides
             quiet, busy, lists, refused = measure(d, net.b, args.count)
-            app.close()
+            for app in apps:
+                app.close()
             d.stop(timeout=60)
             d.kill()
             g = got[name]

@@ -10,7 +10,9 @@ once per round, every round in the same order so all see the same load:
   linux-off     kernel_tcp recv in a, veth offloads off (TSO, GSO, GRO: 1448-byte segments);
   linux-on      the same with TSO, GSO and GRO on (64 KB segments);
   cleave        cleave-tcp --listen --recv --no-check in a, on this build's cleaved: one shard
-                (dataplane lcore 1 on CPU 1), the NIC model inline in its bursts;
+                (dataplane lcore 1 on CPU 1), the NIC model inline in its bursts; the receiver
+                runs on CPU 0 (taskset), off the shards' CPU, as apps do where the dataplane's
+                cores are its own (in every cleave case);
   baseline      the same on --baseline DIR's cleaved (another revision's build dir);
   cleave-svc    the same receiver, one shard (lcore 1 on CPU 1, as cleave's) and the NIC
                 service on lcore 2 on CPU 0 (nic.service_lcore "2@0"): the shard keeps the CPU
@@ -37,20 +39,27 @@ period, CPU time, turned into cycles at the CPU frequency tcp_goodput.py reports
     path, the transports' bursts, completions, the app path's requests, TX flushes: "host"),
     and the rest, the loop polling (printed apart, "with polling", as is the host's cost of one
     idle iteration, measured over a second with nothing flowing just before the transfer, and
-    the packets received per busy iteration of the loop: how well bursts amortize).
+    the packets received per busy iteration of the loop: how well bursts amortize). "In busy
+    iterations" adds to the work what each busy iteration's polling costs at that idle rate.
+    Work includes the app wake-ups, printed apart too: a doorbell (eventfd write) to a receiver
+    asleep on its completion queue, and the doorbells per MiB the receivers' app counters showed
+    (looked at every 100 ms while they ran: a lower bound). How often a receiver sleeps is its
+    own choice (cleave-tcp spins 20 us first); one that polls needs none, so host work without
+    them is printed too.
     busy_cycles from `cleavectl stats show` (NIC included) is printed too: TSC cycles, so on a
     shared CPU it also counts the time the lcore was descheduled.
   cleave-svc, cleave-2sh: the shards' threads (EAL names lcore N's thread rte-worker-N, or
     lcore-worker-N in later DPDK releases, service lcores alike, so perf's tid tells the shards
     from the NIC service) run no NIC model: their samples under net_cleave's TX bursts (the
     rings the NIC service drains, a driver's side of descriptor rings on hardware) are host
-    work, printed apart as "driver TX rings"; host = work + driver TX rings. The RX bursts'
-    dequeue runs every iteration, so it is polling ("RX ring polls", in "with polling"): its
-    share in the iterations that received cannot be told apart by call chain. The shards' NIC
-    commands (rte_pmd_cleave_cursor_update and the like: on hardware a doorbell, a posted
-    write) run the model under the lock the NIC service holds while it runs, so a shard spins
-    there while the service works (or is descheduled): printed apart as "NIC commands", left
-    out of host as the NIC's (inline, the model's part of them is in NIC+wire). Beside them the
+    work, printed apart as "driver TX rings" (with the posted commands' enqueue: the cursor
+    updates and retires every burst makes, a doorbell write on hardware); host = work + driver
+    TX rings. The RX bursts' dequeue runs every iteration, so it is polling ("RX ring polls", in
+    "with polling"): its share in the iterations that received cannot be told apart by call
+    chain. The shards' other NIC commands (rte_pmd_cleave_ms_post and the like, which answer)
+    run the model under the lock the NIC service holds while it runs, so a shard spins there
+    while the service works (or is descheduled): printed apart as "NIC commands", left out of
+    host as the NIC's (inline, the model's part of them is in NIC+wire). Beside them the
     shards' busy_cycles (stats, summed over the shards) per byte, and the NIC service's
     own cost labelled "NIC (emulated hardware)": its busy_cycles (RTE_SERVICE_ATTR_CYCLES) per
     byte and its thread's perf samples per byte (its polling included: no call chain tells a
@@ -63,7 +72,9 @@ perf's samples (time on a CPU) are the figure to trust where the two differ.
 Prints per round, then per case the median and spread (min-max) of cycles per byte and the
 median of per-round ratios to linux-off and linux-on. Asserts nothing. Needs root and perf.
 
-Usage: rx_cost.py [--runs N] [--bytes N] [--freq HZ] [--baseline DIR] [--cases LIST]
+--top N also prints the N functions the shards' work samples end in most, over all rounds.
+
+Usage: rx_cost.py [--runs N] [--bytes N] [--freq HZ] [--baseline DIR] [--cases LIST] [--top N]
 """
 
 import argparse
@@ -76,6 +87,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -93,8 +105,13 @@ COMMAND = re.compile(r"\bcommand<rte_pmd_cleave_")
 # The dataplane's work on packets and requests (what only runs when there is some); the rest of
 # the host's samples are the loop polling.
 WORK = re.compile(r"Dataplane::rx_packet|Dataplane::flush\(|FlowPath::rx\(|FlowPath::rx_flush|"
-                  r"FlowPath::deliver|FlowPath::send|FlowPath::app_flush|FlowPath::flow_request|"
+                  r"FlowPath::deliver|FlowPath::send|::app_burst|FlowPath::flow_request|"
                   r"CompletionBatch::|post_completions|AppPath::serve_sq|AppPath::execute")
+# Waking an app that sleeps on its completion queue: the doorbell, an eventfd write (the
+# syscall, the wake-up, and the lcore's own descheduling if the scheduler runs the woken app on
+# its CPU). Host work, printed apart too: an app that polls its queue never needs one.
+WAKE = re.compile(r"\b__GI___libc_write\b|\beventfd_write\b")
+WAKE_FROM = re.compile(r"CompletionBatch::")
 # The Linux receive path.
 LINUX_RX = re.compile(r"\b(process_backlog|__netif_receive_skb_core|tcp_v4_rcv|tcp_recvmsg|"
                       r"tcp_rcv_established|__napi_poll)\b")
@@ -143,13 +160,14 @@ def linux_rx_ns(smp):
 
 
 def lcore_split(smp, tids, inline=True):
-    """{bucket: ns} of the samples of the dataplane lcores' threads `tids`: work, poll, nic, cmd,
-    rx_ring. With the NIC inline, nic is the NIC model and the wire (its commands included; cmd
+    """{bucket: ns} of the samples of the dataplane lcores' threads `tids`: work, wake (the app
+    wake-ups in work), poll, nic, cmd, rx_ring. With the NIC inline, nic is the NIC model and the wire (its commands included; cmd
     and rx_ring are 0). With a NIC service, nic is the shards' side of net_cleave's TX rings
     (the bursts' enqueue: host work), cmd the NIC commands they make (doorbells: the model's
     work and the wait for its lock, which the service holds while it runs) and rx_ring their RX
     bursts' dequeue, which every iteration polls: counted in poll too."""
-    b = dict.fromkeys(("work", "poll", "nic", "cmd", "rx_ring"), 0)
+    b = dict.fromkeys(("work", "wake", "poll", "nic", "cmd", "rx_ring"), 0)
+    b["leaf"] = collections.Counter()  # work samples by the function they end in
     for _, tid, p, fr in smp:
         if tid not in tids:
             continue
@@ -160,16 +178,29 @@ def lcore_split(smp, tids, inline=True):
             b["poll"] += p
             b["rx_ring"] += p
             continue
-        # The kernel under the lcore is af_packet's (the wire), but for an app's doorbell.
-        kernel = inline and fr and "[kernel.kallsyms]" in fr[0] and \
-            not any("eventfd" in f for f in fr)
+        if any(WAKE.search(f) for f in fr) and any(WAKE_FROM.search(f) for f in fr):
+            b["work"] += p
+            b["wake"] += p
+            b["leaf"][leaf(fr)] += p
+            continue
+        # The kernel under the lcore is af_packet's (the wire).
+        kernel = inline and fr and "[kernel.kallsyms]" in fr[0]
         if kernel or any(NIC.search(f) for f in fr):
             b["nic"] += p
         elif any(WORK.search(f) for f in fr):
             b["work"] += p
+            b["leaf"][leaf(fr)] += p
         else:
             b["poll"] += p
     return b
+
+
+def leaf(frames):
+    """The function a call chain ends in (its first frame's symbol, offset and DSO left out)."""
+    if not frames:
+        return "?"
+    m = re.match(r"[0-9a-f]+\s+(.*?)(?:\+0x[0-9a-f]+)?\s+\(", frames[0])
+    return m.group(1) if m else frames[0]
 
 
 def thread_ns(smp, tid):
@@ -213,6 +244,8 @@ def main():
     ap.add_argument("--bytes", type=int, default=256 << 20)
     ap.add_argument("--freq", type=int, default=4999)
     ap.add_argument("--baseline", help="another revision's build dir, measured alternately")
+    ap.add_argument("--top", type=int, default=0,
+                    help="also print the N functions the shards' work samples end in most")
     ap.add_argument("--cases", default="cleave,cleave-svc,cleave-2sh",
                     help="cleave cases, comma-separated (of " + ", ".join(LAYOUTS) + ")")
     args = ap.parse_args()
@@ -252,6 +285,10 @@ def main():
     busy = collections.defaultdict(list)  # cleave cases: shards' busy cycles/byte
     nicr = collections.defaultdict(list)  # inline: NIC and wire; service: driver rings
     polled = collections.defaultdict(list)  # cleave cases: host work and polling cycles/byte
+    wakes = collections.defaultdict(list)  # cleave cases: app wake-ups (in host) cycles/byte
+    doorbells = collections.defaultdict(list)  # cleave cases: doorbells per MiB (lower bound)
+    in_busy = collections.defaultdict(list)  # cleave cases: host cycles/byte in busy iterations
+    leaves = collections.defaultdict(collections.Counter)  # cleave cases: host ns by leaf
     per_iter = collections.defaultdict(list)  # cleave cases: host cycles per idle iteration
     per_burst = collections.defaultdict(list)  # cleave cases: packets per busy iteration
     svc_busy = collections.defaultdict(list)  # service cases: NIC busy_cycles/byte
@@ -281,7 +318,10 @@ def main():
         ports = [port + 100 * i for i in range(conns)]
         rxs = []
         for p in ports:
-            rxs.append(tg.popen([tg.TOOL, "-s", os.path.join(d.run_dir, "app.sock"), "--json",
+            # The receiver runs on CPU 0, off the shards' CPU, as an app does on a host whose
+            # dataplane cores are its own (woken there, it would take the CPU from its shard).
+            rxs.append(tg.popen(["taskset", "-c", "0", tg.TOOL, "-s",
+                                 os.path.join(d.run_dir, "app.sock"), "--json",
                                  "--timeout", "60", "--no-check", "--listen", str(p), "--recv"]))
             ct.wait_until(lambda: any(x["local"].endswith(f":{p}") for x in
                                       d.ctl("flow", "list")[1]["listeners"]), timeout=10,
@@ -306,11 +346,27 @@ def main():
         pf = perf_start(data, pid=d.proc.pid, freq=args.freq)
         txs = [tg.popen([tg.KERNEL_TCP, "send", tg.A_IP, str(p), str(n // conns)], ns=net.b)
                for p in ports]
+        # The receivers' doorbells: their apps' counters, looked at every 100 ms until the
+        # first receiver ends (its app and counters go with it): a lower bound.
+        bells = {}
+
+        def watch():
+            while all(r.poll() is None for r in rxs):
+                code, out, _ = d.ctl("app", "list", check=False)
+                for a in out["apps"] if code == 0 else []:
+                    code, one, _ = d.ctl("app", "show", str(a["id"]), check=False)
+                    if code == 0 and "counters" in one:
+                        bells[a["id"]] = one["counters"]["doorbells"]
+                time.sleep(0.1)
+        watcher = threading.Thread(target=watch)
+        watcher.start()
         for tx in txs:
             tg.finish(tx, "sender")
         for rx in rxs:
             tg.finish(rx, "receiver")
+        watcher.join()
         perf_stop(pf)
+        doorbells[case].append(sum(bells.values()) * (1 << 20) / n)
         s1 = d.stats()
         d.stop()
         d.kill()
@@ -322,13 +378,21 @@ def main():
         host = work + (nic if svc else 0)
         res[case].append(host * hz / 1e9 / got)
         polled[case].append((work + poll + (nic if svc else 0)) * hz / 1e9 / got)
+        wakes[case].append(b["wake"] * hz / 1e9 / got)
+        # The host in the iterations that received or served something: their work, and the
+        # loop's polling each of them did as an idle one does (at the calibrated cost).
+        busy_iters = shard_sum(s1, "busy_iterations") - shard_sum(s0, "busy_iterations")
+        in_busy[case].append(res[case][-1] + busy_iters * per_iter[case][-1] / got)
+        leaves[case].update(b["leaf"])
         nicr[case].append(nic * hz / 1e9 / got)
         busy[case].append((shard_sum(s1, "busy_cycles") - shard_sum(s0, "busy_cycles")) / got)
         per_burst[case].append((shard_sum(s1, "rx_packets") - shard_sum(s0, "rx_packets")) /
                                max(1, shard_sum(s1, "busy_iterations") -
                                    shard_sum(s0, "busy_iterations")))
         if not svc:
-            return (f"{case} host work {res[case][-1]:.3f} (with polling {polled[case][-1]:.3f}; "
+            return (f"{case} host work {res[case][-1]:.3f} (app wake-ups {wakes[case][-1]:.3f} "
+                    f"of it, {doorbells[case][-1]:.1f} doorbells per MiB; with polling {polled[case][-1]:.3f}, "
+                    f"in busy iterations {in_busy[case][-1]:.3f}; "
                     f"NIC+wire {nicr[case][-1]:.3f}; busy wall {busy[case][-1]:.3f}; "
                     f"{per_iter[case][-1]:.0f} cycles per idle iteration; "
                     f"{per_burst[case][-1]:.1f} packets per busy iteration)")
@@ -340,8 +404,11 @@ def main():
                                            nic_busy(s0, "busy_runs")))
         rxr[case].append(b["rx_ring"] * hz / 1e9 / got)
         cmds[case].append(b["cmd"] * hz / 1e9 / got)
-        return (f"{case} host {res[case][-1]:.3f} (work {(work * hz / 1e9 / got):.3f}, driver "
-                f"TX rings {nicr[case][-1]:.3f}; with polling {polled[case][-1]:.3f}, RX ring "
+        return (f"{case} host {res[case][-1]:.3f} (work {(work * hz / 1e9 / got):.3f}, app "
+                f"wake-ups {wakes[case][-1]:.3f} of it, {doorbells[case][-1]:.1f} doorbells per "
+                f"MiB; driver "
+                f"TX rings {nicr[case][-1]:.3f}; with polling {polled[case][-1]:.3f}, in busy "
+                f"iterations {in_busy[case][-1]:.3f}, RX ring "
                 f"polls {rxr[case][-1]:.3f} of it; NIC commands {cmds[case][-1]:.3f}; shards busy "
                 f"wall {busy[case][-1]:.3f}; {per_iter[case][-1]:.0f} cycles per idle "
                 f"iteration; {per_burst[case][-1]:.1f} packets per busy iteration; shards' "
@@ -384,8 +451,16 @@ def main():
         r_on = statistics.median(a / b for a, b in zip(res[case], res["linux-on"]))
         print(f"{case:10} {med(res[case]):>24} {r_off:12.3f} {r_on:11.3f}")
     for case in cases[2:]:
+        nowake = [h - w for h, w in zip(res[case], wakes[case])]
+        print(f"{case:10} host without the app wake-ups (doorbells to a sleeping app: an app "
+              f"polling its queue needs none) {med(nowake)} cycles/byte, / linux-on "
+              f"{statistics.median(a / b for a, b in zip(nowake, res['linux-on'])):.3f}; "
+              f"the wake-ups {med(wakes[case])}, doorbells per MiB (at least) "
+              f"{med(doorbells[case])}")
         if case not in svc_busy:
-            print(f"{case:10} host with the loop's polling: {med(polled[case])} cycles/byte; "
+            print(f"{case:10} host with the loop's polling: {med(polled[case])} cycles/byte, in "
+                  f"busy iterations (work and each one's polling at the idle cost) "
+                  f"{med(in_busy[case])}; "
                   f"NIC model and wire (the emulated hardware's): {med(nicr[case])}; lcore busy "
                   f"TSC cycles (wall), NIC included: {med(busy[case])}; host cycles per idle "
                   f"iteration: {med(per_iter[case])}; packets per busy iteration: "
@@ -395,6 +470,8 @@ def main():
               f"polling {med(polled[case])}, RX ring polls {med(rxr[case])} of that; shards' "
               f"busy TSC cycles (wall, NIC apart) "
               f"{med(busy[case])}; host cycles per idle iteration {med(per_iter[case])}; "
+              f"host in busy iterations (work and each one's polling at that cost) "
+              f"{med(in_busy[case])}; "
               f"packets per busy iteration {med(per_burst[case])}")
         print(f"{'':10} NIC commands from the shards (doorbells: the model's work and the "
               f"wait for its lock, the emulation's; not in host): {med(cmds[case])}")
@@ -402,6 +479,11 @@ def main():
               f"byte, perf {med(svc_perf[case])} per byte; frames received per busy run "
               f"{med(per_run[case])}; busy share of the wall clock when idle "
               f"{med(svc_idle[case])}")
+    for case in cases[2:] if args.top else []:
+        total = sum(leaves[case].values()) or 1
+        print(f"{case:10} host work samples by the function they end in (all rounds, %):")
+        for fn, ns in leaves[case].most_common(args.top):
+            print(f"{'':10} {100 * ns / total:5.1f} % {fn}")
     print("medians over the rounds (min-max); ratios: median of per-round ratios; busy cycles "
           "count descheduled time (TSC), perf only time on a CPU: prefer perf where they differ")
 
