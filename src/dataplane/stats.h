@@ -118,7 +118,7 @@ struct ProtoStats {
   X(events, "flow events and completions posted to apps")                                     \
   X(events_dropped, "events for flows whose app is gone")                                     \
   X(data_coalesced, "data events delayed because the completion pipe was full")               \
-  X(nic_errors, "NIC commands that failed")
+  X(nic_errors, "NIC commands that failed (posted ones: the NIC counts them, nic_cmd_err_*)")
 
 struct FlowStats {
 #define CLEAVE_X(f, what) uint64_t f = 0;

@@ -309,6 +309,53 @@ TEST_F(Pair, PlainFrameGetsItsChecksumsFilled) {
   EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod_offset(got[0], uint8_t*, 54), payload.data(), 600));
 }
 
+// Posted commands wait for no one, and are applied in the order posted before what follows: a
+// command run at once, the next frames off the wire, a look at the counters.
+TEST_F(Pair, PostedCommandsAreAppliedInOrderBeforeWhatFollows) {
+  constexpr uint32_t kSeq = 5000;
+  add_flow_b(kSeq);
+  Bytes rx(2000, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 4, rx.data(), rx.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 4, 0, 1000, 0), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 4, 1000, 1000, 0), 0);
+  Bytes stream = pattern(2000, 5);
+  inject_b(tcp_frame(kSeq, stream.data(), 1000));
+  std::vector<rte_mbuf*> got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_PLACED);
+  const uint64_t posted = xstat(b_, "posted_commands");
+  const uint64_t refused = xstat(b_, "nic_cmd_err_unknown_flow");
+  const uint64_t backwards = xstat(b_, "nic_cmd_err_bad_argument");
+
+  // The first MS retires only past the cursor: a command run at once sees the posted cursor.
+  ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, kFlow, kSeq + 1000), 0);
+  EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), 0);
+  // The next run over the wire sees a posted cursor past the second MS's bytes: a duplicate.
+  ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, kFlow, kSeq + 2000), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_ms_retire(b_, kFlow, 1), 0);
+  inject_b(tcp_frame(kSeq + 1000, stream.data() + 1000, 1000));
+  got = receive_b(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(placement(got[0]).decision, RTE_PMD_CLEAVE_DROPPED);
+  EXPECT_EQ(rx[1000], 0) << "nothing placed past the cursor";
+  // Both MSs retired: a third retire is refused.
+  EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), -EAGAIN);
+
+  // A refusal is returned to no one: the NIC counts it.
+  EXPECT_EQ(rte_pmd_cleave_post_cursor_update(b_, kFlow + 1, 1), 0);
+  EXPECT_EQ(rte_pmd_cleave_post_ms_retire_msg(b_, kFlow + 1, 1), 0);
+  EXPECT_EQ(xstat(b_, "nic_cmd_err_unknown_flow"), refused + 2);
+
+  // More than the queue holds, nothing running the NIC in between: the overflow runs at once,
+  // after what is queued, so no cursor moves backwards.
+  for (uint32_t i = 1; i <= 5000; i++)
+    ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, kFlow, kSeq + 2000 + i), 0);
+  EXPECT_EQ(xstat(b_, "nic_cmd_err_bad_argument"), backwards);
+  EXPECT_EQ(xstat(b_, "posted_commands"), posted + 5 + 5000);
+  EXPECT_EQ(rte_pmd_cleave_post_cursor_update(wire_.wa, kFlow, 1), -ENODEV);  // not net_cleave
+  EXPECT_EQ(rte_pmd_cleave_post_ms_retire(RTE_MAX_ETHPORTS, kFlow, 1), -ENODEV);
+}
+
 TEST_F(Pair, OutOfOrderTrimmedAndDuplicateFramesOnTheWire) {
   constexpr uint32_t kSeq = 5000;
   add_flow_b(kSeq);
@@ -518,7 +565,7 @@ TEST_F(Pair, XstatsReflectDecisionsAndMemory) {
         "nic_rx_deferred", "nic_defer_no_ms", "nic_defer_flow_miss", "nic_cmd_err_unknown_flow",
         "nic_tx_status_dma_fault", "nic_mem_flow_table_bytes", "nic_mem_flow_table_in_use",
         "nic_mem_ms_store_in_use", "nic_mem_total_bytes", "tx_bounce", "service_inline",
-        "service_busy_runs"}) {
+        "service_busy_runs", "posted_commands"}) {
     EXPECT_TRUE(index.count(want)) << want;
   }
   EXPECT_EQ(xstat(b_, "nic_mem_flow_table_in_use"), 0u);

@@ -75,9 +75,9 @@ const char* const kValidArgs[] = {kArgWire,    kArgMaxFlows, kArgMaxMrs, kArgMsC
                                   kArgMsStore, kArgTxMbufs,  nullptr};
 
 constexpr const char* kPmdCtrNames[] = {
-    "rx_headers",    "rx_wire_bytes",   "tx_wire_frames",    "tx_wire_bytes", "tx_errors",
-    "rx_linearized", "tx_pass_through", "tx_zero_copy",      "tx_bounce",     "tx_wire_full",
-    "service_runs",  "service_inline",  "service_busy_runs",
+    "rx_headers",    "rx_wire_bytes",   "tx_wire_frames",    "tx_wire_bytes",   "tx_errors",
+    "rx_linearized", "tx_pass_through", "tx_zero_copy",      "tx_bounce",       "tx_wire_full",
+    "service_runs",  "service_inline",  "service_busy_runs", "posted_commands",
 };
 static_assert(std::size(kPmdCtrNames) == size_t(PmdCtr::kCount));
 constexpr size_t kMemLines = std::tuple_size_v<decltype(nic::MemoryReport::lines)>;
@@ -99,15 +99,28 @@ Device* cleave_port(uint16_t port) {
 
 using model_mbuf::to_errno;
 
-// Runs a command on the port's model under the lock the service also takes.
+// Runs a command on the port's model under the lock the service also takes, after the commands
+// posted before it.
 template <typename F>
 int command(uint16_t port, F&& f) {
   Device* d = cleave_port(port);
   if (d == nullptr) return -ENODEV;
-  rte_spinlock_lock(&d->lock);
+  lock_model(*d);
   const int r = f(*d);
   rte_spinlock_unlock(&d->lock);
   return r;
+}
+
+// Queues a command for the lock's next holder; runs it at once when the queue is full.
+int post(uint16_t port, PostedCmd::Op op, uint32_t flow, uint32_t arg) {
+  Device* d = cleave_port(port);
+  if (d == nullptr) return -ENODEV;
+  PostedCmd c{op, flow, arg, 0};
+  if (rte_ring_mp_enqueue_elem(d->posted, &c, sizeof c) == 0) return 0;
+  lock_model(*d);  // applies this thread's earlier posts first: the order holds
+  run_posted(*d, c);
+  rte_spinlock_unlock(&d->lock);
+  return 0;
 }
 
 // Names rings and pools per instance, not per port: a frame pool left behind with frames in
@@ -207,7 +220,7 @@ int dev_configure(rte_eth_dev* eth) {
            rc.rss_key_len);
     return -EINVAL;
   }
-  rte_spinlock_lock(&d.lock);
+  lock_model(d);
   nic::Err qr = d.model->rx_queues_set(nq);
   if (qr == nic::Err::kOk && rc.rss_key != nullptr) {
     rss::Key key;
@@ -322,7 +335,7 @@ int dev_stop(rte_eth_dev* eth) {
   rte_service_component_runstate_set(d.service_id, 0);
   while (rte_service_may_be_active(d.service_id) == 1)
     rte_pause();
-  rte_spinlock_lock(&d.lock);
+  lock_model(d);
   d.started = false;
   drain_locked(d);
   rte_spinlock_unlock(&d.lock);
@@ -348,6 +361,7 @@ void destroy(Device* d) {
     rte_ring_free(d->rxq[q].ring);
     rte_ring_free(d->txq[q].ring);
   }
+  rte_ring_free(d->posted);
   release_frame_pool(*d);
   for (rte_flow* f : d->rules)
     delete f;
@@ -436,7 +450,7 @@ int xstats_get(rte_eth_dev* eth, rte_eth_xstat* xs, unsigned n) {
     xs[i].value = v;
     i++;
   };
-  rte_spinlock_lock(&d.lock);
+  lock_model(d);
   for (size_t c = 0; c < size_t(PmdCtr::kCount); c++)
     put(d.value(PmdCtr(c)));
   for (size_t dir = 0; dir < dp::kFaultDirs; dir++) {
@@ -462,7 +476,7 @@ int xstats_get(rte_eth_dev* eth, rte_eth_xstat* xs, unsigned n) {
 
 int xstats_reset(rte_eth_dev* eth) {
   Device& d = *dev_of(eth);
-  rte_spinlock_lock(&d.lock);
+  lock_model(d);
   d.ctr_base = d.ctr;
   for (size_t dir = 0; dir < dp::kFaultDirs; dir++)
     d.fault_base[dir] = d.fault[dir].counters();
@@ -724,7 +738,7 @@ rte_flow* flow_create(rte_eth_dev* eth, const rte_flow_attr* attr, const rte_flo
     flow_error(e, ENOMEM, RTE_FLOW_ERROR_TYPE_HANDLE, nullptr, "no memory for the handle");
     return nullptr;
   }
-  rte_spinlock_lock(&d.lock);
+  lock_model(d);
   const nic::Err r = d.model->flow_add(id, spec);
   rte_spinlock_unlock(&d.lock);
   if (r != nic::Err::kOk) {
@@ -743,7 +757,7 @@ int flow_destroy(rte_eth_dev* eth, rte_flow* f, rte_flow_error* e) {
   if (it == d.rules.end()) {
     return flow_error(e, EINVAL, RTE_FLOW_ERROR_TYPE_HANDLE, f, "not a rule of this port");
   }
-  rte_spinlock_lock(&d.lock);
+  lock_model(d);
   d.model->flow_remove(f->id);
   rte_spinlock_unlock(&d.lock);
   d.rules.erase(it);
@@ -977,6 +991,16 @@ int probe(rte_vdev_device* vdev) {
     }
   }
   {
+    char n[RTE_RING_NAMESIZE];
+    std::snprintf(n, sizeof n, "cleave_cmd_%u", next_instance());
+    d->posted = rte_ring_create_elem(n, sizeof(PostedCmd), kPostedCmds, eth->data->numa_node,
+                                     RING_F_SC_DEQ | RING_F_EXACT_SZ);
+    if (d->posted == nullptr) {
+      CL_LOG(ERR, "%s: command ring: %s\n", name, rte_strerror(rte_errno));
+      goto fail;
+    }
+  }
+  {
     rte_service_spec spec{};
     std::snprintf(spec.name, sizeof spec.name, "net_cleave_%u", d->port_id);
     spec.callback = service_run;
@@ -1045,6 +1069,8 @@ RTE_INIT(net_cleave_log_init) {
 using cleave::model_mbuf::to_errno;
 using cleave::pmd::command;
 using cleave::pmd::Device;
+using cleave::pmd::post;
+using cleave::pmd::PostedCmd;
 namespace nic = cleave::nic;
 namespace dp = cleave::dp;
 
@@ -1124,6 +1150,18 @@ int rte_pmd_cleave_ms_retire(uint16_t port, uint32_t flow, uint32_t count) {
 
 int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg) {
   return command(port, [&](Device& d) { return to_errno(d.model->ms_retire_msg(flow, msg)); });
+}
+
+int rte_pmd_cleave_post_cursor_update(uint16_t port, uint32_t flow, uint32_t cursor) {
+  return post(port, PostedCmd::kCursorUpdate, flow, cursor);
+}
+
+int rte_pmd_cleave_post_ms_retire(uint16_t port, uint32_t flow, uint32_t count) {
+  return post(port, PostedCmd::kMsRetire, flow, count);
+}
+
+int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg) {
+  return post(port, PostedCmd::kMsRetireMsg, flow, msg);
 }
 
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg) {

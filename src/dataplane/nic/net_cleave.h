@@ -38,6 +38,7 @@ namespace cleave::pmd {
 inline constexpr uint16_t kBurst = 32;
 inline constexpr uint32_t kRingSize = 1024;       // rx_ring and tx_ring entries
 inline constexpr uint32_t kPendingFrames = 2048;  // wire frames waiting for room on the wire
+inline constexpr uint32_t kPostedCmds = 4096;     // posted commands waiting for the NIC
 inline constexpr uint32_t kMaxFrame = model_mbuf::kMaxFrame;
 inline constexpr uint32_t kBounceBytes = model_mbuf::kBounceBytes;
 inline constexpr uint16_t kMaxQueues = nic::kMaxRxQueues;  // RX and TX queue pairs
@@ -61,7 +62,17 @@ enum class PmdCtr : uint8_t {
   kServiceRuns,    // service body runs (service lcore or inline)
   kServiceInline,  // of those, from rx/tx burst
   kServiceBusy,    // of the service lcore's, those that moved something
+  kPosted,         // posted commands applied
   kCount
+};
+
+// A posted command (rte_pmd_cleave_post_*), applied by whoever next holds Device::lock.
+struct PostedCmd {
+  enum Op : uint32_t { kCursorUpdate, kMsRetire, kMsRetireMsg };
+  Op op;
+  uint32_t flow;
+  uint32_t arg;
+  uint32_t pad;
 };
 
 struct Device;
@@ -98,6 +109,8 @@ struct Device {
   uint16_t nb_queues = 1;  // set at configure while stopped; the service reads it under `lock`
   // Decided at dev_start, read by every burst: no service lcore runs the NIC, so bursts do.
   bool inline_mode = true;
+  // Posted commands (PostedCmd; any thread enqueues, the lock's holder dequeues).
+  rte_ring* posted = nullptr;
 
   alignas(64) rte_spinlock_t lock = RTE_SPINLOCK_INITIALIZER;
 
@@ -167,5 +180,15 @@ int32_t service_run(void* arg);
 bool poll_locked(Device& dev);
 // Frees every mbuf the device holds (rings, stage, pending); caller holds dev.lock, stopped.
 void drain_locked(Device& dev);
+// Applies the posted commands queued so far, in order (at most one queue's worth, so posters
+// cannot hold the caller forever); caller holds dev.lock.
+void apply_posted(Device& dev);
+// Applies one posted command; caller holds dev.lock.
+void run_posted(Device& dev, const PostedCmd& c);
+// Takes dev.lock for a command or a look at the model: posted commands go first.
+inline void lock_model(Device& dev) {
+  rte_spinlock_lock(&dev.lock);
+  apply_posted(dev);
+}
 
 }  // namespace cleave::pmd

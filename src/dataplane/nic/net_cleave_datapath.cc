@@ -250,8 +250,37 @@ bool run_inline(const Device& d) {
 
 }  // namespace
 
+void apply_posted(Device& d) {
+  PostedCmd c[kBurst];
+  for (uint32_t done = 0; done < kPostedCmds;) {
+    const unsigned n =
+        rte_ring_sc_dequeue_burst_elem(d.posted, c, sizeof(PostedCmd), kBurst, nullptr);
+    if (n == 0) return;
+    for (unsigned i = 0; i < n; i++)
+      run_posted(d, c[i]);
+    done += n;
+  }
+}
+
+void run_posted(Device& d, const PostedCmd& c) {
+  // A refusal is the model's to count (nic_cmd_err_*): no one waits for the answer.
+  switch (c.op) {
+    case PostedCmd::kCursorUpdate:
+      d.model->cursor_update(c.flow, c.arg);
+      break;
+    case PostedCmd::kMsRetire:
+      d.model->ms_retire(c.flow, c.arg);
+      break;
+    case PostedCmd::kMsRetireMsg:
+      d.model->ms_retire_msg(c.flow, c.arg);
+      break;
+  }
+  d.bump(PmdCtr::kPosted);
+}
+
 bool poll_locked(Device& d) {
   d.bump(PmdCtr::kServiceRuns);
+  apply_posted(d);
   const uint64_t before = tx_moved(d);
   poll_tx_fault(d);
   flush_pending(d);

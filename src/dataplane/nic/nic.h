@@ -102,6 +102,9 @@ class Nic {
   virtual int flow_remove(uint32_t id) = 0;
   virtual int flow_set_mode(uint32_t id, rte_pmd_cleave_flow_mode mode) = 0;
   virtual int ms_post(uint32_t flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) = 0;
+  // The three commands every burst makes: posted, as a driver writes a doorbell (the cleave
+  // backend queues them for the NIC, applied before anything that follows); they return 0 and
+  // the NIC counts a refusal (nic_cmd_err_*).
   virtual int cursor_update(uint32_t flow, uint32_t cursor) = 0;
   virtual int ms_retire(uint32_t flow, uint32_t count) = 0;
   virtual int ms_retire_msg(uint32_t flow, uint32_t msg) = 0;

@@ -198,6 +198,18 @@ int rte_pmd_cleave_cursor_update(uint16_t port, uint32_t flow, uint32_t cursor);
 int rte_pmd_cleave_ms_retire(uint16_t port, uint32_t flow, uint32_t count);
 /** Message flows: retires the MS of message `msg` wherever it is in the list. */
 int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg);
+
+/**
+ * The same three commands posted, as a driver's doorbell write is: queued for the NIC, never
+ * waiting for it (the calls above wait while the NIC service runs the model). Posted commands
+ * are applied in the order they were posted, before the NIC's next run over the wire and before
+ * any other command on the port runs, so a command that follows sees them. Returns 0, or
+ * -ENODEV; a command the NIC refuses is counted in its nic_cmd_err_* xstats, not returned.
+ * When the queue (4096) is full, the command runs at once, as the calls above do.
+ */
+int rte_pmd_cleave_post_cursor_update(uint16_t port, uint32_t flow, uint32_t cursor);
+int rte_pmd_cleave_post_ms_retire(uint16_t port, uint32_t flow, uint32_t count);
+int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg);
 /** RoCE: a message starts at `psn` and the next SEND is message `next_msg`. */
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg);
 
