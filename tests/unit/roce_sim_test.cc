@@ -209,6 +209,38 @@ TEST(RoceSim, EveryOperationLossless) {
   EXPECT_LT(b.acks_sent, a.tx_packets / 4) << p.describe();
 }
 
+// tick() looks only at QPs in RTR and RTS: a host's thousands in RESET cost the loop nothing, and
+// a QP that leaves RTS drops off its list (until it comes back), destroyed or not.
+TEST(RoceSim, TickLooksOnlyAtQpsInRtrAndRts) {
+  RocePair p(seed(3), RoceConfig{});
+  ASSERT_TRUE(p.ok);
+  RcTransport& rc = *p.a.rc;
+  sim::Host& h = p.net->a();
+  EXPECT_EQ(rc.qps_ticking(), 1u);
+  for (FlowId f = 100; f < 1100; f++)
+    ASSERT_EQ(rc.create_qp(f, 0x1000 + f, RoceConfig{}.caps), 0);
+  EXPECT_EQ(rc.flow_count(), 1001u);
+  EXPECT_EQ(rc.qps_ticking(), 1u);
+  QpAttr at;
+  at.state = QpState::kInit;
+  ASSERT_EQ(rc.modify_qp(100, at, kAttrState | kAttrAccess, h), 0);
+  at.state = QpState::kRtr;
+  at.pmtu = 1024;
+  ASSERT_EQ(rc.modify_qp(100, at,
+                         kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn | kAttrMinRnrTimer, h),
+            0);
+  EXPECT_EQ(rc.qps_ticking(), 2u);
+  at.state = QpState::kErr;
+  ASSERT_EQ(rc.modify_qp(p.a.qp, at, kAttrState, h), 0);
+  rc.tick(h);
+  EXPECT_EQ(rc.qps_ticking(), 1u) << "the QP in ERR is off the list";
+  for (FlowId f = 100; f < 1100; f++)
+    ASSERT_EQ(rc.destroy_qp(f, h), 0);
+  EXPECT_EQ(rc.qps_ticking(), 0u);
+  EXPECT_EQ(rc.flow_count(), 1u);
+  rc.tick(h);
+}
+
 TEST(RoceSim, SmallPmtus) {
   for (uint32_t pmtu : {256u, 1024u}) {
     SCOPED_TRACE("pmtu " + std::to_string(pmtu));

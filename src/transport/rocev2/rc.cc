@@ -94,7 +94,7 @@ int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params
   q->qpn = qpn;
   size_queues(*q, caps);
   qps_[flow] = std::move(q);
-  live_.push_back(flow);
+  qp_count_++;
   return 0;
 }
 
@@ -265,6 +265,10 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     q->rnr_left = s.rnr_retry;
   }
   s.state = to;
+  if ((to == QpState::kRtr || to == QpState::kRts) && !q->ticking) {
+    q->ticking = true;
+    ticking_.push_back(flow);
+  }
   return 0;
 }
 
@@ -273,13 +277,14 @@ int RcTransport::destroy_qp(FlowId flow, Context& ctx) {
   if (q == nullptr) return -ENOENT;
   flush_all(*q, -ECANCELED, ctx);
   // Its counters stay in the transport's totals (they were added as they happened).
+  if (q->ticking) std::erase(ticking_, flow);
   qps_[flow].reset();
-  std::erase(live_, flow);
+  qp_count_--;
   return 0;
 }
 
 size_t RcTransport::flow_count() const {
-  return live_.size();
+  return qp_count_;
 }
 
 // ---- the bursts -------------------------------------------------------------------------------

@@ -131,6 +131,8 @@ class RcTransport final : public Transport, public QpControl {
   void tick(Context& ctx) override;
   bool flow_info(FlowId flow, InfoSink& out) const override;
   size_t flow_count() const override;
+  // QPs tick() looks at: those in RTR or RTS (and any that left since the last tick).
+  size_t qps_ticking() const { return ticking_.size(); }
   void stats(InfoSink& out) const override;
 
   const RcCounters& counters() const { return total_; }
@@ -141,8 +143,11 @@ class RcTransport final : public Transport, public QpControl {
   Qp* find(FlowId flow) const { return flow < qps_.size() ? qps_[flow].get() : nullptr; }
 
   std::vector<std::unique_ptr<Qp>> qps_;  // by flow id
-  std::vector<FlowId> live_;              // flows with a QP, for tick()
-  std::vector<Qp*> touched_;              // QPs a burst reached (reserved, reused)
+  // QPs in RTR or RTS (and those that left since the last tick), the only ones tick() looks at:
+  // a host's thousands of QPs in RESET cost the loop nothing.
+  std::vector<FlowId> ticking_;
+  size_t qp_count_ = 0;
+  std::vector<Qp*> touched_;  // QPs a burst reached (reserved, reused)
   RcCounters total_;
 };
 

@@ -166,7 +166,8 @@ struct RcTransport::Qp {
   // from its first sending to the acknowledgment past it (rtt_end); a timed packet sent again is
   // no sample. backoff: timeouts in a row.
   uint32_t rtt_end = 0;
-  bool timing = false;  // a packet is timed
+  bool timing = false;   // a packet is timed
+  bool ticking = false;  // on RcTransport::ticking_
   uint64_t rtt_sent_ns = 0;
   RttEstimator rtt;
   uint32_t backoff = 0;

@@ -25,9 +25,15 @@ void rtt_sample(RcTransport::Qp& q, uint64_t now) {
 
 void RcTransport::tick(Context& ctx) {
   const uint64_t now = ctx.now_ns();
-  for (FlowId f : live_) {
-    Qp& q = *qps_[f];
-    if (q.attr.state != QpState::kRts && q.attr.state != QpState::kRtr) continue;
+  // From the back, so the entry a removal moves into place was already looked at.
+  for (size_t i = ticking_.size(); i-- > 0;) {
+    Qp& q = *qps_[ticking_[i]];
+    if (q.attr.state != QpState::kRts && q.attr.state != QpState::kRtr) {
+      q.ticking = false;  // left RTR and RTS (ERR, RESET): off the list until it comes back
+      ticking_[i] = ticking_.back();
+      ticking_.pop_back();
+      continue;
+    }
     if (q.rnr_until != 0 && now >= q.rnr_until) q.rnr_until = 0;
     if (q.dcqcn && q.attr.state == QpState::kRts && q.rp.tick(now)) set_rate(q);
     if (q.timer_ns != 0 && now >= q.timer_ns) {
