@@ -147,15 +147,22 @@ class FlowPath final : public FlowHandler {
   // Each returns 0 or a negative CL_E* code.
   // message: message mode, the transport parameter "message on" (CL_EOPNOTSUPP when the
   // transport has none).
+  // The listener takes its transport's claim's IP protocol (TCP for a transport that claims
+  // none); a transport that claims UDP listens only on ports it claims (CL_EINVAL otherwise).
   int listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
              bool message, uint32_t* listener);
+  // The IP protocol of a listener listen() made.
+  uint8_t listener_proto(uint32_t listener) const;
   int unlisten(uint32_t app_id, uint32_t listener);
   // Another shard's listener (`listener` there), for an app of that shard: frames this shard has
   // no flow for that would reach it are handed to that shard, and no app here may listen on its
   // address. 0, CL_EADDRINUSE or CL_ENOSPC. unlisten_remote: that one, or with `listener`
   // kNoFlow every one of the app's; CL_ENOENT when none.
-  int listen_remote(uint32_t app_id, uint16_t shard, uint32_t listener, uint32_t ip, uint16_t port);
+  int listen_remote(uint32_t app_id, uint16_t shard, uint32_t listener, uint32_t ip, uint16_t port,
+                    uint8_t proto);
   int unlisten_remote(uint32_t app_id, uint32_t listener);
+  // The flow takes its transport's claim's IP protocol, as listen(); its local port is an
+  // ephemeral one, or for a transport that claims UDP one of its claimed ports.
   int connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
               bool message, uint32_t* flow, uint64_t now);
   // The app is leaving: its flows are aborted (RST), its listeners closed, its memory dropped
@@ -222,9 +229,10 @@ class FlowPath final : public FlowHandler {
   // A transport's claim (transport::Claim), learned from the registry.
   struct ClaimEntry {
     std::string transport;
-    transport::Claim claim;  // its udp_ports are in udp_claims_
-    uint16_t port = 0;       // UDP: the first port it took (a QP's, both ends)
-    int tp = -1;             // its transport's index once instantiated
+    transport::Claim claim;       // its udp_ports are in udp_claims_ and `ports`
+    std::vector<uint16_t> ports;  // UDP: the ports it took, ascending
+    uint16_t port = 0;            // UDP: the first port it took (a QP's, both ends)
+    int tp = -1;                  // its transport's index once instantiated
     // Set when the claim is learned, read per packet: the counters its packets are dropped
     // under, and whether the NIC's checksum verdict on them is the L4 checksum's (TCP, UDP)
     // rather than the transport's own check (RoCEv2's ICRC).
@@ -267,7 +275,10 @@ class FlowPath final : public FlowHandler {
       s++;
     return s;
   }
+  bool port_free(const transport::FlowTuple& t, uint16_t port) const;
   uint16_t ephemeral_port(const transport::FlowTuple& t);
+  uint16_t claimed_port(const ClaimEntry& c, const transport::FlowTuple& t) const;
+  uint8_t proto_of(const Tp& tp) const;
   void learn_claims();
   void add_claim(std::string_view name, const transport::Claim& c);
   void link_claims();

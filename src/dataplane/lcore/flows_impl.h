@@ -37,6 +37,7 @@ inline constexpr uint32_t kExtSeg = 32768;  // payload bytes per extbuf segment
 // A descriptor's extbuf segments, built on the lcore's stack: enough for the longest payload
 // the transport ABI allows (send() refuses longer descriptors).
 inline constexpr uint32_t kMaxExtSegs = (transport::kMaxTxLen + kExtSeg - 1) / kExtSeg;
+inline constexpr uint8_t kMinL4Header = 8;  // a TX descriptor's L4 header: UDP's at least
 inline constexpr uint32_t kTombstone = 0xFFFFFFFFu;
 inline constexpr uint32_t kListenerEntry = 0x80000000u;  // a hash entry naming a listener
 inline constexpr size_t kRxStage = 512;
