@@ -17,34 +17,34 @@
 namespace cleave::dp {
 
 // X(enumerator, name shown to operators, meaning)
-#define CLEAVE_DROP_REASONS(X)                                                                     \
-  X(kRunt, "runt", "frame shorter than its headers claim")                                         \
-  X(kNotForUs, "not_for_us", "destination MAC is not ours, broadcast or multicast")                \
-  X(kUnknownEthertype, "unknown_ethertype", "not ARP or IPv4, and no exception tap")               \
-  X(kArpMalformed, "arp_malformed", "ARP not Ethernet/IPv4, or bad opcode")                        \
-  X(kArpNotForUs, "arp_not_for_us", "ARP request for an address that is not ours")                 \
-  X(kIpv4Malformed, "ipv4_malformed", "bad version, header length or total length")                \
-  X(kIpv4BadChecksum, "ipv4_bad_checksum", "IPv4 header checksum mismatch")                        \
-  X(kIpv4NotOurs, "ipv4_not_ours", "IPv4 destination is not this port's address")                  \
-  X(kIpv4Fragment, "ipv4_fragment", "IPv4 fragment, and no exception tap")                         \
-  X(kIcmpMalformed, "icmp_malformed", "ICMP shorter than its header")                              \
-  X(kIcmpBadChecksum, "icmp_bad_checksum", "ICMP checksum mismatch")                               \
-  X(kIcmpUnhandled, "icmp_unhandled", "ICMP other than echo request, and no exception tap")        \
-  X(kNoHandler, "no_handler", "IPv4 protocol no flow handles, and no exception tap")               \
-  X(kExceptionFull, "exception_full", "the exception tap's TX queue was full")                     \
-  X(kTxFull, "tx_full", "the port's TX queue was full")                                            \
-  X(kNoMbuf, "no_mbuf", "no packet buffer for a copy")                                             \
-  X(kNoTransport, "no_transport", "frame of a NIC flow that no transport serves")                  \
-  X(kTcpMalformed, "tcp_malformed", "TCP header truncated or bad, or a multi-segment frame")       \
-  X(kTcpBadChecksum, "tcp_bad_checksum", "TCP checksum mismatch")                                  \
-  X(kTcpNoFlow, "tcp_no_flow", "TCP segment for no flow or listener (answered with RST)")          \
-  X(kRoceMalformed, "roce_malformed", "RoCEv2 UDP or BTH truncated, or lengths that disagree")     \
-  X(kRoceBadUdpChecksum, "roce_bad_udp_checksum",                                                  \
-    "RoCEv2 with a UDP checksum (optional there) that is wrong")                                   \
-  X(kRoceNoQp, "roce_no_qp", "RoCEv2 packet for no queue pair of this peer")                       \
-  X(kUdpMalformed, "udp_malformed", "UDP datagram to a claimed port, truncated or its length bad") \
-  X(kUdpBadChecksum, "udp_bad_checksum", "UDP datagram to a claimed port, checksum mismatch")      \
-  X(kUdpNoFlow, "udp_no_flow", "UDP datagram to a claimed port of no flow or listener")            \
+#define CLEAVE_DROP_REASONS(X)                                                                 \
+  X(kRunt, "runt", "frame shorter than its headers claim")                                     \
+  X(kNotForUs, "not_for_us", "destination MAC is not ours, broadcast or multicast")            \
+  X(kUnknownEthertype, "unknown_ethertype", "not ARP or IPv4, and no exception tap")           \
+  X(kArpMalformed, "arp_malformed", "ARP not Ethernet/IPv4, or bad opcode")                    \
+  X(kArpNotForUs, "arp_not_for_us", "ARP request for an address that is not ours")             \
+  X(kIpv4Malformed, "ipv4_malformed", "bad version, header length or total length")            \
+  X(kIpv4BadChecksum, "ipv4_bad_checksum", "IPv4 header checksum mismatch")                    \
+  X(kIpv4NotOurs, "ipv4_not_ours", "IPv4 destination is not this port's address")              \
+  X(kIpv4Fragment, "ipv4_fragment", "IPv4 fragment, and no exception tap")                     \
+  X(kIcmpMalformed, "icmp_malformed", "ICMP shorter than its header")                          \
+  X(kIcmpBadChecksum, "icmp_bad_checksum", "ICMP checksum mismatch")                           \
+  X(kIcmpUnhandled, "icmp_unhandled", "ICMP other than echo request, and no exception tap")    \
+  X(kNoHandler, "no_handler", "IPv4 protocol no flow handles, and no exception tap")           \
+  X(kExceptionFull, "exception_full", "the exception tap's TX queue was full")                 \
+  X(kTxFull, "tx_full", "the port's TX queue was full")                                        \
+  X(kNoMbuf, "no_mbuf", "no packet buffer for a copy")                                         \
+  X(kNoTransport, "no_transport", "frame of a NIC flow that no transport serves")              \
+  X(kTcpMalformed, "tcp_malformed", "TCP header truncated or bad, or a multi-segment frame")   \
+  X(kTcpBadChecksum, "tcp_bad_checksum", "TCP checksum mismatch")                              \
+  X(kTcpNoFlow, "tcp_no_flow", "TCP segment for no flow or listener (answered with RST)")      \
+  X(kRoceMalformed, "roce_malformed", "RoCEv2 UDP or BTH truncated, or lengths that disagree") \
+  X(kRoceBadUdpChecksum, "roce_bad_udp_checksum",                                              \
+    "RoCEv2 with a UDP checksum (optional there) that is wrong")                               \
+  X(kRoceNoQp, "roce_no_qp", "RoCEv2 packet for no queue pair of this peer")                   \
+  X(kUdpMalformed, "udp_malformed", "UDP to a claimed port, truncated or its length bad")      \
+  X(kUdpBadChecksum, "udp_bad_checksum", "UDP to a claimed port, checksum mismatch")           \
+  X(kUdpNoFlow, "udp_no_flow", "UDP to a claimed port of no flow or listener")                 \
   X(kHandOffFull, "hand_off_full", "another shard's inbox was full (a frame of its flows)")
 
 enum class Drop : uint8_t {

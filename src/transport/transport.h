@@ -118,7 +118,9 @@ inline constexpr uint32_t kMaxTxLen = 65536;
 
 // TxDesc::flags
 enum TxFlag : uint8_t {
-  kTxRoce = 1,  // l4 is UDP + BTH...: the NIC appends the pad (BTH PadCnt) and the ICRC
+  // The NIC ends the packet as the flow's parser (NicFlow::parser) defines: RoCEv2's pad (BTH
+  // PadCnt) and ICRC after the payload. The L4 checksum is then the transport's own.
+  kTxParserTrailer = 1,
 };
 
 // A header-only descriptor: the L4 header the transport built, and a reference to the payload in

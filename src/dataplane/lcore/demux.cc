@@ -102,6 +102,7 @@ void FlowPath::add_claim(std::string_view name, const transport::Claim& c) {
   }
   ce.l4_verdict =
       c.nic.parser == transport::NicParser::kTcp || c.nic.parser == transport::NicParser::kUdp;
+  ce.check = software_check(uint8_t(c.nic.parser));
   claims_.push_back(std::move(ce));
 }
 
@@ -376,9 +377,8 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   }
   // What the NIC checks on a parser's packets and did not, on a whole frame: done here
   // (RoCEv2's ICRC; the transport counts a bad one per flow).
-  if (csum == transport::Csum::kNotChecked && whole &&
-      c.claim.nic.parser == transport::NicParser::kRoce) {
-    csum = wire::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
+  if (csum == transport::Csum::kNotChecked && whole && c.check != nullptr) {
+    csum = c.check(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
   }
   h.l3 = ip;
   h.l3_len = uint16_t(ihl);

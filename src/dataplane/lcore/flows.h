@@ -111,7 +111,7 @@ struct FlowParams {
   uint64_t tsc_hz = 0;
   // Applied to each transport of that name when it is made (tcp's max_time_wait).
   std::vector<TransportSetting> settings;
-  // Every QP's parameters unless its own say otherwise (rocev2's dcqcn_cnp_dscp).
+  // Every QP's parameters unless its own say otherwise (from the configuration's rocev2:).
   std::vector<std::pair<std::string, std::string>> qp_params;
 };
 
@@ -194,14 +194,14 @@ class FlowPath final : public FlowHandler {
   // Port bindings, then tuple bindings, each in the order attached (allocates: management).
   std::vector<FlowBinding> bindings() const;
 
-  // Queue pairs (RoCEv2 RC, the rocev2 transport): a QP is a flow with no tuple hash entry; its
-  // peer's packets find it by QP number (qpn: generation << bits | flow id). Each returns 0 or a
-  // negative CL_E* code. qp_create: a QP in RESET whose completions go to `cq`, with room for
-  // max_send_wr + max_recv_wr requests; *qpn its number, *ip the address the app advertises
-  // (the first port's), *max_pmtu the largest RoCE PMTU its MTU carries. qp_modify: abi::QpAttrMask
-  // bits; moving to RTR routes to the peer (kQpAttrRemoteIp), resolves its MAC and adds the QP's
-  // NIC flow before the transport moves. qp_destroy: pending requests complete with CL_ECANCELED,
-  // then the flow is freed.
+  // Queue pairs (the first transport with QpControl, rdma.h): a QP is a flow with no tuple hash
+  // entry; its peer's packets find it by QP number (qpn: generation << bits | flow id). Each
+  // returns 0 or a negative CL_E* code. qp_create: a QP in RESET whose completions go to `cq`,
+  // with room for max_send_wr + max_recv_wr requests; *qpn its number, *ip the address the app
+  // advertises (the first port's), *max_pmtu the largest PMTU its MTU carries. qp_modify:
+  // abi::QpAttrMask bits; moving to RTR routes to the peer (kQpAttrRemoteIp), resolves its MAC
+  // and adds the QP's NIC flow before the transport moves. qp_destroy: pending requests complete
+  // with CL_ECANCELED, then the flow is freed.
   int qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t max_recv_wr,
                 std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip,
                 uint32_t* max_pmtu);
@@ -240,6 +240,7 @@ class FlowPath final : public FlowHandler {
     Drop bad_checksum = Drop::kNoTransport;
     Drop no_flow = Drop::kNoTransport;
     bool l4_verdict = false;
+    SoftwareCheck check = nullptr;  // the parser's own check, on frames the NIC did not check
   };
   using NoFlowAnswer = size_t (*)(const transport::RxL4&, const transport::RxParsed&, uint8_t*);
 
@@ -347,7 +348,7 @@ class FlowPath final : public FlowHandler {
     uint8_t* base = nullptr;
     uint64_t length = 0;
     uint32_t app = 0;  // 0: free
-    uint16_t tag = 0;  // RoCE: the rkey's high bits, a new one each time the id is reused
+    uint16_t tag = 0;  // remote keys' high bits, a new one each time the id is reused
   };
   std::vector<NicMr> nic_mrs_;  // by NIC MR id; id 0 is never used
   std::vector<uint32_t> resolving_;
@@ -368,7 +369,7 @@ class FlowPath final : public FlowHandler {
   Tp* qp_tp_ = nullptr;                      // the transport of apps' QPs, once a QP was created
   uint32_t qpn_bits_ = 0;                    // a QP number's low bits are its flow id
   std::vector<uint32_t> qp_gen_;  // by flow id: the generation of the QP number last given
-  uint64_t icrc_flag_ = 0;        // the mbuf TX flag asking the NIC for the RoCE ICRC
+  uint64_t icrc_flag_ = 0;  // the mbuf TX flag asking the NIC for its parser's trailer (ICRC)
   uint64_t next_resolve_check_ = 0;
   int placement_offset_ = -1;
   int open_error_ = 0;  // Context::flow_open_error(): why the latest open_flow() gave none

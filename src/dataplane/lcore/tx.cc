@@ -79,8 +79,9 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     h->l3_len = kIpLen;
     h->l4_len = d.l4_len;
     ip->hdr_checksum = 0;
-    if ((d.flags & transport::kTxRoce) != 0) {
-      // RoCEv2: UDP checksum 0 (the transport's), the NIC appends the pad and the ICRC.
+    if ((d.flags & transport::kTxParserTrailer) != 0) {
+      // The NIC ends the packet as the flow's parser does (RoCEv2: pad and ICRC); the UDP
+      // checksum is the transport's (RoCEv2's 0).
       h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | icrc_flag_;
       io_.flow_stage(f.port, h);
       continue;
