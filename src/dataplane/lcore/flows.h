@@ -369,7 +369,7 @@ class FlowPath final : public FlowHandler {
   Tp* qp_tp_ = nullptr;                      // the transport of apps' QPs, once a QP was created
   uint32_t qpn_bits_ = 0;                    // a QP number's low bits are its flow id
   std::vector<uint32_t> qp_gen_;  // by flow id: the generation of the QP number last given
-  uint64_t icrc_flag_ = 0;  // the mbuf TX flag asking the NIC for its parser's trailer (ICRC)
+  uint64_t icrc_flag_ = 0;        // the mbuf TX flag asking the NIC for its parser's trailer (ICRC)
   uint64_t next_resolve_check_ = 0;
   int placement_offset_ = -1;
   int open_error_ = 0;  // Context::flow_open_error(): why the latest open_flow() gave none
