@@ -2,7 +2,8 @@
 // transport_abi.h that the registry tests load and cleaved runs (tests/integration).
 //
 // Unreliable and unordered, as UDP is: one kSend is one datagram, completed as soon as its
-// descriptor is emitted; each received datagram fills the oldest posted kRecv buffer (cut to the
+// descriptor is emitted (the NIC reads the payload from app memory after that, and Context has
+// no hook that says when: an app must not rewrite a sent buffer at once); each received datagram fills the oldest posted kRecv buffer (cut to the
 // buffer's length) and is dropped when none is posted. It never sets up zero-copy placement, so
 // every payload comes on the copy path (Placed::kDeferred) and goes to app memory through
 // Context::copy_in. No parameters, no timers.
