@@ -148,6 +148,7 @@ struct FlowOpen : FlowAnswer {
   std::string transport;
   bool message = false;
   uint32_t id = 0;
+  uint8_t proto = 0;  // out, listen: the IP protocol the listener takes (its transport's claim's)
 };
 struct Listen : FlowOpen {};
 struct Connect : FlowOpen {};
@@ -156,7 +157,8 @@ struct Unlisten : FlowAnswer {
   uint32_t listener = 0;
 };
 // To every shard but the listener's: listener `listener` of app `app_id` on shard `shard` listens
-// on (ip, port) (add), or no longer (with listener kNoFlow: none of the app's do).
+// on (ip, port) of IP protocol `proto` (add), or no longer (with listener kNoFlow: none of the
+// app's do).
 // FlowPath::listen_remote.
 struct ListenShare : FlowAnswer {
   bool add = true;
@@ -165,6 +167,7 @@ struct ListenShare : FlowAnswer {
   uint32_t listener = 0;
   uint32_t ip = 0;
   uint16_t port = 0;
+  uint8_t proto = 6;
 };
 // Management's list, one page per request so the lcore's time on it is bounded: one flow
 // (`only`), or the rows from position `start` on (listeners, then flows), at most

@@ -42,6 +42,9 @@ namespace cleave::dp {
   X(kRoceBadUdpChecksum, "roce_bad_udp_checksum",                                              \
     "RoCEv2 with a UDP checksum (optional there) that is wrong")                               \
   X(kRoceNoQp, "roce_no_qp", "RoCEv2 packet for no queue pair of this peer")                   \
+  X(kUdpMalformed, "udp_malformed", "UDP to a claimed port, truncated or its length bad")      \
+  X(kUdpBadChecksum, "udp_bad_checksum", "UDP to a claimed port, checksum mismatch")           \
+  X(kUdpNoFlow, "udp_no_flow", "UDP to a claimed port of no flow or listener")                 \
   X(kHandOffFull, "hand_off_full", "another shard's inbox was full (a frame of its flows)")
 
 enum class Drop : uint8_t {

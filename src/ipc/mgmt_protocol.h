@@ -42,7 +42,8 @@
 //   flow.detach {port | tuple: {local, remote}}
 //                   removes that binding and answers it; not_found when there is none
 //   transport.list  {"transports": [{name, description, origin ("built-in" or the plugin's
-//                    path), instantiated, flows, listeners}]}
+//                    path), claims ("IP protocol 6", "UDP 4791", "" for none), instantiated,
+//                    flows, listeners}]}
 //   transport.attach {path}
 //                   loads a transport plugin (an absolute path) into the running daemon;
 //                   answers {name, description, origin}; bad_request with the reason when the

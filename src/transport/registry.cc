@@ -4,9 +4,12 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <iterator>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -58,6 +61,27 @@ std::string dl_reason(const std::string& path, const char* fallback) {
   return why;
 }
 
+constexpr uint8_t kUdp = 17;
+
+// A claim's traffic in a listing: "IP protocol 6", "UDP 4791", "UDP 7, 9000-9015"; "" for none.
+std::string claims_text(const Claim& c) {
+  if (c.proto == 0) return "";
+  if (c.proto != kUdp) return "IP protocol " + std::to_string(c.proto);
+  std::vector<uint16_t> ports(c.udp_ports.begin(), c.udp_ports.end());
+  std::sort(ports.begin(), ports.end());
+  ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
+  std::string out = "UDP";
+  for (size_t i = 0; i < ports.size();) {
+    size_t j = i;
+    while (j + 1 < ports.size() && ports[j + 1] == ports[j] + 1)
+      j++;
+    out += (i == 0 ? " " : ", ") + std::to_string(ports[i]);
+    if (j != i) out += "-" + std::to_string(ports[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Registry::Impl {
@@ -71,6 +95,36 @@ struct Registry::Impl {
   // dlopen() handles of the loaded objects and their transports' names, closed in reverse
   // order by ~Impl. Writer only.
   std::vector<std::pair<void*, std::string>> handles;
+  // Who holds the traffic claimed or reserved so far, as refusals name it: by IP protocol
+  // (UDP's is never held whole) and by UDP destination port. Writer only.
+  std::array<std::string, 256> proto_holder;
+  std::map<uint16_t, std::string> udp_holder;
+
+  const std::string* holder(uint8_t proto, uint16_t port) const {
+    if (proto != kUdp) return proto_holder[proto].empty() ? nullptr : &proto_holder[proto];
+    auto it = udp_holder.find(port);
+    return it == udp_holder.end() ? nullptr : &it->second;
+  }
+
+  // Writer only: `c` (claim_error() found nothing wrong) is `who`'s from now on.
+  void hold(const Claim& c, const std::string& who) {
+    if (c.proto == 0) return;
+    if (c.proto != kUdp) {
+      proto_holder[c.proto] = who;
+      return;
+    }
+    for (uint16_t port : c.udp_ports)
+      udp_holder[port] = who;
+  }
+
+  // The claim of `t`; when there is no `t`, none, and *error says so.
+  static Claim claim_of(const Transport* t, std::string* error) {
+    if (t == nullptr) {
+      *error = "it made no transport to read its claim from";
+      return {};
+    }
+    return t->claim();
+  }
 
   std::span<const Entry> published() const {
     return {entries.data(), count.load(std::memory_order_acquire)};
@@ -142,10 +196,60 @@ Registry::~Registry() = default;
 
 void Registry::add(std::string_view name, std::string_view description, Factory factory) {
   if (std::string err = impl_->add_error(name); !err.empty()) throw std::invalid_argument(err);
-  if (factory == nullptr) {
-    throw std::invalid_argument("transport \"" + std::string(name) + "\" has no factory");
+  const std::string who = "transport \"" + std::string(name) + "\"";
+  if (factory == nullptr) throw std::invalid_argument(who + " has no factory");
+  std::string err;
+  const std::unique_ptr<Transport> t = factory();
+  const Claim c = Impl::claim_of(t.get(), &err);
+  if (err.empty()) err = claim_error(c);
+  if (!err.empty()) throw std::invalid_argument(who + ": " + err);
+  impl_->hold(c, who);
+  impl_->publish(
+      Entry{std::string(name), std::string(description), "built-in", claims_text(c), factory},
+      nullptr);
+}
+
+void Registry::reserve(uint8_t proto, std::span<const uint16_t> udp_ports, std::string_view by) {
+  // What `by` holds already (the configuration loaded into this registry again) stays as it is.
+  auto held = [&](uint16_t port) {
+    const std::string* h = impl_->holder(proto, port);
+    return h != nullptr && *h == by;
+  };
+  std::vector<uint16_t> ports;
+  std::copy_if(udp_ports.begin(), udp_ports.end(), std::back_inserter(ports),
+               [&](uint16_t port) { return !held(port); });
+  if (proto == kUdp ? !udp_ports.empty() && ports.empty() : held(0)) return;
+  Claim c;
+  c.proto = proto;
+  c.udp_ports = ports;
+  c.parse = [](const RxL4&, RxParsed*) { return false; };  // checked like a claim, never run
+  if (std::string err = claim_error(c); !err.empty()) {
+    throw std::invalid_argument(std::string(by) + ": " + err);
   }
-  impl_->publish(Entry{std::string(name), std::string(description), "built-in", factory}, nullptr);
+  impl_->hold(c, std::string(by));
+}
+
+std::string Registry::claim_error(const Claim& c) const {
+  if (c.proto == 0) return "";
+  const std::string proto = c.proto == kUdp ? "UDP" : "IP protocol " + std::to_string(c.proto);
+  if (c.parse == nullptr) return "its claim on " + proto + " has no parse function";
+  if (c.proto != kUdp) {
+    if (!c.udp_ports.empty()) return "its claim names UDP ports but takes " + proto;
+    if (const std::string* h = impl_->holder(c.proto, 0)) {
+      return "it claims " + proto + ", which " + *h + " holds";
+    }
+    return "";
+  }
+  if (c.udp_ports.empty()) {
+    return "it claims UDP without destination ports (UDP is claimed port by port)";
+  }
+  for (uint16_t port : c.udp_ports) {
+    if (port == 0) return "it claims UDP port 0";
+    if (const std::string* h = impl_->holder(kUdp, port)) {
+      return "it claims UDP port " + std::to_string(port) + ", which " + *h + " holds";
+    }
+  }
+  return "";
 }
 
 std::string Registry::load(const std::string& path) {
@@ -188,10 +292,22 @@ std::string Registry::load(const std::string& path) {
   if (p->create == nullptr) throw fail(handle, "the plugin has no create function");
   std::string name(p->name);
   if (std::string err = impl_->add_error(name); !err.empty()) throw fail(handle, err);
+  // Its claim, from an instance made for the purpose and deleted at once, while its code is
+  // loaded (a refusal closes the object). The claim's functions and ports are the object's.
+  std::string err;
+  Claim c;
+  {
+    const std::unique_ptr<Transport> t(static_cast<Transport*>(p->create()));
+    c = Impl::claim_of(t.get(), &err);
+  }
+  if (err.empty()) err = claim_error(c);
+  if (!err.empty()) throw fail(handle, "transport \"" + name + "\": " + err);
 
+  impl_->hold(c, "transport \"" + name + "\"");
   impl_->handles.emplace_back(handle, name);
-  impl_->publish(Entry{name, p->description != nullptr ? p->description : "", path, nullptr},
-                 p->create);
+  impl_->publish(
+      Entry{name, p->description != nullptr ? p->description : "", path, claims_text(c), nullptr},
+      p->create);
   return name;
 }
 

@@ -118,7 +118,9 @@ inline constexpr uint32_t kMaxTxLen = 65536;
 
 // TxDesc::flags
 enum TxFlag : uint8_t {
-  kTxRoce = 1,  // l4 is UDP + BTH...: the NIC appends the pad (BTH PadCnt) and the ICRC
+  // The NIC ends the packet as the flow's parser (NicFlow::parser) defines: RoCEv2's pad (BTH
+  // PadCnt) and ICRC after the payload. The L4 checksum is then the transport's own.
+  kTxParserTrailer = 1,
 };
 
 // A header-only descriptor: the L4 header the transport built, and a reference to the payload in
@@ -268,8 +270,10 @@ struct RxParsed {
 };
 
 // What a transport takes from the wire (docs/architecture.md, "Transports"): an IP protocol and,
-// for UDP, destination ports. The owner hands the transport every packet that matches, parsed by
-// `parse`, and no other; a transport that claims nothing (proto 0, the default) still serves
+// for UDP, destination ports (UDP is claimed port by port). No two transports share any of it:
+// the registry refuses a transport whose claim takes what another, or the owner itself, holds
+// (registry.h, Registry::claim_error). The owner hands the transport every packet that matches,
+// parsed by `parse`, and no other; a transport that claims nothing (proto 0, the default) still serves
 // flows and listeners of other claims' traffic that name it. Claims are read once, when the
 // owner first meets the transport: `parse` and `no_flow_answer` are plain functions that need
 // no instance (a packet for a transport no flow of which exists yet is parsed, then counted as

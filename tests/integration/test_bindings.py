@@ -151,15 +151,16 @@ class Bindings(ct.TestCase):
         self.assertEqual(list(ts), ["tcp", "rocev2", "datagram"])
         self.assertEqual((ts["datagram"]["origin"], ts["datagram"]["instantiated"]),
                          (PLUGIN, False))
-        # Bound to a port, it runs; an app's listener on that port is the plugin's.
-        self.assertEqual(self.d.ctl("flow", "attach", "port", "7", "transport", "datagram")[1],
-                         {"port": 7, "uid": None, "transport": "datagram", "params": {}})
+        # Bound to a port it claims (UDP 9000-9015), it runs; an app's listener on that port is
+        # the plugin's.
+        self.assertEqual(self.d.ctl("flow", "attach", "port", "9007", "transport", "datagram")[1],
+                         {"port": 9007, "uid": None, "transport": "datagram", "params": {}})
         app, cq = self.app()
-        st, lid = app.listen(7, cq.id)
+        st, lid = app.listen(9007, cq.id)
         self.assertEqual(st, 0)
         self.assertEqual(self.d.ctl("flow", "list")[1]["listeners"],
                          [{"id": lid, "app": app.app_id, "shard": 0, "transport": "datagram",
-                           "local": "0.0.0.0:7"}])
+                           "local": "0.0.0.0:9007"}])
         ts = {t["name"]: t for t in self.d.ctl("transport", "list")[1]["transports"]}
         self.assertEqual((ts["datagram"]["instantiated"], ts["datagram"]["listeners"]), (True, 1))
         self.assertEqual(self.d.ctl("status")[0], 0)

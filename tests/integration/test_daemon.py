@@ -433,7 +433,8 @@ class DaemonTest(ct.TestCase):
         self.assertIn("0 flow(s); transports running: tcp", p.stdout)
         self.assertRegex(p.stdout, r"\n  port 5001 +- +tcp +cc cubic\n")
         p = ct.sh([ct.CLEAVECTL, "-s", d.socket, "transport", "list"])
-        self.assertRegex(p.stdout, r"\ntcp +built-in +yes +0 +0 +TCP")
+        self.assertRegex(p.stdout, r"\ntcp +built-in +IP protocol 6 +yes +0 +0 +TCP")
+        self.assertRegex(p.stdout, r"\nrocev2 +built-in +UDP 4791 +no ")
         p = ct.sh([ct.CLEAVECTL, "-s", d.socket, "stats", "show"])
         self.assertRegex(p.stdout, r"\n  rst_sent +\d+  RSTs sent")
 

@@ -4,7 +4,8 @@
  * good default: BAD_PLUGIN_ENTRY (the exported symbol's name), BAD_PLUGIN_ABI, BAD_PLUGIN_SIZE
  * (struct_size), BAD_PLUGIN_NAME. BAD_PLUGIN_ABI is also the previous version, which a registry
  * must refuse as it refuses any other. It is C on purpose: it also proves transport_abi.h compiles
- * as C. Its create() makes nothing; the registry never gets far enough to call it.
+ * as C. Its create() makes nothing: with every field good (a valid, free name) the registry
+ * calls it for the transport's claim and refuses the plugin for it.
  */
 #include <stddef.h>
 

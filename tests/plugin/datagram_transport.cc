@@ -1,15 +1,22 @@
 // datagram_transport.cc - "datagram": plain UDP as a transport plugin, the example for
-// transport_abi.h that the registry tests load.
+// transport_abi.h that the registry tests load and cleaved runs (tests/integration).
 //
 // Unreliable and unordered, as UDP is: one kSend is one datagram, completed as soon as its
-// descriptor is emitted; each received datagram fills the oldest posted kRecv buffer (cut to the
+// descriptor is emitted (the NIC reads the payload from app memory after that, and Context has
+// no hook that says when: an app must not rewrite a sent buffer at once); each received datagram fills the oldest posted kRecv buffer (cut to the
 // buffer's length) and is dropped when none is posted. It never sets up zero-copy placement, so
 // every payload comes on the copy path (Placed::kDeferred) and goes to app memory through
 // Context::copy_in. No parameters, no timers.
 //
+// Its claim (Transport::claim): UDP to destination ports 9000-9015, found by tuple, on the NIC
+// as plain UDP in copy mode. Apps listen on those ports; a connect's local port is one of them.
+// DATAGRAM_NAME and DATAGRAM_FIRST_PORT build variants (tests/meson.build: one that collides
+// with RoCEv2's port, one with this one's, which the registry must refuse).
+//
 // Built as its own shared object (tests/meson.build): only cleave_transport_plugin_v1 is
 // exported, and the code depends on transport.h's inline parts and the C++ library only.
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <deque>
@@ -19,12 +26,28 @@
 #include "transport.h"
 #include "transport_abi.h"
 
+#ifndef DATAGRAM_NAME
+#define DATAGRAM_NAME "datagram"
+#endif
+#ifndef DATAGRAM_FIRST_PORT
+#define DATAGRAM_FIRST_PORT 9000
+#endif
+
 namespace {
 
 using namespace cleave::transport;
 
 constexpr uint8_t kUdpHeader = 8;
 constexpr uint32_t kMaxPayload = 65535 - kUdpHeader - 20;  // the IPv4 total length's limit
+constexpr size_t kPorts = 16;
+
+// The ports it claims: static storage, as Claim::udp_ports asks.
+constexpr std::array<uint16_t, kPorts> kClaimedPorts = [] {
+  std::array<uint16_t, kPorts> a{};
+  for (size_t i = 0; i < kPorts; i++)
+    a[i] = uint16_t(DATAGRAM_FIRST_PORT + i);
+  return a;
+}();
 
 uint16_t get16(const uint8_t* p) {
   return uint16_t(p[0] << 8 | p[1]);
@@ -46,9 +69,31 @@ bool ip_addrs(const RxHeader& h, IpAddr* src, IpAddr* dst) {
   return true;
 }
 
+// The claim's parse: ports from the UDP header, the payload is what its length says after it.
+bool parse(const RxL4& in, RxParsed* out) {
+  const uint32_t len = get16(in.l4 + 4);
+  if (len < kUdpHeader || len > in.total) return false;
+  out->header_len = kUdpHeader;
+  out->payload_len = len - kUdpHeader;
+  out->src_port = get16(in.l4);
+  out->dst_port = get16(in.l4 + 2);
+  return true;
+}
+
 class DatagramTransport final : public Transport {
  public:
-  std::string_view name() const override { return "datagram"; }
+  std::string_view name() const override { return DATAGRAM_NAME; }
+
+  Claim claim() const override {
+    Claim c;
+    c.proto = 17;
+    c.udp_ports = kClaimedPorts;
+    c.key = FlowKey::kTuple;
+    c.nic = NicFlow{.parser = NicParser::kUdp, .zero_copy = false, .reliable = false};
+    c.min_header = kUdpHeader;
+    c.parse = parse;
+    return c;
+  }
 
   std::string check_params(Params params) const override {
     if (params.empty()) return "";
@@ -218,7 +263,7 @@ extern "C" const cleave_transport_plugin* cleave_transport_plugin_v1(void) {
   static const cleave_transport_plugin plugin = {
       .abi_version = CLEAVE_TRANSPORT_ABI_VERSION,
       .struct_size = sizeof(cleave_transport_plugin),
-      .name = "datagram",
+      .name = DATAGRAM_NAME,
       .description = "UDP datagrams, unreliable (example plugin)",
       .create = create,
   };

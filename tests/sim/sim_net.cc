@@ -697,7 +697,7 @@ void Host::send_desc(const transport::TxDesc& d) {
   req.offset = d.offset;
   req.len = d.len;
   req.mss = d.mss;
-  if ((d.flags & transport::kTxRoce) != 0) {
+  if ((d.flags & transport::kTxParserTrailer) != 0) {
     req.flags = uint8_t(nic::kTxIpCsum | nic::kTxIcrc);  // RoCEv2: UDP checksum 0
   } else {
     req.flags = d.mss > 0 && d.len > d.mss ? uint8_t(nic::kTxTso)

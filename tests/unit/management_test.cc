@@ -858,6 +858,52 @@ TEST_F(ManagementShardsTest, AListenerOnOneShardAcceptsWhatReachesTheOther) {
   EXPECT_EQ(call(0, CtlRequest::make(share))->flow_status(), CL_ENOENT);
 }
 
+// A transport claiming UDP (the datagram plugin): its listener on shard 1 is shared with its
+// protocol, so a datagram RSS puts on queue 0 is handed over and opens the flow on shard 1.
+TEST_F(ManagementShardsTest, ADatagramForAListenerOnTheOtherShardIsHandedOver) {
+  if (g_plugin.empty()) GTEST_SKIP() << "CLEAVE_TEST_PLUGIN is not set: run through meson test";
+  TestApp app(5);
+  ctl::AppAttach attach;
+  attach.app = &app.dp;
+  ASSERT_TRUE(call(1, CtlRequest::make(attach))->app_ok());
+  ctl::Listen l;
+  l.app_id = app.dp.id;
+  l.cq = TestApp::kCq;
+  l.port = 9000;  // one the plugin claims
+  l.transport = "datagram";
+  auto r = call(1, CtlRequest::make(l));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->flow_status(), 0);
+  EXPECT_EQ(r->as<ctl::Listen>().proto, 17);  // the plugin's claim's
+  ctl::ListenShare share;
+  share.app_id = app.dp.id;
+  share.shard = 1;
+  share.listener = r->as<ctl::Listen>().id;
+  share.port = 9000;
+  share.proto = r->as<ctl::Listen>().proto;
+  ASSERT_EQ(call(0, CtlRequest::make(share))->flow_status(), 0);
+
+  const uint16_t to0 = sport_to(0, 9000, 42000);
+  send(test::ipv4(our_mac_, kPeerMac, kPeerIp, kOurIp, 17, test::udp(to0, 9000, 32)));
+  bool opened = false;
+  for (int i = 0; i < 5000 && !opened; i++) {  // up to 10 s on a loaded machine
+    opened = shard_stats(1).flows.flows_opened == 1;
+    if (!opened) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(opened) << "shard 1 opened no flow for the datagram";
+  const DataplaneStats s0 = shard_stats(0);
+  EXPECT_EQ(s0.ports[0].handed_off, 1u);
+  EXPECT_EQ(s0.drops[size_t(Drop::kUdpNoFlow)], 0u);
+  EXPECT_EQ(s0.flows.flows_opened, 0u);
+
+  ctl::AppDetach d;
+  d.app_id = app.dp.id;
+  EXPECT_TRUE(call(1, CtlRequest::make(d))->app_ok());
+  share.add = false;
+  share.listener = transport::kNoFlow;
+  EXPECT_EQ(call(0, CtlRequest::make(share))->flow_status(), 0);
+}
+
 }  // namespace
 }  // namespace cleave::dp
 

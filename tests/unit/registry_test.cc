@@ -69,6 +69,43 @@ std::unique_ptr<Transport> make_fake() {
   return std::make_unique<Fake>();
 }
 
+// A fake whose claim is g_claim's when it is made: Registry::add() reads it at once.
+Claim g_claim;
+class Claiming final : public Transport {
+ public:
+  std::string_view name() const override { return "claiming"; }
+  std::string check_params(Params /*params*/) const override { return ""; }
+  Claim claim() const override { return claim_; }
+  int listen(ListenerId /*l*/, const Endpoint& /*e*/, Params /*p*/) override { return 0; }
+  void unlisten(ListenerId /*l*/) override {}
+  int connect(FlowId /*f*/, const FlowTuple& /*t*/, Params /*p*/, Context& /*c*/) override {
+    return 0;
+  }
+  void rx_burst(std::span<const RxHeader> /*h*/, Context& /*c*/) override {}
+  void app_burst(std::span<const AppRequest> /*r*/, Context& /*c*/) override {}
+  void tick(Context& /*c*/) override {}
+  bool flow_info(FlowId /*f*/, InfoSink& /*o*/) const override { return false; }
+  size_t flow_count() const override { return 0; }
+
+ private:
+  Claim claim_ = g_claim;
+};
+bool parse_nothing(const RxL4& /*in*/, RxParsed* /*out*/) {
+  return false;
+}
+// Adds a transport claiming `proto` (and for UDP `ports`); what add() threw, "" when it took it.
+std::string add_claiming(Registry& reg, std::string_view name, uint8_t proto,
+                         std::span<const uint16_t> ports = {},
+                         bool (*parse)(const RxL4&, RxParsed*) = parse_nothing) {
+  g_claim = Claim{.proto = proto, .udp_ports = ports, .parse = parse};
+  try {
+    reg.add(name, "", [] { return std::unique_ptr<Transport>(std::make_unique<Claiming>()); });
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // The rings a TestContext lends its base: a base of their own so they exist before Context.
 // Two entries each, so that a burst of a few fills them and the drain hooks run mid-burst.
 struct Rings {
@@ -247,6 +284,92 @@ TEST(Registry, GlobalIsOneRegistryWithTheBuiltIns) {
   EXPECT_EQ(Registry::global().entries()[0].origin, "built-in");
 }
 
+// ---- claims -------------------------------------------------------------------------------------
+
+// Two transports never claim the same protocol or UDP port: the second is refused, named with
+// what it asked for and who holds it, and nothing of it is added.
+TEST(RegistryClaims, RefusesAClaimThatCollides) {
+  Registry reg;
+  static constexpr std::array<uint16_t, 2> kA{5001, 5000};
+  static constexpr std::array<uint16_t, 2> kB{6000, 5001};
+  static constexpr std::array<uint16_t, 1> kC{6000};
+  EXPECT_EQ(add_claiming(reg, "a", 17, kA), "");
+  EXPECT_EQ(add_claiming(reg, "b", 17, kB),
+            "transport \"b\": it claims UDP port 5001, which transport \"a\" holds");
+  EXPECT_EQ(add_claiming(reg, "c", 17, kC), "");  // 6000 was not b's: b was refused whole
+  EXPECT_EQ(add_claiming(reg, "sctp", 132), "");
+  EXPECT_EQ(add_claiming(reg, "sctp2", 132),
+            "transport \"sctp2\": it claims IP protocol 132, which transport \"sctp\" holds");
+  EXPECT_EQ(add_claiming(reg, "none", 0), "");  // claims nothing: nothing to collide
+  EXPECT_EQ(add_claiming(reg, "none2", 0), "");
+  auto es = reg.entries();
+  ASSERT_EQ(es.size(), 5u);
+  EXPECT_EQ(es[0].claims, "UDP 5000-5001");
+  EXPECT_EQ(es[1].name, "c");
+  EXPECT_EQ(es[1].claims, "UDP 6000");
+  EXPECT_EQ(es[2].claims, "IP protocol 132");
+  EXPECT_EQ(es[3].claims, "");
+}
+
+TEST(RegistryClaims, RefusesAMalformedClaim) {
+  Registry reg;
+  static constexpr std::array<uint16_t, 1> kPort{7000};
+  static constexpr std::array<uint16_t, 2> kZero{7001, 0};
+  EXPECT_EQ(add_claiming(reg, "a", 17),
+            "transport \"a\": it claims UDP without destination ports (UDP is claimed port by "
+            "port)");
+  EXPECT_EQ(add_claiming(reg, "b", 6, kPort),
+            "transport \"b\": its claim names UDP ports but takes IP protocol 6");
+  EXPECT_EQ(add_claiming(reg, "c", 17, kPort, nullptr),
+            "transport \"c\": its claim on UDP has no parse function");
+  EXPECT_EQ(add_claiming(reg, "d", 17, kZero), "transport \"d\": it claims UDP port 0");
+  EXPECT_EQ(error_of<std::invalid_argument>(
+                [&] { reg.add("e", "", [] { return std::unique_ptr<Transport>(); }); }),
+            "transport \"e\": it made no transport to read its claim from");
+  EXPECT_TRUE(reg.entries().empty());
+  EXPECT_EQ(add_claiming(reg, "f", 17, kPort), "");  // nothing above held 7000
+}
+
+// What the owner handles itself (the dataplane: ICMP) is refused to every transport after, and
+// the owner cannot reserve what a transport holds.
+TEST(RegistryClaims, ReservationsAreTheOwnersAlone) {
+  Registry reg;
+  static constexpr std::array<uint16_t, 1> kRoce{4791};
+  static constexpr std::array<uint16_t, 2> kMine{53, 67};
+  EXPECT_EQ(add_claiming(reg, "roce", 17, kRoce), "");
+  reg.reserve(1, {}, "the dataplane (ICMP)");
+  reg.reserve(1, {}, "the dataplane (ICMP)");  // the same again: nothing changes
+  reg.reserve(17, kMine, "the dataplane (DNS, DHCP)");
+  reg.reserve(17, kMine, "the dataplane (DNS, DHCP)");
+  EXPECT_EQ(add_claiming(reg, "icmp", 1),
+            "transport \"icmp\": it claims IP protocol 1, which the dataplane (ICMP) holds");
+  static constexpr std::array<uint16_t, 2> kDhcp{68, 67};
+  EXPECT_EQ(add_claiming(reg, "dhcp", 17, kDhcp),
+            "transport \"dhcp\": it claims UDP port 67, which the dataplane (DNS, DHCP) holds");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { reg.reserve(17, kRoce, "someone"); }),
+            "someone: it claims UDP port 4791, which transport \"roce\" holds");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { reg.reserve(1, {}, "someone"); }),
+            "someone: it claims IP protocol 1, which the dataplane (ICMP) holds");
+  EXPECT_EQ(reg.entries().size(), 1u);
+}
+
+TEST(RegistryClaims, TheBuiltInsClaimTcpAndRocesPort) {
+  auto es = Registry::global().entries();
+  ASSERT_GE(es.size(), 2u);
+  EXPECT_EQ(es[0].name, "tcp");
+  EXPECT_EQ(es[0].claims, "IP protocol 6");
+  EXPECT_EQ(es[1].name, "rocev2");
+  EXPECT_EQ(es[1].claims, "UDP 4791");
+  // The registry refuses a third party the same traffic.
+  static constexpr std::array<uint16_t, 1> kRoce{4791};
+  Claim c{.proto = 17, .udp_ports = kRoce, .parse = parse_nothing};
+  EXPECT_EQ(Registry::global().claim_error(c),
+            "it claims UDP port 4791, which transport \"rocev2\" holds");
+  c = Claim{.proto = 6, .parse = parse_nothing};
+  EXPECT_EQ(Registry::global().claim_error(c),
+            "it claims IP protocol 6, which transport \"tcp\" holds");
+}
+
 // ---- loading plugins ----------------------------------------------------------------------------
 
 TEST(RegistryLoad, LoadsTheDatagramPlugin) {
@@ -290,6 +413,37 @@ TEST(RegistryLoad, RefusesATakenName) {
   EXPECT_EQ(error_of<std::runtime_error>([&] { reg.load(path); }),
             path + ": transport name \"tcp\" is taken (by built-in)");
   EXPECT_EQ(reg.entries().size(), 1u);
+}
+
+// A plugin's claim is checked as a built-in's: one colliding with RoCEv2's port or another
+// plugin's is refused (and unloaded: its name is free again), and one that makes no transport
+// to read its claim from is refused too.
+TEST(RegistryLoad, RefusesAPluginWhoseClaimCollides) {
+  Registry reg;
+  static constexpr std::array<uint16_t, 1> kRoce{4791};
+  EXPECT_EQ(add_claiming(reg, "rocev2", 17, kRoce), "");
+  const std::string datagram = env_path("CLEAVE_TEST_PLUGIN");
+  const std::string roce = env_path("CLEAVE_TEST_PLUGIN_CLASH_ROCE");
+  const std::string twin = env_path("CLEAVE_TEST_PLUGIN_CLASH_TWIN");
+  EXPECT_EQ(reg.load(datagram), "datagram");
+  EXPECT_EQ(reg.entries()[1].claims, "UDP 9000-9015");
+  EXPECT_EQ(error_of<std::runtime_error>([&] { reg.load(roce); }),
+            roce +
+                ": transport \"clash-roce\": it claims UDP port 4791, which transport "
+                "\"rocev2\" holds");
+  EXPECT_EQ(error_of<std::runtime_error>([&] { reg.load(twin); }),
+            twin +
+                ": transport \"clash-twin\": it claims UDP port 9008, which transport "
+                "\"datagram\" holds");
+  const std::string none = env_path("CLEAVE_TEST_BAD_PLUGIN_MAKES_NONE");
+  EXPECT_EQ(error_of<std::runtime_error>([&] { reg.load(none); }),
+            none + ": transport \"makes-none\": it made no transport to read its claim from");
+  EXPECT_EQ(reg.entries().size(), 2u);
+  EXPECT_EQ(reg.create("clash-twin"), nullptr);
+  // Refused, it was unloaded and holds nothing: a registry without datagram takes it.
+  Registry other;
+  EXPECT_EQ(other.load(twin), "clash-twin");
+  EXPECT_EQ(other.entries()[0].claims, "UDP 9008-9023");
 }
 
 TEST(RegistryLoad, RefusesWhatIsNotAPlugin) {

@@ -725,19 +725,24 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
     def test_transport_list(self):
         listing = {"transports": [
             {"name": "tcp", "description": "TCP on headers", "origin": "built-in",
-             "instantiated": True, "flows": 2, "listeners": 1},
+             "claims": "IP protocol 6", "instantiated": True, "flows": 2, "listeners": 1},
             {"name": "datagram", "description": "example", "origin": "/x/d.so",
-             "instantiated": False, "flows": 0, "listeners": 0}]}
+             "claims": "UDP 9000-9015", "instantiated": False, "flows": 0, "listeners": 0},
+            {"name": "none", "description": "claims nothing", "origin": "/x/n.so",
+             "claims": "", "instantiated": False, "flows": 0, "listeners": 0}]}
         d = self.fake(lambda r: ok(r, listing))
         p = self.ctl(d, "transport")  # the verb defaults to list
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(d.requests[-1]["command"], "transport.list")
         lines = p.stdout.splitlines()
-        self.assertEqual(lines[0].split(), ["NAME", "ORIGIN", "RUNNING", "FLOWS", "LISTENERS",
-                                            "DESCRIPTION"])
-        self.assertEqual(lines[1].split(), ["tcp", "built-in", "yes", "2", "1", "TCP", "on",
-                                            "headers"])
-        self.assertEqual(lines[2].split(), ["datagram", "/x/d.so", "no", "0", "0", "example"])
+        self.assertEqual(lines[0].split(), ["NAME", "ORIGIN", "CLAIMS", "RUNNING", "FLOWS",
+                                            "LISTENERS", "DESCRIPTION"])
+        self.assertEqual(lines[1].split(), ["tcp", "built-in", "IP", "protocol", "6", "yes", "2",
+                                            "1", "TCP", "on", "headers"])
+        self.assertEqual(lines[2].split(), ["datagram", "/x/d.so", "UDP", "9000-9015", "no", "0",
+                                            "0", "example"])
+        self.assertEqual(lines[3].split(), ["none", "/x/n.so", "-", "no", "0", "0", "claims",
+                                            "nothing"])
 
     def test_stats_show_has_the_flow_path(self):
         arp = dict.fromkeys(["requests_rx", "requests_tx", "replies_rx", "replies_tx",

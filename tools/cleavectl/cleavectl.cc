@@ -783,10 +783,13 @@ void show_qp(const json& f) {
 void show_transports(const json& r) {
   std::vector<std::vector<std::string>> rows;
   for (const json& t : r["transports"]) {
-    rows.push_back({str(t["name"]), str(t["origin"]), str(t["instantiated"]), str(t["flows"]),
-                    str(t["listeners"]), str(t["description"])});
+    // What its claim takes ("UDP 4791"); "-" for nothing (or a daemon that does not say).
+    const std::string claims =
+        t.contains("claims") && !str(t["claims"]).empty() ? str(t["claims"]) : "-";
+    rows.push_back({str(t["name"]), str(t["origin"]), claims, str(t["instantiated"]),
+                    str(t["flows"]), str(t["listeners"]), str(t["description"])});
   }
-  print_table({"NAME", "ORIGIN", "RUNNING", "FLOWS", "LISTENERS", "DESCRIPTION"}, rows);
+  print_table({"NAME", "ORIGIN", "CLAIMS", "RUNNING", "FLOWS", "LISTENERS", "DESCRIPTION"}, rows);
   // A running transport's counters over all its flows, non-zero ones (-j shows every one).
   for (const json& t : r["transports"]) {
     if (!t.contains("stats") || t["stats"].empty()) continue;

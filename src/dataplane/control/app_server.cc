@@ -445,12 +445,16 @@ int32_t AppServer::flow_open(Session& s, const abi::FlowOpen& m, bool listen, ui
                       : ctl_flow(s, CtlRequest::make(ctl::Connect{std::move(o)}), &answer);
   if (st == 0) {
     id = listen ? answer->as<ctl::Listen>().id : answer->as<ctl::Connect>().id;
-    if (listen) st = share_listener(s, id, m.ip, static_cast<uint16_t>(m.port));
+    if (listen) {
+      st = share_listener(s, id, m.ip, static_cast<uint16_t>(m.port),
+                          answer->as<ctl::Listen>().proto);
+    }
   }
   return st;
 }
 
-int32_t AppServer::share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t port) {
+int32_t AppServer::share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t port,
+                                  uint8_t proto) {
   for (size_t k = 0; k < ctl_.size(); k++) {
     if (k == s.shard) continue;
     ctl::ListenShare q;
@@ -459,6 +463,7 @@ int32_t AppServer::share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t
     q.listener = id;
     q.ip = ip;
     q.port = port;
+    q.proto = proto;
     std::unique_ptr<CtlRequest> answer;
     int32_t st = CL_ETIMEDOUT;
     if (ctl(uint16_t(k), CtlRequest::make(q), &answer) == Ctl::kApplied) {

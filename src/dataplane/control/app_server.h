@@ -133,11 +133,11 @@ class AppServer {
   int32_t mr_dereg(Session& s, const abi::MrDereg& m);
   // Listen and connect (the same message layout): the dataplane opens it; the id out.
   int32_t flow_open(Session& s, const abi::FlowOpen& m, bool listen, uint32_t& id);
-  // Tells every other shard that the app's listener `id` on its shard listens on (ip, port)
-  // (ListenShare), so they hand it the frames they receive for it; undoes what it did and
-  // returns the refusal when one cannot. unshare_listener: no longer (kNoFlow: none of the
-  // app's); best effort, logged.
-  int32_t share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t port);
+  // Tells every other shard that the app's listener `id` on its shard listens on (ip, port) of
+  // IP protocol `proto` (ListenShare), so they hand it the frames they receive for it; undoes what
+  // it did and returns the refusal when one cannot. unshare_listener: no longer (kNoFlow: none of
+  // the app's); best effort, logged.
+  int32_t share_listener(Session& s, uint32_t id, uint32_t ip, uint16_t port, uint8_t proto);
   void unshare_listener(uint32_t app, uint16_t shard, uint32_t id);
   // The shard with the fewest apps, for a new one.
   uint16_t pick_shard() const;

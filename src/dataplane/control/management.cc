@@ -861,6 +861,7 @@ json Management::transports() {
     out.push_back({{"name", e.name},
                    {"description", e.description},
                    {"origin", e.origin},
+                   {"claims", e.claims},
                    {"instantiated", running.count(e.name) != 0},
                    {"flows", counts[e.name].first},
                    {"listeners", counts[e.name].second},

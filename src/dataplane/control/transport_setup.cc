@@ -1,6 +1,8 @@
 // transport_setup.cc - plugins from the configuration loaded, bindings checked (main thread).
 #include "control/transport_setup.h"
 
+#include <netinet/in.h>
+
 #include <exception>
 #include <memory>
 #include <string>
@@ -19,11 +21,18 @@ std::string registry_names(const transport::Registry& reg) {
 
 }  // namespace
 
+void reserve_dataplane_traffic(transport::Registry& reg) {
+  // Dataplane::rx_ipv4 answers ICMP echo and hands the rest of ICMP to the exception path before
+  // it looks at any claim: a transport's claim on it would never see a packet.
+  reg.reserve(IPPROTO_ICMP, {}, "the dataplane (ICMP)");
+}
+
 std::vector<ConfigError> load_transports(const Config& cfg, transport::Registry& reg) {
   std::vector<ConfigError> errors;
   auto error = [&](const ConfigPos& p, std::string msg) {
     errors.push_back({cfg.source, p.line, p.col, std::move(msg)});
   };
+  reserve_dataplane_traffic(reg);
   const auto& plugins = cfg.transports.plugins;
   for (size_t i = 0; i < plugins.size(); i++) {
     try {

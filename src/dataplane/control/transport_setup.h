@@ -12,9 +12,15 @@
 
 namespace cleave::dp {
 
-// Loads cfg.transports.plugins into `reg` in order, then checks every binding: its transport
-// exists and accepts its params (Transport::check_params). Each problem is a ConfigError at the
-// file position of the entry that caused it; an empty result means the section is usable.
+// Keeps in `reg` the traffic the dataplane handles itself, before any transport's claim
+// (Registry::reserve): a plugin claiming it is refused. Throws as reserve() does when a
+// transport holds it.
+void reserve_dataplane_traffic(transport::Registry& reg);
+
+// Reserves the dataplane's traffic (above), loads cfg.transports.plugins into `reg` in order,
+// then checks every binding: its transport exists and accepts its params
+// (Transport::check_params). Each problem is a ConfigError at the file position of the entry
+// that caused it; an empty result means the section is usable.
 std::vector<ConfigError> load_transports(const Config& cfg, transport::Registry& reg);
 
 }  // namespace cleave::dp

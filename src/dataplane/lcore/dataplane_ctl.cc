@@ -93,6 +93,7 @@ void Dataplane::answer(ctl::Listen& r, uint64_t /*now*/) {
   DpApp* a = apps_.find(r.app_id);
   r.status = a == nullptr ? CL_ENOENT
                           : flows_->listen(*a, r.cq, r.ip, r.port, r.transport, r.message, &r.id);
+  if (r.status == 0) r.proto = flows_->listener_proto(r.id);
 }
 
 void Dataplane::answer(ctl::Connect& r, uint64_t now) {
@@ -107,7 +108,7 @@ void Dataplane::answer(ctl::Unlisten& r, uint64_t /*now*/) {
 }
 
 void Dataplane::answer(ctl::ListenShare& r, uint64_t /*now*/) {
-  r.status = r.add ? flows_->listen_remote(r.app_id, r.shard, r.listener, r.ip, r.port)
+  r.status = r.add ? flows_->listen_remote(r.app_id, r.shard, r.listener, r.ip, r.port, r.proto)
                    : flows_->unlisten_remote(r.app_id, r.listener);
 }
 

@@ -58,27 +58,29 @@ void FlowPath::learn_claims() {
   link_claims();
 }
 
-// First come, first served: a protocol or UDP port another transport claimed stays its.
+// The registry refused every claim that collides with another (Registry::claim_error), so each
+// protocol and UDP port has one claim; should one come twice all the same, the first keeps it.
 void FlowPath::add_claim(std::string_view name, const transport::Claim& c) {
   if (c.proto == 0 || c.parse == nullptr || claims_.size() >= 255) return;
   const auto index = uint8_t(claims_.size() + 1);
-  uint16_t first_port = 0;
-  bool took = false;
+  std::vector<uint16_t> ports;
   if (c.proto == IPPROTO_UDP) {
     for (uint16_t port : c.udp_ports) {
-      if (udp_claims_[port] != 0) continue;
+      if (port == 0 || udp_claims_[port] != 0) continue;
       udp_claims_[port] = index;
-      took = true;
-      if (first_port == 0) first_port = port;
+      ports.push_back(port);
     }
+    if (ports.empty()) return;
+    std::sort(ports.begin(), ports.end());
   } else if (proto_claims_[c.proto] == 0) {
     proto_claims_[c.proto] = index;
-    took = true;
+  } else {
+    return;
   }
-  if (!took) return;
-  ClaimEntry ce{std::string(name), c, first_port, -1};
+  ClaimEntry ce{std::string(name), c, std::move(ports), 0, -1};
+  ce.port = ce.ports.empty() ? 0 : ce.ports.front();
   ce.claim.udp_ports = {};  // taken into the tables above
-  // The counters operators know for the NIC's parser kinds; other kinds count as no_transport.
+  // The counters of the NIC's parser kinds (tcp_*, roce_*, udp_*); others count no_transport.
   switch (c.nic.parser) {
     case transport::NicParser::kTcp:
       ce.malformed = Drop::kTcpMalformed;
@@ -90,11 +92,17 @@ void FlowPath::add_claim(std::string_view name, const transport::Claim& c) {
       ce.bad_checksum = Drop::kRoceBadUdpChecksum;
       ce.no_flow = Drop::kRoceNoQp;
       break;
+    case transport::NicParser::kUdp:
+      ce.malformed = Drop::kUdpMalformed;
+      ce.bad_checksum = Drop::kUdpBadChecksum;
+      ce.no_flow = Drop::kUdpNoFlow;
+      break;
     default:
       break;
   }
   ce.l4_verdict =
       c.nic.parser == transport::NicParser::kTcp || c.nic.parser == transport::NicParser::kUdp;
+  ce.check = software_check(uint8_t(c.nic.parser));
   claims_.push_back(std::move(ce));
 }
 
@@ -112,6 +120,13 @@ const FlowPath::ClaimEntry* FlowPath::claim_of(const Tp& tp) const {
     if (c.tp == tp.index) return &c;
   }
   return nullptr;
+}
+
+// The IP protocol of `tp`'s flows and listeners: its claim's, TCP for one that claims none (it
+// serves what another claim takes, as bindings give it: TCP's).
+uint8_t FlowPath::proto_of(const Tp& tp) const {
+  const ClaimEntry* c = claim_of(tp);
+  return c != nullptr ? c->claim.proto : uint8_t(IPPROTO_TCP);
 }
 
 bool FlowPath::claims(uint8_t proto, uint16_t udp_port) const {
@@ -205,19 +220,37 @@ bool FlowPath::port_listened(uint8_t proto, uint16_t lport) const {
   });
 }
 
-// A local port for a connection of `t` (its local address and peer given): RFC 6056's walk
-// (EphemeralPorts), skipping ports a flow to the same peer or a listener has. 0: none is left.
-uint16_t FlowPath::ephemeral_port(const transport::FlowTuple& t) {
+// Whether a connection of `t` (its local address and peer given) may take local port `port`:
+// no flow to the same peer or listener has it, and with several shards, the NICs' RSS steers
+// its replies to this shard's queue (nic.h), so the flow's packets and its app stay on this
+// lcore (as mTCP and TAS choose).
+bool FlowPath::port_free(const transport::FlowTuple& t, uint16_t port) const {
   const uint32_t lip = t.local.ip.v4_host();
   const uint32_t rip = t.remote.ip.v4_host();
-  // With several shards, only a port whose replies the NICs' RSS steers to this shard's queue
-  // (nic.h), so the flow's packets and its app stay on this lcore (as mTCP and TAS choose).
-  return ephemeral_.pick(t.proto, lip, rip, t.remote.port, [&](uint16_t port) {
-    return (p_.shards == 1 ||
-            rss::reply_queue(rss::kDefaultKey, reta_, lip, port, rip, t.remote.port) == p_.shard) &&
-           !port_listened(t.proto, port) &&
-           hash_find(t.proto, rip, t.remote.port, lip, port) == kNoFlow;
-  });
+  return (p_.shards == 1 ||
+          rss::reply_queue(rss::kDefaultKey, reta_, lip, port, rip, t.remote.port) == p_.shard) &&
+         !port_listened(t.proto, port) &&
+         hash_find(t.proto, rip, t.remote.port, lip, port) == kNoFlow;
+}
+
+// A local port for a connection of `t`: RFC 6056's walk (EphemeralPorts) over free ones. 0: none
+// is left.
+uint16_t FlowPath::ephemeral_port(const transport::FlowTuple& t) {
+  return ephemeral_.pick(t.proto, t.local.ip.v4_host(), t.remote.ip.v4_host(), t.remote.port,
+                         [&](uint16_t port) { return port_free(t, port); });
+}
+
+// A local port for a connection of `t` whose transport claims UDP ports (`c`): the peer's
+// answers must reach it, so one of those, free; the walk starts where a hash of the peer says
+// so that connections to several peers spread. 0: none is left.
+uint16_t FlowPath::claimed_port(const ClaimEntry& c, const transport::FlowTuple& t) const {
+  const size_t n = c.ports.size();
+  const size_t start = n == 0 ? 0 : (t.remote.ip.v4_host() ^ t.remote.port) % n;
+  for (size_t i = 0; i < n; i++) {
+    const uint16_t port = c.ports[(start + i) % n];
+    if (port_free(t, port)) return port;
+  }
+  return 0;
 }
 
 // ---- EphemeralPorts (demux.h)
@@ -344,9 +377,8 @@ Drop FlowPath::rx(uint8_t port, rte_mbuf* m) {
   }
   // What the NIC checks on a parser's packets and did not, on a whole frame: done here
   // (RoCEv2's ICRC; the transport counts a bad one per flow).
-  if (csum == transport::Csum::kNotChecked && whole &&
-      c.claim.nic.parser == transport::NicParser::kRoce) {
-    csum = wire::roce_icrc_ok(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
+  if (csum == transport::Csum::kNotChecked && whole && c.check != nullptr) {
+    csum = c.check(ip, ip_len) ? transport::Csum::kGood : transport::Csum::kBad;
   }
   h.l3 = ip;
   h.l3_len = uint16_t(ihl);

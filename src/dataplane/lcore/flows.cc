@@ -332,19 +332,29 @@ int FlowPath::listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::str
   std::string error;
   Tp* tp = transport_for(name, port, error);
   if (tp == nullptr) return CL_ENOENT;
+  // Its traffic is what its transport claims: UDP by port, so only a port the claim takes.
+  const uint8_t proto = proto_of(*tp);
+  if (const ClaimEntry* c = claim_of(*tp);
+      proto == IPPROTO_UDP && !std::binary_search(c->ports.begin(), c->ports.end(), port)) {
+    return CL_EINVAL;
+  }
   std::vector<transport::Param> params = params_for(nullptr, port, *tp, message);
   if (message && !tp->t->check_params(params).empty()) return CL_EOPNOTSUPP;
   transport::Endpoint local{transport::IpAddr::v4(ip), port};
   int rc = tp->t->listen(free, local, params);
   if (rc != 0) return rc == -EEXIST ? CL_EADDRINUSE : CL_EINVAL;
-  listeners_[free] = Listener{true, IPPROTO_TCP, &a, a.id, cq, tp->index, ip, port};
+  listeners_[free] = Listener{true, proto, &a, a.id, cq, tp->index, ip, port};
   listener_insert(free);
   *listener = free;
   return 0;
 }
 
-// A free listener slot for (ip, port): kNoFlow when the table is full, kNoFlow - 1 when a
-// listener (here or another shard's) has the address.
+uint8_t FlowPath::listener_proto(uint32_t listener) const {
+  return listener < listeners_.size() ? listeners_[listener].proto : uint8_t(IPPROTO_TCP);
+}
+
+// A free listener slot for (ip, port), whatever the protocol: kNoFlow when the table is full,
+// kNoFlow - 1 when a listener (here or another shard's) has the address.
 uint32_t FlowPath::free_listener(uint32_t ip, uint16_t port) const {
   uint32_t free = kNoFlow;
   for (uint32_t i = 0; i < listeners_.size(); i++) {
@@ -356,7 +366,7 @@ uint32_t FlowPath::free_listener(uint32_t ip, uint16_t port) const {
 }
 
 int FlowPath::listen_remote(uint32_t app_id, uint16_t shard, uint32_t listener, uint32_t ip,
-                            uint16_t port) {
+                            uint16_t port, uint8_t proto) {
   lcore_.check("FlowPath::listen_remote");
   if (port == 0 || shard == p_.shard || shard >= p_.shards) return CL_EINVAL;
   uint32_t free = free_listener(ip, port);
@@ -364,6 +374,7 @@ int FlowPath::listen_remote(uint32_t app_id, uint16_t shard, uint32_t listener, 
   if (free == kNoFlow) return CL_ENOSPC;
   Listener l;
   l.used = true;
+  l.proto = proto;
   l.app_id = app_id;
   l.tp = UINT8_MAX;  // no transport of this shard's
   l.ip = ip;
@@ -427,6 +438,13 @@ int FlowPath::connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::st
   std::string error;
   Tp* tp = transport_for(name, port, error);
   if (tp == nullptr) return CL_ENOENT;
+  // A transport of another protocol than TCP's: its own, and for UDP one of its claimed ports,
+  // where the peer's answers reach it.
+  if (const ClaimEntry* c = claim_of(*tp); c != nullptr && c->claim.proto != tuple.proto) {
+    tuple.proto = c->claim.proto;
+    tuple.local.port = c->ports.empty() ? ephemeral_port(tuple) : claimed_port(*c, tuple);
+    if (tuple.local.port == 0) return CL_EADDRINUSE;
+  }
   if (message && !tp->t->check_params(params_for(&tuple, port, *tp, true)).empty()) {
     return CL_EOPNOTSUPP;
   }

@@ -111,7 +111,7 @@ struct FlowParams {
   uint64_t tsc_hz = 0;
   // Applied to each transport of that name when it is made (tcp's max_time_wait).
   std::vector<TransportSetting> settings;
-  // Every QP's parameters unless its own say otherwise (rocev2's dcqcn_cnp_dscp).
+  // Every QP's parameters unless its own say otherwise (from the configuration's rocev2:).
   std::vector<std::pair<std::string, std::string>> qp_params;
 };
 
@@ -147,15 +147,22 @@ class FlowPath final : public FlowHandler {
   // Each returns 0 or a negative CL_E* code.
   // message: message mode, the transport parameter "message on" (CL_EOPNOTSUPP when the
   // transport has none).
+  // The listener takes its transport's claim's IP protocol (TCP for a transport that claims
+  // none); a transport that claims UDP listens only on ports it claims (CL_EINVAL otherwise).
   int listen(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
              bool message, uint32_t* listener);
+  // The IP protocol of a listener listen() made.
+  uint8_t listener_proto(uint32_t listener) const;
   int unlisten(uint32_t app_id, uint32_t listener);
   // Another shard's listener (`listener` there), for an app of that shard: frames this shard has
   // no flow for that would reach it are handed to that shard, and no app here may listen on its
   // address. 0, CL_EADDRINUSE or CL_ENOSPC. unlisten_remote: that one, or with `listener`
   // kNoFlow every one of the app's; CL_ENOENT when none.
-  int listen_remote(uint32_t app_id, uint16_t shard, uint32_t listener, uint32_t ip, uint16_t port);
+  int listen_remote(uint32_t app_id, uint16_t shard, uint32_t listener, uint32_t ip, uint16_t port,
+                    uint8_t proto);
   int unlisten_remote(uint32_t app_id, uint32_t listener);
+  // The flow takes its transport's claim's IP protocol, as listen(); its local port is an
+  // ephemeral one, or for a transport that claims UDP one of its claimed ports.
   int connect(DpApp& a, uint16_t cq, uint32_t ip, uint16_t port, std::string_view transport,
               bool message, uint32_t* flow, uint64_t now);
   // The app is leaving: its flows are aborted (RST), its listeners closed, its memory dropped
@@ -187,14 +194,14 @@ class FlowPath final : public FlowHandler {
   // Port bindings, then tuple bindings, each in the order attached (allocates: management).
   std::vector<FlowBinding> bindings() const;
 
-  // Queue pairs (RoCEv2 RC, the rocev2 transport): a QP is a flow with no tuple hash entry; its
-  // peer's packets find it by QP number (qpn: generation << bits | flow id). Each returns 0 or a
-  // negative CL_E* code. qp_create: a QP in RESET whose completions go to `cq`, with room for
-  // max_send_wr + max_recv_wr requests; *qpn its number, *ip the address the app advertises
-  // (the first port's), *max_pmtu the largest RoCE PMTU its MTU carries. qp_modify: abi::QpAttrMask
-  // bits; moving to RTR routes to the peer (kQpAttrRemoteIp), resolves its MAC and adds the QP's
-  // NIC flow before the transport moves. qp_destroy: pending requests complete with CL_ECANCELED,
-  // then the flow is freed.
+  // Queue pairs (the first transport with QpControl, rdma.h): a QP is a flow with no tuple hash
+  // entry; its peer's packets find it by QP number (qpn: generation << bits | flow id). Each
+  // returns 0 or a negative CL_E* code. qp_create: a QP in RESET whose completions go to `cq`,
+  // with room for max_send_wr + max_recv_wr requests; *qpn its number, *ip the address the app
+  // advertises (the first port's), *max_pmtu the largest PMTU its MTU carries. qp_modify:
+  // abi::QpAttrMask bits; moving to RTR routes to the peer (kQpAttrRemoteIp), resolves its MAC
+  // and adds the QP's NIC flow before the transport moves. qp_destroy: pending requests complete
+  // with CL_ECANCELED, then the flow is freed.
   int qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t max_recv_wr,
                 std::string_view params, uint32_t* qp, uint32_t* qpn, uint32_t* ip,
                 uint32_t* max_pmtu);
@@ -222,9 +229,10 @@ class FlowPath final : public FlowHandler {
   // A transport's claim (transport::Claim), learned from the registry.
   struct ClaimEntry {
     std::string transport;
-    transport::Claim claim;  // its udp_ports are in udp_claims_
-    uint16_t port = 0;       // UDP: the first port it took (a QP's, both ends)
-    int tp = -1;             // its transport's index once instantiated
+    transport::Claim claim;       // its udp_ports are in udp_claims_ and `ports`
+    std::vector<uint16_t> ports;  // UDP: the ports it took, ascending
+    uint16_t port = 0;            // UDP: the first port it took (a QP's, both ends)
+    int tp = -1;                  // its transport's index once instantiated
     // Set when the claim is learned, read per packet: the counters its packets are dropped
     // under, and whether the NIC's checksum verdict on them is the L4 checksum's (TCP, UDP)
     // rather than the transport's own check (RoCEv2's ICRC).
@@ -232,6 +240,7 @@ class FlowPath final : public FlowHandler {
     Drop bad_checksum = Drop::kNoTransport;
     Drop no_flow = Drop::kNoTransport;
     bool l4_verdict = false;
+    SoftwareCheck check = nullptr;  // the parser's own check, on frames the NIC did not check
   };
   using NoFlowAnswer = size_t (*)(const transport::RxL4&, const transport::RxParsed&, uint8_t*);
 
@@ -267,7 +276,10 @@ class FlowPath final : public FlowHandler {
       s++;
     return s;
   }
+  bool port_free(const transport::FlowTuple& t, uint16_t port) const;
   uint16_t ephemeral_port(const transport::FlowTuple& t);
+  uint16_t claimed_port(const ClaimEntry& c, const transport::FlowTuple& t) const;
+  uint8_t proto_of(const Tp& tp) const;
   void learn_claims();
   void add_claim(std::string_view name, const transport::Claim& c);
   void link_claims();
@@ -336,7 +348,7 @@ class FlowPath final : public FlowHandler {
     uint8_t* base = nullptr;
     uint64_t length = 0;
     uint32_t app = 0;  // 0: free
-    uint16_t tag = 0;  // RoCE: the rkey's high bits, a new one each time the id is reused
+    uint16_t tag = 0;  // remote keys' high bits, a new one each time the id is reused
   };
   std::vector<NicMr> nic_mrs_;  // by NIC MR id; id 0 is never used
   std::vector<uint32_t> resolving_;
@@ -357,7 +369,7 @@ class FlowPath final : public FlowHandler {
   Tp* qp_tp_ = nullptr;                      // the transport of apps' QPs, once a QP was created
   uint32_t qpn_bits_ = 0;                    // a QP number's low bits are its flow id
   std::vector<uint32_t> qp_gen_;  // by flow id: the generation of the QP number last given
-  uint64_t icrc_flag_ = 0;        // the mbuf TX flag asking the NIC for the RoCE ICRC
+  uint64_t icrc_flag_ = 0;        // the mbuf TX flag asking the NIC for its parser's trailer (ICRC)
   uint64_t next_resolve_check_ = 0;
   int placement_offset_ = -1;
   int open_error_ = 0;  // Context::flow_open_error(): why the latest open_flow() gave none

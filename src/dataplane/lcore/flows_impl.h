@@ -37,6 +37,7 @@ inline constexpr uint32_t kExtSeg = 32768;  // payload bytes per extbuf segment
 // A descriptor's extbuf segments, built on the lcore's stack: enough for the longest payload
 // the transport ABI allows (send() refuses longer descriptors).
 inline constexpr uint32_t kMaxExtSegs = (transport::kMaxTxLen + kExtSeg - 1) / kExtSeg;
+inline constexpr uint8_t kMinL4Header = 8;  // a TX descriptor's L4 header: UDP's at least
 inline constexpr uint32_t kTombstone = 0xFFFFFFFFu;
 inline constexpr uint32_t kListenerEntry = 0x80000000u;  // a hash entry naming a listener
 inline constexpr size_t kRxStage = 512;
@@ -45,8 +46,6 @@ inline constexpr size_t kRing = 64;
 inline constexpr uint32_t kResolveCheckUs = 1000;
 inline constexpr uint32_t kMaxQpWr = 4096;  // a QP's send or receive queue
 inline constexpr uint32_t kQpnBits = 24;  // a QP number's (the verbs ABI's, abi::QpAttr::dest_qpn)
-// The transport apps' queue pairs are made by (QpCreate names none).
-inline constexpr std::string_view kQpTransport = "rocev2";
 // IP-level faults of a frame the NIC matched to a flow (rx_ipv4 checks the others) count here,
 // as they always did, whatever the transport.
 inline constexpr Drop kFrameMalformed = Drop::kTcpMalformed;
@@ -92,7 +91,7 @@ struct FlowPath::Flow {
   bool message = false;    // the app asked for message mode (applied at connect)
   bool msg_flow = false;   // the transport said its segments name their messages
   bool nic_msg = false;    // ...and the NIC flow places by them (net_cleave only)
-  bool qp = false;         // a RoCEv2 queue pair (rocev2): found by qpn, not in the tuple hash
+  bool qp = false;         // a queue pair (QpControl): found by qpn, not in the tuple hash
   bool charged = false;    // counted in its app's flows (quota.flows) until the app is done
   bool half_open = false;  // accepted from a SYN, not yet established: counted in half_open
   uint8_t port = 0;

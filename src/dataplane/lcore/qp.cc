@@ -41,17 +41,18 @@ uint32_t l4_mtu(uint32_t ip_mtu) {
 
 }  // namespace
 
-// The transport apps' QPs belong to, made by the first QP.
+// The transport apps' QPs belong to (QpCreate names none): the first in the registry that makes
+// queue pairs (Transport::qp_control()), found and made by the first QP.
 FlowPath::Tp* FlowPath::qp_transport(std::string& error) {
-  if (qp_tp_ == nullptr) {
-    Tp* tp = transport_for(kQpTransport, 0, error);
-    if (tp == nullptr) return nullptr;
-    if (tp->t->qp_control() == nullptr) {
-      error = "the transport named " + std::string(kQpTransport) + " makes no queue pairs";
-      return nullptr;
-    }
-    qp_tp_ = tp;
+  transport::Registry& reg = transport::Registry::global();
+  for (const transport::Registry::Entry& e : reg.entries()) {
+    if (qp_tp_ != nullptr) break;
+    const std::unique_ptr<transport::Transport> t = reg.create(e.name);
+    if (t == nullptr || t->qp_control() == nullptr) continue;
+    qp_tp_ = transport_for(e.name, 0, error);
+    if (qp_tp_ == nullptr) return nullptr;
   }
+  if (qp_tp_ == nullptr) error = "no transport makes queue pairs";
   return qp_tp_;
 }
 

@@ -6,6 +6,7 @@
 #include <rte_byteorder.h>
 #include <rte_cycles.h>
 #include <rte_tcp.h>
+#include <rte_udp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -16,12 +17,17 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
   const uint64_t now = rte_rdtsc();
   for (const transport::TxDesc& d : descs) {
     stats_.tx_descs++;
-    if (d.flow >= flows_.size() || flows_[d.flow].state != Flow::State::kOpen || d.l4_len < 20 ||
-        d.l4_len > transport::kMaxL4Header) {
+    if (d.flow >= flows_.size() || flows_[d.flow].state != Flow::State::kOpen ||
+        d.l4_len < kMinL4Header || d.l4_len > transport::kMaxL4Header) {
       stats_.tx_bad_desc++;
       continue;
     }
     Flow& f = flows_[d.flow];
+    const bool tcp = f.tuple.proto == IPPROTO_TCP;
+    if (tcp && d.l4_len < sizeof(rte_tcp_hdr)) {
+      stats_.tx_bad_desc++;
+      continue;
+    }
     if (!f.l2_ready && !fill_l2(f, now)) {
       stats_.tx_no_neighbour++;
       continue;
@@ -50,7 +56,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     std::memcpy(p, f.hdr.data(), kHdrTemplate);
     std::memcpy(p + kHdrTemplate, d.l4.data(), d.l4_len);
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen);
-    const bool tso = d.mss != 0 && d.len > d.mss;
+    const bool tso = tcp && d.mss != 0 && d.len > d.mss;
     const uint32_t frames = tso ? (d.len + d.mss - 1) / d.mss : 1;
     ip->total_length = rte_cpu_to_be_16(
         uint16_t(std::min<uint32_t>(kIpLen + d.l4_len + (tso ? d.mss : d.len), 0xFFFF)));
@@ -73,9 +79,22 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     h->l3_len = kIpLen;
     h->l4_len = d.l4_len;
     ip->hdr_checksum = 0;
-    if ((d.flags & transport::kTxRoce) != 0) {
-      // RoCEv2: UDP checksum 0 (the transport's), the NIC appends the pad and the ICRC.
+    if ((d.flags & transport::kTxParserTrailer) != 0) {
+      // The NIC ends the packet as the flow's parser does (RoCEv2: pad and ICRC); the UDP
+      // checksum is the transport's (RoCEv2's 0).
       h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | icrc_flag_;
+      io_.flow_stage(f.port, h);
+      continue;
+    }
+    if (!tcp) {
+      // UDP: its checksum by the NIC, the pseudo-header sum in its field (DPDK's convention).
+      // Segmenting is TCP's alone: a longer datagram leaves whole (IPv4 fragments it not).
+      h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+      if (f.tuple.proto == IPPROTO_UDP) {
+        h->ol_flags |= RTE_MBUF_F_TX_UDP_CKSUM;
+        auto* uh = reinterpret_cast<rte_udp_hdr*>(p + kHdrTemplate);
+        uh->dgram_cksum = rte_ipv4_phdr_cksum(ip, h->ol_flags);
+      }
       io_.flow_stage(f.port, h);
       continue;
     }

@@ -8,7 +8,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/wire.h"
 #include "nic_backends.h"
+#include "rte_pmd_cleave.h"
 
 namespace cleave::dp {
 
@@ -63,6 +65,15 @@ std::unique_ptr<Nic> open_nic(uint16_t port_id, rte_mempool* pool, const Generic
     return open_cleave_nic(port_id, queue);
   }
   return open_generic_nic(port_id, pool, params, info, queue);
+}
+
+SoftwareCheck software_check(uint8_t parser) {
+  switch (parser) {
+    case RTE_PMD_CLEAVE_PARSER_ROCE:
+      return [](const uint8_t* ip, uint32_t len) { return wire::roce_icrc_ok(ip, len); };
+    default:  // TCP and plain UDP: their checksum is the L4 one; Solar's CRC32C is not here yet
+      return nullptr;
+  }
 }
 
 }  // namespace cleave::dp

@@ -153,4 +153,11 @@ class Nic {
 std::unique_ptr<Nic> open_nic(uint16_t port_id, rte_mempool* pool,
                               const GenericNicParams& params = {}, NicQueue queue = {});
 
+// The integrity check NIC parser `parser` (RTE_PMD_CLEAVE_PARSER_*) makes on its frames beyond
+// the L4 checksum (RoCEv2's ICRC), done in software over the IPv4 packet at `ip` (`len` bytes)
+// on a whole frame the NIC left unchecked; nullptr for a parser that makes none. The dataplane
+// asks once per claim, so the parser's wire format stays the NIC's to know.
+using SoftwareCheck = bool (*)(const uint8_t* ip, uint32_t len);
+SoftwareCheck software_check(uint8_t parser);
+
 }  // namespace cleave::dp

@@ -40,8 +40,8 @@
 //
 // Payloads: the NIC has placed them (SEND into the posted receive, WRITE at the RETH's VA, READ
 // responses into the READ's buffer); a deferred one is copied by the owner where the transport
-// says (Context::copy_in). Sends are header-only descriptors over app memory with kTxRoce: the
-// NIC appends the pad and the ICRC.
+// says (Context::copy_in). Sends are header-only descriptors over app memory with
+// kTxParserTrailer: the NIC appends the pad and the ICRC.
 //
 // Threads: one lcore, like every transport. Memory: a QP's queues are sized at create_qp and
 // never grow.

@@ -314,7 +314,7 @@ inline void count_tx(RcTransport::Qp& q, uint32_t len, RcCounters& total) {
 inline TxDesc& header(RcTransport::Qp& q, Headers& h, Context& ctx) {
   TxDesc& d = ctx.tx_next();
   d.flow = q.flow;
-  d.flags = kTxRoce;
+  d.flags = kTxParserTrailer;
   // Under DCQCN every packet goes out ECT(0): requests, READ responses, ACKs and NAKs, READ
   // requests and CNPs, as mlx5 sends them (a switch marks what is ECN-capable only).
   d.ecn = q.dcqcn ? kEct0 : 0;
