@@ -8,9 +8,10 @@
 // them). A fake flow path behind FlowHandler answers flow requests done, refused, taken or wait.
 //
 // Invariants, checked after every poll, beyond "no crash":
-// - the dataplane wrote only where it may: writable MRs, completion entries, and the consumer
-//   index of submit and receive pipes; guards, the read-only MR, submit and receive entries and
-//   everything else are unchanged;
+// - the dataplane wrote only where it may: writable MRs, completion entries, the sleeping flag
+//   of completion pipes (taken when it rings) and the consumer index of submit and receive
+//   pipes; guards, the read-only MR, submit and receive entries and everything else are
+//   unchanged;
 // - every flow request reached the flow path with a window inside an MR that allows it, and the
 //   MR's NIC id;
 // - every completion the app reads names a pipe of this completion pipe, a known opcode unless
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -101,6 +103,8 @@ struct App {
           p.cq_out = {v.ctl, static_cast<abi::Completion*>(v.ring), kEntries[i]};
           p.doorbell_fd = i == kCq ? doorbell : -1;
           cq_in[i == kCq ? 0 : 1] = {v.ctl, static_cast<abi::Completion*>(v.ring), kEntries[i]};
+          // The consumer's sleeping flag, which the producer clears when it rings, and the ring.
+          writable.push_back({pipe_off[i] + offsetof(abi::PipeCtl, sleeping), sizeof(uint32_t)});
           writable.push_back(
               {pipe_off[i] + sizeof(abi::PipeCtl), kEntries[i] * sizeof(abi::Completion)});
           break;
