@@ -273,8 +273,8 @@ struct RxParsed {
 // for UDP, destination ports (UDP is claimed port by port). No two transports share any of it:
 // the registry refuses a transport whose claim takes what another, or the owner itself, holds
 // (registry.h, Registry::claim_error). The owner hands the transport every packet that matches,
-// parsed by `parse`, and no other; a transport that claims nothing (proto 0, the default) still serves
-// flows and listeners of other claims' traffic that name it. Claims are read once, when the
+// parsed by `parse`, and no other; a transport that claims nothing (proto 0, the default) still
+// serves flows and listeners of other claims' traffic that name it. Claims are read once, when the
 // owner first meets the transport: `parse` and `no_flow_answer` are plain functions that need
 // no instance (a packet for a transport no flow of which exists yet is parsed, then counted as
 // for no flow), and `udp_ports` lies in static storage.

@@ -3,10 +3,10 @@
 //
 // Unreliable and unordered, as UDP is: one kSend is one datagram, completed as soon as its
 // descriptor is emitted (the NIC reads the payload from app memory after that, and Context has
-// no hook that says when: an app must not rewrite a sent buffer at once); each received datagram fills the oldest posted kRecv buffer (cut to the
-// buffer's length) and is dropped when none is posted. It never sets up zero-copy placement, so
-// every payload comes on the copy path (Placed::kDeferred) and goes to app memory through
-// Context::copy_in. No parameters, no timers.
+// no hook that says when: an app must not rewrite a sent buffer at once); each received datagram
+// fills the oldest posted kRecv buffer (cut to the buffer's length) and is dropped when none is
+// posted. It never sets up zero-copy placement, so every payload comes on the copy path
+// (Placed::kDeferred) and goes to app memory through Context::copy_in. No parameters, no timers.
 //
 // Its claim (Transport::claim): UDP to destination ports 9000-9015, found by tuple, on the NIC
 // as plain UDP in copy mode. Apps listen on those ports; a connect's local port is one of them.
