@@ -161,11 +161,13 @@ def linux_rx_ns(smp):
 
 def lcore_split(smp, tids, inline=True):
     """{bucket: ns} of the samples of the dataplane lcores' threads `tids`: work, wake (the app
-    wake-ups in work), poll, nic, cmd, rx_ring. With the NIC inline, nic is the NIC model and the wire (its commands included; cmd
+    wake-ups in work), poll, nic, cmd, rx_ring; and leaf, the work samples by the function they
+    end in. With the NIC inline, nic is the NIC model and the wire (its commands included; cmd
     and rx_ring are 0). With a NIC service, nic is the shards' side of net_cleave's TX rings
-    (the bursts' enqueue: host work), cmd the NIC commands they make (doorbells: the model's
-    work and the wait for its lock, which the service holds while it runs) and rx_ring their RX
-    bursts' dequeue, which every iteration polls: counted in poll too."""
+    (the bursts' enqueue and the posted commands: host work), cmd the NIC commands they make
+    that wait for an answer (the model's work and the wait for its lock, which the service holds
+    while it runs) and rx_ring their RX bursts' dequeue, which every iteration polls: counted in
+    poll too."""
     b = dict.fromkeys(("work", "wake", "poll", "nic", "cmd", "rx_ring"), 0)
     b["leaf"] = collections.Counter()  # work samples by the function they end in
     for _, tid, p, fr in smp:
@@ -288,7 +290,7 @@ def main():
     wakes = collections.defaultdict(list)  # cleave cases: app wake-ups (in host) cycles/byte
     doorbells = collections.defaultdict(list)  # cleave cases: doorbells per MiB (lower bound)
     in_busy = collections.defaultdict(list)  # cleave cases: host cycles/byte in busy iterations
-    leaves = collections.defaultdict(collections.Counter)  # cleave cases: host ns by leaf
+    leaves = collections.defaultdict(collections.Counter)  # cleave cases: work ns by leaf
     per_iter = collections.defaultdict(list)  # cleave cases: host cycles per idle iteration
     per_burst = collections.defaultdict(list)  # cleave cases: packets per busy iteration
     svc_busy = collections.defaultdict(list)  # service cases: NIC busy_cycles/byte
@@ -391,7 +393,8 @@ def main():
                                    shard_sum(s0, "busy_iterations")))
         if not svc:
             return (f"{case} host work {res[case][-1]:.3f} (app wake-ups {wakes[case][-1]:.3f} "
-                    f"of it, {doorbells[case][-1]:.1f} doorbells per MiB; with polling {polled[case][-1]:.3f}, "
+                    f"of it, {doorbells[case][-1]:.1f} doorbells per MiB; with polling "
+                    f"{polled[case][-1]:.3f}, "
                     f"in busy iterations {in_busy[case][-1]:.3f}; "
                     f"NIC+wire {nicr[case][-1]:.3f}; busy wall {busy[case][-1]:.3f}; "
                     f"{per_iter[case][-1]:.0f} cycles per idle iteration; "
