@@ -19,10 +19,9 @@ over net_af_packet, and net_af_packet itself):
 
 import hashlib
 import os
-import subprocess
-import time
 
 import cleavetest as ct
+import flowcase
 import rawapp as ra
 
 PLUGIN = os.environ.get("CLEAVE_TEST_PLUGIN", "")
@@ -102,40 +101,11 @@ print(*sorted(ports), flush=True)
 """
 
 
-class DatagramTest(ct.TestCase):
+class DatagramTest(flowcase.FlowCase):
     def start(self, backend):
         if not PLUGIN:
             self.skipTest("CLEAVE_TEST_PLUGIN is not set (run through meson test)")
-        self.net = ct.Net("d")
-        if backend == "cleave":
-            device = f"net_cleave0,wire=net_af_packet0,wire_args=iface={self.net.va}"
-        else:
-            device = f"net_af_packet0,iface={self.net.va}"
-        self.d = ct.Daemon(CONFIG % {"device": device, "plugin": PLUGIN}, ns=self.net.a)
-        self.app = ra.RawApp(os.path.join(self.d.run_dir, "app.sock"), versions=(1, 2))
-        self.assertEqual(self.app.status, 0)
-        self.addCleanup(self.app.close)
-        self.cq = self.app.create_pipe(ra.COMPLETION, 1024)
-        self.sq = self.app.create_pipe(ra.SUBMIT, 256, cq=self.cq.id)
-
-    def kernel(self, script, *args):
-        return subprocess.Popen(["ip", "netns", "exec", self.net.b, "python3", "-c", script] +
-                                [str(a) for a in args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-    def post(self, op, flow, wr_id=0, offset=0, length=0):
-        self.assertTrue(self.sq.produce(ra.send_entry(op, wr_id=wr_id, offset=offset,
-                                                      length=length, target=flow)))
-
-    def completions(self, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            c = self.cq.consume()
-            if c is None:
-                time.sleep(0.0002)
-                continue
-            yield c
-        self.fail("no completion within %d s" % timeout)
+        self.start_app("d", backend, CONFIG, plugin=PLUGIN)
 
     def send_from(self, flow, offset, data, wr_id):
         """Sends `data` from the heap at `offset` (a send buffer apart from the receive ones)."""

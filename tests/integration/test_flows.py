@@ -15,10 +15,9 @@ CLEAVE_FLOW_BYTES sets N (default 32 MiB).
 
 import hashlib
 import os
-import subprocess
-import time
 
 import cleavetest as ct
+import flowcase
 import rawapp as ra
 
 N = int(os.environ.get("CLEAVE_FLOW_BYTES", 32 << 20))
@@ -70,39 +69,10 @@ print(n, h.hexdigest(), flush=True)
 """
 
 
-class FlowTest(ct.TestCase):
+class FlowTest(flowcase.FlowCase):
     def start(self, backend):
-        self.net = ct.Net("f")
-        if backend == "cleave":
-            device = f"net_cleave0,wire=net_af_packet0,wire_args=iface={self.net.va}"
-        else:
-            device = f"net_af_packet0,iface={self.net.va}"
-        self.d = ct.Daemon(CONFIG % {"device": device}, ns=self.net.a)
-        self.app = ra.RawApp(os.path.join(self.d.run_dir, "app.sock"), versions=(1, 2))
-        self.assertEqual(self.app.status, 0)
+        self.start_app("f", backend, CONFIG)
         self.assertEqual(self.app.version, 2)
-        self.addCleanup(self.app.close)
-        self.cq = self.app.create_pipe(ra.COMPLETION, 1024)
-        self.sq = self.app.create_pipe(ra.SUBMIT, 256, cq=self.cq.id)
-
-    def kernel(self, script, *args):
-        return subprocess.Popen(["ip", "netns", "exec", self.net.b, "python3", "-c", script] +
-                                [str(a) for a in args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-    def post(self, op, flow, wr_id=0, offset=0, length=0):
-        self.assertTrue(self.sq.produce(ra.send_entry(op, wr_id=wr_id, offset=offset,
-                                                      length=length, target=flow)))
-
-    def completions(self, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            c = self.cq.consume()
-            if c is None:
-                time.sleep(0.0002)
-                continue
-            yield c
-        self.fail("no completion within %d s" % timeout)
 
     def events(self, evs):
         return [c["opcode"] for c in evs]
