@@ -50,7 +50,7 @@ std::string env_path(const char* var) {
   return v;
 }
 
-class Fake final : public Transport {
+class Fake : public Transport {
  public:
   std::string_view name() const override { return "fake"; }
   std::string check_params(Params /*params*/) const override { return ""; }
@@ -71,21 +71,10 @@ std::unique_ptr<Transport> make_fake() {
 
 // A fake whose claim is g_claim's when it is made: Registry::add() reads it at once.
 Claim g_claim;
-class Claiming final : public Transport {
+class Claiming final : public Fake {
  public:
   std::string_view name() const override { return "claiming"; }
-  std::string check_params(Params /*params*/) const override { return ""; }
   Claim claim() const override { return claim_; }
-  int listen(ListenerId /*l*/, const Endpoint& /*e*/, Params /*p*/) override { return 0; }
-  void unlisten(ListenerId /*l*/) override {}
-  int connect(FlowId /*f*/, const FlowTuple& /*t*/, Params /*p*/, Context& /*c*/) override {
-    return 0;
-  }
-  void rx_burst(std::span<const RxHeader> /*h*/, Context& /*c*/) override {}
-  void app_burst(std::span<const AppRequest> /*r*/, Context& /*c*/) override {}
-  void tick(Context& /*c*/) override {}
-  bool flow_info(FlowId /*f*/, InfoSink& /*o*/) const override { return false; }
-  size_t flow_count() const override { return 0; }
 
  private:
   Claim claim_ = g_claim;
