@@ -92,6 +92,31 @@ void BM_IdleIteration(benchmark::State& state) {
 }
 BENCHMARK(BM_IdleIteration);
 
+// Puts pkts.size() copies of `frame` on the rig's RX ring, then runs one loop iteration over
+// them, alone in the measured (manual) time; returns its cycles.
+uint64_t poll_burst(benchmark::State& state, Rig& rig, const test::Bytes& frame,
+                    std::vector<rte_mbuf*>& pkts) {
+  const auto burst = unsigned(pkts.size());
+  rte_pktmbuf_alloc_bulk(g_pool, pkts.data(), burst);
+  for (rte_mbuf* m : pkts) {
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())), frame.data(),
+                frame.size());
+  }
+  rte_ring_enqueue_bulk(rig.in, reinterpret_cast<void**>(pkts.data()), burst, nullptr);
+  uint64_t t0 = rte_rdtsc();
+  rig.dp->poll_once();
+  uint64_t t1 = rte_rdtsc();
+  state.SetIterationTime(double(t1 - t0) / double(rte_get_tsc_hz()));
+  return t1 - t0;
+}
+
+// The figures of a burst benchmark: cycles per packet and packets per second.
+void per_packet(benchmark::State& state, uint64_t cycles, unsigned burst) {
+  state.counters["cycles/pkt"] =
+      benchmark::Counter(double(cycles) / burst, benchmark::Counter::kAvgIterations);
+  state.SetItemsProcessed(int64_t(state.iterations()) * burst);
+}
+
 // One iteration that receives a burst of echo requests and sends the replies. Filling the RX
 // ring and freeing the replies happen outside the measured time.
 void BM_EchoBurst(benchmark::State& state) {
@@ -102,24 +127,13 @@ void BM_EchoBurst(benchmark::State& state) {
   std::vector<rte_mbuf*> pkts(burst);
   uint64_t cycles = 0;
   for (auto _ : state) {
-    rte_pktmbuf_alloc_bulk(g_pool, pkts.data(), burst);
-    for (rte_mbuf* m : pkts) {
-      std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(req.size())), req.data(), req.size());
-    }
-    rte_ring_enqueue_bulk(rig.in, reinterpret_cast<void**>(pkts.data()), burst, nullptr);
-    uint64_t t0 = rte_rdtsc();
-    rig.dp->poll_once();
-    uint64_t t1 = rte_rdtsc();
-    cycles += t1 - t0;
-    state.SetIterationTime(double(t1 - t0) / double(rte_get_tsc_hz()));
+    cycles += poll_burst(state, rig, req, pkts);
     unsigned n =
         rte_ring_dequeue_burst(rig.out, reinterpret_cast<void**>(pkts.data()), burst, nullptr);
     if (n != burst) state.SkipWithError("not every request was answered");
     rte_pktmbuf_free_bulk(pkts.data(), n);
   }
-  state.counters["cycles/pkt"] =
-      benchmark::Counter(double(cycles) / burst, benchmark::Counter::kAvgIterations);
-  state.SetItemsProcessed(int64_t(state.iterations()) * burst);
+  per_packet(state, cycles, burst);
 }
 BENCHMARK(BM_EchoBurst)->Arg(1)->Arg(32)->UseManualTime();
 
@@ -136,22 +150,9 @@ void BM_ClaimedNoFlowBurst(benchmark::State& state) {
   test::Bytes frame = test::ipv4(rig.mac, {2, 0, 0, 0, 0, 2}, 0x0a000002, 0x0a000001, 17, bth);
   std::vector<rte_mbuf*> pkts(burst);
   uint64_t cycles = 0;
-  for (auto _ : state) {
-    rte_pktmbuf_alloc_bulk(g_pool, pkts.data(), burst);
-    for (rte_mbuf* m : pkts) {
-      std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())), frame.data(),
-                  frame.size());
-    }
-    rte_ring_enqueue_bulk(rig.in, reinterpret_cast<void**>(pkts.data()), burst, nullptr);
-    uint64_t t0 = rte_rdtsc();
-    rig.dp->poll_once();
-    uint64_t t1 = rte_rdtsc();
-    cycles += t1 - t0;
-    state.SetIterationTime(double(t1 - t0) / double(rte_get_tsc_hz()));
-  }
-  state.counters["cycles/pkt"] =
-      benchmark::Counter(double(cycles) / burst, benchmark::Counter::kAvgIterations);
-  state.SetItemsProcessed(int64_t(state.iterations()) * burst);
+  for (auto _ : state)
+    cycles += poll_burst(state, rig, frame, pkts);
+  per_packet(state, cycles, burst);
 }
 BENCHMARK(BM_ClaimedNoFlowBurst)->Arg(32)->UseManualTime();
 
