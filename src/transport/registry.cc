@@ -117,15 +117,6 @@ struct Registry::Impl {
       udp_holder[port] = who;
   }
 
-  // The claim of `t`; when there is no `t`, none, and *error says so.
-  static Claim claim_of(const Transport* t, std::string* error) {
-    if (t == nullptr) {
-      *error = "it made no transport to read its claim from";
-      return {};
-    }
-    return t->claim();
-  }
-
   std::span<const Entry> published() const {
     return {entries.data(), count.load(std::memory_order_acquire)};
   }
@@ -199,9 +190,7 @@ void Registry::add(std::string_view name, std::string_view description, Factory 
   const std::string who = "transport \"" + std::string(name) + "\"";
   if (factory == nullptr) throw std::invalid_argument(who + " has no factory");
   std::string err;
-  const std::unique_ptr<Transport> t = factory();
-  const Claim c = Impl::claim_of(t.get(), &err);
-  if (err.empty()) err = claim_error(c);
+  const Claim c = checked_claim(factory().get(), &err);
   if (!err.empty()) throw std::invalid_argument(who + ": " + err);
   impl_->hold(c, who);
   impl_->publish(
@@ -227,6 +216,16 @@ void Registry::reserve(uint8_t proto, std::span<const uint16_t> udp_ports, std::
     throw std::invalid_argument(std::string(by) + ": " + err);
   }
   impl_->hold(c, std::string(by));
+}
+
+Claim Registry::checked_claim(const Transport* t, std::string* error) const {
+  if (t == nullptr) {
+    *error = "it made no transport to read its claim from";
+    return {};
+  }
+  Claim c = t->claim();
+  *error = claim_error(c);
+  return c;
 }
 
 std::string Registry::claim_error(const Claim& c) const {
@@ -295,12 +294,8 @@ std::string Registry::load(const std::string& path) {
   // Its claim, from an instance made for the purpose and deleted at once, while its code is
   // loaded (a refusal closes the object). The claim's functions and ports are the object's.
   std::string err;
-  Claim c;
-  {
-    const std::unique_ptr<Transport> t(static_cast<Transport*>(p->create()));
-    c = Impl::claim_of(t.get(), &err);
-  }
-  if (err.empty()) err = claim_error(c);
+  const Claim c =
+      checked_claim(std::unique_ptr<Transport>(static_cast<Transport*>(p->create())).get(), &err);
   if (!err.empty()) throw fail(handle, "transport \"" + name + "\": " + err);
 
   impl_->hold(c, "transport \"" + name + "\"");

@@ -72,6 +72,9 @@ class Registry {
   Registry& operator=(const Registry&) = delete;
 
  private:
+  // The claim of `t` (a transport made to read it) when it may be held, else *error says why.
+  Claim checked_claim(const Transport* t, std::string* error) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
