@@ -44,16 +44,16 @@ uint32_t l4_mtu(uint32_t ip_mtu) {
 // The transport apps' QPs belong to (QpCreate names none): the first in the registry that makes
 // queue pairs (Transport::qp_control()), found and made by the first QP.
 FlowPath::Tp* FlowPath::qp_transport(std::string& error) {
+  if (qp_tp_ != nullptr) return qp_tp_;
   transport::Registry& reg = transport::Registry::global();
   for (const transport::Registry::Entry& e : reg.entries()) {
-    if (qp_tp_ != nullptr) break;
     const std::unique_ptr<transport::Transport> t = reg.create(e.name);
     if (t == nullptr || t->qp_control() == nullptr) continue;
-    qp_tp_ = transport_for(e.name, 0, error);
-    if (qp_tp_ == nullptr) return nullptr;
+    qp_tp_ = transport_for(e.name, 0, error);  // nullptr, *error set, when it cannot be made
+    return qp_tp_;
   }
-  if (qp_tp_ == nullptr) error = "no transport makes queue pairs";
-  return qp_tp_;
+  error = "no transport makes queue pairs";
+  return nullptr;
 }
 
 transport::QpControl& FlowPath::qp_control() const {
@@ -126,7 +126,7 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   f.msg_flow = true;
   f.tuple.proto = claim != nullptr ? claim->claim.proto : 0;
   f.tuple.local = {transport::IpAddr::v4(ports_[0].ip),
-                   claim != nullptr ? claim->port : uint16_t(0)};
+                   claim != nullptr ? claim->port() : uint16_t(0)};
   stats_.flows_opened++;
   *qp = id;
   *qpn = f.qpn;
