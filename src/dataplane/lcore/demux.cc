@@ -77,8 +77,7 @@ void FlowPath::add_claim(std::string_view name, const transport::Claim& c) {
   } else {
     return;
   }
-  ClaimEntry ce{std::string(name), c, std::move(ports), 0, -1};
-  ce.port = ce.ports.empty() ? 0 : ce.ports.front();
+  ClaimEntry ce{std::string(name), c, std::move(ports), -1};
   ce.claim.udp_ports = {};  // taken into the tables above
   // The counters of the NIC's parser kinds (tcp_*, roce_*, udp_*); others count no_transport.
   switch (c.nic.parser) {

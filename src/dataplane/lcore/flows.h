@@ -231,7 +231,6 @@ class FlowPath final : public FlowHandler {
     std::string transport;
     transport::Claim claim;       // its udp_ports are in udp_claims_ and `ports`
     std::vector<uint16_t> ports;  // UDP: the ports it took, ascending
-    uint16_t port = 0;            // UDP: the first port it took (a QP's, both ends)
     int tp = -1;                  // its transport's index once instantiated
     // Set when the claim is learned, read per packet: the counters its packets are dropped
     // under, and whether the NIC's checksum verdict on them is the L4 checksum's (TCP, UDP)
@@ -241,6 +240,8 @@ class FlowPath final : public FlowHandler {
     Drop no_flow = Drop::kNoTransport;
     bool l4_verdict = false;
     SoftwareCheck check = nullptr;  // the parser's own check, on frames the NIC did not check
+    // UDP: the first port it took (a QP's, both ends); 0 for another protocol.
+    uint16_t port() const { return ports.empty() ? 0 : ports.front(); }
   };
   using NoFlowAnswer = size_t (*)(const transport::RxL4&, const transport::RxParsed&, uint8_t*);
 
