@@ -16,6 +16,7 @@
 #include <rte_pause.h>
 #include <rte_ring.h>
 #include <rte_tcp.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -860,6 +861,30 @@ TEST_P(NicPair, CommandsReportTheSameErrors) {
   EXPECT_EQ(rx_->mr_remove(0), 0);
   EXPECT_EQ(rx_->mr_remove(0), -ENOENT);
   EXPECT_EQ(rx_->mr_remove(16), -ENOENT);
+}
+
+// Interrupts are the cleave backend's: a raised vector is written to its eventfd when the NIC
+// next runs. The generic backend has none, and says so (its caller writes the eventfd).
+TEST_P(NicPair, InterruptsOnTheCleaveBackendOnly) {
+  const int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(efd, 0);
+  const int v = rx_->irq_bind(efd);
+  if (GetParam() == NicBackend::kGeneric) {
+    EXPECT_EQ(v, -ENOTSUP);
+    EXPECT_EQ(rx_->irq_raise(0), -ENOTSUP);
+    EXPECT_EQ(rx_->irq_unbind(0), -ENOTSUP);
+  } else {
+    ASSERT_GE(v, 0);
+    ASSERT_EQ(rx_->irq_raise(uint32_t(v)), 0);
+    rte_mbuf* none[1];
+    EXPECT_EQ(rx_->rx_burst(none, 1), 0);  // the NIC runs, inline
+    uint64_t n = 0;
+    EXPECT_EQ(read(efd, &n, sizeof n), ssize_t(sizeof n));
+    EXPECT_EQ(n, 1u);
+    EXPECT_EQ(counter(*rx_, "irqs"), 1u);
+    EXPECT_EQ(rx_->irq_unbind(uint32_t(v)), 0);
+  }
+  close(efd);
 }
 
 // RoCE on the NIC: QPs between the same hosts found by DestQP, rkeys with owner, tag and access,

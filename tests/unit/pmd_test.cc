@@ -18,6 +18,8 @@
 #include <rte_service.h>
 #include <rte_tcp.h>
 #include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -354,6 +356,79 @@ TEST_F(Pair, PostedCommandsAreAppliedInOrderBeforeWhatFollows) {
   EXPECT_EQ(xstat(b_, "posted_commands"), posted + 5 + 5000);
   EXPECT_EQ(rte_pmd_cleave_post_cursor_update(wire_.wa, kFlow, 1), -ENODEV);  // not net_cleave
   EXPECT_EQ(rte_pmd_cleave_post_ms_retire(RTE_MAX_ETHPORTS, kFlow, 1), -ENODEV);
+}
+
+// The eventfd's counter, 0 when nothing was written (read resets it).
+uint64_t take_events(int efd) {
+  uint64_t n = 0;
+  return read(efd, &n, sizeof n) == sizeof n ? n : 0;
+}
+
+TEST_F(Pair, RaisedInterruptsWriteTheBoundEventfdWhenTheNicRuns) {
+  const int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(efd, 0);
+  const int v = rte_pmd_cleave_irq_bind(b_, efd);
+  ASSERT_GE(v, 0);
+  const uint64_t irqs = xstat(b_, "irqs");
+  const uint64_t errors = xstat(b_, "irq_errors");
+
+  // Posted: nothing is written until the NIC runs, then once per raise.
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(v)), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(v)), 0);
+  EXPECT_EQ(take_events(efd), 0u);
+  rte_mbuf* none[1];
+  EXPECT_EQ(rte_eth_rx_burst(b_, 0, none, 1), 0);  // inline: the burst runs the NIC
+  EXPECT_EQ(take_events(efd), 2u);
+  EXPECT_EQ(xstat(b_, "irqs"), irqs + 2);
+
+  // A vector bound to nothing is counted, and writes nowhere.
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(v) + 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, 1u << 20), 0);
+  EXPECT_EQ(xstat(b_, "irq_errors"), errors + 2);  // the look at xstats ran them
+  EXPECT_EQ(take_events(efd), 0u);
+
+  // The NIC holds its own duplicate: the vector outlives the caller's descriptor, and unbind
+  // delivers what was raised before it.
+  const int efd2 = dup(efd);
+  ASSERT_GE(efd2, 0);
+  close(efd);
+  const int w = rte_pmd_cleave_irq_bind(b_, efd2);
+  ASSERT_GE(w, 0);
+  EXPECT_NE(w, v);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(w)), 0);
+  EXPECT_EQ(rte_pmd_cleave_irq_unbind(b_, uint32_t(w)), 0);
+  EXPECT_EQ(take_events(efd2), 1u);
+  EXPECT_EQ(rte_pmd_cleave_irq_unbind(b_, uint32_t(w)), -ENOENT);
+  EXPECT_EQ(rte_pmd_cleave_irq_unbind(b_, uint32_t(v)), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(v)), 0);
+  EXPECT_EQ(xstat(b_, "irq_errors"), errors + 3);  // unbound now
+  EXPECT_EQ(take_events(efd2), 0u);
+  EXPECT_EQ(rte_pmd_cleave_irq_bind(b_, -1), -EBADF);
+  EXPECT_EQ(rte_pmd_cleave_irq_bind(wire_.wa, efd2), -ENODEV);  // not net_cleave
+  EXPECT_EQ(rte_pmd_cleave_post_irq(RTE_MAX_ETHPORTS, 0), -ENODEV);
+
+  // The table is bounded: 4096 vectors, then -ENOSPC, and a freed one is given again.
+  rlimit lim{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_max >= 8192) {
+    rlimit more = lim;
+    more.rlim_cur = 8192;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &more), 0);
+    std::vector<int> bound;
+    int r;
+    while ((r = rte_pmd_cleave_irq_bind(b_, efd2)) >= 0 && bound.size() <= 4096)
+      bound.push_back(r);
+    EXPECT_EQ(r, -ENOSPC);
+    EXPECT_EQ(bound.size(), 4096u);
+    ASSERT_EQ(rte_pmd_cleave_irq_unbind(b_, uint32_t(bound[100])), 0);
+    EXPECT_EQ(rte_pmd_cleave_irq_bind(b_, efd2), bound[100]);
+    for (int x : bound)
+      EXPECT_EQ(rte_pmd_cleave_irq_unbind(b_, uint32_t(x)), 0);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  } else {
+    ADD_FAILURE() << "RLIMIT_NOFILE's hard limit " << lim.rlim_max << " < 8192: table not filled";
+  }
+  close(efd2);
 }
 
 TEST_F(Pair, OutOfOrderTrimmedAndDuplicateFramesOnTheWire) {

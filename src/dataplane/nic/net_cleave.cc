@@ -6,6 +6,7 @@
 #include <bus_vdev_driver.h>
 #include <ethdev_driver.h>
 #include <ethdev_vdev.h>
+#include <fcntl.h>
 #include <rte_errno.h>
 #include <rte_flow.h>
 #include <rte_flow_driver.h>
@@ -16,6 +17,7 @@
 #include <rte_pause.h>
 #include <rte_service.h>
 #include <rte_service_component.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -77,7 +79,8 @@ const char* const kValidArgs[] = {kArgWire,    kArgMaxFlows, kArgMaxMrs, kArgMsC
 constexpr const char* kPmdCtrNames[] = {
     "rx_headers",    "rx_wire_bytes",   "tx_wire_frames",    "tx_wire_bytes",   "tx_errors",
     "rx_linearized", "tx_pass_through", "tx_zero_copy",      "tx_bounce",       "tx_wire_full",
-    "service_runs",  "service_inline",  "service_busy_runs", "posted_commands",
+    "service_runs",  "service_inline",  "service_busy_runs", "posted_commands", "irqs",
+    "irq_errors",
 };
 static_assert(std::size(kPmdCtrNames) == size_t(PmdCtr::kCount));
 constexpr size_t kMemLines = std::tuple_size_v<decltype(nic::MemoryReport::lines)>;
@@ -362,6 +365,9 @@ void destroy(Device* d) {
     rte_ring_free(d->txq[q].ring);
   }
   rte_ring_free(d->posted);
+  for (int fd : d->irq_fd) {
+    if (fd >= 0) close(fd);
+  }
   release_frame_pool(*d);
   for (rte_flow* f : d->rules)
     delete f;
@@ -957,6 +963,7 @@ int probe(rte_vdev_device* vdev) {
   if (d == nullptr) goto fail;
   priv->dev = d;
   d->port_id = eth->data->port_id;
+  d->irq_fd.fill(-1);
   d->wire_port = wire;
   d->own_wire = own_wire;
   d->socket = eth->data->numa_node;
@@ -1069,6 +1076,7 @@ RTE_INIT(net_cleave_log_init) {
 using cleave::model_mbuf::to_errno;
 using cleave::pmd::command;
 using cleave::pmd::Device;
+using cleave::pmd::kIrqVectors;
 using cleave::pmd::post;
 using cleave::pmd::PostedCmd;
 namespace nic = cleave::nic;
@@ -1162,6 +1170,35 @@ int rte_pmd_cleave_post_ms_retire(uint16_t port, uint32_t flow, uint32_t count) 
 
 int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg) {
   return post(port, PostedCmd::kMsRetireMsg, flow, msg);
+}
+
+int rte_pmd_cleave_irq_bind(uint16_t port, int fd) {
+  return command(port, [&](Device& d) {
+    if (d.irq_bound == kIrqVectors) return -ENOSPC;
+    const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) return -errno;
+    for (uint32_t v = 0;; v++) {
+      if (d.irq_fd[v] < 0) {
+        d.irq_fd[v] = own;
+        d.irq_bound++;
+        return int(v);
+      }
+    }
+  });
+}
+
+int rte_pmd_cleave_irq_unbind(uint16_t port, uint32_t vector) {
+  return command(port, [&](Device& d) {
+    if (vector >= kIrqVectors || d.irq_fd[vector] < 0) return -ENOENT;
+    close(d.irq_fd[vector]);
+    d.irq_fd[vector] = -1;
+    d.irq_bound--;
+    return 0;
+  });
+}
+
+int rte_pmd_cleave_post_irq(uint16_t port, uint32_t vector) {
+  return post(port, PostedCmd::kIrq, vector, 0);
 }
 
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg) {

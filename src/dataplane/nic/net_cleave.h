@@ -39,6 +39,7 @@ inline constexpr uint16_t kBurst = 32;
 inline constexpr uint32_t kRingSize = 1024;       // rx_ring and tx_ring entries
 inline constexpr uint32_t kPendingFrames = 2048;  // wire frames waiting for room on the wire
 inline constexpr uint32_t kPostedCmds = 4096;     // posted commands waiting for the NIC
+inline constexpr uint32_t kIrqVectors = 4096;     // interrupt vectors (eventfds) per port
 inline constexpr uint32_t kMaxFrame = model_mbuf::kMaxFrame;
 inline constexpr uint32_t kBounceBytes = model_mbuf::kBounceBytes;
 inline constexpr uint16_t kMaxQueues = nic::kMaxRxQueues;  // RX and TX queue pairs
@@ -63,12 +64,14 @@ enum class PmdCtr : uint8_t {
   kServiceInline,  // of those, from rx/tx burst
   kServiceBusy,    // of the service lcore's, those that moved something
   kPosted,         // posted commands applied
+  kIrqs,           // interrupts raised (eventfd writes)
+  kIrqErrors,      // raises of a vector bound to nothing
   kCount
 };
 
 // A posted command (rte_pmd_cleave_post_*), applied by whoever next holds Device::lock.
 struct PostedCmd {
-  enum Op : uint32_t { kCursorUpdate, kMsRetire, kMsRetireMsg };
+  enum Op : uint32_t { kCursorUpdate, kMsRetire, kMsRetireMsg, kIrq };
   Op op;
   uint32_t flow;
   uint32_t arg;
@@ -137,6 +140,10 @@ struct Device {
   std::array<uint64_t, size_t(PmdCtr::kCount)> ctr{};
   std::array<uint64_t, size_t(PmdCtr::kCount)> ctr_base{};  // stats_reset/xstats_reset
   std::array<uint64_t, nic::kCounterCount> model_base{};    // xstats_reset of model counters
+  // Interrupt vectors: the eventfd each is bound to (the PMD's own duplicate), -1 when free. A
+  // raised vector is delivered as a write of 1 to it, as VFIO signals an MSI-X vector's eventfd.
+  std::array<int, kIrqVectors> irq_fd;
+  uint32_t irq_bound = 0;  // vectors in use
   // Seeded wire faults (rte_pmd_cleave_fault_set): RX between the wire and the model, TX where
   // merged frames enter `pending`. Off unless set.
   std::array<dp::FaultStage, dp::kFaultDirs> fault;
@@ -174,15 +181,15 @@ uint16_t tx_burst(void* queue, rte_mbuf** pkts, uint16_t n);
 // NIC's busy time, its idle polling apart; xstat service_busy_runs counts those runs (DPDK's
 // call count counts every run).
 int32_t service_run(void* arg);
-// One round of the NIC: wire TX flush, descriptors merged, wire RX into the model. Returns
-// whether it moved anything (frames from or to the wire, descriptors off a TX queue). Caller
-// holds dev.lock.
+// One round of the NIC: posted commands, wire TX flush, descriptors merged, wire RX into the
+// model. Returns whether it did anything (a posted command, frames from or to the wire,
+// descriptors off a TX queue). Caller holds dev.lock.
 bool poll_locked(Device& dev);
 // Frees every mbuf the device holds (rings, stage, pending); caller holds dev.lock, stopped.
 void drain_locked(Device& dev);
 // Applies the posted commands queued so far, in order (at most one queue's worth, so posters
-// cannot hold the caller forever); caller holds dev.lock.
-void apply_posted(Device& dev);
+// cannot hold the caller forever), and returns how many; caller holds dev.lock.
+uint32_t apply_posted(Device& dev);
 // Applies one posted command; caller holds dev.lock.
 void run_posted(Device& dev, const PostedCmd& c);
 // Takes dev.lock for a command or a look at the model: posted commands go first.

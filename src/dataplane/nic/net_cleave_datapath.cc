@@ -8,6 +8,7 @@
 #include <rte_ring.h>
 #include <rte_service.h>
 #include <rte_spinlock.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -250,16 +251,18 @@ bool run_inline(const Device& d) {
 
 }  // namespace
 
-void apply_posted(Device& d) {
+uint32_t apply_posted(Device& d) {
   PostedCmd c[kBurst];
-  for (uint32_t done = 0; done < kPostedCmds;) {
+  uint32_t done = 0;
+  while (done < kPostedCmds) {
     const unsigned n =
         rte_ring_sc_dequeue_burst_elem(d.posted, c, sizeof(PostedCmd), kBurst, nullptr);
-    if (n == 0) return;
+    if (n == 0) break;
     for (unsigned i = 0; i < n; i++)
       run_posted(d, c[i]);
     done += n;
   }
+  return done;
 }
 
 void run_posted(Device& d, const PostedCmd& c) {
@@ -274,13 +277,25 @@ void run_posted(Device& d, const PostedCmd& c) {
     case PostedCmd::kMsRetireMsg:
       d.model->ms_retire_msg(c.flow, c.arg);
       break;
+    case PostedCmd::kIrq: {
+      // The eventfd is non-blocking (the daemon checked): a write fails only when its counter
+      // would overflow, and then its reader is awake anyway.
+      const uint64_t one = 1;
+      if (c.flow < kIrqVectors && d.irq_fd[c.flow] >= 0) {
+        [[maybe_unused]] ssize_t r = write(d.irq_fd[c.flow], &one, sizeof one);
+        d.bump(PmdCtr::kIrqs);
+      } else {
+        d.bump(PmdCtr::kIrqErrors);
+      }
+      break;
+    }
   }
   d.bump(PmdCtr::kPosted);
 }
 
 bool poll_locked(Device& d) {
   d.bump(PmdCtr::kServiceRuns);
-  apply_posted(d);
+  const bool posted = apply_posted(d) != 0;
   const uint64_t before = tx_moved(d);
   poll_tx_fault(d);
   flush_pending(d);
@@ -289,7 +304,7 @@ bool poll_locked(Device& d) {
     flush_pending(d);
   }
   const bool rx = rx_wire(d);
-  return rx || tx_moved(d) != before;
+  return rx || posted || tx_moved(d) != before;
 }
 
 void drain_locked(Device& d) {

@@ -31,6 +31,7 @@
 #include <rte_mempool.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -114,6 +115,14 @@ class Nic {
   virtual int read_retire(uint32_t flow, uint32_t psn) = 0;
   virtual int rkey_check(uint32_t flow, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access,
                          uint16_t* mr) = 0;
+
+  // ---- interrupts (rte_pmd_cleave_irq_*): a vector the NIC raises is delivered as a write to
+  // the eventfd bound to it, so a lcore wakes a sleeping app with a posted command, not a
+  // system call. Vectors are the port's, shared by its queues. The generic backend has none
+  // (-ENOTSUP): its caller writes the eventfd itself. ----
+  virtual int irq_bind(int /*fd*/) { return -ENOTSUP; }
+  virtual int irq_unbind(uint32_t /*vector*/) { return -ENOTSUP; }
+  virtual int irq_raise(uint32_t /*vector*/) { return -ENOTSUP; }
 
   // ---- seeded wire faults (fault.h): test equipment on the wire side of the NIC ----
   // Sets one direction's loss, reordering and duplication (all zero: off). RX faults act on

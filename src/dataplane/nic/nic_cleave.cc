@@ -115,6 +115,10 @@ class CleaveNic final : public Nic {
     return rte_pmd_cleave_rkey_check(port_id(), flow, rkey, va, len, access, mr);
   }
 
+  int irq_bind(int fd) override { return rte_pmd_cleave_irq_bind(port_id(), fd); }
+  int irq_unbind(uint32_t vector) override { return rte_pmd_cleave_irq_unbind(port_id(), vector); }
+  int irq_raise(uint32_t vector) override { return rte_pmd_cleave_post_irq(port_id(), vector); }
+
   int apply_faults(FaultDir dir, const FaultParams& p) override {
     const rte_pmd_cleave_fault f{p.loss, p.reorder, p.duplicate, p.seed};
     return rte_pmd_cleave_fault_set(port_id(), rte_pmd_cleave_fault_dir(dir), &f);

@@ -210,6 +210,20 @@ int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg);
 int rte_pmd_cleave_post_cursor_update(uint16_t port, uint32_t flow, uint32_t cursor);
 int rte_pmd_cleave_post_ms_retire(uint16_t port, uint32_t flow, uint32_t count);
 int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg);
+
+/**
+ * Interrupts. The NIC raises a vector; the host delivers it as a write of 1 to the eventfd bound
+ * to the vector (VFIO signals an MSI-X vector's eventfd so on hardware; here whoever runs the
+ * model writes it). A driver raises a vector to wake a thread without a system call of its own.
+ * irq_bind: binds the next free vector to `fd` (the PMD keeps a duplicate of it, closed by
+ * unbind or at close) and returns it, or -ENOSPC (4096 vectors bound), -EBADF, -ENODEV.
+ * irq_unbind: delivers what was posted before it, then frees the vector; -ENOENT if unbound.
+ * post_irq: raises the vector, posted as the commands above are; a vector bound to nothing
+ * is counted (xstat irq_errors), delivered ones too (irqs).
+ */
+int rte_pmd_cleave_irq_bind(uint16_t port, int fd);
+int rte_pmd_cleave_irq_unbind(uint16_t port, uint32_t vector);
+int rte_pmd_cleave_post_irq(uint16_t port, uint32_t vector);
 /** RoCE: a message starts at `psn` and the next SEND is message `next_msg`. */
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg);
 
