@@ -161,24 +161,9 @@ class AppSocket(ct.TestCase):
         app.close()
 
     def test_send_into_posted_receive_with_doorbell(self):
-        app = ra.RawApp(self.path)
-        efd = os.eventfd(0, os.EFD_NONBLOCK)
-        cq = app.create_pipe(ra.COMPLETION, 512, doorbell_fd=efd)
-        sq = app.create_pipe(ra.SUBMIT, 128, cq.id)
-        rq = app.create_pipe(ra.RECV, 128, cq.id)
-        app.write_heap(0, b"hello, cleave")
-        self.assertTrue(rq.produce(ra.recv_entry(4096, 64)))
-        # Asleep on the doorbell: the dataplane must write the eventfd.
-        app.region[cq.offset + 64] = 1
-        sq.produce(ra.send_entry(ra.OP_SEND, wr_id=9, length=13, target=rq.id, imm=77))
-        ct.wait_until(lambda: _eventfd_value(efd), what="the doorbell")
-        recv, sent = self.wait_completion(cq), self.wait_completion(cq)
-        self.assertEqual((recv["flags"] & 1, recv["wr_id"], recv["length"], recv["imm"]),
-                         (1, 0, 13, 77))
-        self.assertEqual((sent["wr_id"], sent["status"]), (9, 0))
-        self.assertEqual(app.heap(4096, 13), b"hello, cleave")
-        self.assertGreaterEqual(self.apps()[0]["counters"]["doorbells"], 1)
-        os.close(efd)
+        _doorbell_round_trip(self, self.path)
+        # A port without interrupts (net_null): the lcore wrote the eventfd itself.
+        self.assertNotIn("irqs", self.d.ctl("port", "show", "n0")[1][0]["xstats"])
 
     def test_region_on_hugepages_when_reserved(self):
         nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
@@ -403,6 +388,58 @@ class AppSocket(ct.TestCase):
         self.assertEqual(a["name"], "good")
         self.assertEqual(a["counters"]["errors_total"], 0)
         self.assertRegex(self.d.logs(), r"app \d+ 'evil' .* over its error budget")
+
+
+def _doorbell_round_trip(t, path):
+    """A SEND into a posted receive while the app sleeps on its completion queue's doorbell:
+    woken, both completions there, the bytes placed."""
+    app = ra.RawApp(path)
+    efd = os.eventfd(0, os.EFD_NONBLOCK)
+    cq = app.create_pipe(ra.COMPLETION, 512, doorbell_fd=efd)
+    sq = app.create_pipe(ra.SUBMIT, 128, cq.id)
+    rq = app.create_pipe(ra.RECV, 128, cq.id)
+    app.write_heap(0, b"hello, cleave")
+    t.assertTrue(rq.produce(ra.recv_entry(4096, 64)))
+    # Asleep on the doorbell: the dataplane must write the eventfd.
+    app.region[cq.offset + 64] = 1
+    sq.produce(ra.send_entry(ra.OP_SEND, wr_id=9, length=13, target=rq.id, imm=77))
+    ct.wait_until(lambda: _eventfd_value(efd), what="the doorbell")
+    wait = lambda: ct.wait_until(cq.consume, timeout=2.0, interval=0.001, what="a completion")
+    recv, sent = wait(), wait()
+    t.assertEqual((recv["flags"] & 1, recv["wr_id"], recv["length"], recv["imm"]),
+                  (1, 0, 13, 77))
+    t.assertEqual((sent["wr_id"], sent["status"]), (9, 0))
+    t.assertEqual(app.heap(4096, 13), b"hello, cleave")
+    t.assertGreaterEqual(t.d.ctl("app", "list")[1]["apps"][0]["counters"]["doorbells"], 1)
+    os.close(efd)
+    return app
+
+
+class DoorbellByNicInterrupt(ct.TestCase):
+    """On a net_cleave port the lcore raises the NIC's interrupt vector bound to the doorbell
+    (a posted command) and the NIC writes the eventfd: the same wake-up, counted as irqs."""
+
+    def test_send_into_posted_receive_woken_by_the_nic(self):
+        self.d = ct.Daemon(CONFIG.replace("net_null0,no-rx=1",
+                                          "net_cleave0,wire=net_null0,wire_args=no-rx=1"))
+        path = os.path.join(self.d.run_dir, "app.sock")
+        xstats = lambda: self.d.ctl("port", "show", "n0")[1][0]["xstats"]
+        fds = lambda: len(os.listdir(f"/proc/{self.d.proc.pid}/fd"))
+        before, fds_before = xstats(), fds()
+        app = _doorbell_round_trip(self, path)
+        after = xstats()
+        self.assertGreaterEqual(after["irqs"], before["irqs"] + 1)
+        self.assertEqual(after["irq_errors"], before["irq_errors"])
+        # Closed, the app's vector is unbound: the next app's doorbell gets a vector again and
+        # the NIC wakes it.
+        app.close()
+        ct.wait_until(lambda: not self.d.ctl("app", "list")[1]["apps"], what="the app gone")
+        _doorbell_round_trip(self, path).close()
+        self.assertGreaterEqual(xstats()["irqs"], after["irqs"] + 1)
+        self.assertEqual(xstats()["irq_errors"], before["irq_errors"])
+        # The NIC's duplicates of the doorbells are closed with their vectors.
+        ct.wait_until(lambda: fds() == fds_before, what="the daemon's descriptors back to "
+                      f"{fds_before}")
 
 
 class PendingPerUser(ct.TestCase):

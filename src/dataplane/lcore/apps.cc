@@ -1,8 +1,9 @@
 // apps.cc - the app path on the dataplane lcore: submit pipes served round-robin with a budget,
 // every descriptor copied out of shared memory and checked before use, completions posted.
 //
-// Nothing here allocates, locks or logs. The only syscall is the doorbell: an eventfd write when
-// an app's completion consumer has said it sleeps.
+// Nothing here allocates, locks or logs. The only syscall is the doorbell when an app's
+// completion consumer has said it sleeps: an eventfd write, unless a NIC with interrupts
+// raises the pipe's vector (a posted command) and writes it instead (control path aside).
 #include "lcore/apps.h"
 
 #include <cleave/cleave.h>
@@ -10,6 +11,8 @@
 
 #include <algorithm>
 #include <cstring>
+
+#include "nic.h"
 
 namespace cleave::dp {
 
@@ -52,6 +55,8 @@ bool AppPath::attach(DpApp* app, uint64_t now) {
   }
   app->next_sq = 0;
   app->submit_pending = 0;
+  for (DpPipe& p : app->pipes)
+    bind_irq(p);
   apps_.push_back(app);
   return true;
 }
@@ -62,6 +67,8 @@ DpApp* AppPath::detach(uint32_t app_id) {
   if (it == apps_.end()) return nullptr;
   DpApp* a = *it;
   apps_.erase(it);
+  for (DpPipe& p : a->pipes)
+    unbind_irq(p);
   return a;
 }
 
@@ -91,7 +98,9 @@ bool AppPath::set_pipe(uint32_t app_id, uint32_t pipe, const DpPipe& v) {
   if (a == nullptr || pipe >= a->pipes.size()) return false;
   const bool was = a->pipes[pipe].kind == abi::PipeKind::kSubmit;
   const bool is = v.kind == abi::PipeKind::kSubmit;
+  unbind_irq(a->pipes[pipe]);
   a->pipes[pipe] = v;
+  bind_irq(a->pipes[pipe]);
   if (was && !is) {
     std::erase(a->sqs, uint16_t(pipe));
   } else if (is && !was) {
@@ -388,8 +397,12 @@ void CompletionBatch::flush(Slot& s) {
   cq.staged = uint16_t(cq.staged - s.n);
   s.n = 0;
   if (cq.doorbell_fd >= 0 && put != 0 && cq.cq_out.take_wake()) {
+    // Raised, the NIC writes the eventfd: a posted command, no system call here.
     uint64_t one = 1;
-    if (write(cq.doorbell_fd, &one, sizeof one) == sizeof one) a.counters.doorbells++;
+    if (cq.irq >= 0 ? irq_->irq_raise(uint32_t(cq.irq)) == 0
+                    : write(cq.doorbell_fd, &one, sizeof one) == sizeof one) {
+      a.counters.doorbells++;
+    }
   }
 }
 
@@ -400,6 +413,21 @@ void CompletionBatch::flush_all() {
     s.app->pipes[s.cq].batch_slot = -1;
   }
   used_ = 0;
+}
+
+// Control path. A vector the NIC cannot give (none left, or no interrupts) leaves the pipe
+// woken by the lcore's own eventfd write, as before.
+void AppPath::bind_irq(DpPipe& p) {
+  Nic* nic = batch_.interrupts();
+  p.irq = -1;
+  if (nic == nullptr || p.kind != abi::PipeKind::kCompletion || p.doorbell_fd < 0) return;
+  const int v = nic->irq_bind(p.doorbell_fd);
+  if (v >= 0) p.irq = v;
+}
+
+void AppPath::unbind_irq(DpPipe& p) {
+  if (p.irq >= 0) batch_.interrupts()->irq_unbind(uint32_t(p.irq));
+  p.irq = -1;
 }
 
 DpPipe* AppPath::pipe(DpApp& a, uint32_t id, abi::PipeKind kind) {

@@ -20,6 +20,8 @@
 
 namespace cleave::dp {
 
+class Nic;  // nic.h
+
 // Bad descriptors, by what was wrong. Each fails its request with an error completion.
 #define CLEAVE_APP_ERRORS(X)                                     \
   X(bad_opcode, "unknown opcode")                                \
@@ -70,6 +72,7 @@ struct DpPipe {
   abi::PipeKind kind{};  // 0: slot unused
   uint16_t cq = 0;       // kSubmit, kRecv: their completion pipe
   int doorbell_fd = -1;  // kCompletion: eventfd to write when the consumer sleeps; owned by main
+  int32_t irq = -1;      // kCompletion: the interrupt vector bound to it (AppPath), -1: none
   ipc::PipeConsumer<abi::SendEntry> sq;
   ipc::PipeConsumer<abi::RecvEntry> rq;
   ipc::PipeProducer<abi::Completion> cq_out;
@@ -153,6 +156,9 @@ class FlowHandler {
 // stage and after every control request, so nothing staged outlives a pipe or an app.
 class CompletionBatch {
  public:
+  // The NIC whose interrupts wake sleeping consumers (pipes with an irq); null: none.
+  void set_interrupts(Nic* nic) { irq_ = nic; }
+  Nic* interrupts() const { return irq_; }
   static constexpr unsigned kPipes = 16;    // pipes with entries staged at once
   static constexpr unsigned kPerPipe = 32;  // entries staged per pipe
 
@@ -175,6 +181,7 @@ class CompletionBatch {
 
   Slot slots_[kPipes];
   unsigned used_ = 0;
+  Nic* irq_ = nullptr;
 };
 
 class AppPath {
@@ -184,6 +191,10 @@ class AppPath {
   void set_flow_handler(FlowHandler* h) { flows_ = h; }
   // Where the app path and the flow path stage completions; poll() flushes it before it returns.
   CompletionBatch& completions() { return batch_; }
+  // Sleeping consumers are woken by this NIC's interrupts (null: by an eventfd write of the
+  // lcore's own): attach and set_pipe bind a vector to each completion pipe's doorbell, detach
+  // and set_pipe unbind it (the NIC delivers what was raised first). Set before any attach.
+  void set_interrupts(Nic* nic) { batch_.set_interrupts(nic); }
 
   // One pass over every app, each from where it left off, at most `budget` requests each;
   // returns the requests served. Of an app's submit pipes it looks only at those its summary
@@ -219,6 +230,8 @@ class AppPath {
                   int32_t& status, uint64_t now);
   int32_t fail(DpApp& a, AppError e, int32_t status, uint64_t now);
   DpPipe* pipe(DpApp& a, uint32_t id, abi::PipeKind kind);
+  void bind_irq(DpPipe& p);
+  void unbind_irq(DpPipe& p);
 
   ThreadOwner lcore_{"dataplane lcore"};  // bound by poll()
   std::vector<DpApp*> apps_;              // capacity reserved for max_apps: never reallocates

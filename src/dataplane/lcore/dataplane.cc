@@ -136,6 +136,12 @@ Dataplane::Dataplane(const DataplaneParams& params, std::vector<DpPort> ports,
   fp.tsc_hz = tsc_hz_;
   flows_ = std::make_unique<FlowPath>(fp, std::move(fports), arp_, routes_, pool,
                                       static_cast<FlowIo&>(*this), stats_.flows);
+  for (Port& p : ports_) {
+    if (p.nic->backend() == NicBackend::kCleave) {  // its interrupts wake sleeping apps
+      apps_.set_interrupts(p.nic.get());
+      break;
+    }
+  }
   apps_.set_flow_handler(flows_.get());
   flows_->set_completions(&apps_.completions());
   if (params_.shards > 1) {
