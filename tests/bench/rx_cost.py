@@ -41,11 +41,15 @@ period, CPU time, turned into cycles at the CPU frequency tcp_goodput.py reports
     idle iteration, measured over a second with nothing flowing just before the transfer, and
     the packets received per busy iteration of the loop: how well bursts amortize). "In busy
     iterations" adds to the work what each busy iteration's polling costs at that idle rate.
-    Work includes the app wake-ups, printed apart too: a doorbell (eventfd write) to a receiver
-    asleep on its completion queue, and the doorbells per MiB the receivers' app counters showed
-    (looked at every 100 ms while they ran: a lower bound). How often a receiver sleeps is its
-    own choice (cleave-tcp spins 20 us first); one that polls needs none, so host work without
-    them is printed too.
+    Work includes the app wake-ups, printed apart too: a doorbell to a receiver asleep on its
+    completion queue, and the doorbells per MiB the receivers' app counters showed (looked at
+    every 100 ms while they ran: a lower bound). On net_cleave a doorbell is the NIC's
+    interrupt: the shard posts a command (host work) and the NIC writes the eventfd, as VFIO
+    delivers an MSI-X vector on hardware, off the dataplane's cores; those writes are the NIC's,
+    printed apart as "NIC interrupts" (in NIC+wire, or in the NIC service's thread). A shard
+    writes the eventfd itself only without a net_cleave port (or with every vector taken).
+    How often a receiver sleeps is its own choice (cleave-tcp spins 20 us first); one that
+    polls needs none, so host work without the wake-ups is printed too.
     busy_cycles from `cleavectl stats show` (NIC included) is printed too: TSC cycles, so on a
     shared CPU it also counts the time the lcore was descheduled.
   cleave-svc, cleave-2sh: the shards' threads (EAL names lcore N's thread rte-worker-N, or
@@ -112,6 +116,12 @@ WORK = re.compile(r"Dataplane::rx_packet|Dataplane::flush\(|FlowPath::rx\(|FlowP
 # its CPU). Host work, printed apart too: an app that polls its queue never needs one.
 WAKE = re.compile(r"\b__GI___libc_write\b|\beventfd_write\b")
 WAKE_FROM = re.compile(r"CompletionBatch::")
+# On net_cleave the shard raises the NIC's interrupt vector instead (a posted command: host
+# work, as every posted command's enqueue is) and the NIC writes the eventfd when it applies
+# it: the NIC's, as an MSI-X interrupt's delivery is the kernel's on hardware, off the
+# dataplane's cores. Printed apart ("NIC interrupts").
+POSTED = re.compile(r"cleave::pmd::(?:\(anonymous namespace\)::)?post\(")
+IRQ_FROM = re.compile(r"cleave::pmd::run_posted")
 # The Linux receive path.
 LINUX_RX = re.compile(r"\b(process_backlog|__netif_receive_skb_core|tcp_v4_rcv|tcp_recvmsg|"
                       r"tcp_rcv_established|__napi_poll)\b")
@@ -168,7 +178,7 @@ def lcore_split(smp, tids, inline=True):
     that wait for an answer (the model's work and the wait for its lock, which the service holds
     while it runs) and rx_ring their RX bursts' dequeue, which every iteration polls: counted in
     poll too."""
-    b = dict.fromkeys(("work", "wake", "poll", "nic", "cmd", "rx_ring"), 0)
+    b = dict.fromkeys(("work", "wake", "poll", "nic", "cmd", "rx_ring", "irq"), 0)
     b["leaf"] = collections.Counter()  # work samples by the function they end in
     for _, tid, p, fr in smp:
         if tid not in tids:
@@ -183,6 +193,14 @@ def lcore_split(smp, tids, inline=True):
         if any(WAKE.search(f) for f in fr) and any(WAKE_FROM.search(f) for f in fr):
             b["work"] += p
             b["wake"] += p
+            b["leaf"][leaf(fr)] += p
+            continue
+        if any(WAKE.search(f) for f in fr) and any(IRQ_FROM.search(f) for f in fr):
+            b["nic"] += p  # the NIC delivering an interrupt (inline: in the shard's bursts)
+            b["irq"] += p
+            continue
+        if inline and any(POSTED.search(f) for f in fr):
+            b["work"] += p  # the enqueue of a posted command: the driver's doorbell write
             b["leaf"][leaf(fr)] += p
             continue
         # The kernel under the lcore is af_packet's (the wire).
@@ -207,6 +225,12 @@ def leaf(frames):
 
 def thread_ns(smp, tid):
     return sum(p for _, t, p, _ in smp if t == tid)
+
+
+def irq_ns(smp, tid):
+    """The NIC's interrupt deliveries (eventfd writes) in thread `tid`'s samples."""
+    return sum(p for _, t, p, fr in smp if t == tid and any(WAKE.search(f) for f in fr) and
+               any(IRQ_FROM.search(f) for f in fr))
 
 
 def lcore_tids(pid):
@@ -288,6 +312,7 @@ def main():
     nicr = collections.defaultdict(list)  # inline: NIC and wire; service: driver rings
     polled = collections.defaultdict(list)  # cleave cases: host work and polling cycles/byte
     wakes = collections.defaultdict(list)  # cleave cases: app wake-ups (in host) cycles/byte
+    irqs = collections.defaultdict(list)  # cleave cases: the NIC's interrupt deliveries
     doorbells = collections.defaultdict(list)  # cleave cases: doorbells per MiB (lower bound)
     in_busy = collections.defaultdict(list)  # cleave cases: host cycles/byte in busy iterations
     leaves = collections.defaultdict(collections.Counter)  # cleave cases: work ns by leaf
@@ -381,6 +406,7 @@ def main():
         res[case].append(host * hz / 1e9 / got)
         polled[case].append((work + poll + (nic if svc else 0)) * hz / 1e9 / got)
         wakes[case].append(b["wake"] * hz / 1e9 / got)
+        irqs[case].append((b["irq"] + (irq_ns(smp, tids[svc[1]]) if svc else 0)) * hz / 1e9 / got)
         # The host in the iterations that received or served something: their work, and the
         # loop's polling each of them did as an idle one does (at the calibrated cost).
         busy_iters = shard_sum(s1, "busy_iterations") - shard_sum(s0, "busy_iterations")
@@ -460,6 +486,9 @@ def main():
               f"{statistics.median(a / b for a, b in zip(nowake, res['linux-on'])):.3f}; "
               f"the wake-ups {med(wakes[case])}, doorbells per MiB (at least) "
               f"{med(doorbells[case])}")
+        print(f"{'':10} NIC interrupts (the eventfd writes the NIC makes for the doorbells it "
+              f"is asked to ring: the kernel's interrupt work on hardware, not the shards'; "
+              f"in NIC): {med(irqs[case])} cycles/byte")
         if case not in svc_busy:
             print(f"{case:10} host with the loop's polling: {med(polled[case])} cycles/byte, in "
                   f"busy iterations (work and each one's polling at the idle cost) "
