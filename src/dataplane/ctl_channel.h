@@ -171,16 +171,20 @@ struct ListenShare : FlowAnswer {
 };
 // Management's list, one page per request so the lcore's time on it is bounded: one flow
 // (`only`), or the rows from position `start` on (listeners, then flows), at most
-// min(max_rows, kFlowListPageRows) of them and kFlowListPageScan table slots looked at; `next`
-// says where the following page starts (kNoFlow: none). Each page also has the transports
-// instantiated with their counters and the operator's bindings (the dataplane allocates:
-// management only).
+// min(max_rows, kFlowListPageRows) of them, kFlowListPageScan table slots looked at and about
+// `budget_us` spent (a row is begun only before then; a page has one at least); `next`
+// says where the following page starts (kNoFlow: none). With `meta`, the page also has the
+// transports instantiated with their counters and the operator's bindings (the dataplane
+// allocates: management only).
 inline constexpr uint32_t kFlowListPageRows = 256;
 inline constexpr uint32_t kFlowListPageScan = 4096;
+inline constexpr uint32_t kFlowListPageUs = 20;
 struct FlowList : FlowAnswer {
   uint32_t only = 0;
   uint32_t start = 0;
   uint32_t max_rows = kFlowListPageRows;
+  uint32_t budget_us = kFlowListPageUs;
+  bool meta = false;
   uint32_t next = transport::kNoFlow;  // out
   std::vector<FlowRow> rows;
   std::vector<std::string> transports;

@@ -712,12 +712,13 @@ json Management::stats() {
 
 // One page of the listing (ctl::FlowList): the lcore spends a bounded time on each, and serves
 // its packets between them. The room for the rows is made here, not on the lcore.
-ctl::FlowList Management::flow_page(size_t shard, uint32_t only, uint32_t start,
-                                    uint32_t max_rows) {
+ctl::FlowList Management::flow_page(size_t shard, uint32_t only, uint32_t start, uint32_t max_rows,
+                                    bool meta) {
   ctl::FlowList q;
   q.only = only;
   q.start = start;
   q.max_rows = max_rows;
+  q.meta = meta;
   q.rows.reserve(std::min(max_rows, ctl::kFlowListPageRows));
   auto r = ask(CtlRequest::make(std::move(q)), shard);
   return std::move(r->as<ctl::FlowList>());
@@ -747,31 +748,39 @@ constexpr uint32_t kPosMask = (1u << kShardShift) - 1;
 
 json Management::flows(std::optional<uint32_t> start, std::optional<uint32_t> max_rows) {
   const bool paged = start || max_rows;
+  const uint32_t want = max_rows.value_or(UINT32_MAX);  // rows in this answer
   uint32_t pos = start.value_or(0);
   json flows = json::array();
   json listeners = json::array();
-  ctl::FlowList page;
-  do {
+  ctl::FlowList meta;  // the first page's transports and bindings
+  bool have_meta = false;
+  // The lcore's pages are short (ctl::kFlowListPageUs): as many as the answer needs.
+  for (uint32_t got = 0; pos != transport::kNoFlow && got < want;) {
     const size_t shard = pos >> kShardShift;
-    if (shard >= ctl_.size()) {  // past the end: an empty page, the last
+    if (shard >= ctl_.size()) {  // past the end: the listing is complete
       pos = transport::kNoFlow;
       break;
     }
-    page = flow_page(shard, transport::kNoFlow, pos & kPosMask,
-                     max_rows.value_or(ctl::kFlowListPageRows));
+    ctl::FlowList page = flow_page(shard, transport::kNoFlow, pos & kPosMask,
+                                   std::min(want - got, ctl::kFlowListPageRows), !have_meta);
+    got += uint32_t(page.rows.size());
     add_rows(page, shard, flows, listeners);
     if (page.next != transport::kNoFlow) {
       pos = uint32_t(shard << kShardShift) | page.next;
     } else {
       pos = shard + 1 < ctl_.size() ? uint32_t((shard + 1) << kShardShift) : transport::kNoFlow;
     }
-  } while (!paged && pos != transport::kNoFlow);
+    if (!have_meta) {
+      meta = std::move(page);
+      have_meta = true;
+    }
+  }
   json bindings = json::array();
-  for (const FlowBinding& b : page.bindings)
+  for (const FlowBinding& b : meta.bindings)
     bindings.push_back(binding_json(b));
   json out = {{"flows", flows},
               {"listeners", listeners},
-              {"transports", page.transports},
+              {"transports", meta.transports},
               {"bindings", bindings}};
   if (paged) out["next"] = pos == transport::kNoFlow ? json(nullptr) : json(pos);
   return out;
@@ -840,16 +849,16 @@ json Management::transports() {
   for (size_t k = 0; k < ctl_.size(); k++) {
     ctl::FlowList r;
     for (uint32_t pos = 0; pos != transport::kNoFlow; pos = r.next) {
-      r = flow_page(k, transport::kNoFlow, pos, ctl::kFlowListPageRows);
+      r = flow_page(k, transport::kNoFlow, pos, ctl::kFlowListPageRows, pos == 0);
       for (const FlowRow& row : r.rows) {
         auto& c = counts[row.transport];
         (row.listener ? c.second : c.first)++;
       }
-    }
-    running.insert(r.transports.begin(), r.transports.end());
-    for (const TransportStats& s : r.transport_stats) {
-      for (const auto& [key, v] : s.numbers)
-        stats[s.name][key] += v;
+      running.insert(r.transports.begin(), r.transports.end());
+      for (const TransportStats& s : r.transport_stats) {
+        for (const auto& [key, v] : s.numbers)
+          stats[s.name][key] += v;
+      }
     }
   }
   json out = json::array();

@@ -117,8 +117,9 @@ class Management {
   }
   // Every shard's counters summed (`sum`), and each shard's.
   std::vector<DataplaneStats> shard_stats(DataplaneStats& sum, uint64_t& tsc_hz);
-  // One page of shard `shard`'s listing.
-  ctl::FlowList flow_page(size_t shard, uint32_t only, uint32_t start, uint32_t max_rows);
+  // One page of shard `shard`'s listing; `meta`: with its transports and bindings.
+  ctl::FlowList flow_page(size_t shard, uint32_t only, uint32_t start, uint32_t max_rows,
+                          bool meta = false);
   void add_rows(const ctl::FlowList& page, size_t shard, nlohmann::json& flows,
                 nlohmann::json& listeners);
   // A port's NIC through every shard's queue: faults set on each (when dirs is not 0), the

@@ -114,11 +114,14 @@ void Dataplane::answer(ctl::ListenShare& r, uint64_t /*now*/) {
 
 void Dataplane::answer(ctl::FlowList& r, uint64_t /*now*/) {
   r.rows.clear();
+  const uint64_t deadline = rte_rdtsc() + tsc_hz_ * r.budget_us / 1000000;
   r.next = flows_->rows(r.rows, r.only, r.start, std::min(r.max_rows, ctl::kFlowListPageRows),
-                        ctl::kFlowListPageScan);
-  r.transports = flows_->transport_names();
-  r.transport_stats = flows_->transport_stats();
-  r.bindings = flows_->bindings();
+                        ctl::kFlowListPageScan, deadline);
+  if (r.meta) {
+    r.transports = flows_->transport_names();
+    r.transport_stats = flows_->transport_stats();
+    r.bindings = flows_->bindings();
+  }
   r.status = 0;
 }
 

@@ -717,7 +717,7 @@ std::vector<TransportStats> FlowPath::transport_stats() const {
 }
 
 uint32_t FlowPath::rows(std::vector<FlowRow>& out, uint32_t only, uint32_t start, uint32_t max_rows,
-                        uint32_t max_scan) const {
+                        uint32_t max_scan, uint64_t deadline) const {
   lcore_.check("FlowPath::rows");
   auto flow_row = [&](uint32_t id) {
     const Flow& f = flows_[id];
@@ -745,7 +745,8 @@ uint32_t FlowPath::rows(std::vector<FlowRow>& out, uint32_t only, uint32_t start
   const auto end = nl + flow_ids_.end;
   const size_t first = out.size();
   uint32_t pos = start;
-  for (uint32_t scanned = 0; pos < end && scanned < max_scan && out.size() - first < max_rows;
+  for (uint32_t scanned = 0; pos < end && scanned < max_scan && out.size() - first < max_rows &&
+                             (out.size() == first || rte_rdtsc() < deadline);
        pos++, scanned++) {
     if (pos >= nl) {
       if (pos < nl + flow_ids_.first) pos = nl + flow_ids_.first;

@@ -211,11 +211,12 @@ class FlowPath final : public FlowHandler {
 
   // Management.
   // One page of the flow listing: rows from position `start` on (listeners, then flows, each
-  // by id), at most `max_rows` of them and at most `max_scan` table slots looked at, so a page
-  // costs the lcore a bounded time; returns where the next page starts, kNoFlow when the
-  // listing is complete. `only` other than kNoFlow: that flow's row alone, if it exists.
+  // by id), at most `max_rows` of them, at most `max_scan` table slots looked at, and no row
+  // begun once the TSC reaches `deadline` (one row at least), so a page costs the lcore a
+  // bounded time; returns where the next page starts, kNoFlow when the listing is complete.
+  // `only` other than kNoFlow: that flow's row alone, if it exists.
   uint32_t rows(std::vector<FlowRow>& out, uint32_t only, uint32_t start, uint32_t max_rows,
-                uint32_t max_scan) const;
+                uint32_t max_scan, uint64_t deadline) const;
   std::vector<std::string> transport_names() const;
   // Management: each instantiated transport's counters (allocates).
   std::vector<TransportStats> transport_stats() const;
