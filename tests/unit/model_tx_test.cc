@@ -1,5 +1,5 @@
 // model_tx_test.cc - the NIC model's send path: TSO parsed back, checksum offload, ICRC against
-// the published ICRC reference vectors, completions and bad requests.
+// the published ICRC reference vectors, the Solar block CRC32C, completions and bad requests.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -242,6 +242,48 @@ TEST_F(ModelTx, ReceiveSideVerifiesTheReferenceVectors) {
   EXPECT_EQ(e.payload_len, 18u);
   EXPECT_EQ(Bytes(mem.begin() + 0x1000, mem.begin() + 0x1000 + 18),
             from_hex("4630818be28935d90e9a95505401be885e50"));
+}
+
+// kTxCrc32c: the block's CRC32C lands in the Solar header (bytes 28..31 of the UDP payload)
+// before the UDP checksum is computed over it; the frame equals the tests' own Solar frame (a
+// bitwise CRC32C) and the receive side verifies and places it. Without the flag the template's
+// CRC field goes out as it was and the receiver defers the block.
+TEST_F(ModelTx, SolarCrc32cIsWrittenIntoTheHeader) {
+  Bytes data = pattern(1000, 8);
+  std::copy(data.begin(), data.end(), mem.begin() + 50);
+  Bytes h = test::solar_frame(1, 10, 0, 5, {}, 2);  // the header alone
+  ASSERT_EQ(h.size(), 14u + 20 + 8 + 32);
+  test::put32(&h[42 + 28], 0xAAAAAAAA);  // a stale CRC the NIC must replace
+  ASSERT_EQ(send({h, 3, 50, 1000, 0, kTxCrc32c | kTxIpCsum | kTxL4Csum, 1}), TxStatus::kOk);
+  ASSERT_EQ(n, 1);
+  const Bytes sent = frame(0);
+  EXPECT_EQ(get32(&sent[42 + 28]), test::crc32c_ref(data.data(), data.size()));
+  EXPECT_EQ(sent, test::solar_frame(1, 10, 0, 5, data, 2));
+
+  FlowSpec s;
+  s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
+  s.parser = Parser::kSolar;
+  ASSERT_EQ(nic->flow_add(0, s), Err::kOk);
+  ASSERT_EQ(nic->ms_post(0, {3, 0x10000, 2000, 0}), Err::kOk);
+  RxEntry e;
+  EXPECT_EQ(nic->rx(sent, e), Decision::kPlaced);
+  EXPECT_EQ(e.l4_csum, CsumStatus::kGood);
+  EXPECT_EQ(Bytes(mem.begin() + 0x10000, mem.begin() + 0x10000 + 1000), data);
+
+  ASSERT_EQ(send({h, 3, 50, 1000, 0, kTxIpCsum | kTxL4Csum, 2}), TxStatus::kOk);
+  EXPECT_EQ(get32(&frame(0)[42 + 28]), 0xAAAAAAAAu);
+  EXPECT_EQ(nic->rx(frame(0), e), Decision::kDeferred);
+  EXPECT_EQ(e.reason, DeferReason::kBadCrc32c);
+  EXPECT_EQ(poll().size(), 2u);
+
+  // A header that is not exactly Ethernet/IPv4/UDP/Solar, or the ICRC as well: refused.
+  EXPECT_EQ(send({tcp_header(1, 0x18, 1), 3, 0, 10, 0, kTxCrc32c, 3}), TxStatus::kBadHeader);
+  EXPECT_EQ(send({Bytes(h.begin(), h.end() - 1), 3, 0, 10, 0, kTxCrc32c, 4}), TxStatus::kBadHeader);
+  Bytes longer = h;
+  longer.push_back(0);
+  EXPECT_EQ(send({longer, 3, 0, 10, 0, kTxCrc32c, 5}), TxStatus::kBadHeader);
+  EXPECT_EQ(poll().size(), 3u);
+  EXPECT_EQ(send({h, 3, 0, 10, 0, kTxCrc32c | kTxIcrc, 6}), TxStatus::kBadHeader);
 }
 
 TEST_F(ModelTx, BadRequestsFailWithACompletion) {

@@ -563,6 +563,63 @@ TEST_P(NicPair, PlainFrameWithChecksumFlagsGetsCorrectChecksums) {
 
 // Seeded wire faults on A's TX and B's RX: every frame sent arrives as often as the counters
 // say (lost, duplicated), some out of order, none held for good; the same on both backends.
+// RTE_PMD_CLEAVE_TX_CRC32C_DYNFLAG: the sending NIC writes each Solar block's CRC32C (net_cleave:
+// the model; generic: the model merging in software) and the receiving NIC verifies and places
+// it. Without the flag the CRC field goes out zero and the block is deferred.
+TEST_P(NicPair, SolarBlockCrc32cFromTheDynamicFlag) {
+  ASSERT_EQ(rx_->flow_add(kFlow, solar_flow()), 0);
+  Bytes mem(8192, kUntouched);
+  ASSERT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 0, 0, 8192, 0), 0);
+  AppMemory app(pattern(2200, 7));
+  ASSERT_EQ(tx_->mr_add(3, app.bytes.data(), app.bytes.size(), 1), 0);
+  const int bit = rte_pmd_cleave_tx_crc32c_bit();
+  ASSERT_GE(bit, 0);
+  const uint64_t csums = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+
+  rte_mbuf* d = app.descriptor(solar_frame(1, 0, nullptr, 0), 0, 1000, 0);
+  d->ol_flags = csums;
+  ASSERT_EQ(tx_->tx_burst(&d, 1), 1);
+  rte_mbuf* r = receive_one();
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(placement(r).decision, RTE_PMD_CLEAVE_DEFERRED);
+  EXPECT_EQ(placement(r).reason, RTE_PMD_CLEAVE_DEFER_BAD_CRC32C);
+  EXPECT_EQ(mem[0], kUntouched);
+
+  // A header-only descriptor, then a plain frame holding header and block.
+  d = app.descriptor(solar_frame(2, 0, nullptr, 0), 0, 1000, 0);
+  d->ol_flags = csums | uint64_t(1) << bit;
+  ASSERT_EQ(tx_->tx_burst(&d, 1), 1);
+  rte_mbuf* plain = to_mbuf(solar_frame(3, 1000, app.bytes.data() + 1000, 1200));
+  ASSERT_NE(plain, nullptr);
+  plain->ol_flags = csums | uint64_t(1) << bit;
+  ASSERT_EQ(tx_->tx_burst(&plain, 1), 1);
+  std::vector<rte_mbuf*> got = receive(2);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; i++) {
+    SCOPED_TRACE(i);
+    const uint32_t len = i == 0 ? 1000 : 1200;
+    const rte_pmd_cleave_placement& p = placement(got[i]);
+    EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_PLACED) << int(p.reason);
+    EXPECT_EQ(p.parser, RTE_PMD_CLEAVE_PARSER_SOLAR);
+    EXPECT_EQ(p.seq, 2u + i);
+    EXPECT_EQ(p.placed, len);
+    EXPECT_EQ((p.flags >> RTE_PMD_CLEAVE_F_L4_CSUM_SHIFT) & 3, RTE_PMD_CLEAVE_CSUM_GOOD);
+    EXPECT_EQ(got[i]->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK, RTE_MBUF_F_RX_IP_CKSUM_GOOD);
+    ASSERT_EQ(got[i]->data_len, 74u) << "the header alone";
+    const uint8_t* crc = rte_pktmbuf_mtod_offset(got[i], const uint8_t*, 42 + 28);
+    const uint32_t want = crc32c_bitwise(app.bytes.data() + 1000 * i, len);
+    EXPECT_EQ(uint32_t(crc[0]) << 24 | uint32_t(crc[1]) << 16 | uint32_t(crc[2]) << 8 | crc[3],
+              want);
+  }
+  EXPECT_EQ(0, std::memcmp(mem.data(), app.bytes.data(), 2200));
+  EXPECT_EQ(mem[2200], kUntouched);
+  if (GetParam() == NicBackend::kGeneric) {
+    EXPECT_EQ(counter(*tx_, "tx_sw_merged"), 3u) << "no DPDK offload computes the CRC32C";
+    EXPECT_EQ(counter(*tx_, "tx_offloaded"), 0u);
+  }
+}
+
 TEST_P(NicPair, WireFaultsLoseReorderAndDuplicateAsCounted) {
   using cleave::dp::FaultDir;
   using cleave::dp::FaultParams;

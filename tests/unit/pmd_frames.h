@@ -248,6 +248,64 @@ inline Bytes reth(uint64_t va, uint32_t rkey, uint32_t len) {
 
 inline const Bytes kAeth = {0x1F, 0, 0, 1};  // ACK, MSN 1
 
+// CRC-32C bit by bit (reflected 0x82F63B78), not the tables the NIC uses.
+inline uint32_t crc32c_bitwise(const uint8_t* p, size_t n) {
+  uint32_t crc = 0xFFFFFFFF;
+  for (size_t i = 0; i < n; i++) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; k++)
+      crc = (crc >> 1) ^ (0x82F63B78 & (0u - (crc & 1)));
+  }
+  return crc ^ 0xFFFFFFFF;
+}
+
+// A Solar WRITE_BLK from A (path 1: UDP source port 0xC001) to B's UDP port 7000 at stream
+// offset `offset`, then `len` bytes of `block`: lengths, checksums and the block's CRC32C are
+// left zero for the NIC (src/transport/solar/README.md has the header).
+inline Bytes solar_frame(uint32_t seq, uint64_t offset, const uint8_t* block, uint32_t len) {
+  Bytes f(14 + 20 + 8 + 32 + len, 0);
+  for (int i = 0; i < 6; i++) {
+    f[i] = uint8_t(0x02 + i);
+    f[6 + i] = uint8_t(0x12 + i);
+  }
+  f[12] = 0x08;
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
+  ip->version_ihl = 0x45;
+  ip->time_to_live = 64;
+  ip->next_proto_id = IPPROTO_UDP;
+  ip->src_addr = rte_cpu_to_be_32(kIpA);
+  ip->dst_addr = rte_cpu_to_be_32(kIpB);
+  uint8_t* udp = f.data() + 34;
+  udp[0] = 0xC0;
+  udp[1] = 0x01;
+  udp[2] = 7000 >> 8;
+  udp[3] = 7000 & 0xFF;
+  uint8_t* h = udp + 8;
+  h[0] = 1;  // WRITE_BLK, path 1, connection 7
+  h[3] = 1;
+  h[7] = 7;
+  for (int i = 0; i < 4; i++)
+    h[8 + i] = uint8_t(seq >> (24 - 8 * i));
+  for (int i = 0; i < 8; i++)
+    h[16 + i] = uint8_t(offset >> (56 - 8 * i));
+  h[27] = 1;  // block 0 of 1
+  if (len > 0) std::memcpy(h + 32, block, len);
+  return f;
+}
+
+// The Solar flow of solar_frame's packets on B: any source port, placed by offset from 0.
+inline rte_pmd_cleave_flow solar_flow() {
+  rte_pmd_cleave_flow f{};
+  f.src_ip = kIpA;
+  f.dst_ip = kIpB;
+  f.dst_port = 7000;
+  f.proto = 17;
+  f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
+  f.parser = RTE_PMD_CLEAVE_PARSER_SOLAR;
+  f.reliable = 1;
+  return f;
+}
+
 inline Bytes pattern(size_t n, uint8_t salt) {
   Bytes b(n);
   for (size_t i = 0; i < n; i++)

@@ -1,5 +1,5 @@
 // nic_model_tx.cc - the model's send path: header + MS reference merged into frames, TSO,
-// IPv4/TCP/UDP checksum offload, RoCEv2 pad and ICRC, TX completions.
+// IPv4/TCP/UDP checksum offload, RoCEv2 pad and ICRC, the Solar block CRC32C, TX completions.
 #include <algorithm>
 #include <cstring>
 
@@ -11,6 +11,8 @@ namespace {
 
 constexpr size_t kEthLen = 14;
 constexpr size_t kBthLen = 12;
+constexpr size_t kSolarLen = 32;
+constexpr size_t kSolarCrcAt = 28;  // the block's CRC32C in the Solar header
 constexpr uint8_t kTcpFin = 0x01, kTcpPsh = 0x08, kTcpCwr = 0x80;
 
 uint32_t rocev2_tail(const TxRequest& req) {
@@ -102,6 +104,12 @@ TxStatus NicModel::tx_impl(const TxRequest& req, const TxDst& dst, uint16_t* nfr
   if ((tso && (proto != 6 || req.mss == 0)) || (icrc && (proto != 17 || hlen < l4 + 8 + kBthLen))) {
     return done(TxStatus::kBadHeader, 0, 0);
   }
+  // Solar: the template is exactly Ethernet/IPv4/UDP/Solar header, so each frame's payload is
+  // the block its CRC covers.
+  const bool crc32c = (req.flags & kTxCrc32c) != 0;
+  if (crc32c && (proto != 17 || icrc || hlen != l4 + 8 + kSolarLen)) {
+    return done(TxStatus::kBadHeader, 0, 0);
+  }
   const uint32_t pad = icrc ? (h[l4 + 8 + 1] >> 4) & 3 : 0;
   const uint32_t tail = pad + (icrc ? 4 : 0);
 
@@ -158,8 +166,9 @@ TxStatus NicModel::tx_impl(const TxRequest& req, const TxDst& dst, uint16_t* nfr
       if (i > 0) f[l4 + 13] &= uint8_t(~kTcpCwr);
     }
     if (icrc) wire::roce_icrc_store(f + end, wire::roce_icrc(ip, end - kEthLen));
+    if (crc32c) wire::store32(f + l4 + 8 + kSolarCrcAt, wire::crc32c(f + hlen, plen));
     if (l4_csum) {
-      // UDP after the ICRC: the checksum covers it (and the ICRC masks the checksum).
+      // UDP after the ICRC and the CRC32C: the checksum covers them (the ICRC masks it).
       size_t csum_at = proto == 6 ? l4 + 16 : l4 + 6;
       wire::store16(f + csum_at, 0);
       uint32_t l4_len = uint32_t(flen - l4);

@@ -159,6 +159,8 @@ FLAGS = [
         ("l4_csum", 2, "TCP or UDP checksum"),
         ("tso", 4, "implies both checksums; header must be Ethernet/IPv4/TCP"),
         ("icrc", 8, "RoCEv2: append pad (BTH PadCnt) and ICRC"),
+        ("crc32c", 16, "Solar: CRC32C of each frame's payload into UDP payload bytes 28..31; the "
+                       "header must end with the 32-byte Solar header (model only, not the RTL)"),
     ]),
     ("MrAccess", "kMr", "RTE_PMD_CLEAVE_MR_", [
         ("remote_write", 1, "RoCE peers may WRITE into the MR"),

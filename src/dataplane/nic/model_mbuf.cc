@@ -85,17 +85,18 @@ bool rx_frame(nic::NicModel& model, rte_mbuf* m, std::span<uint8_t> flat, nic::R
 
 // ---- TX ---------------------------------------------------------------------------------------
 
-uint8_t tx_flags(uint64_t ol_flags, uint64_t icrc_mask) {
+uint8_t tx_flags(uint64_t ol_flags, uint64_t icrc_mask, uint64_t crc32c_mask) {
   uint8_t flags = 0;
   if ((ol_flags & RTE_MBUF_F_TX_TCP_SEG) != 0) flags |= nic::kTxTso;
   if ((ol_flags & RTE_MBUF_F_TX_IP_CKSUM) != 0) flags |= nic::kTxIpCsum;
   const uint64_t l4 = ol_flags & RTE_MBUF_F_TX_L4_MASK;
   if (l4 == RTE_MBUF_F_TX_TCP_CKSUM || l4 == RTE_MBUF_F_TX_UDP_CKSUM) flags |= nic::kTxL4Csum;
   if ((ol_flags & icrc_mask) != 0) flags |= nic::kTxIcrc;
+  if ((ol_flags & crc32c_mask) != 0) flags |= nic::kTxCrc32c;
   return flags;
 }
 
-uint32_t header_length(const uint8_t* f, uint32_t len, bool roce) {
+uint32_t header_length(const uint8_t* f, uint32_t len, uint8_t flags) {
   if (len < 14 + 20 || f[12] != 0x08 || f[13] != 0x00 || (f[14] >> 4) != 4) return 0;
   const uint32_t l4 = 14 + uint32_t(f[14] & 0xF) * 4;
   const uint8_t proto = f[14 + 9];
@@ -105,7 +106,8 @@ uint32_t header_length(const uint8_t* f, uint32_t len, bool roce) {
     return h <= len ? h : 0;
   }
   if (proto == 17) {
-    const uint32_t h = l4 + 8 + (roce ? 12 : 0);
+    const uint32_t h =
+        l4 + 8 + ((flags & nic::kTxIcrc) != 0 ? 12 : 0) + ((flags & nic::kTxCrc32c) != 0 ? 32 : 0);
     return len >= h ? h : 0;
   }
   return l4 <= len ? l4 : 0;
@@ -115,7 +117,7 @@ bool tx_request(const rte_mbuf* m, uint8_t flags, nic::TxRequest& req) {
   const uint8_t* h = rte_pktmbuf_mtod(m, const uint8_t*);
   uint32_t hlen = m->data_len;
   if (m->nb_segs == 1) {
-    hlen = header_length(h, m->data_len, (flags & nic::kTxIcrc) != 0);
+    hlen = header_length(h, m->data_len, flags);
     if (hlen == 0) return false;
   }
   req = nic::TxRequest{};

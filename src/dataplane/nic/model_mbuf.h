@@ -44,11 +44,13 @@ bool rx_frame(nic::NicModel& model, rte_mbuf* m, std::span<uint8_t> flat, nic::R
 
 // ---- TX ---------------------------------------------------------------------------------------
 
-// The model's TxFlags asked by an mbuf's ol_flags (`icrc_mask`: RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG).
-uint8_t tx_flags(uint64_t ol_flags, uint64_t icrc_mask);
-// Length of Ethernet + IPv4 + TCP/UDP headers (+ the 12-byte BTH for `roce`) of a flat frame,
-// or 0 if it is not one.
-uint32_t header_length(const uint8_t* f, uint32_t len, bool roce);
+// The model's TxFlags asked by an mbuf's ol_flags (`icrc_mask`: RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG,
+// `crc32c_mask`: RTE_PMD_CLEAVE_TX_CRC32C_DYNFLAG).
+uint8_t tx_flags(uint64_t ol_flags, uint64_t icrc_mask, uint64_t crc32c_mask);
+// Length of Ethernet + IPv4 + TCP/UDP headers of a flat frame, with the UDP payload's own header
+// the TxFlags `flags` imply (the 12-byte BTH for the ICRC, the 32-byte Solar header for the
+// CRC32C), or 0 if it is not one.
+uint32_t header_length(const uint8_t* f, uint32_t len, uint8_t flags);
 // The request for descriptor `m`: header (the header mbuf of a chain; the parsed headers of a
 // single-segment frame), payload length, MSS and `flags`. The payload reference (mr, offset) is
 // tx_payload's. False when a single-segment frame has no headers the NIC can parse.

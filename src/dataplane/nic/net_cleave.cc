@@ -40,6 +40,7 @@ namespace cleave::pmd {
 int g_logtype = -1;
 int g_placement_offset = -1;
 uint64_t g_icrc_mask = 0;
+uint64_t g_crc32c_mask = 0;
 
 namespace {
 
@@ -950,6 +951,13 @@ int probe(rte_vdev_device* vdev) {
     if (own_wire) rte_eth_dev_close(wire);
     return -rte_errno;
   }
+  if (const int bit = rte_pmd_cleave_tx_crc32c_bit(); bit >= 0) {
+    g_crc32c_mask = uint64_t(1) << bit;
+  } else {
+    CL_LOG(ERR, "%s: registering the CRC32C TX flag: %s\n", name, rte_strerror(rte_errno));
+    if (own_wire) rte_eth_dev_close(wire);
+    return -rte_errno;
+  }
 
   rte_eth_dev* eth = rte_eth_vdev_allocate(vdev, sizeof(Priv));
   if (eth == nullptr) {
@@ -1095,6 +1103,12 @@ int rte_pmd_cleave_placement_offset(void) {
 int rte_pmd_cleave_tx_icrc_bit(void) {
   rte_mbuf_dynflag desc{};
   std::snprintf(desc.name, sizeof desc.name, "%s", RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG);
+  return rte_mbuf_dynflag_register(&desc);
+}
+
+int rte_pmd_cleave_tx_crc32c_bit(void) {
+  rte_mbuf_dynflag desc{};
+  std::snprintf(desc.name, sizeof desc.name, "%s", RTE_PMD_CLEAVE_TX_CRC32C_DYNFLAG);
   return rte_mbuf_dynflag_register(&desc);
 }
 

@@ -46,7 +46,8 @@ inline constexpr uint16_t kMaxQueues = nic::kMaxRxQueues;  // RX and TX queue pa
 
 extern int g_logtype;
 extern int g_placement_offset;
-extern uint64_t g_icrc_mask;  // ol_flags bit of RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG
+extern uint64_t g_icrc_mask;    // ol_flags bit of RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG
+extern uint64_t g_crc32c_mask;  // ol_flags bit of RTE_PMD_CLEAVE_TX_CRC32C_DYNFLAG
 
 // PMD counters beyond the model's: stats_get reads the first six, xstats all of them.
 enum class PmdCtr : uint8_t {

@@ -165,7 +165,7 @@ void drop_tx(Device& d, rte_mbuf* m) {
 // Sends one descriptor. Returns false when it must wait (no room on the wire or no frame
 // mbufs); the descriptor then stays staged and nothing was consumed.
 bool tx_one(Device& d, rte_mbuf* m) {
-  const uint8_t flags = model_mbuf::tx_flags(m->ol_flags, g_icrc_mask);
+  const uint8_t flags = model_mbuf::tx_flags(m->ol_flags, g_icrc_mask, g_crc32c_mask);
   if (m->nb_segs == 1 && flags == 0) {
     if (pending_room(d) == 0) return false;
     to_wire(d, &m, 1);

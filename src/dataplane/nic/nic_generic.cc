@@ -8,7 +8,8 @@
 //     descriptors whose every ask (MULTI_SEGS for a chain, TSO, IPv4/TCP/UDP checksums) the port
 //     offers and was configured with; those get l2/l3/l4_len and rte_eth_tx_prepare. They go
 //     straight to the port, and only while nothing waits in the pending ring (order);
-//   - everything else (the RoCE ICRC always) is merged by the model into frames from the frame
+//   - everything else (the RoCE ICRC and the Solar CRC32C always) is merged by the model into
+//   frames from the frame
 //     pool, payload read from the registered MR that holds it or bounced, then queued in a
 //     bounded pending ring that is flushed to the port before new work. The descriptor is freed
 //     once its payload was read: the extbuf free callback is the app's send completion.
@@ -84,7 +85,7 @@ static_assert(std::size(kCtrNames) == size_t(Ctr::kCount));
 // Ethernet/IPv4/TCP or UDP header lengths of the frame starting in m's first segment.
 bool set_header_lengths(rte_mbuf* m) {
   const auto* f = rte_pktmbuf_mtod(m, const uint8_t*);
-  const uint32_t h = mm::header_length(f, m->data_len, false);
+  const uint32_t h = mm::header_length(f, m->data_len, 0);
   if (h == 0) return false;
   const uint8_t proto = f[14 + 9];
   if (proto != 6 && proto != 17) return false;
@@ -333,6 +334,7 @@ class GenericNic final : public Nic {
   uint32_t max_frame_ = 0;  // largest merged frame: the MTU + Ethernet header, CRC, a VLAN tag
   uint64_t offloads_ = 0;   // TX offloads the port offers and was configured with
   uint64_t icrc_mask_ = 0;
+  uint64_t crc32c_mask_ = 0;
   uint16_t bounce_mr_ = 0;  // the model's MR for payloads outside registered MRs
   std::unique_ptr<nic::NicModel> model_;
   std::shared_ptr<SoftSteer> steer_;  // with several queues: the port's steering stage
@@ -391,6 +393,12 @@ GenericNic::GenericNic(uint16_t port, rte_mempool* pool, const GenericNicParams&
                              RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG + ": " + rte_strerror(rte_errno));
   }
   icrc_mask_ = uint64_t(1) << icrc;
+  const int crc32c = rte_pmd_cleave_tx_crc32c_bit();
+  if (crc32c < 0) {
+    throw std::runtime_error(name + ": cannot register the mbuf dynamic flag " +
+                             RTE_PMD_CLEAVE_TX_CRC32C_DYNFLAG + ": " + rte_strerror(rte_errno));
+  }
+  crc32c_mask_ = uint64_t(1) << crc32c;
 
   nic::NicConfig cfg = params.model;
   cfg.max_mrs = params.model.max_mrs + 1;  // one more: the bounce MR
@@ -526,9 +534,10 @@ void GenericNic::flush_pending() {
 // it stay the caller's). *offload is raised for all but plain frames.
 bool GenericNic::direct(rte_mbuf* m, bool* offload) const {
   const uint64_t ol = m->ol_flags;
-  const uint8_t flags = mm::tx_flags(ol, icrc_mask_);
+  const uint8_t flags = mm::tx_flags(ol, icrc_mask_, crc32c_mask_);
   if (m->nb_segs == 1 && flags == 0) return true;
-  if ((flags & nic::kTxIcrc) != 0) return false;  // no DPDK offload computes the RoCE ICRC
+  // No DPDK offload computes the RoCE ICRC or the Solar CRC32C: the model does, in software.
+  if ((flags & (nic::kTxIcrc | nic::kTxCrc32c)) != 0) return false;
   uint64_t need = m->nb_segs > 1 ? RTE_ETH_TX_OFFLOAD_MULTI_SEGS : 0;
   uint64_t add = 0;
   if ((flags & nic::kTxTso) != 0) {
@@ -572,7 +581,7 @@ uint16_t GenericNic::send_run(rte_mbuf** pkts, uint16_t n, uint32_t offloaded) {
 // Merges one descriptor into the pending ring. False when it must wait (no room in the ring, no
 // frame mbufs): it stays the caller's. True when taken: merged, or refused and freed (counted).
 bool GenericNic::take_sw(rte_mbuf* m) {
-  const uint8_t flags = mm::tx_flags(m->ol_flags, icrc_mask_);
+  const uint8_t flags = mm::tx_flags(m->ol_flags, icrc_mask_, crc32c_mask_);
   nic::TxRequest req;
   if (!mm::tx_request(m, flags, req)) {
     refuse(m);
@@ -675,7 +684,7 @@ uint16_t GenericNic::tx_faulty(rte_mbuf** pkts, uint16_t n) {
   uint16_t i = 0;
   for (; i < n; i++) {
     rte_mbuf* m = pkts[i];
-    if (m->nb_segs == 1 && mm::tx_flags(m->ol_flags, icrc_mask_) == 0) {
+    if (m->nb_segs == 1 && mm::tx_flags(m->ol_flags, icrc_mask_, crc32c_mask_) == 0) {
       if (pending_room() == 0) flush_pending();
       if (pending_room() == 0) break;
       to_wire(&m, 1);

@@ -28,7 +28,10 @@
  *     tx_bounce). RTE_MBUF_F_TX_TCP_SEG (with tso_segsz) segments up to 64 KB;
  *     RTE_MBUF_F_TX_IP_CKSUM and RTE_MBUF_F_TX_TCP_CKSUM / _UDP_CKSUM fill checksums; the
  *     dynamic flag RTE_PMD_CLEAVE_TX_ICRC_DYNFLAG appends the RoCEv2 pad and ICRC (the header
- *     mbuf then ends with the BTH or a later RoCE header).
+ *     mbuf then ends with the BTH or a later RoCE header); RTE_PMD_CLEAVE_TX_CRC32C_DYNFLAG
+ *     writes the Solar block CRC32C (the header mbuf is exactly Ethernet/IPv4/UDP and the
+ *     32-byte Solar header; each frame's payload is the block, its CRC32C goes into the header's
+ *     bytes 28..31, before the UDP checksum when one is asked).
  *     The mbuf is freed once the payload has been read: the extbuf's free callback is the send
  *     completion for the app memory (retransmissions re-issue a new descriptor). A descriptor
  *     the NIC refuses (bad headers, a frame over the MTU) is freed too and counted in oerrors.
@@ -137,6 +140,12 @@ static inline uint64_t rte_pmd_cleave_placement_mr_offset(
 
 /** Registers (once per process; idempotent) and returns the ICRC flag's bit in ol_flags, or -1. */
 int rte_pmd_cleave_tx_icrc_bit(void);
+
+/** Name of the mbuf dynamic TX flag asking the NIC for the Solar block CRC32C. */
+#define RTE_PMD_CLEAVE_TX_CRC32C_DYNFLAG "rte_pmd_cleave_tx_crc32c"
+
+/** Registers (once per process; idempotent) and returns the CRC32C flag's bit, or -1. */
+int rte_pmd_cleave_tx_crc32c_bit(void);
 
 /**
  * A flow-table entry. Addresses and ports in host byte order; src is the remote peer. A RoCE
