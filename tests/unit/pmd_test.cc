@@ -330,11 +330,11 @@ TEST_F(Pair, PostedCommandsAreAppliedInOrderBeforeWhatFollows) {
   const uint64_t backwards = xstat(b_, "nic_cmd_err_bad_argument");
 
   // The first MS retires only past the cursor: a command run at once sees the posted cursor.
-  ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, kFlow, kSeq + 1000), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, 0, kFlow, kSeq + 1000), 0);
   EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), 0);
   // The next run over the wire sees a posted cursor past the second MS's bytes: a duplicate.
-  ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, kFlow, kSeq + 2000), 0);
-  ASSERT_EQ(rte_pmd_cleave_post_ms_retire(b_, kFlow, 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, 0, kFlow, kSeq + 2000), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_ms_retire(b_, 0, kFlow, 1), 0);
   inject_b(tcp_frame(kSeq + 1000, stream.data() + 1000, 1000));
   got = receive_b(1);
   ASSERT_EQ(got.size(), 1u);
@@ -344,18 +344,18 @@ TEST_F(Pair, PostedCommandsAreAppliedInOrderBeforeWhatFollows) {
   EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), -EAGAIN);
 
   // A refusal is returned to no one: the NIC counts it.
-  EXPECT_EQ(rte_pmd_cleave_post_cursor_update(b_, kFlow + 1, 1), 0);
-  EXPECT_EQ(rte_pmd_cleave_post_ms_retire_msg(b_, kFlow + 1, 1), 0);
+  EXPECT_EQ(rte_pmd_cleave_post_cursor_update(b_, 0, kFlow + 1, 1), 0);
+  EXPECT_EQ(rte_pmd_cleave_post_ms_retire_msg(b_, 0, kFlow + 1, 1), 0);
   EXPECT_EQ(xstat(b_, "nic_cmd_err_unknown_flow"), refused + 2);
 
   // More than the queue holds, nothing running the NIC in between: the overflow runs at once,
   // after what is queued, so no cursor moves backwards.
   for (uint32_t i = 1; i <= 5000; i++)
-    ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, kFlow, kSeq + 2000 + i), 0);
+    ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, 0, kFlow, kSeq + 2000 + i), 0);
   EXPECT_EQ(xstat(b_, "nic_cmd_err_bad_argument"), backwards);
   EXPECT_EQ(xstat(b_, "posted_commands"), posted + 5 + 5000);
-  EXPECT_EQ(rte_pmd_cleave_post_cursor_update(wire_.wa, kFlow, 1), -ENODEV);  // not net_cleave
-  EXPECT_EQ(rte_pmd_cleave_post_ms_retire(RTE_MAX_ETHPORTS, kFlow, 1), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_post_cursor_update(wire_.wa, 0, kFlow, 1), -ENODEV);  // not net_cleave
+  EXPECT_EQ(rte_pmd_cleave_post_ms_retire(RTE_MAX_ETHPORTS, 0, kFlow, 1), -ENODEV);
 }
 
 // The eventfd's counter, 0 when nothing was written (read resets it).
@@ -373,8 +373,8 @@ TEST_F(Pair, RaisedInterruptsWriteTheBoundEventfdWhenTheNicRuns) {
   const uint64_t errors = xstat(b_, "irq_errors");
 
   // Posted: nothing is written until the NIC runs, then once per raise.
-  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(v)), 0);
-  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(v)), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, 0, uint32_t(v)), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, 0, uint32_t(v)), 0);
   EXPECT_EQ(take_events(efd), 0u);
   rte_mbuf* none[1];
   EXPECT_EQ(rte_eth_rx_burst(b_, 0, none, 1), 0);  // inline: the burst runs the NIC
@@ -382,8 +382,8 @@ TEST_F(Pair, RaisedInterruptsWriteTheBoundEventfdWhenTheNicRuns) {
   EXPECT_EQ(xstat(b_, "irqs"), irqs + 2);
 
   // A vector bound to nothing is counted, and writes nowhere.
-  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(v) + 1), 0);
-  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, 1u << 20), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, 0, uint32_t(v) + 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, 0, 1u << 20), 0);
   EXPECT_EQ(xstat(b_, "irq_errors"), errors + 2);  // the look at xstats ran them
   EXPECT_EQ(take_events(efd), 0u);
 
@@ -395,17 +395,17 @@ TEST_F(Pair, RaisedInterruptsWriteTheBoundEventfdWhenTheNicRuns) {
   const int w = rte_pmd_cleave_irq_bind(b_, efd2);
   ASSERT_GE(w, 0);
   EXPECT_NE(w, v);
-  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(w)), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, 0, uint32_t(w)), 0);
   EXPECT_EQ(rte_pmd_cleave_irq_unbind(b_, uint32_t(w)), 0);
   EXPECT_EQ(take_events(efd2), 1u);
   EXPECT_EQ(rte_pmd_cleave_irq_unbind(b_, uint32_t(w)), -ENOENT);
   EXPECT_EQ(rte_pmd_cleave_irq_unbind(b_, uint32_t(v)), 0);
-  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, uint32_t(v)), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_irq(b_, 0, uint32_t(v)), 0);
   EXPECT_EQ(xstat(b_, "irq_errors"), errors + 3);  // unbound now
   EXPECT_EQ(take_events(efd2), 0u);
   EXPECT_EQ(rte_pmd_cleave_irq_bind(b_, -1), -EBADF);
   EXPECT_EQ(rte_pmd_cleave_irq_bind(wire_.wa, efd2), -ENODEV);  // not net_cleave
-  EXPECT_EQ(rte_pmd_cleave_post_irq(RTE_MAX_ETHPORTS, 0), -ENODEV);
+  EXPECT_EQ(rte_pmd_cleave_post_irq(RTE_MAX_ETHPORTS, 0, 0), -ENODEV);
 
   // The table is bounded: 4096 vectors, then -ENOSPC, and a freed one is given again.
   rlimit lim{};
@@ -1185,6 +1185,39 @@ void shard_main(Shard& s) {
     rte_pktmbuf_free_bulk(in, got);
     s.received->fetch_add(got);
   }
+}
+
+// Each queue posts on a ring of its own (one producer: no poster waits for another, as one
+// descheduled on a shared CPU would make it); a command that follows sees every queue's posts,
+// each queue's in the order posted; a queue past the configured count is refused.
+TEST_F(Pair, PostedCommandsPerQueue) {
+  ASSERT_NO_FATAL_FAILURE(start_queues(b_, 2));
+  const uint64_t refused = xstat(b_, "nic_cmd_err_unknown_flow");
+  const uint64_t posted = xstat(b_, "posted_commands");
+  const rte_pmd_cleave_flow f = tcp_flow(1000);
+  ASSERT_EQ(rte_pmd_cleave_flow_add(b_, kFlow, &f), 0);
+  Bytes mem(4000, 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_add(b_, 4, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 4, 0, 1000, 0), 0);
+  ASSERT_EQ(rte_pmd_cleave_ms_post(b_, kFlow, 4, 1000, 1000, 0), 0);
+  // Queue 1 moves the cursor past both MSs and retires one; queue 0 refuses one of its own.
+  ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, 1, kFlow, 3000), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_ms_retire(b_, 1, kFlow, 1), 0);
+  ASSERT_EQ(rte_pmd_cleave_post_ms_retire_msg(b_, 0, kFlow + 1, 1), 0);
+  // Run at once, the command sees both: one MS left to retire, then none.
+  EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), 0);
+  EXPECT_EQ(rte_pmd_cleave_ms_retire(b_, kFlow, 1), -EAGAIN);
+  EXPECT_EQ(xstat(b_, "nic_cmd_err_unknown_flow"), refused + 1);
+  EXPECT_EQ(xstat(b_, "posted_commands"), posted + 3);
+  EXPECT_EQ(rte_pmd_cleave_post_cursor_update(b_, 2, kFlow, 4000), -EINVAL) << "two queues";
+  EXPECT_EQ(rte_pmd_cleave_post_irq(b_, 16, 0), -EINVAL);
+  // A full ring runs the command at once, after the ring: no cursor moves backwards.
+  for (uint32_t i = 1; i <= 1500; i++)
+    ASSERT_EQ(rte_pmd_cleave_post_cursor_update(b_, 1, kFlow, 3000 + i), 0);
+  EXPECT_EQ(xstat(b_, "posted_commands"), posted + 3 + 1500);
+  EXPECT_EQ(xstat(b_, "nic_cmd_err_bad_argument"), 0u);
+  ASSERT_EQ(rte_pmd_cleave_flow_remove(b_, kFlow), 0);
+  ASSERT_EQ(rte_pmd_cleave_mr_remove(b_, 4), 0);
 }
 
 TEST_F(Pair, TwoQueuesFromTwoLcoresKeepEveryFlowOnItsQueue) {

@@ -115,12 +115,14 @@ int command(uint16_t port, F&& f) {
   return r;
 }
 
-// Queues a command for the lock's next holder; runs it at once when the queue is full.
-int post(uint16_t port, PostedCmd::Op op, uint32_t flow, uint32_t arg) {
+// Queues a command on `queue`'s ring for the lock's next holder (one thread posts to a queue:
+// single producer); runs it at once when the ring is full.
+int post(uint16_t port, uint16_t queue, PostedCmd::Op op, uint32_t flow, uint32_t arg) {
   Device* d = cleave_port(port);
   if (d == nullptr) return -ENODEV;
+  if (queue >= d->nb_queues) return -EINVAL;
   PostedCmd c{op, flow, arg, 0};
-  if (rte_ring_mp_enqueue_elem(d->posted, &c, sizeof c) == 0) return 0;
+  if (rte_ring_sp_enqueue_elem(d->posted[queue], &c, sizeof c) == 0) return 0;
   lock_model(*d);  // applies this thread's earlier posts first: the order holds
   run_posted(*d, c);
   rte_spinlock_unlock(&d->lock);
@@ -365,7 +367,8 @@ void destroy(Device* d) {
     rte_ring_free(d->rxq[q].ring);
     rte_ring_free(d->txq[q].ring);
   }
-  rte_ring_free(d->posted);
+  for (rte_ring* r : d->posted)
+    rte_ring_free(r);
   for (int fd : d->irq_fd) {
     if (fd >= 0) close(fd);
   }
@@ -1005,13 +1008,13 @@ int probe(rte_vdev_device* vdev) {
       goto fail;
     }
   }
-  {
+  for (rte_ring*& r : d->posted) {
     char n[RTE_RING_NAMESIZE];
     std::snprintf(n, sizeof n, "cleave_cmd_%u", next_instance());
-    d->posted = rte_ring_create_elem(n, sizeof(PostedCmd), kPostedCmds, eth->data->numa_node,
-                                     RING_F_SC_DEQ | RING_F_EXACT_SZ);
-    if (d->posted == nullptr) {
-      CL_LOG(ERR, "%s: command ring: %s\n", name, rte_strerror(rte_errno));
+    r = rte_ring_create_elem(n, sizeof(PostedCmd), kPostedCmds, eth->data->numa_node,
+                             RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+    if (r == nullptr) {
+      CL_LOG(ERR, "%s: command rings: %s\n", name, rte_strerror(rte_errno));
       goto fail;
     }
   }
@@ -1174,16 +1177,17 @@ int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg) {
   return command(port, [&](Device& d) { return to_errno(d.model->ms_retire_msg(flow, msg)); });
 }
 
-int rte_pmd_cleave_post_cursor_update(uint16_t port, uint32_t flow, uint32_t cursor) {
-  return post(port, PostedCmd::kCursorUpdate, flow, cursor);
+int rte_pmd_cleave_post_cursor_update(uint16_t port, uint16_t queue, uint32_t flow,
+                                      uint32_t cursor) {
+  return post(port, queue, PostedCmd::kCursorUpdate, flow, cursor);
 }
 
-int rte_pmd_cleave_post_ms_retire(uint16_t port, uint32_t flow, uint32_t count) {
-  return post(port, PostedCmd::kMsRetire, flow, count);
+int rte_pmd_cleave_post_ms_retire(uint16_t port, uint16_t queue, uint32_t flow, uint32_t count) {
+  return post(port, queue, PostedCmd::kMsRetire, flow, count);
 }
 
-int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg) {
-  return post(port, PostedCmd::kMsRetireMsg, flow, msg);
+int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint16_t queue, uint32_t flow, uint32_t msg) {
+  return post(port, queue, PostedCmd::kMsRetireMsg, flow, msg);
 }
 
 int rte_pmd_cleave_irq_bind(uint16_t port, int fd) {
@@ -1211,8 +1215,8 @@ int rte_pmd_cleave_irq_unbind(uint16_t port, uint32_t vector) {
   });
 }
 
-int rte_pmd_cleave_post_irq(uint16_t port, uint32_t vector) {
-  return post(port, PostedCmd::kIrq, vector, 0);
+int rte_pmd_cleave_post_irq(uint16_t port, uint16_t queue, uint32_t vector) {
+  return post(port, queue, PostedCmd::kIrq, vector, 0);
 }
 
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg) {

@@ -38,7 +38,7 @@ namespace cleave::pmd {
 inline constexpr uint16_t kBurst = 32;
 inline constexpr uint32_t kRingSize = 1024;       // rx_ring and tx_ring entries
 inline constexpr uint32_t kPendingFrames = 2048;  // wire frames waiting for room on the wire
-inline constexpr uint32_t kPostedCmds = 4096;     // posted commands waiting for the NIC
+inline constexpr uint32_t kPostedCmds = 1024;     // posted commands waiting, per queue
 inline constexpr uint32_t kIrqVectors = 4096;     // interrupt vectors (eventfds) per port
 inline constexpr uint32_t kMaxFrame = model_mbuf::kMaxFrame;
 inline constexpr uint32_t kBounceBytes = model_mbuf::kBounceBytes;
@@ -113,8 +113,9 @@ struct Device {
   uint16_t nb_queues = 1;  // set at configure while stopped; the service reads it under `lock`
   // Decided at dev_start, read by every burst: no service lcore runs the NIC, so bursts do.
   bool inline_mode = true;
-  // Posted commands (PostedCmd; any thread enqueues, the lock's holder dequeues).
-  rte_ring* posted = nullptr;
+  // Posted commands (PostedCmd), a ring per queue: the queue's thread enqueues, the lock's
+  // holder dequeues. Made at probe, kMaxQueues of them, like the queues' rings.
+  std::array<rte_ring*, kMaxQueues> posted{};
 
   alignas(64) rte_spinlock_t lock = RTE_SPINLOCK_INITIALIZER;
 
@@ -188,8 +189,8 @@ int32_t service_run(void* arg);
 bool poll_locked(Device& dev);
 // Frees every mbuf the device holds (rings, stage, pending); caller holds dev.lock, stopped.
 void drain_locked(Device& dev);
-// Applies the posted commands queued so far, in order (at most one queue's worth, so posters
-// cannot hold the caller forever), and returns how many; caller holds dev.lock.
+// Applies the posted commands queued so far, each queue's in order (at most a ring's worth from
+// each, so posters cannot hold the caller forever), and returns how many; caller holds dev.lock.
 uint32_t apply_posted(Device& dev);
 // Applies one posted command; caller holds dev.lock.
 void run_posted(Device& dev, const PostedCmd& c);

@@ -254,13 +254,16 @@ bool run_inline(const Device& d) {
 uint32_t apply_posted(Device& d) {
   PostedCmd c[kBurst];
   uint32_t done = 0;
-  while (done < kPostedCmds) {
-    const unsigned n =
-        rte_ring_sc_dequeue_burst_elem(d.posted, c, sizeof(PostedCmd), kBurst, nullptr);
-    if (n == 0) break;
-    for (unsigned i = 0; i < n; i++)
-      run_posted(d, c[i]);
-    done += n;
+  for (uint16_t q = 0; q < d.nb_queues; q++) {
+    for (uint32_t from_q = 0; from_q < kPostedCmds;) {
+      const unsigned n =
+          rte_ring_sc_dequeue_burst_elem(d.posted[q], c, sizeof(PostedCmd), kBurst, nullptr);
+      if (n == 0) break;
+      for (unsigned i = 0; i < n; i++)
+        run_posted(d, c[i]);
+      from_q += n;
+      done += n;
+    }
   }
   return done;
 }

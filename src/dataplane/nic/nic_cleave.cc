@@ -93,13 +93,13 @@ class CleaveNic final : public Nic {
     return rte_pmd_cleave_ms_post(port_id(), flow, mr, offset, len, msg);
   }
   int cursor_update(uint32_t flow, uint32_t cursor) override {
-    return rte_pmd_cleave_post_cursor_update(port_id(), flow, cursor);
+    return rte_pmd_cleave_post_cursor_update(port_id(), queue_id(), flow, cursor);
   }
   int ms_retire(uint32_t flow, uint32_t count) override {
-    return rte_pmd_cleave_post_ms_retire(port_id(), flow, count);
+    return rte_pmd_cleave_post_ms_retire(port_id(), queue_id(), flow, count);
   }
   int ms_retire_msg(uint32_t flow, uint32_t msg) override {
-    return rte_pmd_cleave_post_ms_retire_msg(port_id(), flow, msg);
+    return rte_pmd_cleave_post_ms_retire_msg(port_id(), queue_id(), flow, msg);
   }
   int roce_resync(uint32_t flow, uint32_t psn, uint32_t next_msg) override {
     return rte_pmd_cleave_roce_resync(port_id(), flow, psn, next_msg);
@@ -117,7 +117,9 @@ class CleaveNic final : public Nic {
 
   int irq_bind(int fd) override { return rte_pmd_cleave_irq_bind(port_id(), fd); }
   int irq_unbind(uint32_t vector) override { return rte_pmd_cleave_irq_unbind(port_id(), vector); }
-  int irq_raise(uint32_t vector) override { return rte_pmd_cleave_post_irq(port_id(), vector); }
+  int irq_raise(uint32_t vector) override {
+    return rte_pmd_cleave_post_irq(port_id(), queue_id(), vector);
+  }
 
   int apply_faults(FaultDir dir, const FaultParams& p) override {
     const rte_pmd_cleave_fault f{p.loss, p.reorder, p.duplicate, p.seed};

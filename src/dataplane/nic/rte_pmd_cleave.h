@@ -4,7 +4,7 @@
  * below. Today the device behind them is the reference model (hw/fpga/model) running as a DPDK
  * service over a "wire" port (net_cleave vdev); a hardware PMD for the Corundum-based FPGA must
  * keep exactly this header: same names, same struct layouts, same error codes, same dynamic field
- * name and layout. Change a layout, bump RTE_PMD_CLEAVE_API_VERSION.
+ * name and layout. Change a layout or a signature, bump RTE_PMD_CLEAVE_API_VERSION.
  *
  * Device arguments (vdev): net_cleaveN,wire=<ethdev name>[,max_flows=N][,max_mrs=N]
  *   [,ms_committed=N][,ms_store=N][,tx_mbufs=N][,wire_args=<devargs>]. The wire is a port (ring,
@@ -82,7 +82,7 @@
 extern "C" {
 #endif
 
-#define RTE_PMD_CLEAVE_API_VERSION 3
+#define RTE_PMD_CLEAVE_API_VERSION 4
 
 /** Name of the mbuf dynamic field holding struct rte_pmd_cleave_placement. */
 #define RTE_PMD_CLEAVE_PLACEMENT_DYNFIELD "rte_pmd_cleave_placement"
@@ -210,15 +210,19 @@ int rte_pmd_cleave_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg);
 
 /**
  * The same three commands posted, as a driver's doorbell write is: queued for the NIC, never
- * waiting for it (the calls above wait while the NIC service runs the model). Posted commands
- * are applied in the order they were posted, before the NIC's next run over the wire and before
- * any other command on the port runs, so a command that follows sees them. Returns 0, or
- * -ENODEV; a command the NIC refuses is counted in its nic_cmd_err_* xstats, not returned.
- * When the queue (4096) is full, the command runs at once, as the calls above do.
+ * waiting for it (the calls above wait while the NIC service runs the model). Each RX/TX queue
+ * has its own command queue (1024), posted to only by the thread that owns the queue (as its
+ * bursts are), so no poster ever waits for another, even one descheduled on a shared CPU. A
+ * queue's commands are applied in the order they were posted, before the NIC's next run over
+ * the wire and before any other command on the port runs, so a command that follows sees them.
+ * Returns 0, -EINVAL (queue not below the configured count) or -ENODEV; a command the NIC
+ * refuses is counted in its nic_cmd_err_* xstats, not returned. When the command queue is full,
+ * the command runs at once, after the ones queued, as the calls above do.
  */
-int rte_pmd_cleave_post_cursor_update(uint16_t port, uint32_t flow, uint32_t cursor);
-int rte_pmd_cleave_post_ms_retire(uint16_t port, uint32_t flow, uint32_t count);
-int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg);
+int rte_pmd_cleave_post_cursor_update(uint16_t port, uint16_t queue, uint32_t flow,
+                                      uint32_t cursor);
+int rte_pmd_cleave_post_ms_retire(uint16_t port, uint16_t queue, uint32_t flow, uint32_t count);
+int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint16_t queue, uint32_t flow, uint32_t msg);
 
 /**
  * Interrupts. The NIC raises a vector; the host delivers it as a write of 1 to the eventfd bound
@@ -227,12 +231,12 @@ int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint32_t flow, uint32_t msg
  * irq_bind: binds the next free vector to `fd` (the PMD keeps a duplicate of it, closed by
  * unbind or at close) and returns it, or -ENOSPC (4096 vectors bound), -EBADF, -ENODEV.
  * irq_unbind: delivers what was posted before it, then frees the vector; -ENOENT if unbound.
- * post_irq: raises the vector, posted as the commands above are; a vector bound to nothing
- * is counted (xstat irq_errors), delivered ones too (irqs).
+ * post_irq: raises the vector, posted on `queue` as the commands above are; a vector bound to
+ * nothing is counted (xstat irq_errors), delivered ones too (irqs).
  */
 int rte_pmd_cleave_irq_bind(uint16_t port, int fd);
 int rte_pmd_cleave_irq_unbind(uint16_t port, uint32_t vector);
-int rte_pmd_cleave_post_irq(uint16_t port, uint32_t vector);
+int rte_pmd_cleave_post_irq(uint16_t port, uint16_t queue, uint32_t vector);
 /** RoCE: a message starts at `psn` and the next SEND is message `next_msg`. */
 int rte_pmd_cleave_roce_resync(uint16_t port, uint32_t flow, uint32_t psn, uint32_t next_msg);
 
