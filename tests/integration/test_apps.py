@@ -437,8 +437,9 @@ class DoorbellByNicInterrupt(ct.TestCase):
         _doorbell_round_trip(self, path).close()
         self.assertGreaterEqual(xstats()["irqs"], after["irqs"] + 1)
         self.assertEqual(xstats()["irq_errors"], before["irq_errors"])
-        # The NIC's duplicates of the doorbells are closed with their vectors.
-        ct.wait_until(lambda: fds() == fds_before, what="the daemon's descriptors back to "
+        # The NIC's duplicates of the doorbells are closed with their vectors (at most: the
+        # first count may hold a management connection the daemon had not closed yet).
+        ct.wait_until(lambda: fds() <= fds_before, what="the daemon's descriptors back to "
                       f"{fds_before}")
 
 
