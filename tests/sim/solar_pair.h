@@ -33,6 +33,7 @@ struct SolarConfig {
   size_t src_bytes = 8u << 20;
   size_t volume_bytes = 8u << 20;
   bool zero_copy = true;
+  uint32_t first_seq = 1;  // the initiator's first transmit sequence on every path
   transport::solar::PathConfig path = [] {
     transport::solar::PathConfig p;
     p.initial_rto_ns = 1'000'000;
@@ -68,6 +69,7 @@ class SolarPair {
     c.paths = cfg.paths;
     c.block_bytes = cfg.block_bytes;
     c.path = cfg.path;
+    c.first_seq = cfg.first_seq;
     c.initiator = true;
     c.local_conn = kConnA;
     c.remote_conn = kConnB;

@@ -130,8 +130,10 @@ int SolarTransport::open(FlowId flow, const ConnConfig& cfg, Context& ctx) {
   c->cfg = cfg;
   PathConfig pc = cfg.path;
   pc.block_bytes = cfg.block_bytes;
-  for (uint16_t p = 0; p < cfg.paths; p++)
+  for (uint16_t p = 0; p < cfg.paths; p++) {
     c->paths.push_back(std::make_unique<Path>(pc, ctx.now_ns()));
+    c->paths.back()->next_seq = cfg.first_seq;
+  }
   if (!cfg.initiator) {
     // The volume as one byte stream from offset 0: the NIC places every block by its offset.
     c->volume_on_nic =

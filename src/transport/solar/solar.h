@@ -37,6 +37,7 @@ struct ConnConfig {
   uint32_t remote_conn = 0;  // the peer's number: ours carry it
   uint16_t paths = 1;        // 1 to kMaxPaths; path p leaves from UDP source port 0xC000 | p
   uint32_t block_bytes = 4096;
+  uint32_t first_seq = 1;  // every path's first transmit sequence (tests start near 2^32)
   // Target: the volume, one MR, posted to the NIC at open() so blocks land by their offsets.
   uint16_t volume_mr = 0;
   uint64_t volume_len = 0;
