@@ -1,7 +1,8 @@
-// solar_pair.h - one Solar connection over the simulated network (sim_net.h): A the initiator, B
-// the target with a volume, each end on its host's SolarTransport over a Solar NIC flow, opened
-// the way an out-of-band setup does it (both ends' connection numbers, the paths, the block
-// size). A's source MR and B's volume; the completions A saw. For solar_sim_test.cc.
+// solar_pair.h - one Solar connection over the simulated network (sim_net.h): A the initiator
+// (WRITEs from its source MR, READs into its read MR), B the target with a volume, each end on its
+// host's SolarTransport over a Solar NIC flow, opened the way an out-of-band setup does it (both
+// ends' connection numbers, the paths, the block size). A's source MR, A's read buffers and B's
+// volume; the completions A saw. For solar_sim_test.cc.
 //
 //   SolarPair p(seed, cfg);                    // hosts, flows, MRs, the connection
 //   p.fill(0, 1 << 20, 7);                     // A's source bytes [0, 1 MiB) from seed 7
@@ -62,8 +63,10 @@ class SolarPair {
     ha.on_event = [this](const transport::Event& e) { done.push_back(e); };
     net = std::make_unique<SimNet>(seed, cfg.link, cfg.ab, cfg.ba, std::move(ha), std::move(hb));
     src_mr = net->a().add_mr(cfg.src_bytes);
+    dst_mr = net->a().add_mr(cfg.src_bytes);
     vol_mr = net->b().add_mr(cfg.volume_bytes);
-    fa = net->a().solar_flow(net->b().ip(), transport::solar::kUdpPort);
+    // The initiator's NIC places READ_BLKs by I/O id into the buffer each READ posts.
+    fa = net->a().solar_flow(net->b().ip(), transport::solar::kUdpPort, true);
     fb = net->b().solar_flow(net->a().ip(), transport::solar::kUdpPort);
     transport::solar::ConnConfig c;
     c.paths = cfg.paths;
@@ -100,6 +103,32 @@ class SolarPair {
            0;
   }
 
+  // Fills [off, off + len) of B's volume with bytes from `seed`.
+  void fill_volume(size_t off, size_t len, uint64_t seed) {
+    std::span<uint8_t> m = net->b().mr(vol_mr).subspan(off, len);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 3;
+    for (size_t i = 0; i < len; i += 8) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      std::memcpy(m.data() + i, &x, std::min<size_t>(8, len - i));
+    }
+  }
+  // A's read buffer at `dst` holds the volume's bytes at `vol`.
+  bool read_same(size_t dst, size_t vol, size_t len) {
+    return std::memcmp(net->a().mr(dst_mr).data() + dst, net->b().mr(vol_mr).data() + vol, len) ==
+           0;
+  }
+  void read(uint64_t wr_id, uint64_t dst, uint64_t vol, uint32_t len) {
+    net->a().submit({.flow = fa,
+                     .kind = transport::ReqKind::kRead,
+                     .mr = dst_mr,
+                     .len = len,
+                     .offset = dst,
+                     .wr_id = wr_id,
+                     .remote_addr = vol});
+  }
+
   void write(uint64_t wr_id, uint64_t src, uint64_t vol, uint32_t len) {
     net->a().submit({.flow = fa,
                      .kind = transport::ReqKind::kWrite,
@@ -117,6 +146,12 @@ class SolarPair {
   transport::solar::PathInfo path(uint16_t p) const {
     transport::solar::PathInfo pi;
     ini->path_info(fa, p, &pi);
+    return pi;
+  }
+  // The target's path: its sender state for READ_BLKs.
+  transport::solar::PathInfo tgt_path(uint16_t p) const {
+    transport::solar::PathInfo pi;
+    tgt->path_info(fb, p, &pi);
     return pi;
   }
   const transport::solar::ConnStats& ini_stats() const { return *ini->conn_stats(fa); }
@@ -150,8 +185,9 @@ class SolarPair {
   transport::FlowId fa = transport::kNoFlow;
   transport::FlowId fb = transport::kNoFlow;
   uint16_t src_mr = 0;
+  uint16_t dst_mr = 0;  // A's READ buffers
   uint16_t vol_mr = 0;
-  std::vector<transport::Event> done;  // A's completions
+  std::vector<transport::Event> done;  // A's completions, writes and reads
   bool ok = false;
 };
 

@@ -44,6 +44,7 @@ struct Out {
   uint16_t index = 0;
   uint32_t bytes = 0;
   uint64_t sent_at = 0;
+  bool req = false;  // a READ_REQ (1 byte in flight), not a block
 };
 
 struct SolarTransport::Path {
@@ -69,14 +70,20 @@ struct SolarTransport::Path {
   bool dirty = false;       // on the burst's list of paths owing an ACK
 };
 
+// An I/O: at the initiator a WRITE (blocks to send) or a READ (blocks to receive, asked for by
+// READ_REQs); at the target a READ being served (READ_BLKs to send).
 struct SolarTransport::Io {
   uint64_t wr_id = 0;
   uint16_t mr = 0;
-  uint64_t offset = 0;  // in the initiator's MR
-  uint64_t remote = 0;  // in the target's volume
+  uint64_t offset = 0;  // where block 0's bytes are in `mr` (initiator: the app's; target: volume)
+  uint64_t remote = 0;  // where block 0 goes at the peer (WRITE: volume offset; READ_BLK: 0)
   uint32_t len = 0;
   uint16_t count = 0;
-  uint16_t left = 0;  // blocks not yet acknowledged
+  uint16_t left = 0;        // blocks not yet acknowledged (sending) or not yet arrived (READ)
+  bool read = false;        // initiator: a READ
+  bool on_nic = false;      // READ: its buffer is posted to the NIC under the I/O id
+  bool req_queued = false;  // READ: a READ_REQ waits in the queue
+  bool req_sent = false;    // READ: the next READ_REQ is a resend
   std::vector<uint8_t> blocks;
 };
 
@@ -149,12 +156,15 @@ void SolarTransport::close(FlowId flow, Context& ctx) {
   auto it = conns_.find(flow);
   if (it == conns_.end()) return;
   Conn& c = *it->second;
-  for (auto& [id, io] : c.ios)
+  for (auto& [id, io] : c.ios) {
+    if (!c.cfg.initiator) continue;  // READs being served: nobody waits for them here
+    if (io.on_nic) ctx.ms_retire_msg(flow, id);
     ctx.event({.flow = flow,
-               .kind = EventKind::kWriteDone,
+               .kind = io.read ? EventKind::kReadDone : EventKind::kWriteDone,
                .status = -ECONNABORTED,
                .len = 0,
                .wr_id = io.wr_id});
+  }
   const ConnStats& s = c.stats;
   closed_.ios_done += s.ios_done;
   closed_.blocks_acked += s.blocks_acked;
@@ -200,7 +210,7 @@ void SolarTransport::send_block(Conn& c, uint16_t path, uint32_t io_id, uint16_t
   const uint32_t len = uint32_t(std::min<uint64_t>(c.cfg.block_bytes, io.len - at));
   uint8_t& b = io.blocks[index];
   Header sh;
-  sh.type = Type::kWriteBlk;
+  sh.type = c.cfg.initiator ? Type::kWriteBlk : Type::kReadBlk;
   sh.flags =
       uint8_t((index + 1 == io.count ? kFlagAckReq : 0) | ((b & kSent) != 0 ? kFlagRetx : 0));
   sh.path = path;
@@ -219,12 +229,56 @@ void SolarTransport::send_block(Conn& c, uint16_t path, uint32_t io_id, uint16_t
   if (p.rto_at == 0) p.rto_at = ctx.now_ns() + p.st.rto_ns();
 }
 
+// A READ_REQ for the blocks of a READ from its first missing one on: 1 byte in the path's
+// flight, acknowledged like a block; lost or timed out, it is asked again.
+void SolarTransport::send_read_req(Conn& c, uint16_t path, uint32_t io_id, Context& ctx) {
+  Io& io = c.ios.at(io_id);
+  Path& p = *c.paths[path];
+  uint16_t from = 0;
+  while (from + 1 < io.count && (io.blocks[from] & kAcked) != 0)
+    from++;
+  const uint64_t at = uint64_t(from) * c.cfg.block_bytes;
+  Header sh;
+  sh.type = Type::kReadReq;
+  sh.flags = uint8_t(kFlagAckReq | (io.req_sent ? kFlagRetx : 0));
+  sh.path = path;
+  sh.conn = c.cfg.remote_conn;
+  sh.seq = p.next_seq++;
+  sh.io_id = io_id;
+  sh.offset = io.remote + at;
+  sh.index = from;
+  sh.count = io.count;
+  sh.length = uint32_t(io.len - at);
+  emit(c, sh, 0, 0, 0, false, ctx);
+  io.req_sent = true;
+  p.out.push_back({sh.seq, io_id, from, 1, ctx.now_ns(), true});
+  p.st.on_send(1);
+  p.info.read_reqs++;
+  if (p.rto_at == 0) p.rto_at = ctx.now_ns() + p.st.rto_ns();
+}
+
 // Blocks from the queue onto paths with room in their windows, round robin from `rr`.
 void SolarTransport::pump(Conn& c, Context& ctx) {
   const uint16_t n = uint16_t(c.paths.size());
   while (!c.queue.empty()) {
     const Conn::Ref r = c.queue.front();
     auto it = c.ios.find(r.io);
+    if (it != c.ios.end() && it->second.read) {
+      uint16_t path = n;
+      for (uint16_t k = 0; k < n; k++) {
+        const uint16_t p = uint16_t((c.rr + k) % n);
+        if (c.paths[p]->st.can_send(1)) {
+          path = p;
+          break;
+        }
+      }
+      if (path == n) return;
+      c.rr = uint16_t((path + 1) % n);
+      c.queue.pop_front();
+      it->second.req_queued = false;
+      send_read_req(c, path, r.io, ctx);
+      continue;
+    }
     if (it == c.ios.end() || (it->second.blocks[r.index] & kAcked) != 0) {
       if (it != c.ios.end()) it->second.blocks[r.index] &= uint8_t(~kQueued);
       c.queue.pop_front();
@@ -251,6 +305,12 @@ void SolarTransport::pump(Conn& c, Context& ctx) {
 void SolarTransport::requeue(Conn& c, uint32_t io_id, uint16_t index) {
   auto it = c.ios.find(io_id);
   if (it == c.ios.end()) return;
+  if (it->second.read) {  // a READ_REQ: ask again for what is still missing
+    if (it->second.req_queued) return;
+    it->second.req_queued = true;
+    c.queue.push_front({io_id, 0});
+    return;
+  }
   uint8_t& b = it->second.blocks[index];
   if ((b & (kAcked | kQueued)) != 0) return;
   b |= kQueued;
@@ -309,26 +369,53 @@ void SolarTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
     if (it == conns_.end()) continue;
     Conn& c = *it->second;
     Header sh;
-    const bool data_csum = h.l4_len >= kL4Len;
-    if (!data_csum || decode_udp(h.l4, size_t(h.l4_len) + h.payload_len, sh) != Error::kNone ||
+    if (h.l4_len < kL4Len ||
+        decode_udp(h.l4, size_t(h.l4_len) + h.payload_len, sh) != Error::kNone ||
         sh.conn != c.cfg.local_conn || sh.path >= c.paths.size()) {
       c.stats.bad_headers++;
       continue;
     }
     // A bad checksum on a header-only packet is a corrupted header; on a block, the NIC's
-    // CRC32C verdict (rx_target NACKs it).
+    // CRC32C verdict (or the UDP checksum's): the block is NACKed.
     if (h.l4_csum == Csum::kBad && !carries_block(sh.type)) {
       c.stats.bad_headers++;
       continue;
     }
-    if (c.cfg.initiator) {
-      rx_initiator(c, h, sh, ctx);
-    } else {
-      if (!c.touched) {
-        c.touched = true;
-        touched_.push_back(&c);
-      }
-      rx_target(c, h, sh, ctx);
+    switch (sh.type) {
+      case Type::kAck:
+        if ((sh.flags & kFlagAckReq) != 0) {  // a probe: answer at once, on the same path
+          send_ack(c, sh.path, sh.echo, kFlagProbeReply, ctx);
+          c.stats.probe_replies++;
+        } else {
+          c.stats.acks_received++;
+          on_ack(c, sh, ctx);
+        }
+        break;
+      case Type::kNack:
+        c.stats.nacks_received++;
+        on_nack(c, sh, ctx);
+        break;
+      case Type::kWriteBlk:
+        if (c.cfg.initiator) {
+          c.stats.bad_headers++;
+        } else {
+          rx_target(c, h, sh, ctx);
+        }
+        break;
+      case Type::kReadReq:
+        if (c.cfg.initiator) {
+          c.stats.bad_headers++;
+        } else if (record_arrival(c, h, sh, ctx)) {
+          rx_read_req(c, sh, ctx);
+        }
+        break;
+      case Type::kReadBlk:
+        if (!c.cfg.initiator) {
+          c.stats.bad_headers++;
+        } else {
+          rx_read_blk(c, h, sh, ctx);
+        }
+        break;
     }
   }
   // Every path that received data and has not acknowledged all of it does so now.
@@ -341,41 +428,14 @@ void SolarTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
     }
     c->dirty.clear();
   }
-  for (auto& [flow, c] : conns_)
-    if (c->cfg.initiator) pump(*c, ctx);
+  for (Conn* c : order_)
+    pump(*c, ctx);
 }
 
-void SolarTransport::rx_target(Conn& c, const RxHeader& h, const Header& sh, Context& ctx) {
+// A transmission that arrived (a block taken, a READ_REQ): into the path's largest + bitmap and
+// CE count, and an ACK at once or by the end of the burst. Always true (for chaining).
+bool SolarTransport::record_arrival(Conn& c, const RxHeader& h, const Header& sh, Context& ctx) {
   Path& p = *c.paths[sh.path];
-  if (sh.type == Type::kAck) {
-    if ((sh.flags & kFlagAckReq) != 0) {  // a probe: answer at once, on the same path
-      send_ack(c, sh.path, sh.echo, kFlagProbeReply, ctx);
-      c.stats.probe_replies++;
-    }
-    return;
-  }
-  if (sh.type != Type::kWriteBlk) {  // READ_REQ: not yet; READ_BLK, NACK: not a target's
-    c.stats.bad_headers++;
-    return;
-  }
-  if (h.l4_csum == Csum::kBad) {
-    c.stats.crc_drops++;
-    send_nack(c, sh, NackReason::kBadCrc, ctx);
-    return;
-  }
-  const uint32_t len = h.payload_len;
-  if (sh.offset > c.cfg.volume_len || len > c.cfg.volume_len - sh.offset) {
-    c.stats.refused++;
-    send_nack(c, sh, NackReason::kOutOfRange, ctx);
-    return;
-  }
-  if (h.placed == Placed::kDeferred && !ctx.copy_in(h.payload, len, c.cfg.volume_mr, sh.offset)) {
-    c.stats.refused++;
-    send_nack(c, sh, NackReason::kOutOfRange, ctx);
-    return;
-  }
-  c.stats.blocks_received++;
-  // The arrival, into the path's largest + bitmap.
   bool below = false;
   if (!p.rx_any) {
     p.rx_any = true;
@@ -398,26 +458,125 @@ void SolarTransport::rx_target(Conn& c, const RxHeader& h, const Header& sh, Con
   p.rx_unacked++;
   if ((sh.flags & kFlagAckReq) != 0 || below || ce || p.rx_unacked >= 2) {
     send_ack(c, sh.path, sh.seq, 0, ctx);
-  } else if (!p.dirty) {
-    p.dirty = true;
-    c.dirty.push_back(sh.path);
+  } else {
+    if (!p.dirty) {
+      p.dirty = true;
+      c.dirty.push_back(sh.path);
+    }
+    if (!c.touched) {
+      c.touched = true;
+      touched_.push_back(&c);
+    }
+  }
+  return true;
+}
+
+void SolarTransport::rx_target(Conn& c, const RxHeader& h, const Header& sh, Context& ctx) {
+  if (h.l4_csum == Csum::kBad) {
+    c.stats.crc_drops++;
+    send_nack(c, sh, NackReason::kBadCrc, ctx);
+    return;
+  }
+  const uint32_t len = h.payload_len;
+  if (sh.offset > c.cfg.volume_len || len > c.cfg.volume_len - sh.offset) {
+    c.stats.refused++;
+    send_nack(c, sh, NackReason::kOutOfRange, ctx);
+    return;
+  }
+  if (h.placed == Placed::kDeferred && !ctx.copy_in(h.payload, len, c.cfg.volume_mr, sh.offset)) {
+    c.stats.refused++;
+    send_nack(c, sh, NackReason::kOutOfRange, ctx);
+    return;
+  }
+  c.stats.blocks_received++;
+  record_arrival(c, h, sh, ctx);
+}
+
+// The target serves a READ: the blocks asked for, as READ_BLKs from its volume, sent and
+// resent like a write's blocks. A resent READ_REQ (RETX) for a READ being served queues again
+// what the initiator has not acknowledged from its index on.
+void SolarTransport::rx_read_req(Conn& c, const Header& sh, Context& ctx) {
+  const uint64_t bs = c.cfg.block_bytes;
+  const uint64_t head = uint64_t(sh.index) * bs;  // bytes of the I/O before the first asked for
+  const uint64_t blocks = (uint64_t(sh.length) + bs - 1) / bs;
+  if (sh.offset < head || sh.offset > c.cfg.volume_len ||
+      sh.length > c.cfg.volume_len - sh.offset || sh.index + blocks != sh.count) {
+    c.stats.refused++;
+    send_nack(c, sh, NackReason::kOutOfRange, ctx);
+    return;
+  }
+  auto it = c.ios.find(sh.io_id);
+  if (it == c.ios.end()) {
+    Io& io = c.ios[sh.io_id];
+    io.mr = c.cfg.volume_mr;
+    io.offset = sh.offset - head;
+    io.remote = 0;
+    io.len = uint32_t(head + sh.length);
+    io.count = sh.count;
+    io.left = uint16_t(blocks);
+    io.blocks.assign(sh.count, kQueued);
+    for (uint16_t i = 0; i < sh.count; i++) {
+      if (i < sh.index) {
+        io.blocks[i] = kAcked;
+      } else {
+        c.queue.push_back({sh.io_id, i});
+      }
+    }
+    return;
+  }
+  if ((sh.flags & kFlagRetx) == 0) return;  // a duplicate
+  for (uint16_t i = sh.index; i < it->second.count; i++) {
+    if ((it->second.blocks[i] & kSent) != 0) requeue(c, sh.io_id, i);
   }
 }
 
-void SolarTransport::rx_initiator(Conn& c, const RxHeader& /*h*/, const Header& sh, Context& ctx) {
-  switch (sh.type) {
-    case Type::kAck:
-      c.stats.acks_received++;
-      on_ack(c, sh, ctx);
-      break;
-    case Type::kNack:
-      c.stats.nacks_received++;
-      on_nack(c, sh, ctx);
-      break;
-    default:  // READ_BLK: not yet; WRITE_BLK, READ_REQ: not an initiator's
-      c.stats.bad_headers++;
-      break;
+// A READ's block at the initiator: placed by the NIC into the buffer posted under the I/O id
+// (or copied in there), counted once; the READ completes when every block has arrived.
+void SolarTransport::rx_read_blk(Conn& c, const RxHeader& h, const Header& sh, Context& ctx) {
+  if (h.l4_csum == Csum::kBad) {
+    c.stats.crc_drops++;
+    send_nack(c, sh, NackReason::kBadCrc, ctx);
+    return;
   }
+  auto it = c.ios.find(sh.io_id);
+  if (it == c.ios.end() || !it->second.read) {
+    record_arrival(c, h, sh, ctx);  // a late copy of a READ done: acknowledged, not written
+    return;
+  }
+  Io& io = it->second;
+  const uint32_t len = h.payload_len;
+  if (sh.index >= io.count || sh.offset != uint64_t(sh.index) * c.cfg.block_bytes ||
+      sh.offset > io.len || len > io.len - sh.offset) {
+    c.stats.refused++;
+    send_nack(c, sh, NackReason::kOutOfRange, ctx);
+    return;
+  }
+  if (h.placed == Placed::kDeferred && !ctx.copy_in(h.payload, len, io.mr, io.offset + sh.offset)) {
+    c.stats.refused++;
+    send_nack(c, sh, NackReason::kOutOfRange, ctx);
+    return;
+  }
+  c.stats.blocks_received++;
+  record_arrival(c, h, sh, ctx);
+  uint8_t& b = io.blocks[sh.index];
+  if ((b & kAcked) != 0) return;
+  b |= kAcked;
+  if (--io.left == 0) finish(c, sh.io_id, 0, ctx);
+}
+
+// An I/O of the initiator ends: its event, its buffer back from the NIC.
+void SolarTransport::finish(Conn& c, uint32_t io_id, int status, Context& ctx) {
+  auto it = c.ios.find(io_id);
+  if (it == c.ios.end()) return;
+  Io& io = it->second;
+  if (io.on_nic) ctx.ms_retire_msg(c.flow, io_id);
+  ctx.event({.flow = c.flow,
+             .kind = io.read ? EventKind::kReadDone : EventKind::kWriteDone,
+             .status = status,
+             .len = status == 0 ? io.len : 0,
+             .wr_id = io.wr_id});
+  if (status == 0) c.stats.ios_done++;
+  c.ios.erase(it);
 }
 
 void SolarTransport::block_acked(Conn& c, uint32_t io_id, uint16_t index, Context& ctx) {
@@ -429,12 +588,8 @@ void SolarTransport::block_acked(Conn& c, uint32_t io_id, uint16_t index, Contex
   b |= kAcked;
   c.stats.blocks_acked++;
   if (--io.left != 0) return;
-  ctx.event({.flow = c.flow,
-             .kind = EventKind::kWriteDone,
-             .status = 0,
-             .len = io.len,
-             .wr_id = io.wr_id});
-  c.stats.ios_done++;
+  if (c.cfg.initiator) return finish(c, io_id, 0, ctx);
+  c.stats.ios_done++;  // the target: a READ served
   c.ios.erase(it);
 }
 
@@ -472,9 +627,11 @@ void SolarTransport::on_ack(Conn& c, const Header& sh, Context& ctx) {
     const Out o = p.out[i];
     if (sack_has(sh.seq, sh.sack, o.seq)) {
       a.acked_bytes += o.bytes;
-      a.acked_blocks++;
       p.info.acked++;
-      block_acked(c, o.io, o.index, ctx);
+      if (!o.req) {
+        a.acked_blocks++;
+        block_acked(c, o.io, o.index, ctx);
+      }
     } else if (seq_diff(p.largest_acked, o.seq) >= 3) {
       lost += o.bytes;
       p.info.lost++;
@@ -486,7 +643,7 @@ void SolarTransport::on_ack(Conn& c, const Header& sh, Context& ctx) {
   p.out.resize(keep);
   p.st.on_ack(a);
   if (lost != 0) p.st.on_loss(lost, now);
-  if (a.acked_blocks != 0) p.rto_at = p.out.empty() ? 0 : now + p.st.rto_ns();
+  if (a.acked_bytes != 0) p.rto_at = p.out.empty() ? 0 : now + p.st.rto_ns();
 }
 
 // A refused block: it arrived (not a loss), but goes again (bad CRC), or its I/O fails.
@@ -505,14 +662,9 @@ void SolarTransport::on_nack(Conn& c, const Header& sh, Context& ctx) {
     requeue(c, refused.io, refused.index);
     return;
   }
-  auto it = c.ios.find(refused.io);
-  if (it == c.ios.end()) return;
-  ctx.event({.flow = c.flow,
-             .kind = EventKind::kWriteDone,
-             .status = sh.reason == uint32_t(NackReason::kOutOfRange) ? -ERANGE : -EIO,
-             .len = 0,
-             .wr_id = it->second.wr_id});
-  c.ios.erase(it);
+  const int status = sh.reason == uint32_t(NackReason::kOutOfRange) ? -ERANGE : -EIO;
+  if (c.cfg.initiator) return finish(c, refused.io, status, ctx);
+  c.ios.erase(refused.io);  // the target: the initiator does not want that READ (any more)
 }
 
 // ---- the app ------------------------------------------------------------------------------------
@@ -529,7 +681,7 @@ void SolarTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
       continue;
     }
     Conn& c = *it->second;
-    if (r.kind != ReqKind::kWrite || !c.cfg.initiator) {
+    if ((r.kind != ReqKind::kWrite && r.kind != ReqKind::kRead) || !c.cfg.initiator) {
       fail(-EOPNOTSUPP);
       continue;
     }
@@ -546,9 +698,19 @@ void SolarTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
     io.remote = r.remote_addr;
     io.len = r.len;
     io.count = io.left = uint16_t(count);
-    io.blocks.assign(count, kQueued);
-    for (uint16_t i = 0; i < count; i++)
-      c.queue.push_back({id, i});
+    if (r.kind == ReqKind::kRead) {
+      // Its buffer goes to the NIC under the I/O id, so READ_BLKs land by their offsets in it;
+      // when the NIC refuses, they come on the copy path.
+      io.read = true;
+      io.on_nic = ctx.ms_post(c.flow, r.mr, r.offset, r.len, id) == 0;
+      io.blocks.assign(count, 0);
+      io.req_queued = true;
+      c.queue.push_back({id, 0});
+    } else {
+      io.blocks.assign(count, kQueued);
+      for (uint16_t i = 0; i < count; i++)
+        c.queue.push_back({id, i});
+    }
     pump(c, ctx);
   }
 }
@@ -558,7 +720,6 @@ void SolarTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
 void SolarTransport::tick(Context& ctx) {
   const uint64_t now = ctx.now_ns();
   for (Conn* c : order_) {
-    if (!c->cfg.initiator) continue;
     for (uint16_t i = 0; i < c->paths.size(); i++) {
       Path& p = *c->paths[i];
       if (p.rto_at != 0 && now >= p.rto_at) {

@@ -1,13 +1,15 @@
 // solar.h - the Solar transport: connections between an initiator and a target over N paths,
-// WRITE I/Os cut into self-describing blocks, each one packet with its own offset and a transmit
-// sequence never reused, acknowledged per path (largest + SACK bitmap + echo + CE count), spread
-// over the paths by each path's window, resent on any path that is up, with paths going down
-// after k timeouts in a row and coming back by probes. Behaviour: README.md in this folder.
+// WRITE and READ I/Os cut into self-describing blocks, each one packet with its own offset and a
+// transmit sequence never reused, acknowledged per path (largest + SACK bitmap + echo + CE
+// count), spread over the paths by each path's window, resent on any path that is up, with paths
+// going down after k timeouts in a row and coming back by probes. The initiator sends WRITE
+// blocks and READ_REQs; the target sends READ_BLKs, the same way. Behaviour: README.md here.
 //
 // A connection is made out of band, as RoCE's queue pairs are: its owner opens a NIC flow for
-// it (Solar parser, any UDP source port, placement by offset into the target's volume) and hands
-// the flow to open() with both ends' connection numbers, the paths and the block size. Nothing
-// here is reached through listen() or connect() yet, nor wired into libcleave.
+// each end (Solar parser, any UDP source port; the target's placing by offset into its volume,
+// the initiator's by message, the I/O id, into each READ's buffer) and hands it to open() with
+// both ends' connection numbers, the paths and the block size. Nothing here is reached through
+// listen() or connect() yet, nor wired into libcleave.
 //
 // Headers only: a block is named by (mr, offset, len) in app memory and sent with
 // kTxParserTrailer (the NIC writes its CRC32C into the header); the target's NIC places it by
@@ -58,6 +60,7 @@ struct PathInfo {
   uint64_t downs = 0;  // times it was declared down
   uint64_t ups = 0;    // times a probe's reply brought it back
   uint64_t probes = 0;
+  uint64_t read_reqs = 0;  // READ_REQs sent on it (initiator)
 };
 
 // Counters of one connection (both roles).
@@ -97,8 +100,9 @@ class SolarTransport final : public Transport {
   void close(FlowId flow, Context& ctx);
 
   // kWrite (initiator): write (mr, offset, len) at volume offset remote_addr; one kWriteDone
-  // when every block is acknowledged. Others complete at once with -EOPNOTSUPP (kRead: not yet),
-  // a bad request with -EINVAL.
+  // when every block is acknowledged. kRead (initiator): read len bytes from volume offset
+  // remote_addr into (mr, offset); one kReadDone when every block has arrived intact. Others
+  // complete at once with -EOPNOTSUPP, a bad request with -EINVAL.
   void rx_burst(std::span<const RxHeader> hdrs, Context& ctx) override;
   void app_burst(std::span<const AppRequest> reqs, Context& ctx) override;
   void tick(Context& ctx) override;
@@ -116,12 +120,16 @@ class SolarTransport final : public Transport {
   struct Path;
   struct Io;
 
-  void rx_initiator(Conn& c, const RxHeader& h, const Header& sh, Context& ctx);
   void rx_target(Conn& c, const RxHeader& h, const Header& sh, Context& ctx);
   void on_ack(Conn& c, const Header& sh, Context& ctx);
   void on_nack(Conn& c, const Header& sh, Context& ctx);
   void pump(Conn& c, Context& ctx);
   void send_block(Conn& c, uint16_t path, uint32_t io_id, uint16_t index, Context& ctx);
+  void send_read_req(Conn& c, uint16_t path, uint32_t io_id, Context& ctx);
+  void rx_read_req(Conn& c, const Header& sh, Context& ctx);
+  void rx_read_blk(Conn& c, const RxHeader& h, const Header& sh, Context& ctx);
+  bool record_arrival(Conn& c, const RxHeader& h, const Header& sh, Context& ctx);
+  void finish(Conn& c, uint32_t io_id, int status, Context& ctx);
   void send_ack(Conn& c, uint16_t path, uint32_t echo, uint8_t flags, Context& ctx);
   void send_nack(Conn& c, const Header& refused, NackReason why, Context& ctx);
   void send_probe(Conn& c, uint16_t path, Context& ctx);
