@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "transport/rocev2/rc.h"
-#include "transport/solar/solar.h"
 #include "transport/tcp/tcp.h"
 #include "transport_abi.h"
 
@@ -170,9 +169,6 @@ static void add_builtins(Registry& reg) {
   // Queue pairs are made by their owner (the dataplane's qp_create), never by listen or connect.
   reg.add("rocev2", "RoCEv2 reliable connection (IBTA), go-back-N or selective repeat, DCQCN",
           [] { return std::unique_ptr<Transport>(std::make_unique<roce::RcTransport>()); });
-  // Connections are opened by their owner (SolarTransport::open), never by listen or connect.
-  reg.add("solar", "Solar: multipath block storage over UDP, a block per packet, CRC32C",
-          solar::make_transport);
 }
 
 Registry& Registry::global() {

@@ -359,21 +359,6 @@ TEST(RegistryClaims, TheBuiltInsClaimTcpAndRocesPort) {
             "it claims IP protocol 6, which transport \"tcp\" holds");
 }
 
-TEST(RegistryClaims, SolarIsBuiltInOnUdp7000) {
-  auto es = Registry::global().entries();
-  ASSERT_GE(es.size(), 3u);
-  EXPECT_EQ(es[2].name, "solar");
-  EXPECT_EQ(es[2].origin, "built-in");
-  EXPECT_EQ(es[2].claims, "UDP 7000");
-  auto t = Registry::global().create("solar");
-  ASSERT_NE(t, nullptr);
-  EXPECT_EQ(t->name(), "solar");
-  static constexpr std::array<uint16_t, 1> kSolar{7000};
-  Claim c{.proto = 17, .udp_ports = kSolar, .parse = parse_nothing};
-  EXPECT_EQ(Registry::global().claim_error(c),
-            "it claims UDP port 7000, which transport \"solar\" holds");
-}
-
 // ---- loading plugins ----------------------------------------------------------------------------
 
 TEST(RegistryLoad, LoadsTheDatagramPlugin) {
