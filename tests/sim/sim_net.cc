@@ -620,6 +620,29 @@ FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, u
   return id;
 }
 
+FlowId Host::solar_flow(uint32_t remote_ip, uint16_t port, bool messages) {
+  // Remote port 0: the software lookup, like the NIC, takes any source port (every path's).
+  FlowTuple t{endpoint(port), {transport::IpAddr::v4(remote_ip), 0}, 17};
+  FlowId id = alloc_flow(t);
+  if (id == transport::kNoFlow) return id;
+  nic::FlowSpec spec;
+  spec.key = nic::FlowKey{remote_ip, ip_, 0, port, 17};
+  spec.mode = zero_copy_ ? nic::FlowMode::kZeroCopy : nic::FlowMode::kCopy;
+  spec.parser = nic::Parser::kSolar;
+  spec.reliable = true;
+  spec.messages = messages;
+  spec.initial_offset = 0;
+  if (nic_.flow_add(id, spec) != nic::Err::kOk) {
+    stats_.cmd_errors++;
+    free_flow(id);
+    return transport::kNoFlow;
+  }
+  flows_[id].on_nic = true;
+  flows_[id].solar = true;
+  flows_[id].messages = flows_[id].nic_messages = messages;
+  return id;
+}
+
 int Host::rkey_check(FlowId flow, uint32_t rkey, uint64_t va, uint32_t len, bool write,
                      uint16_t* mr, uint64_t* offset) {
   // The NIC's rule (rkey = tag << 16 | MR id, VA = offset in the MR, the flow's owner, the MR's
@@ -697,7 +720,10 @@ void Host::send_desc(const transport::TxDesc& d) {
   req.offset = d.offset;
   req.len = d.len;
   req.mss = d.mss;
-  if ((d.flags & transport::kTxParserTrailer) != 0) {
+  if ((d.flags & transport::kTxParserTrailer) != 0 && fl.solar) {
+    // Solar: the block's CRC32C into its header, then the UDP checksum over it all.
+    req.flags = uint8_t(nic::kTxIpCsum | nic::kTxL4Csum | nic::kTxCrc32c);
+  } else if ((d.flags & transport::kTxParserTrailer) != 0) {
     req.flags = uint8_t(nic::kTxIpCsum | nic::kTxIcrc);  // RoCEv2: UDP checksum 0
   } else {
     req.flags = d.mss > 0 && d.len > d.mss ? uint8_t(nic::kTxTso)
@@ -892,6 +918,10 @@ void Host::rx_frame(Frame f) {
     const uint8_t* l4 = h.l4;
     Key k{load32(l3 + 12), load32(l3 + 16), load16(l4), load16(l4 + 2), proto};
     auto it = by_tuple_.find(k);
+    if (it == by_tuple_.end() && proto == 17) {
+      k.remote_port = 0;  // a flow of any source port (solar_flow)
+      it = by_tuple_.find(k);
+    }
     if (it != by_tuple_.end()) {
       h.flow = it->second;
     } else {
@@ -902,6 +932,18 @@ void Host::rx_frame(Frame f) {
       if (l == listeners_.end() || k.local_ip != ip_) return drop(stats_.rx_no_flow);
       h.has_listener = true;
       h.listener = l->second;
+    }
+  }
+  if (h.placed == Placed::kDeferred && h.l4_len == 8 && h.flow < flows_.size() &&
+      flows_[h.flow].solar && h.payload_len >= 32) {
+    // Solar on the copy path: its 32-byte header is the transport's, the block after it the
+    // payload (the NIC says the same of the frames it places).
+    h.l4_len = 8 + 32;
+    h.payload_len -= 32;
+    h.payload += 32;
+    if (h.payload_len == 0) {
+      h.placed = Placed::kNoPayload;
+      h.payload = nullptr;
     }
   }
   rx_frames_[rx_n_] = f;

@@ -11,6 +11,7 @@
 #include "frames.h"
 #include "rdma.h"
 #include "transport/rocev2/rc.h"
+#include "transport/solar/solar.h"
 #include "transport/tcp/tcp.h"
 
 namespace cleave::transport {
@@ -177,6 +178,32 @@ TEST(RoceClaim, ParseSplitsAWholePacketAndKeepsTheNicsSplitOfACutOne) {
   Bytes bad = roce_packet(roce::kSendOnly, 7, 0, 0);
   bad[9] = 3 << 4;
   EXPECT_FALSE(c.parse(whole(bad), &p));
+}
+
+TEST(SolarClaim, TakesUdpTo7000ByTupleAndSplitsTheHeaderFromTheBlock) {
+  solar::SolarTransport t;
+  const Claim c = t.claim();
+  EXPECT_EQ(c.proto, 17);
+  ASSERT_EQ(c.udp_ports.size(), 1u);
+  EXPECT_EQ(c.udp_ports[0], 7000);
+  EXPECT_EQ(c.key, FlowKey::kTuple);
+  EXPECT_EQ(c.nic.parser, NicParser::kSolar);
+  EXPECT_FALSE(c.nic.messages);
+  EXPECT_EQ(c.min_header, 8 + 32);
+  EXPECT_EQ(c.trailer, 0);
+  Bytes pkt(8 + 32 + 100);
+  put16(pkt, 0, 0xC003);
+  put16(pkt, 2, 7000);
+  RxParsed p;
+  ASSERT_TRUE(c.parse({pkt.data(), uint32_t(pkt.size()), uint32_t(pkt.size()), true, 0}, &p));
+  EXPECT_EQ(p.header_len, 40);
+  EXPECT_EQ(p.payload_len, 100u);
+  EXPECT_EQ(p.src_port, 0xC003);
+  EXPECT_EQ(p.dst_port, 7000);
+  p = RxParsed{};
+  ASSERT_TRUE(c.parse({pkt.data(), 40, uint32_t(pkt.size()), false, 100}, &p));  // cut by the NIC
+  EXPECT_EQ(p.payload_len, 100u);
+  EXPECT_FALSE(c.parse({pkt.data(), 39, uint32_t(pkt.size()), false, 100}, &p));
 }
 
 TEST(RoceClaim, PmtuAndTheNicFlowAtRtr) {

@@ -435,6 +435,128 @@ TEST(Sim, UdpFlowsStayOffTheNicAndUseTheCopyPath) {
   EXPECT_TRUE(p.b_mr_matches(0, 1000));
 }
 
+// Sends hand-built Solar WRITE_BLKs (UDP + 32-byte header, the block by reference) in its next
+// tick, and records every header it receives with the Solar header's first byte.
+class RawSolar final : public Transport {
+ public:
+  struct Send {
+    FlowId flow;
+    uint16_t sport;
+    uint64_t offset;  // the header's
+    uint16_t mr;
+    uint64_t at;  // the block in mr
+    uint32_t len;
+  };
+  struct Got {
+    RxHeader h;
+    uint8_t type = 0;
+    uint64_t offset = 0;
+  };
+  std::vector<Send> to_send;
+  std::vector<Got> got;
+
+  std::string_view name() const override { return "rawsolar"; }
+  std::string check_params(Params /*params*/) const override { return ""; }
+  int listen(ListenerId, const Endpoint&, Params) override { return -EOPNOTSUPP; }
+  void unlisten(ListenerId) override {}
+  int connect(FlowId, const FlowTuple&, Params, Context&) override { return -EOPNOTSUPP; }
+  void rx_burst(std::span<const RxHeader> hdrs, Context& /*ctx*/) override {
+    for (const RxHeader& h : hdrs) {
+      Got g{h};
+      if (h.l4_len >= 40) {
+        g.type = h.l4[8];
+        g.offset = wire::load64(h.l4 + 8 + 16);
+      }
+      got.push_back(g);
+    }
+  }
+  void app_burst(std::span<const transport::AppRequest>, Context&) override {}
+  void tick(Context& ctx) override {
+    for (const Send& s : to_send) {
+      TxDesc& d = ctx.tx_next();
+      d.flow = s.flow;
+      d.mr = s.mr;
+      d.offset = s.at;
+      d.len = s.len;
+      d.l4_len = 40;
+      d.flags = transport::kTxParserTrailer;
+      d.l4.fill(0);
+      wire::store16(d.l4.data(), s.sport);
+      wire::store16(d.l4.data() + 2, 7000);
+      uint8_t* h = d.l4.data() + 8;
+      h[0] = 1;  // WRITE_BLK
+      wire::store16(h + 2, uint16_t(s.sport & 0x3FFF));
+      wire::store64(h + 16, s.offset);
+      wire::store16(h + 26, 1);  // count
+    }
+    to_send.clear();
+  }
+  bool flow_info(FlowId, transport::InfoSink&) const override { return false; }
+  size_t flow_count() const override { return 0; }
+};
+
+// Solar flows: on the NIC from any source port, blocks placed by their offsets; a descriptor with
+// kTxParserTrailer gets the block's CRC32C in the header; a frame the NIC does not place still
+// finds its flow from any source port, its Solar header split from the block.
+TEST(Sim, SolarFlowsTakeEverySourcePortAndGetTheirCrc32c) {
+  HostConfig ha, hb;
+  auto ra = std::make_unique<RawSolar>();
+  auto rb = std::make_unique<RawSolar>();
+  RawSolar* ta = ra.get();
+  RawSolar* tb = rb.get();
+  ha.transport = std::move(ra);
+  hb.transport = std::move(rb);
+  SimNet net(SimNet::seed_from_env(18), LinkConfig{}, Faults{}, Faults{}, std::move(ha),
+             std::move(hb));
+  const uint16_t src = net.a().add_mr(1 << 16);
+  const uint16_t vol = net.b().add_mr(1 << 16);
+  for (size_t i = 0; i < 4096; i++)
+    net.a().mr(src)[i] = uint8_t(i * 7 + 3);
+  const FlowId fa = net.a().solar_flow(net.b().ip(), 7000);
+  const FlowId fb = net.b().solar_flow(net.a().ip(), 7000);
+  ASSERT_NE(fa, kNoFlow);
+  ASSERT_NE(fb, kNoFlow);
+  ASSERT_EQ(net.b().ms_post(fb, vol, 0, 1 << 16, 0), 0);
+  std::vector<std::vector<uint8_t>> wire_frames;
+  net.set_tap([&](Dir d, std::span<const uint8_t> f) {
+    if (d == Dir::kAtoB) wire_frames.emplace_back(f.begin(), f.end());
+  });
+
+  ta->to_send = {{fa, 0xC000, 8192, src, 0, 1024}, {fa, 0xC005, 4096, src, 1024, 1024}};
+  ASSERT_TRUE(net.run_until([&] { return tb->got.size() == 2; }, kMs)) << net.describe();
+  for (const RawSolar::Got& g : tb->got) {
+    EXPECT_EQ(g.h.flow, fb);
+    EXPECT_EQ(g.h.placed, Placed::kPlaced);
+    EXPECT_EQ(g.h.l4_csum, Csum::kGood);
+    EXPECT_EQ(g.h.l4_len, 40);
+    EXPECT_EQ(g.h.payload_len, 1024u);
+    EXPECT_EQ(g.type, 1);
+  }
+  EXPECT_EQ(std::memcmp(net.b().mr(vol).data() + 8192, net.a().mr(src).data(), 1024), 0);
+  EXPECT_EQ(std::memcmp(net.b().mr(vol).data() + 4096, net.a().mr(src).data() + 1024, 1024), 0);
+  ASSERT_EQ(wire_frames.size(), 2u);
+  for (size_t i = 0; i < 2; i++) {  // Ethernet 14, IPv4 20, UDP 8: the header's CRC at 28
+    const std::vector<uint8_t>& f = wire_frames[i];
+    ASSERT_EQ(f.size(), 14 + 20 + 8 + 32 + 1024u);
+    EXPECT_EQ(wire::load32(f.data() + 42 + 28), wire::crc32c(f.data() + 42 + 32, 1024)) << i;
+  }
+
+  // A corrupted block: not placed, still its flow's (from another source port), split as Solar.
+  net.faults(Dir::kAtoB).corrupt_payload = 1;
+  ta->to_send = {{fa, 0xC009, 0, src, 2048, 1024}};
+  ASSERT_TRUE(net.run_until([&] { return tb->got.size() == 3; }, kMs)) << net.describe();
+  const RawSolar::Got& g = tb->got[2];
+  EXPECT_EQ(g.h.flow, fb);
+  EXPECT_EQ(g.h.placed, Placed::kDeferred);
+  EXPECT_EQ(g.h.l4_csum, Csum::kBad);
+  EXPECT_EQ(g.h.l4_len, 40);
+  EXPECT_EQ(g.h.payload_len, 1024u);
+  EXPECT_NE(g.h.payload, nullptr);
+  EXPECT_EQ(net.b().stats().rx_no_flow, 0u);
+  EXPECT_TRUE(std::all_of(net.b().mr(vol).begin(), net.b().mr(vol).begin() + 1024,
+                          [](uint8_t b) { return b == 0; }));
+}
+
 TEST(Sim, CommandErrorsMapToNegativeErrno) {
   Pair p(SimNet::seed_from_env(5));
   p.connect();

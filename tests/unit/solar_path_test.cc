@@ -139,6 +139,18 @@ TEST(SolarPath, LossCutsOncePerWindow) {
   EXPECT_EQ(p.inflight(), 0u) << "never below nothing";
 }
 
+// A refused block (a NACK) arrived: no longer in flight, but neither an ACK nor a loss.
+TEST(SolarPath, ARefusedBlockLeavesTheWindowAlone) {
+  PathState p(config(), 0);
+  ASSERT_TRUE(send(p, 10));
+  p.on_refused(kBlock);
+  EXPECT_EQ(p.inflight(), 9u * kBlock);
+  EXPECT_EQ(p.cwnd(), 10u * kBlock);
+  p.on_refused(100u * kBlock);
+  EXPECT_EQ(p.inflight(), 0u);
+  EXPECT_EQ(p.cwnd(), 10u * kBlock);
+}
+
 TEST(SolarPath, KTimeoutsInARowTakeThePathDownAndAProbeBringsItBack) {
   PathState p(config(), 0);
   ASSERT_TRUE(send(p, 10));

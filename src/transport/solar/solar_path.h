@@ -51,6 +51,9 @@ class PathState {
   // Blocks of `bytes` found lost (three sequences or more below the largest acknowledged): no
   // longer in flight; the window shrinks once per window of data.
   void on_loss(uint64_t bytes, uint64_t now_ns);
+  // A transmission the receiver refused (a NACK, e.g. a bad CRC32C): it arrived, so it is
+  // neither acknowledged data for the window nor a loss; it is only no longer in flight.
+  void on_refused(uint64_t bytes) { resolve(bytes); }
   // The path's retransmission timer fired: everything in flight is lost, the window drops to
   // one block, the RTO backs off. True when this timeout took the path down.
   bool on_timeout(uint64_t now_ns);
