@@ -342,19 +342,11 @@ void SolarTransport::send_nack(Conn& c, const Header& refused, NackReason why, C
   emit(c, sh, 0, 0, 0, false, ctx);
 }
 
-// A probe: an ACK with ACK_REQ over the path that is down, its echo a number of its own.
+// A probe: an ACK with ACK_REQ over the path that is down, its echo a number of its own (it
+// carries the path's receive state as any ACK does, and is counted with them).
 void SolarTransport::send_probe(Conn& c, uint16_t path, Context& ctx) {
   Path& p = *c.paths[path];
-  Header sh;
-  sh.type = Type::kAck;
-  sh.flags = kFlagAckReq;
-  sh.path = path;
-  sh.conn = c.cfg.remote_conn;
-  sh.seq = p.rx_largest;
-  sh.sack = p.rx_sack;
-  sh.echo = ++p.probe_echo;
-  sh.ce_count = p.rx_ce;
-  emit(c, sh, 0, 0, 0, false, ctx);
+  send_ack(c, path, ++p.probe_echo, kFlagAckReq, ctx);
   p.probe_sent_at = ctx.now_ns();
   p.st.on_probe_sent(ctx.now_ns());
   p.info.probes++;
