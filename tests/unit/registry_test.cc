@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "registry.h"
+#include "solar/solar.h"
 #include "transport.h"
 #include "transport_abi.h"
 
@@ -357,6 +358,17 @@ TEST(RegistryClaims, TheBuiltInsClaimTcpAndRocesPort) {
   c = Claim{.proto = 6, .parse = parse_nothing};
   EXPECT_EQ(Registry::global().claim_error(c),
             "it claims IP protocol 6, which transport \"tcp\" holds");
+}
+
+// Solar is not a built-in yet (cleaved cannot open its connections): its claim is well formed
+// and takes nothing a built-in holds, so registering it later changes no one else's traffic.
+TEST(RegistryClaims, SolarsClaimIsUdp7000AndFree) {
+  EXPECT_EQ(Registry::global().create("solar"), nullptr) << "not a built-in yet";
+  EXPECT_EQ(Registry::global().claim_error(solar::make_transport()->claim()), "");
+  Registry reg;
+  reg.add("solar", "", solar::make_transport);
+  ASSERT_EQ(reg.entries().size(), 1u);
+  EXPECT_EQ(reg.entries()[0].claims, "UDP 7000");
 }
 
 // ---- loading plugins ----------------------------------------------------------------------------
