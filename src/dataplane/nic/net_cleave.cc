@@ -1192,16 +1192,14 @@ int rte_pmd_cleave_post_ms_retire_msg(uint16_t port, uint16_t queue, uint32_t fl
 
 int rte_pmd_cleave_irq_bind(uint16_t port, int fd) {
   return command(port, [&](Device& d) {
-    if (d.irq_bound == kIrqVectors) return -ENOSPC;
-    const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (own < 0) return -errno;
-    for (uint32_t v = 0;; v++) {
-      if (d.irq_fd[v] < 0) {
-        d.irq_fd[v] = own;
-        d.irq_bound++;
-        return int(v);
-      }
+    const auto free = std::find(d.irq_fd.begin(), d.irq_fd.end(), -1);
+    if (free == d.irq_fd.end()) return -ENOSPC;
+    *free = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (*free < 0) {
+      *free = -1;
+      return -errno;
     }
+    return int(free - d.irq_fd.begin());
   });
 }
 
@@ -1210,7 +1208,6 @@ int rte_pmd_cleave_irq_unbind(uint16_t port, uint32_t vector) {
     if (vector >= kIrqVectors || d.irq_fd[vector] < 0) return -ENOENT;
     close(d.irq_fd[vector]);
     d.irq_fd[vector] = -1;
-    d.irq_bound--;
     return 0;
   });
 }

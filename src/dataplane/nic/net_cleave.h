@@ -145,7 +145,6 @@ struct Device {
   // Interrupt vectors: the eventfd each is bound to (the PMD's own duplicate), -1 when free. A
   // raised vector is delivered as a write of 1 to it, as VFIO signals an MSI-X vector's eventfd.
   std::array<int, kIrqVectors> irq_fd;
-  uint32_t irq_bound = 0;  // vectors in use
   // Seeded wire faults (rte_pmd_cleave_fault_set): RX between the wire and the model, TX where
   // merged frames enter `pending`. Off unless set.
   std::array<dp::FaultStage, dp::kFaultDirs> fault;
