@@ -752,8 +752,7 @@ json Management::flows(std::optional<uint32_t> start, std::optional<uint32_t> ma
   uint32_t pos = start.value_or(0);
   json flows = json::array();
   json listeners = json::array();
-  ctl::FlowList meta;  // the first page's transports and bindings
-  bool have_meta = false;
+  std::optional<ctl::FlowList> meta;  // the first page: its transports and bindings
   // The lcore's pages are short (ctl::kFlowListPageUs): as many as the answer needs.
   for (uint32_t got = 0; pos != transport::kNoFlow && got < want;) {
     const size_t shard = pos >> kShardShift;
@@ -762,7 +761,7 @@ json Management::flows(std::optional<uint32_t> start, std::optional<uint32_t> ma
       break;
     }
     ctl::FlowList page = flow_page(shard, transport::kNoFlow, pos & kPosMask,
-                                   std::min(want - got, ctl::kFlowListPageRows), !have_meta);
+                                   std::min(want - got, ctl::kFlowListPageRows), !meta);
     got += uint32_t(page.rows.size());
     add_rows(page, shard, flows, listeners);
     if (page.next != transport::kNoFlow) {
@@ -770,17 +769,15 @@ json Management::flows(std::optional<uint32_t> start, std::optional<uint32_t> ma
     } else {
       pos = shard + 1 < ctl_.size() ? uint32_t((shard + 1) << kShardShift) : transport::kNoFlow;
     }
-    if (!have_meta) {
-      meta = std::move(page);
-      have_meta = true;
-    }
+    if (!meta) meta = std::move(page);
   }
+  if (!meta) meta.emplace();  // past the end: no page, nothing to say of transports
   json bindings = json::array();
-  for (const FlowBinding& b : meta.bindings)
+  for (const FlowBinding& b : meta->bindings)
     bindings.push_back(binding_json(b));
   json out = {{"flows", flows},
               {"listeners", listeners},
-              {"transports", meta.transports},
+              {"transports", meta->transports},
               {"bindings", bindings}};
   if (paged) out["next"] = pos == transport::kNoFlow ? json(nullptr) : json(pos);
   return out;
