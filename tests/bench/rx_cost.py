@@ -122,6 +122,11 @@ WAKE_FROM = re.compile(r"CompletionBatch::")
 # dataplane's cores. Printed apart ("NIC interrupts").
 POSTED = re.compile(r"cleave::pmd::(?:\(anonymous namespace\)::)?post\(")
 IRQ_FROM = re.compile(r"cleave::pmd::run_posted")
+
+
+def is_irq(frames):
+    """A sample of the NIC delivering an interrupt: an eventfd write under run_posted."""
+    return any(WAKE.search(f) for f in frames) and any(IRQ_FROM.search(f) for f in frames)
 # The Linux receive path.
 LINUX_RX = re.compile(r"\b(process_backlog|__netif_receive_skb_core|tcp_v4_rcv|tcp_recvmsg|"
                       r"tcp_rcv_established|__napi_poll)\b")
@@ -195,7 +200,7 @@ def lcore_split(smp, tids, inline=True):
             b["wake"] += p
             b["leaf"][leaf(fr)] += p
             continue
-        if any(WAKE.search(f) for f in fr) and any(IRQ_FROM.search(f) for f in fr):
+        if is_irq(fr):
             b["nic"] += p  # the NIC delivering an interrupt (inline: in the shard's bursts)
             b["irq"] += p
             continue
@@ -229,8 +234,7 @@ def thread_ns(smp, tid):
 
 def irq_ns(smp, tid):
     """The NIC's interrupt deliveries (eventfd writes) in thread `tid`'s samples."""
-    return sum(p for _, t, p, fr in smp if t == tid and any(WAKE.search(f) for f in fr) and
-               any(IRQ_FROM.search(f) for f in fr))
+    return sum(p for _, t, p, fr in smp if t == tid and is_irq(fr))
 
 
 def lcore_tids(pid):
