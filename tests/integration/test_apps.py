@@ -102,7 +102,7 @@ class AppSocket(ct.TestCase):
         return cq, sq
 
     def wait_completion(self, cq, timeout=2.0):
-        return ct.wait_until(cq.consume, timeout=timeout, interval=0.001, what="a completion")
+        return _wait_completion(cq, timeout)
 
     def test_hello_region_and_round_trip(self):
         app = ra.RawApp(self.path, "probe")
@@ -390,6 +390,10 @@ class AppSocket(ct.TestCase):
         self.assertRegex(self.d.logs(), r"app \d+ 'evil' .* over its error budget")
 
 
+def _wait_completion(cq, timeout=2.0):
+    return ct.wait_until(cq.consume, timeout=timeout, interval=0.001, what="a completion")
+
+
 def _doorbell_round_trip(t, path):
     """A SEND into a posted receive while the app sleeps on its completion queue's doorbell:
     woken, both completions there, the bytes placed."""
@@ -404,8 +408,7 @@ def _doorbell_round_trip(t, path):
     app.region[cq.offset + 64] = 1
     sq.produce(ra.send_entry(ra.OP_SEND, wr_id=9, length=13, target=rq.id, imm=77))
     ct.wait_until(lambda: _eventfd_value(efd), what="the doorbell")
-    wait = lambda: ct.wait_until(cq.consume, timeout=2.0, interval=0.001, what="a completion")
-    recv, sent = wait(), wait()
+    recv, sent = _wait_completion(cq), _wait_completion(cq)
     t.assertEqual((recv["flags"] & 1, recv["wr_id"], recv["length"], recv["imm"]),
                   (1, 0, 13, 77))
     t.assertEqual((sent["wr_id"], sent["status"]), (9, 0))

@@ -88,14 +88,7 @@ class SolarPair {
 
   // Fills [off, off + len) of A's source MR with bytes from `seed`.
   void fill(size_t off, size_t len, uint64_t seed) {
-    std::span<uint8_t> m = net->a().mr(src_mr).subspan(off, len);
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < len; i += 8) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      std::memcpy(m.data() + i, &x, std::min<size_t>(8, len - i));
-    }
+    fill_random(net->a().mr(src_mr).subspan(off, len), seed * 0x9E3779B97F4A7C15ull + 1);
   }
   // A's source bytes at `src` are the volume's at `vol`.
   bool same(size_t src, size_t vol, size_t len) {
@@ -105,13 +98,15 @@ class SolarPair {
 
   // Fills [off, off + len) of B's volume with bytes from `seed`.
   void fill_volume(size_t off, size_t len, uint64_t seed) {
-    std::span<uint8_t> m = net->b().mr(vol_mr).subspan(off, len);
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 3;
-    for (size_t i = 0; i < len; i += 8) {
+    fill_random(net->b().mr(vol_mr).subspan(off, len), seed * 0x9E3779B97F4A7C15ull + 3);
+  }
+  // xorshift64 from `x`, 8 bytes a step.
+  static void fill_random(std::span<uint8_t> m, uint64_t x) {
+    for (size_t i = 0; i < m.size(); i += 8) {
       x ^= x << 13;
       x ^= x >> 7;
       x ^= x << 17;
-      std::memcpy(m.data() + i, &x, std::min<size_t>(8, len - i));
+      std::memcpy(m.data() + i, &x, std::min<size_t>(8, m.size() - i));
     }
   }
   // A's read buffer at `dst` holds the volume's bytes at `vol`.

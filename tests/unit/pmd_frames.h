@@ -145,31 +145,30 @@ inline Bytes tcp_msg_frame(uint32_t seq, const uint8_t* payload, uint32_t len, u
   return f;
 }
 
-// The zero-copy TCP flow of those frames, A to B, receiving from `initial_seq`.
-inline rte_pmd_cleave_flow tcp_flow(uint32_t initial_seq, uint16_t sport = kPortA) {
+// A zero-copy, reliable flow from A to B's `dst_port` (any source port), read by `parser`.
+inline rte_pmd_cleave_flow ab_flow(uint8_t proto, uint16_t dst_port, uint8_t parser) {
   rte_pmd_cleave_flow f{};
   f.src_ip = kIpA;
   f.dst_ip = kIpB;
-  f.src_port = sport;
-  f.dst_port = kPortB;
-  f.proto = 6;
+  f.dst_port = dst_port;
+  f.proto = proto;
   f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
-  f.parser = RTE_PMD_CLEAVE_PARSER_TCP;
+  f.parser = parser;
   f.reliable = 1;
+  return f;
+}
+
+// The zero-copy TCP flow of those frames, A to B, receiving from `initial_seq`.
+inline rte_pmd_cleave_flow tcp_flow(uint32_t initial_seq, uint16_t sport = kPortA) {
+  rte_pmd_cleave_flow f = ab_flow(6, kPortB, RTE_PMD_CLEAVE_PARSER_TCP);
+  f.src_port = sport;
   f.initial_seq = initial_seq;
   return f;
 }
 
 // A RoCE flow (a QP of A's peer on B), zero-copy, reliable, receiving from PSN `initial_psn`.
 inline rte_pmd_cleave_flow roce_flow(uint32_t qpn, uint32_t owner, uint32_t initial_psn = 0) {
-  rte_pmd_cleave_flow f{};
-  f.src_ip = kIpA;
-  f.dst_ip = kIpB;
-  f.dst_port = 4791;
-  f.proto = 17;
-  f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
-  f.parser = RTE_PMD_CLEAVE_PARSER_ROCE;
-  f.reliable = 1;
+  rte_pmd_cleave_flow f = ab_flow(17, 4791, RTE_PMD_CLEAVE_PARSER_ROCE);
   f.initial_seq = initial_psn;
   f.pmtu = 256;
   f.qpn = qpn;
@@ -295,15 +294,7 @@ inline Bytes solar_frame(uint32_t seq, uint64_t offset, const uint8_t* block, ui
 
 // The Solar flow of solar_frame's packets on B: any source port, placed by offset from 0.
 inline rte_pmd_cleave_flow solar_flow() {
-  rte_pmd_cleave_flow f{};
-  f.src_ip = kIpA;
-  f.dst_ip = kIpB;
-  f.dst_port = 7000;
-  f.proto = 17;
-  f.mode = RTE_PMD_CLEAVE_ZERO_COPY;
-  f.parser = RTE_PMD_CLEAVE_PARSER_SOLAR;
-  f.reliable = 1;
-  return f;
+  return ab_flow(17, 7000, RTE_PMD_CLEAVE_PARSER_SOLAR);
 }
 
 inline Bytes pattern(size_t n, uint8_t salt) {

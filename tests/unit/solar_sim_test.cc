@@ -44,18 +44,23 @@ void submit(SolarPair& p, const Plan& pl, size_t from, size_t to) {
     p.write(i + 1, i * kIoBytes, pl.slot[i], kIoBytes);
 }
 
-// Every I/O completed once, without error, and its bytes are at its volume slot; nothing else
-// of the volume was written.
-void check(SolarPair& p, const Plan& pl, size_t n) {
-  ASSERT_EQ(p.done.size(), n) << p.describe();
+// Every I/O 1..n completed once, as `kind`, without error, whole.
+void check_done(SolarPair& p, EventKind kind, size_t n) {
   std::vector<bool> seen(n + 1);
   for (const transport::Event& e : p.done) {
-    ASSERT_EQ(e.kind, EventKind::kWriteDone);
+    ASSERT_EQ(e.kind, kind);
     ASSERT_EQ(e.status, 0) << "wr_id " << e.wr_id << "\n" << p.describe();
     ASSERT_EQ(e.len, kIoBytes);
     ASSERT_TRUE(e.wr_id >= 1 && e.wr_id <= n && !seen[e.wr_id]) << e.wr_id;
     seen[e.wr_id] = true;
   }
+}
+
+// Every I/O completed once, without error, and its bytes are at its volume slot; nothing else
+// of the volume was written.
+void check(SolarPair& p, const Plan& pl, size_t n) {
+  ASSERT_EQ(p.done.size(), n) << p.describe();
+  ASSERT_NO_FATAL_FAILURE(check_done(p, EventKind::kWriteDone, n));
   std::vector<bool> written(p.net->b().mr(p.vol_mr).size() / kIoBytes);
   for (size_t i = 0; i < n; i++) {
     ASSERT_TRUE(p.same(i * kIoBytes, pl.slot[i], kIoBytes)) << "I/O " << i << "\n" << p.describe();
@@ -315,14 +320,7 @@ TEST_P(SolarRead, EveryReadCompletesWithTheVolumesBytes) {
   for (size_t i = 0; i < kN; i++)
     p.read(i + 1, i * kIoBytes, pl.slot[i], kIoBytes);
   ASSERT_TRUE(p.run_until_done(kN)) << p.describe();
-  std::vector<bool> seen(kN + 1);
-  for (const transport::Event& e : p.done) {
-    ASSERT_EQ(e.kind, EventKind::kReadDone);
-    ASSERT_EQ(e.status, 0) << "wr_id " << e.wr_id << "\n" << p.describe();
-    ASSERT_EQ(e.len, kIoBytes);
-    ASSERT_TRUE(e.wr_id >= 1 && e.wr_id <= kN && !seen[e.wr_id]) << e.wr_id;
-    seen[e.wr_id] = true;
-  }
+  ASSERT_NO_FATAL_FAILURE(check_done(p, EventKind::kReadDone, kN));
   for (size_t i = 0; i < kN; i++)
     ASSERT_TRUE(p.read_same(i * kIoBytes, pl.slot[i], kIoBytes)) << "READ " << i << "\n"
                                                                  << p.describe();
