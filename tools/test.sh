@@ -9,23 +9,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+# Each stage's heading says how long the run has taken so far (CI allows 90 minutes).
+stage() { echo "==> $* ($(( $(date +%s) - start )) s in)"; }
 
 tools/setup.sh
-echo "==> tests (build/)"
+stage "tests (build/)"
 meson test -C build --print-errorlogs
 
-echo "==> tests under AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/)"
+stage "tests under AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/)"
 # Without the RTL testbenches: simulation under the sanitizers would double their share of the
 # run (build them there by hand: meson configure build-asan -Drtl=enabled).
 if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dbenchmarks=false -Drtl=disabled
+    -Dbenchmarks=false -Drtl=disabled -Doptimization=0
 fi
 ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs
 
-echo "==> notification pipes and libcleave under ThreadSanitizer (build-tsan/)"
+stage "notification pipes and libcleave under ThreadSanitizer (build-tsan/)"
 # Only the two tests that need it: the pipe and the library against its fake daemon. GCC warns
 # that TSan does not model atomic_thread_fence (-Wtsan): the doorbell's fences order accesses that
 # are all atomic, so TSan cannot report a false race there, and DoorbellLosesNoWakeup checks
@@ -39,7 +41,7 @@ ninja -C build-tsan -j2 tests/pipe_tests tests/libcleave_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/pipe_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build-tsan/tests/libcleave_tests
 
-echo "==> fuzzers, a few seconds each after their corpora (build-fuzz/, tests/fuzz/README.md)"
+stage "fuzzers, a few seconds each after their corpora (build-fuzz/, tests/fuzz/README.md)"
 # clang with libFuzzer, ASan and UBSan; only the fuzzers and the libraries they link are built.
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-14 CXX=clang++-14 meson setup build-fuzz -Dwerror=true -Dfuzz=true -Dtests=false \
@@ -48,7 +50,7 @@ fi
 ninja -C build-fuzz fuzzers
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 
-echo "==> format (.clang-format), layers (docs/architecture.md) and static checks (.clang-tidy)"
+stage "format (.clang-format), layers (docs/architecture.md) and static checks (.clang-tidy)"
 git ls-files '*.cc' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 python3 tools/check_layers.py build
 tools/lint.sh
