@@ -75,7 +75,7 @@ void check(SolarPair& p, const Plan& pl, size_t n) {
 }
 
 // Runs `n` I/Os through `cfg`, all submitted at once, and checks them.
-void transfer(SolarConfig cfg, uint64_t seed, size_t n, SolarPair** out = nullptr) {
+void transfer(const SolarConfig& cfg, uint64_t seed, size_t n, SolarPair** out = nullptr) {
   static std::unique_ptr<SolarPair> keep;
   keep = std::make_unique<SolarPair>(seed, cfg);
   SolarPair& p = *keep;
@@ -321,9 +321,10 @@ TEST_P(SolarRead, EveryReadCompletesWithTheVolumesBytes) {
     p.read(i + 1, i * kIoBytes, pl.slot[i], kIoBytes);
   ASSERT_TRUE(p.run_until_done(kN)) << p.describe();
   ASSERT_NO_FATAL_FAILURE(check_done(p, EventKind::kReadDone, kN));
-  for (size_t i = 0; i < kN; i++)
+  for (size_t i = 0; i < kN; i++) {
     ASSERT_TRUE(p.read_same(i * kIoBytes, pl.slot[i], kIoBytes)) << "READ " << i << "\n"
                                                                  << p.describe();
+  }
   // The target hears the last ACKs a little later: then every READ it served is done there.
   EXPECT_TRUE(p.net->run_until([&] { return p.tgt_stats().ios_done == kN; }, 1'000'000'000))
       << p.describe();

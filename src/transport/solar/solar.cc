@@ -712,7 +712,7 @@ void SolarTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
 void SolarTransport::tick(Context& ctx) {
   const uint64_t now = ctx.now_ns();
   for (Conn* c : order_) {
-    for (uint16_t i = 0; i < c->paths.size(); i++) {
+    for (uint16_t i = 0, n = uint16_t(c->paths.size()); i < n; i++) {  // n <= kMaxPaths
       Path& p = *c->paths[i];
       if (p.rto_at != 0 && now >= p.rto_at) {
         p.rto_at = 0;
@@ -764,7 +764,7 @@ bool SolarTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("crc_drops", c.stats.crc_drops);
   out.number("nacks_received", c.stats.nacks_received);
   std::array<char, 32> key{};
-  for (uint16_t i = 0; i < c.paths.size(); i++) {
+  for (uint16_t i = 0, n = uint16_t(c.paths.size()); i < n; i++) {  // n <= kMaxPaths
     PathInfo pi;
     path_info(flow, i, &pi);
     auto put = [&](const char* what, uint64_t v) {
