@@ -62,6 +62,11 @@ enum QpAttrMask : uint32_t {
 struct QpCaps {
   uint32_t max_send_wr = 256;  // send queue entries
   uint32_t max_recv_wr = 256;  // receive queue entries
+  // Memory of the QP's owner that its peer reaches by offset alone, with no key (Solar's target
+  // volume): (region_mr, 0 .. region_len). region_len 0: none. A transport that has no use for
+  // one refuses it (-EINVAL).
+  uint16_t region_mr = 0;
+  uint64_t region_len = 0;
 };
 
 // What the owner drives a QP transport through (Transport::qp_control()). Each call returns 0 or

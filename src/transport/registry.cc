@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "transport/rocev2/rc.h"
+#include "transport/solar/solar.h"
 #include "transport/tcp/tcp.h"
 #include "transport_abi.h"
 
@@ -169,6 +170,9 @@ static void add_builtins(Registry& reg) {
   // Queue pairs are made by their owner (the dataplane's qp_create), never by listen or connect.
   reg.add("rocev2", "RoCEv2 reliable connection (IBTA), go-back-N or selective repeat, DCQCN",
           [] { return std::unique_ptr<Transport>(std::make_unique<roce::RcTransport>()); });
+  // Its connections are queue pairs too: apps name it in their QP's parameters.
+  reg.add("solar", "Solar block storage over N paths (UDP 7000), per-path windows, paths fail over",
+          solar::make_transport);
 }
 
 Registry& Registry::global() {

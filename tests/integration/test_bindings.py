@@ -122,7 +122,7 @@ class Bindings(ct.TestCase):
 
     def test_a_plugin_attached_at_run_time(self):
         self.assertTrue(PLUGIN, "CLEAVE_TEST_PLUGIN is not set: run through meson test")
-        self.assertEqual(self.names(), ["tcp", "rocev2"])
+        self.assertEqual(self.names(), ["tcp", "rocev2", "solar"])
         refused = [("/nonexistent/solar.so", "cannot open shared object file: No such file")]
         for var, why in (("NO_ENTRY", "not a Cleave transport: no entry point "
                           "cleave_transport_plugin_v1"),
@@ -135,7 +135,7 @@ class Bindings(ct.TestCase):
             self.assertEqual(code, 1, err)
             self.assertTrue(err.startswith(f"cleavectl: cannot attach transport: {path}: "), err)
             self.assertIn(why, err)
-        self.assertEqual(self.names(), ["tcp", "rocev2"])  # nothing refused was added
+        self.assertEqual(self.names(), ["tcp", "rocev2", "solar"])  # nothing refused was added
         # A relative path is cleavectl's, from its own directory.
         p = subprocess.run([ct.CLEAVECTL, "-j", "-s", self.d.socket, "transport", "attach",
                             os.path.basename(PLUGIN)], cwd=os.path.dirname(PLUGIN),
@@ -148,7 +148,7 @@ class Bindings(ct.TestCase):
         self.assertEqual((code, err), (1, f"cleavectl: cannot attach transport: {PLUGIN}: "
                                           'already loaded (transport "datagram")\n'))
         ts = {t["name"]: t for t in self.d.ctl("transport", "list")[1]["transports"]}
-        self.assertEqual(list(ts), ["tcp", "rocev2", "datagram"])
+        self.assertEqual(list(ts), ["tcp", "rocev2", "solar", "datagram"])
         self.assertEqual((ts["datagram"]["origin"], ts["datagram"]["instantiated"]),
                          (PLUGIN, False))
         # Bound to a port it claims (UDP 9000-9015), it runs; an app's listener on that port is

@@ -35,6 +35,9 @@ struct SolarConfig {
   size_t volume_bytes = 8u << 20;
   bool zero_copy = true;
   uint32_t first_seq = 1;  // the initiator's first transmit sequence on every path
+  // Open through QpControl as cleaved does (create_qp with "paths" and "block", the volume as
+  // the target's region, then INIT, RTR, RTS), with the QP's own path settings, first_seq 1.
+  bool via_qp = false;
   transport::solar::PathConfig path = [] {
     transport::solar::PathConfig p;
     p.initial_rto_ns = 1'000'000;
@@ -68,6 +71,13 @@ class SolarPair {
     // The initiator's NIC places READ_BLKs by I/O id into the buffer each READ posts.
     fa = net->a().solar_flow(net->b().ip(), transport::solar::kUdpPort, true);
     fb = net->b().solar_flow(net->a().ip(), transport::solar::kUdpPort);
+    if (cfg.via_qp) {
+      ok = fa != transport::kNoFlow && fb != transport::kNoFlow &&
+           qp_open(*ini, fa, kConnA, kConnB, {}, cfg, net->a()) == 0 &&
+           qp_open(*tgt, fb, kConnB, kConnA, {.region_mr = vol_mr, .region_len = cfg.volume_bytes},
+                   cfg, net->b()) == 0;
+      return;
+    }
     transport::solar::ConnConfig c;
     c.paths = cfg.paths;
     c.block_bytes = cfg.block_bytes;
@@ -84,6 +94,26 @@ class SolarPair {
     c.volume_len = cfg.volume_bytes;
     const int eb = fb == transport::kNoFlow ? -1 : tgt->open(fb, c, net->b());
     ok = ea == 0 && eb == 0;
+  }
+
+  // A queue pair on `flow`, moved to RTS: 0 or the first call's error.
+  static int qp_open(transport::solar::SolarTransport& t, transport::FlowId flow, uint32_t local,
+                     uint32_t remote, transport::QpCaps caps, const SolarConfig& cfg,
+                     transport::Context& ctx) {
+    const std::string paths = std::to_string(cfg.paths);
+    const std::string block = std::to_string(cfg.block_bytes);
+    const transport::Param params[] = {{"paths", paths}, {"block", block}};
+    if (const int e = t.create_qp(flow, local, caps, params); e != 0) return e;
+    transport::QpAttr a;
+    a.state = transport::QpState::kInit;
+    if (const int e = t.modify_qp(flow, a, transport::kAttrState, ctx); e != 0) return e;
+    a.state = transport::QpState::kRtr;
+    a.dest_qpn = remote;
+    a.pmtu = 4096;
+    const uint32_t rtr = transport::kAttrState | transport::kAttrDestQpn | transport::kAttrPmtu;
+    if (const int e = t.modify_qp(flow, a, rtr, ctx); e != 0) return e;
+    a.state = transport::QpState::kRts;
+    return t.modify_qp(flow, a, transport::kAttrState, ctx);
   }
 
   // Fills [off, off + len) of A's source MR with bytes from `seed`.

@@ -180,13 +180,13 @@ TEST(RoceClaim, ParseSplitsAWholePacketAndKeepsTheNicsSplitOfACutOne) {
   EXPECT_FALSE(c.parse(whole(bad), &p));
 }
 
-TEST(SolarClaim, TakesUdpTo7000ByTupleAndSplitsTheHeaderFromTheBlock) {
+TEST(SolarClaim, TakesUdpTo7000ByConnectionNumberAndSplitsTheHeaderFromTheBlock) {
   solar::SolarTransport t;
   const Claim c = t.claim();
   EXPECT_EQ(c.proto, 17);
   ASSERT_EQ(c.udp_ports.size(), 1u);
   EXPECT_EQ(c.udp_ports[0], 7000);
-  EXPECT_EQ(c.key, FlowKey::kTuple);
+  EXPECT_EQ(c.key, FlowKey::kNumber);
   EXPECT_EQ(c.nic.parser, NicParser::kSolar);
   EXPECT_FALSE(c.nic.messages);
   EXPECT_EQ(c.min_header, 8 + 32);
@@ -194,12 +194,15 @@ TEST(SolarClaim, TakesUdpTo7000ByTupleAndSplitsTheHeaderFromTheBlock) {
   Bytes pkt(8 + 32 + 100);
   put16(pkt, 0, 0xC003);
   put16(pkt, 2, 7000);
+  put16(pkt, 8 + 4, 0x0012);  // conn, the receiver's number: 0x00123456
+  put16(pkt, 8 + 6, 0x3456);
   RxParsed p;
   ASSERT_TRUE(c.parse({pkt.data(), uint32_t(pkt.size()), uint32_t(pkt.size()), true, 0}, &p));
   EXPECT_EQ(p.header_len, 40);
   EXPECT_EQ(p.payload_len, 100u);
   EXPECT_EQ(p.src_port, 0xC003);
   EXPECT_EQ(p.dst_port, 7000);
+  EXPECT_EQ(p.number, 0x123456u);
   p = RxParsed{};
   ASSERT_TRUE(c.parse({pkt.data(), 40, uint32_t(pkt.size()), false, 100}, &p));  // cut by the NIC
   EXPECT_EQ(p.payload_len, 100u);

@@ -580,11 +580,11 @@ TEST(Config, BindingsAreCheckedByTheirTransport) {
   EXPECT_EQ(e[0].str(),
             "t.yaml:3:25: transports.bindings[0].params: tcp: unknown congestion control 'nosuch' "
             "(have newreno, cubic, dctcp)");
-  e = load("  bindings:\n    - {port: 1, transport: solar}\n", builtins);
+  e = load("  bindings:\n    - {port: 1, transport: nosuch}\n", builtins);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].str(),
-            "t.yaml:3:28: transports.bindings[0].transport: no transport named 'solar' (have tcp, "
-            "rocev2)");
+            "t.yaml:3:28: transports.bindings[0].transport: no transport named 'nosuch' (have "
+            "tcp, rocev2, solar)");
   e = load("  bindings:\n    - port: 1\n      params: {mss: 9}\n", builtins);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].line, 4);

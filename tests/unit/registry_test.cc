@@ -360,15 +360,19 @@ TEST(RegistryClaims, TheBuiltInsClaimTcpAndRocesPort) {
             "it claims IP protocol 6, which transport \"tcp\" holds");
 }
 
-// Solar is not a built-in yet (cleaved cannot open its connections): its claim is well formed
-// and takes nothing a built-in holds, so registering it later changes no one else's traffic.
-TEST(RegistryClaims, SolarsClaimIsUdp7000AndFree) {
-  EXPECT_EQ(Registry::global().create("solar"), nullptr) << "not a built-in yet";
-  EXPECT_EQ(Registry::global().claim_error(solar::make_transport()->claim()), "");
-  Registry reg;
-  reg.add("solar", "", solar::make_transport);
-  ASSERT_EQ(reg.entries().size(), 1u);
-  EXPECT_EQ(reg.entries()[0].claims, "UDP 7000");
+// Solar is a built-in: its connections are queue pairs, and it takes UDP 7000 from anyone else.
+TEST(RegistryClaims, SolarIsBuiltInAndHoldsUdp7000) {
+  const std::unique_ptr<Transport> t = Registry::global().create("solar");
+  ASSERT_NE(t, nullptr);
+  EXPECT_NE(t->qp_control(), nullptr);
+  const auto es = Registry::global().entries();
+  ASSERT_EQ(es.size(), 3u);
+  EXPECT_EQ(es[2].name, "solar");
+  EXPECT_EQ(es[2].claims, "UDP 7000");
+  static constexpr std::array<uint16_t, 1> kSolar{7000};
+  const Claim c{.proto = 17, .udp_ports = kSolar, .parse = parse_nothing};
+  EXPECT_EQ(Registry::global().claim_error(c),
+            "it claims UDP port 7000, which transport \"solar\" holds");
 }
 
 // ---- loading plugins ----------------------------------------------------------------------------

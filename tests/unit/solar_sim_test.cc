@@ -394,6 +394,126 @@ TEST(SolarSim, ReadsSurviveAPathGoingDownAtTheTarget) {
 }
 
 // The same seed replays the same run: every counter equal.
+// ---- queue pairs (QpControl): how cleaved opens connections ----
+
+TEST(SolarQp, WritesAndReadsThroughQueuePairsWithLoss) {
+  SolarConfig cfg;
+  cfg.via_qp = true;
+  cfg.ab.loss = 0.02;
+  cfg.ba.loss = 0.02;
+  const uint64_t seed = SimNet::seed_from_env(101);
+  SolarPair* p = nullptr;
+  ASSERT_NO_FATAL_FAILURE(transfer(cfg, seed, 32, &p));
+  transport::QpAttr a;
+  ASSERT_EQ(p->ini->query_qp(p->fa, &a), 0);
+  EXPECT_EQ(a.state, transport::QpState::kRts);
+  EXPECT_EQ(a.dest_qpn, SolarPair::kConnB);
+  EXPECT_EQ(a.pmtu, 4096u);
+  EXPECT_GT(p->path(3).blocks_sent, 0u) << "every path carries blocks";
+  // Read the volume back into A's read buffer.
+  p->done.clear();
+  for (uint64_t i = 0; i < 8; i++)
+    p->read(100 + i, i * kIoBytes, i * kIoBytes, kIoBytes);
+  ASSERT_TRUE(p->run_until_done(8)) << p->describe();
+  for (const transport::Event& e : p->done) {
+    EXPECT_EQ(e.kind, EventKind::kReadDone);
+    EXPECT_EQ(e.status, 0);
+  }
+  EXPECT_TRUE(p->read_same(0, 0, 8 * kIoBytes));
+}
+
+// The states as ibv_modify_qp walks them, what each step needs, and what a QP that is not in RTS
+// does with an I/O.
+TEST(SolarQp, StatesParametersAndFlushes) {
+  SolarConfig cfg;
+  cfg.via_qp = true;
+  SolarPair p(SimNet::seed_from_env(7), cfg);
+  ASSERT_TRUE(p.ok);
+  transport::solar::SolarTransport& t = *p.ini;
+  transport::Context& ctx = p.net->a();
+  using transport::QpAttr;
+  using transport::QpState;
+  constexpr transport::FlowId kQp = 1000;
+  auto param = [&](std::string_view k, std::string_view v) {
+    const transport::Param ps[] = {{k, v}};
+    return t.create_qp(kQp + 1, 9, {}, ps);
+  };
+  EXPECT_EQ(param("paths", "0"), -EINVAL);
+  EXPECT_EQ(param("paths", "65"), -EINVAL);
+  EXPECT_EQ(param("block", "100"), -EINVAL);
+  EXPECT_EQ(param("block", "8192"), -EINVAL);
+  EXPECT_EQ(param("dcqcn", "on"), -EINVAL);
+  EXPECT_EQ(t.check_params({}), "");
+  const transport::Param ok_params[] = {{"paths", "2"}, {"block", "2048"}};
+  EXPECT_EQ(t.check_params(ok_params), "");
+
+  ASSERT_EQ(t.create_qp(kQp, 0x33, {}, ok_params), 0);
+  EXPECT_EQ(t.create_qp(kQp, 0x34, {}, {}), -EEXIST);
+  QpAttr a;
+  a.state = QpState::kRtr;
+  EXPECT_EQ(t.modify_qp(kQp, a, transport::kAttrState, ctx), -EINVAL) << "RESET to RTR";
+  a.state = QpState::kInit;
+  ASSERT_EQ(t.modify_qp(kQp, a, transport::kAttrState, ctx), 0);
+  a.state = QpState::kRtr;
+  a.dest_qpn = 0x44;
+  a.pmtu = 1024;  // below the block
+  const uint32_t rtr = transport::kAttrState | transport::kAttrDestQpn | transport::kAttrPmtu;
+  EXPECT_EQ(t.modify_qp(kQp, a, rtr, ctx), -EINVAL) << "a 2048-byte block over a 1024 MTU";
+  EXPECT_EQ(t.modify_qp(kQp, a, transport::kAttrState | transport::kAttrPmtu, ctx), -EINVAL)
+      << "no peer number";
+  a.pmtu = 3000;
+  EXPECT_EQ(t.modify_qp(kQp, a, rtr, ctx), -EINVAL) << "not an MTU";
+  a.pmtu = 2048;
+  ASSERT_EQ(t.modify_qp(kQp, a, rtr, ctx), 0);
+  QpAttr q;
+  ASSERT_EQ(t.query_qp(kQp, &q), 0);
+  EXPECT_EQ(q.state, QpState::kRtr);
+  EXPECT_EQ(q.dest_qpn, 0x44u);
+  EXPECT_EQ(q.pmtu, 2048u);
+  EXPECT_TRUE(t.rtr_nic_flow(kQp, a, rtr).messages) << "the initiator's READs land by I/O id";
+  EXPECT_FALSE(p.tgt->rtr_nic_flow(p.fb, a, rtr).messages) << "blocks land by offset at the target";
+  EXPECT_EQ(t.rtr_nic_flow(kQp, a, rtr).parser, transport::NicParser::kSolar);
+
+  // Not in RTS yet: an I/O is refused, and nothing is sent.
+  const size_t events = p.done.size();
+  p.net->a().submit(
+      {.flow = kQp, .kind = transport::ReqKind::kWrite, .mr = p.src_mr, .len = 4096, .wr_id = 5});
+  p.net->run_until([&] { return p.done.size() > events; }, 1'000'000);
+  ASSERT_EQ(p.done.size(), events + 1);
+  EXPECT_EQ(p.done.back().status, -EINVAL);
+
+  // RTS opens the connection (its peer does not exist: the I/O stays in flight), ERR flushes it
+  // with -ECANCELED, and so is any I/O given after.
+  a.state = QpState::kRts;
+  ASSERT_EQ(t.modify_qp(kQp, a, transport::kAttrState, ctx), 0);
+  EXPECT_EQ(t.flow_count(), 2u);
+  p.net->a().submit(
+      {.flow = kQp, .kind = transport::ReqKind::kWrite, .mr = p.src_mr, .len = 4096, .wr_id = 6});
+  p.net->run_until([] { return false; }, 2'000'000);
+  EXPECT_EQ(p.done.size(), events + 1) << "in flight";
+  a.state = QpState::kErr;
+  ASSERT_EQ(t.modify_qp(kQp, a, transport::kAttrState, ctx), 0);
+  p.net->a().flush();
+  p.net->a().submit(
+      {.flow = kQp, .kind = transport::ReqKind::kWrite, .mr = p.src_mr, .len = 4096, .wr_id = 7});
+  p.net->run_until([&] { return p.done.size() >= events + 3; }, 1'000'000);
+  ASSERT_EQ(p.done.size(), events + 3);
+  EXPECT_EQ(p.done[events + 1].wr_id, 6u);
+  EXPECT_EQ(p.done[events + 1].status, -ECANCELED);
+  EXPECT_EQ(p.done[events + 2].wr_id, 7u);
+  EXPECT_EQ(p.done[events + 2].status, -ECANCELED);
+  EXPECT_EQ(t.flow_count(), 1u);
+  EXPECT_EQ(t.destroy_qp(kQp, ctx), 0);
+  EXPECT_EQ(t.destroy_qp(kQp, ctx), -ENOENT);
+  EXPECT_EQ(t.query_qp(kQp, &q), -ENOENT);
+
+  // The largest MTU whose block fits above IP: UDP 8 + Solar 32 bytes of headers.
+  EXPECT_EQ(t.max_pmtu(1500 - 20), 1024u);
+  EXPECT_EQ(t.max_pmtu(4096 + 40), 4096u);
+  EXPECT_EQ(t.max_pmtu(4096 + 39), 2048u);
+  EXPECT_EQ(t.max_pmtu(256 + 39), 0u);
+}
+
 TEST(SolarSim, SeedReplays) {
   SolarConfig cfg;
   cfg.ab.loss = 0.02;

@@ -90,7 +90,7 @@ DataplaneParams DataplaneParams::from_config(const Config& c, uint64_t tsc_hz, u
   const uint32_t time_wait = (c.tcp.max_time_wait + p.shards - 1) / p.shards;
   p.flows.settings.push_back(
       {"tcp", "max_time_wait", std::to_string(std::min(time_wait, shard_flows / 2))});
-  p.flows.qp_params.emplace_back("dcqcn_cnp_dscp", std::to_string(c.rocev2.cnp_dscp));
+  p.flows.qp_params.push_back({"rocev2", "dcqcn_cnp_dscp", std::to_string(c.rocev2.cnp_dscp)});
   return p;
 }
 

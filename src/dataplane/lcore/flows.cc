@@ -64,6 +64,7 @@ FlowPath::FlowPath(const FlowParams& params, std::vector<FlowPort> ports, ArpTab
   rte_mbuf_ext_refcnt_set(&shinfo_, 1);  // never reaches zero: app memory is not DPDK's
   placement_offset_ = rte_pmd_cleave_placement_offset();
   if (const int bit = rte_pmd_cleave_tx_icrc_bit(); bit >= 0) icrc_flag_ = uint64_t(1) << bit;
+  if (const int bit = rte_pmd_cleave_tx_crc32c_bit(); bit >= 0) crc32c_flag_ = uint64_t(1) << bit;
   while ((uint64_t(1) << qpn_bits_) < params.max_flows)
     qpn_bits_++;
   claims_.reserve(transport::Registry::kMaxTransports);
@@ -111,6 +112,10 @@ FlowPath::Tp* FlowPath::transport_for(std::string_view name, uint16_t port, std:
   tp->index = uint8_t(transports_.size());
   tp->t = std::move(t);
   tp->ctx = std::make_unique<Ctx>(*this, *tp);
+  const transport::NicParser parser = tp->t->claim().nic.parser;
+  tp->trailer_flag = parser == transport::NicParser::kRoce    ? icrc_flag_
+                     : parser == transport::NicParser::kSolar ? crc32c_flag_
+                                                              : 0;
   tp->hdrs.reserve(kRxStage);
   tp->mbufs.reserve(kRxStage);
   tp->reqs.reserve(kAppStage);

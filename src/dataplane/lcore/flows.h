@@ -111,8 +111,9 @@ struct FlowParams {
   uint64_t tsc_hz = 0;
   // Applied to each transport of that name when it is made (tcp's max_time_wait).
   std::vector<TransportSetting> settings;
-  // Every QP's parameters unless its own say otherwise (from the configuration's rocev2:).
-  std::vector<std::pair<std::string, std::string>> qp_params;
+  // The parameters of every QP of that transport unless its own say otherwise (from the
+  // configuration's rocev2: section).
+  std::vector<TransportSetting> qp_params;
 };
 
 class FlowPath final : public FlowHandler {
@@ -194,10 +195,12 @@ class FlowPath final : public FlowHandler {
   // Port bindings, then tuple bindings, each in the order attached (allocates: management).
   std::vector<FlowBinding> bindings() const;
 
-  // Queue pairs (the first transport with QpControl, rdma.h): a QP is a flow with no tuple hash
+  // Queue pairs (of a transport with QpControl, rdma.h): a QP is a flow with no tuple hash
   // entry; its peer's packets find it by QP number (qpn: generation << bits | flow id). Each
   // returns 0 or a negative CL_E* code. qp_create: a QP in RESET whose completions go to `cq`,
-  // with room for max_send_wr + max_recv_wr requests; *qpn its number, *ip the address the app
+  // with room for max_send_wr + max_recv_wr requests, of the transport `params` names
+  // ("transport solar"; else rocev2), with the volume they name ("volume <MR id>": an MR with
+  // remote read and write, CL_EACCES without); *qpn its number, *ip the address the app
   // advertises (the first port's), *max_pmtu the largest PMTU its MTU carries. qp_modify:
   // abi::QpAttrMask bits; moving to RTR routes to the peer (kQpAttrRemoteIp), resolves its MAC
   // and adds the QP's NIC flow before the transport moves. qp_destroy: pending requests complete
@@ -292,8 +295,8 @@ class FlowPath final : public FlowHandler {
                  const transport::RxParsed& k, const rte_mbuf* m, transport::RxHeader* h);
   void stage_rx(Tp& tp, transport::RxHeader& h, rte_mbuf* m, const rte_pmd_cleave_placement& pl);
   Flow* own_qp(uint32_t app_id, uint32_t qp);
-  Tp* qp_transport(std::string& error);
-  transport::QpControl& qp_control() const;
+  Tp* qp_transport(std::string_view name, std::string& error);
+  transport::QpControl& qp_control(const Flow& f) const;
   void free_qp(uint32_t id);
   bool reserve(DpApp& a, uint16_t cq, uint32_t n);
   bool charge(DpApp& a);
@@ -368,10 +371,10 @@ class FlowPath final : public FlowHandler {
   std::array<uint8_t, 256> proto_claims_{};  // by IP protocol but UDP: claims_ index + 1, 0 none
   std::vector<uint8_t> udp_claims_;          // by UDP destination port: likewise
   size_t registry_seen_ = 0;                 // registry entries learn_claims() has met
-  Tp* qp_tp_ = nullptr;                      // the transport of apps' QPs, once a QP was created
   uint32_t qpn_bits_ = 0;                    // a QP number's low bits are its flow id
   std::vector<uint32_t> qp_gen_;  // by flow id: the generation of the QP number last given
-  uint64_t icrc_flag_ = 0;        // the mbuf TX flag asking the NIC for its parser's trailer (ICRC)
+  uint64_t icrc_flag_ = 0;        // the mbuf TX flags asking the NIC for a parser's trailer:
+  uint64_t crc32c_flag_ = 0;      // RoCEv2's ICRC, Solar's CRC32C (Tp::trailer_flag)
   uint64_t next_resolve_check_ = 0;
   int placement_offset_ = -1;
   int open_error_ = 0;  // Context::flow_open_error(): why the latest open_flow() gave none

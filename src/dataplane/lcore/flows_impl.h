@@ -181,6 +181,9 @@ struct FlowPath::Tp {
   std::vector<transport::RxHeader> hdrs;
   std::vector<rte_mbuf*> mbufs;
   std::vector<transport::AppRequest> reqs;
+  // The mbuf TX flag that asks the NIC to end a kTxParserTrailer packet as this transport's
+  // parser does (RoCEv2: pad and ICRC; Solar: the block's CRC32C); 0 for none.
+  uint64_t trailer_flag = 0;
 };
 
 }  // namespace cleave::dp

@@ -6,6 +6,7 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <charconv>
 #include <string>
 
 namespace cleave::dp {
@@ -41,23 +42,33 @@ uint32_t l4_mtu(uint32_t ip_mtu) {
 
 }  // namespace
 
-// The transport apps' QPs belong to (QpCreate names none): the first in the registry that makes
-// queue pairs (Transport::qp_control()), found and made by the first QP.
-FlowPath::Tp* FlowPath::qp_transport(std::string& error) {
-  if (qp_tp_ != nullptr) return qp_tp_;
-  transport::Registry& reg = transport::Registry::global();
-  for (const transport::Registry::Entry& e : reg.entries()) {
-    const std::unique_ptr<transport::Transport> t = reg.create(e.name);
-    if (t == nullptr || t->qp_control() == nullptr) continue;
-    qp_tp_ = transport_for(e.name, 0, error);  // nullptr, *error set, when it cannot be made
-    return qp_tp_;
+// The transport of a QP: the one its parameters name ("transport solar"), else the first in the
+// registry that makes queue pairs (Transport::qp_control(): rocev2). Made by its first QP.
+FlowPath::Tp* FlowPath::qp_transport(std::string_view name, std::string& error) {
+  if (name.empty()) {
+    transport::Registry& reg = transport::Registry::global();
+    for (const transport::Registry::Entry& e : reg.entries()) {
+      const std::unique_ptr<transport::Transport> t = reg.create(e.name);
+      if (t != nullptr && t->qp_control() != nullptr) {
+        name = e.name;
+        break;
+      }
+    }
+    if (name.empty()) {
+      error = "no transport makes queue pairs";
+      return nullptr;
+    }
   }
-  error = "no transport makes queue pairs";
-  return nullptr;
+  Tp* tp = transport_for(name, 0, error);  // nullptr, *error set, when it cannot be made
+  if (tp != nullptr && tp->t->qp_control() == nullptr) {
+    error = "transport '" + std::string(name) + "' makes no queue pairs";
+    return nullptr;
+  }
+  return tp;
 }
 
-transport::QpControl& FlowPath::qp_control() const {
-  return *qp_tp_->t->qp_control();
+transport::QpControl& FlowPath::qp_control(const Flow& f) const {
+  return *transports_[f.tp]->t->qp_control();
 }
 
 FlowPath::Flow* FlowPath::own_qp(uint32_t app_id, uint32_t qp) {
@@ -76,15 +87,10 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
   // Room for 4 generation bits at least.
   if (ports_.empty() || qpn_bits_ > kQpnBits - 4) return CL_ENOSPC;
-  std::string error;
-  Tp* tp = qp_transport(error);
-  if (tp == nullptr) return CL_ENOENT;
-  transport::QpControl& qc = qp_control();
-  // "key value key value ...": views into `params`, which outlives the call, after the
-  // operator's defaults (the config's), which the app's own override.
-  std::vector<transport::Param> p;
-  for (const auto& [k, v] : p_.qp_params)
-    p.push_back({k, v});
+  // "key value key value ...": views into `params`, which outlives the call. Two keys are the
+  // daemon's: "transport" (the QP's) and "volume" (an MR of the app's its peer reaches by offset:
+  // a Solar target's volume); the rest are the transport's, after the operator's defaults for
+  // it (the config's), which they override.
   std::vector<std::string_view> words;
   for (size_t i = 0; i < params.size();) {
     const size_t end = std::min(params.find(' ', i), params.size());
@@ -92,9 +98,44 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
     i = end + 1;
   }
   if (words.size() % 2 != 0) return CL_EINVAL;
-  for (size_t i = 0; i < words.size(); i += 2)
-    p.push_back({words[i], words[i + 1]});
+  std::string_view name;
+  std::string_view volume;
+  std::vector<transport::Param> own;
+  for (size_t i = 0; i < words.size(); i += 2) {
+    if (words[i] == "transport" || words[i] == "volume") {
+      std::string_view& v = words[i] == "transport" ? name : volume;
+      if (!v.empty()) return CL_EINVAL;  // given twice
+      v = words[i + 1];
+    } else {
+      own.push_back({words[i], words[i + 1]});
+    }
+  }
+  std::string error;
+  Tp* tp = qp_transport(name, error);
+  if (tp == nullptr) return CL_ENOENT;
+  transport::QpControl& qc = *tp->t->qp_control();
+  std::vector<transport::Param> p;
+  for (const TransportSetting& s : p_.qp_params) {
+    if (s.transport == tp->name) p.push_back({s.key, s.value});
+  }
+  p.insert(p.end(), own.begin(), own.end());
   if (!tp->t->check_params(p).empty()) return CL_EINVAL;
+  transport::QpCaps caps;
+  caps.max_send_wr = max_send_wr;
+  caps.max_recv_wr = max_recv_wr;
+  if (!volume.empty()) {
+    // Read and written by the peer with no key: the MR must allow both.
+    uint32_t mr = 0;
+    const auto [end, ec] = std::from_chars(volume.data(), volume.data() + volume.size(), mr);
+    if (ec != std::errc() || end != volume.data() + volume.size() || mr == 0 ||
+        mr >= a.mrs.size() || a.mrs[mr].length == 0 || a.mrs[mr].nic_mr == 0) {
+      return CL_EINVAL;
+    }
+    constexpr uint32_t kBoth = abi::kAccessRemoteRead | abi::kAccessRemoteWrite;
+    if ((a.mrs[mr].access & kBoth) != kBoth) return CL_EACCES;
+    caps.region_mr = a.mrs[mr].nic_mr;
+    caps.region_len = a.mrs[mr].length;
+  }
   if (!charge(a)) return CL_EDQUOT;
   const uint32_t id = alloc_flow();
   if (id == kNoFlow) {
@@ -106,9 +147,6 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   qp_gen_[id] = qp_gen_[id] + 1 == gens ? 1 : qp_gen_[id] + 1;
   Flow& f = flows_[id];
   f.qpn = qp_gen_[id] << qpn_bits_ | id;
-  transport::QpCaps caps;
-  caps.max_send_wr = max_send_wr;
-  caps.max_recv_wr = max_recv_wr;
   if (qc.create_qp(id, f.qpn, caps, p) != 0) {
     free_flow(id);
     a.counters.flows--;
@@ -145,7 +183,8 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
       (attr.access & ~(abi::kAccessRemoteRead | abi::kAccessRemoteWrite)) != 0) {
     return CL_EINVAL;
   }
-  transport::QpControl& qc = qp_control();
+  transport::QpControl& qc = qp_control(f);
+  Tp& tp = *transports_[f.tp];
   transport::QpAttr cur;
   qc.query_qp(qp, &cur);
   transport::QpAttr x;
@@ -196,9 +235,9 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
     f.nic_msg = f.on_nic;
     added = f.on_nic;
   }
-  qp_tp_->ctx->at(rte_rdtsc());
-  const int rc_status = qc.modify_qp(qp, x, tmask, *qp_tp_->ctx);
-  qp_tp_->ctx->flush();
+  tp.ctx->at(rte_rdtsc());
+  const int rc_status = qc.modify_qp(qp, x, tmask, *tp.ctx);
+  tp.ctx->flush();
   if (rc_status != 0) {
     if (added) {
       nic_cmd(ports_[f.port].nic->flow_remove(qp));
@@ -221,7 +260,7 @@ int FlowPath::qp_query(uint32_t app_id, uint32_t qp, abi::QpAttr* out) const {
   const Flow& f = flows_[qp];
   if (!f.qp || f.owner != app_id || f.app == nullptr || f.gone) return CL_ENOENT;
   transport::QpAttr a;
-  qp_control().query_qp(qp, &a);
+  qp_control(f).query_qp(qp, &a);
   *out = abi::QpAttr{};
   out->state = uint8_t(a.state);
   out->timeout = a.timeout;
@@ -252,9 +291,10 @@ int FlowPath::qp_destroy(uint32_t app_id, uint32_t qp) {
 // Pending requests complete with -ECANCELED (delivered while the app is there), then the flow
 // and its NIC flow go.
 void FlowPath::free_qp(uint32_t id) {
-  qp_tp_->ctx->at(rte_rdtsc());
-  qp_control().destroy_qp(id, *qp_tp_->ctx);
-  qp_tp_->ctx->flush();
+  Tp& tp = *transports_[flows_[id].tp];
+  tp.ctx->at(rte_rdtsc());
+  tp.t->qp_control()->destroy_qp(id, *tp.ctx);
+  tp.ctx->flush();
   stats_.flows_closed++;
   free_flow(id);
 }

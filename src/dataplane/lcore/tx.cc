@@ -1,6 +1,6 @@
 // tx.cc - a transport's TX descriptors become header mbufs (the flow's Ethernet and IPv4
 // templates, then its L4 header) chained to extbuf segments over app memory, with checksum, TSO
-// and ICRC offload flags (flows.h).
+// and trailer (ICRC, CRC32C) offload flags (flows.h).
 #include "lcore/flows_impl.h"
 
 #include <rte_byteorder.h>
@@ -80,9 +80,9 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     h->l4_len = d.l4_len;
     ip->hdr_checksum = 0;
     if ((d.flags & transport::kTxParserTrailer) != 0) {
-      // The NIC ends the packet as the flow's parser does (RoCEv2: pad and ICRC); the UDP
-      // checksum is the transport's (RoCEv2's 0).
-      h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | icrc_flag_;
+      // The NIC ends the packet as the flow's parser does (RoCEv2: pad and ICRC; Solar: the
+      // block's CRC32C); the UDP checksum is the transport's (RoCEv2's 0).
+      h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | transports_[f.tp]->trailer_flag;
       io_.flow_stage(f.port, h);
       continue;
     }

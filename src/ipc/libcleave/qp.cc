@@ -1,6 +1,7 @@
 // qp.cc - connecting queue pairs: this side's half of a connection (cl_qp_local_dest), the
 // exchange of halves over an out-of-band stream socket (cl_qp_exchange), and the walk from RESET
-// to RTS towards the peer's half (cl_qp_connect). Built on the public calls only.
+// to RTS towards the peer's half (cl_qp_connect), and block I/O over Solar QPs (cl_blk_*).
+// Built on the public calls only.
 //
 // The exchange is one text line each way, in the spirit of ibv_rc_pingpong's "LID:QPN:PSN:GID"
 // (the format is in cleave.h). The peer is untrusted: the line is read a byte at a time, so
@@ -253,4 +254,51 @@ int cl_qp_connect(cl_qp* qp, const cl_qp_dest* local, const cl_qp_dest* remote,
   unsigned rts = CL_QP_STATE | CL_QP_SQ_PSN | CL_QP_TIMEOUT | CL_QP_RETRY_CNT | CL_QP_RNR_RETRY |
                  CL_QP_MAX_QP_RD_ATOMIC | (opt_mask & CL_QP_RATE_LIMIT);
   return cl_qp_modify(qp, &a, rts);
+}
+
+// ---- block I/O over Solar: a QP of the solar transport, and RDMA WRITE and READ on it ----
+
+int cl_blk_create(cl_pd* pd, cl_cq* cq, const cl_mr* volume, uint32_t depth, const char* params,
+                  cl_qp** out) {
+  if (out == nullptr) return CL_EINVAL;
+  *out = nullptr;
+  if (depth == 0) return CL_EINVAL;
+  char p[cleave::abi::kQpParamsMax];
+  int n = volume != nullptr
+              ? std::snprintf(p, sizeof p, "transport solar volume %" PRIu32 " %s",
+                              cl_mr_id(volume), params != nullptr ? params : "")
+              : std::snprintf(p, sizeof p, "transport solar %s", params != nullptr ? params : "");
+  if (n < 0 || size_t(n) >= sizeof p) return CL_EINVAL;
+  cl_qp_init_attr a{};
+  a.cq = cq;
+  a.max_send_wr = depth;
+  a.max_recv_wr = 1;  // Solar takes no receives
+  a.params = p;
+  return cl_qp_create(pd, &a, out);
+}
+
+namespace {
+
+int blk_post(cl_qp* qp, uint32_t opcode, uint64_t wr_id, const cl_mr* mr, uint64_t offset,
+             uint32_t length, uint64_t at) {
+  cl_qp_wr w{};
+  w.wr_id = wr_id;
+  w.mr = mr;
+  w.offset = offset;
+  w.length = length;
+  w.opcode = opcode;
+  w.remote_addr = at;
+  return cl_qp_post_send(qp, &w, 1);
+}
+
+}  // namespace
+
+int cl_blk_write(cl_qp* qp, uint64_t wr_id, const cl_mr* mr, uint64_t offset, uint32_t length,
+                 uint64_t at) {
+  return blk_post(qp, CL_WR_RDMA_WRITE, wr_id, mr, offset, length, at);
+}
+
+int cl_blk_read(cl_qp* qp, uint64_t wr_id, const cl_mr* mr, uint64_t offset, uint32_t length,
+                uint64_t at) {
+  return blk_post(qp, CL_WR_RDMA_READ, wr_id, mr, offset, length, at);
 }

@@ -83,7 +83,8 @@ void size_queues(RcTransport::Qp& q, const QpCaps& caps) {
 
 int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params) {
   if (flow == kNoFlow || qpn > kPsnMask || qpn < 2 || caps.max_send_wr == 0 ||
-      caps.max_recv_wr == 0 || caps.max_send_wr > 65536 || caps.max_recv_wr > 65536) {
+      caps.max_recv_wr == 0 || caps.max_send_wr > 65536 || caps.max_recv_wr > 65536 ||
+      caps.region_len != 0) {  // peers reach memory by rkey
     return -EINVAL;
   }
   if (find(flow) != nullptr) return -EEXIST;

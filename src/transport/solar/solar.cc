@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 
 #include "common/wire.h"
@@ -32,6 +33,7 @@ bool parse_rx(const RxL4& in, RxParsed* out) {
   out->payload_len = in.whole ? in.total - kL4Len : in.nic_payload;
   out->src_port = wire::load16(in.l4);
   out->dst_port = wire::load16(in.l4 + 2);
+  out->number = wire::load32(in.l4 + kUdpLen + 4);  // conn: the receiver's number
   return true;
 }
 
@@ -110,16 +112,46 @@ struct SolarTransport::Conn {
 SolarTransport::SolarTransport() = default;
 SolarTransport::~SolarTransport() = default;
 
+namespace {
+
+// A queue pair's parameters (check_params): "" or why not.
+std::string parse_params(Params params, uint16_t* paths, uint32_t* block) {
+  for (const Param& p : params) {
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(p.value.data(), p.value.data() + p.value.size(), v);
+    const bool number = ec == std::errc() && end == p.value.data() + p.value.size();
+    if (p.key == "paths") {
+      if (!number || v == 0 || v > SolarTransport::kMaxQpPaths) {
+        return "paths: 1 to " + std::to_string(SolarTransport::kMaxQpPaths) + " (got \"" +
+               std::string(p.value) + "\")";
+      }
+      *paths = uint16_t(v);
+    } else if (p.key == "block") {
+      if (!number || v < SolarTransport::kMinBlock || v > 4096) {
+        return "block: bytes, " + std::to_string(SolarTransport::kMinBlock) +
+               " to 4096 and at most the path MTU (got \"" + std::string(p.value) + "\")";
+      }
+      *block = uint32_t(v);
+    } else {
+      return "solar takes paths and block (got \"" + std::string(p.key) + "\")";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string SolarTransport::check_params(Params params) const {
-  return params.empty() ? ""
-                        : "solar takes no parameters (got \"" + std::string(params[0].key) + "\")";
+  uint16_t paths = 1;
+  uint32_t block = 0;
+  return parse_params(params, &paths, &block);
 }
 
 Claim SolarTransport::claim() const {
   Claim c;
   c.proto = 17;
   c.udp_ports = kPorts;
-  c.key = FlowKey::kTuple;
+  c.key = FlowKey::kNumber;
   c.nic.parser = NicParser::kSolar;
   c.min_header = kL4Len;
   c.parse = parse_rx;
@@ -152,7 +184,7 @@ int SolarTransport::open(FlowId flow, const ConnConfig& cfg, Context& ctx) {
   return 0;
 }
 
-void SolarTransport::close(FlowId flow, Context& ctx) {
+void SolarTransport::close(FlowId flow, Context& ctx, int status) {
   auto it = conns_.find(flow);
   if (it == conns_.end()) return;
   Conn& c = *it->second;
@@ -161,10 +193,12 @@ void SolarTransport::close(FlowId flow, Context& ctx) {
     if (io.on_nic) ctx.ms_retire_msg(flow, id);
     ctx.event({.flow = flow,
                .kind = io.read ? EventKind::kReadDone : EventKind::kWriteDone,
-               .status = -ECONNABORTED,
+               .status = status,
                .len = 0,
                .wr_id = io.wr_id});
   }
+  // The volume leaves the NIC: nothing more lands in it (the NIC flow may stay, in ERR).
+  if (c.volume_on_nic) ctx.ms_retire(flow, 1);
   const ConnStats& s = c.stats;
   closed_.ios_done += s.ios_done;
   closed_.blocks_acked += s.blocks_acked;
@@ -178,6 +212,92 @@ void SolarTransport::close(FlowId flow, Context& ctx) {
   closed_.bad_headers += s.bad_headers;
   order_.erase(std::find(order_.begin(), order_.end(), &c));
   conns_.erase(it);
+}
+
+// ---- queue pairs --------------------------------------------------------------------------------
+
+int SolarTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params) {
+  if (flow == kNoFlow) return -EINVAL;
+  if (qps_.count(flow) != 0 || conns_.count(flow) != 0) return -EEXIST;
+  Qp q;
+  uint32_t block = 0;
+  if (!parse_params(params, &q.cfg.paths, &block).empty()) return -EINVAL;
+  q.block_given = block != 0;
+  q.cfg.block_bytes = block;
+  q.cfg.local_conn = qpn;
+  q.cfg.initiator = caps.region_len == 0;
+  q.cfg.volume_mr = caps.region_mr;
+  q.cfg.volume_len = caps.region_len;
+  q.attr.state = QpState::kReset;
+  qps_.emplace(flow, q);
+  return 0;
+}
+
+int SolarTransport::modify_qp(FlowId flow, const QpAttr& attr, uint32_t mask, Context& ctx) {
+  auto it = qps_.find(flow);
+  if (it == qps_.end()) return -ENOENT;
+  Qp& q = it->second;
+  const QpState from = q.attr.state;
+  const QpState to = (mask & kAttrState) != 0 ? attr.state : from;
+  if (to == QpState::kErr || to == QpState::kReset) {
+    close(flow, ctx, -ECANCELED);
+    q.attr.state = to;
+    if (to == QpState::kReset) q.attr.dest_qpn = 0;
+    return 0;
+  }
+  const bool ok = (from == QpState::kReset && to == QpState::kInit) ||
+                  (from == QpState::kInit && (to == QpState::kInit || to == QpState::kRtr)) ||
+                  (from == QpState::kRtr && (to == QpState::kRtr || to == QpState::kRts)) ||
+                  (from == QpState::kRts && to == QpState::kRts);
+  if (!ok) return -EINVAL;
+  if (from == QpState::kInit && to == QpState::kRtr) {
+    if ((mask & (kAttrDestQpn | kAttrPmtu)) != (kAttrDestQpn | kAttrPmtu)) return -EINVAL;
+    const uint32_t m = attr.pmtu;
+    if (m != 256 && m != 512 && m != 1024 && m != 2048 && m != 4096) return -EINVAL;
+    if (q.block_given && q.cfg.block_bytes > m) return -EINVAL;
+    q.attr.pmtu = m;
+    q.attr.dest_qpn = attr.dest_qpn;
+    q.cfg.remote_conn = attr.dest_qpn;
+    if (!q.block_given) q.cfg.block_bytes = std::max(m, kMinBlock);
+  }
+  if (from == QpState::kRtr && to == QpState::kRts) {
+    if (const int e = open(flow, q.cfg, ctx); e != 0) return e;
+  }
+  q.attr.state = to;
+  return 0;
+}
+
+int SolarTransport::query_qp(FlowId flow, QpAttr* attr) const {
+  auto it = qps_.find(flow);
+  if (it == qps_.end()) return -ENOENT;
+  *attr = it->second.attr;
+  return 0;
+}
+
+int SolarTransport::destroy_qp(FlowId flow, Context& ctx) {
+  auto it = qps_.find(flow);
+  if (it == qps_.end()) return -ENOENT;
+  close(flow, ctx, -ECANCELED);
+  qps_.erase(it);
+  return 0;
+}
+
+uint32_t SolarTransport::max_pmtu(uint32_t l4_mtu) const {
+  for (uint32_t m = 4096; m >= 256; m /= 2) {
+    if (m + kL4Len <= l4_mtu) return m;
+  }
+  return 0;
+}
+
+NicFlow SolarTransport::rtr_nic_flow(FlowId flow, const QpAttr& /*attr*/, uint32_t /*mask*/) const {
+  NicFlow n;
+  n.parser = NicParser::kSolar;
+  n.reliable = true;
+  // The initiator's READ_BLKs land by I/O id in each READ's buffer; the target's WRITE_BLKs by
+  // their offsets into the volume, one byte stream from 0.
+  auto it = qps_.find(flow);
+  n.messages = it == qps_.end() || it->second.cfg.initiator;
+  return n;
 }
 
 // ---- sending ------------------------------------------------------------------------------------
@@ -654,7 +774,7 @@ void SolarTransport::on_nack(Conn& c, const Header& sh, Context& ctx) {
     requeue(c, refused.io, refused.index);
     return;
   }
-  const int status = sh.reason == uint32_t(NackReason::kOutOfRange) ? -ERANGE : -EIO;
+  const int status = sh.reason == uint32_t(NackReason::kOutOfRange) ? -EINVAL : -EIO;
   if (c.cfg.initiator) return finish(c, refused.io, status, ctx);
   c.ios.erase(refused.io);  // the target: the initiator does not want that READ (any more)
 }
@@ -669,7 +789,9 @@ void SolarTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
       ctx.event({.flow = r.flow, .kind = done, .status = err, .len = 0, .wr_id = r.wr_id});
     };
     if (it == conns_.end()) {
-      fail(-ENOTCONN);
+      // A queue pair in ERR flushes what it is given, as one in RESET, INIT or RTR refuses it.
+      auto q = qps_.find(r.flow);
+      fail(q != qps_.end() && q->second.attr.state == QpState::kErr ? -ECANCELED : -EINVAL);
       continue;
     }
     Conn& c = *it->second;

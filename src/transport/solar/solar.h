@@ -5,11 +5,14 @@
 // going down after k timeouts in a row and coming back by probes. The initiator sends WRITE
 // blocks and READ_REQs; the target sends READ_BLKs, the same way. Behaviour: README.md here.
 //
-// A connection is made out of band, as RoCE's queue pairs are: its owner opens a NIC flow for
-// each end (Solar parser, any UDP source port; the target's placing by offset into its volume,
-// the initiator's by message, the I/O id, into each READ's buffer) and hands it to open() with
-// both ends' connection numbers, the paths and the block size. Nothing here is reached through
-// listen() or connect() yet, nor wired into libcleave.
+// A connection is made out of band, as RoCE's queue pairs are, and is one: its owner makes a
+// queue pair (QpControl, rdma.h) whose QP number is our connection number, names the target's
+// volume at create (QpCaps::region_*: an initiator has none), and moves it to RTR with the peer's
+// number (dest_qpn) and address and a path MTU (a block is at most one), then to RTS, which
+// opens the connection. Its NIC flow (rtr_nic_flow: the Solar parser; the target's placing by
+// offset into its volume, the initiator's by message, the I/O id, into each READ's buffer)
+// finds its packets by connection number. open() does the same for a flow its owner steered
+// here by other means (the simulated network's tests). Never through listen() or connect().
 //
 // Headers only: a block is named by (mr, offset, len) in app memory and sent with
 // kTxParserTrailer (the NIC writes its CRC32C into the header); the target's NIC places it by
@@ -26,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rdma.h"
 #include "solar_path.h"
 #include "solar_wire.h"
 #include "transport.h"
@@ -77,14 +81,34 @@ struct ConnStats {
   uint64_t bad_headers = 0;    // refused by the codec, or another connection's number
 };
 
-class SolarTransport final : public Transport {
+class SolarTransport final : public Transport, public QpControl {
  public:
   SolarTransport();
   ~SolarTransport() override;
 
   std::string_view name() const override { return "solar"; }
+  // A queue pair's: "paths N" (1 to kMaxQpPaths, default 1), "block B" (bytes, kMinBlock up to
+  // the path MTU; default the path MTU).
   std::string check_params(Params params) const override;
   Claim claim() const override;
+  QpControl* qp_control() override { return this; }
+
+  // ---- queue pairs (QpControl): one connection each ----
+  // `caps.region_len` > 0: the target, whose volume is (region_mr, region_len); else the
+  // initiator. The QP number is the connection number the peer's packets carry.
+  int create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params) override;
+  // RESET->INIT; INIT->RTR needs the peer's number (kAttrDestQpn) and a path MTU (kAttrPmtu)
+  // that holds a block; RTR->RTS opens the connection; ERR and RESET close it, its I/Os
+  // completing with -ECANCELED. RoCE's attributes (PSNs, timers, retries, access, selective
+  // repeat, rate) are taken and ignored: Solar keeps its own per path.
+  int modify_qp(FlowId flow, const QpAttr& attr, uint32_t mask, Context& ctx) override;
+  int query_qp(FlowId flow, QpAttr* attr) const override;
+  int destroy_qp(FlowId flow, Context& ctx) override;
+  uint32_t max_pmtu(uint32_t l4_mtu) const override;
+  NicFlow rtr_nic_flow(FlowId flow, const QpAttr& attr, uint32_t mask) const override;
+
+  static constexpr uint16_t kMaxQpPaths = 64;
+  static constexpr uint32_t kMinBlock = 256;
 
   // Connections are opened by their owner (open()), never by listen or connect.
   int listen(ListenerId, const Endpoint&, Params) override { return -EOPNOTSUPP; }
@@ -96,8 +120,8 @@ class SolarTransport final : public Transport {
   // (-EOPNOTSUPP, the generic backend) its blocks come on the copy path and go in by copy_in.
   // 0, -EEXIST (the flow has a connection), -EINVAL (a bad configuration).
   int open(FlowId flow, const ConnConfig& cfg, Context& ctx);
-  // Forgets the connection; its I/Os complete with -ECONNABORTED.
-  void close(FlowId flow, Context& ctx);
+  // Forgets the connection; its I/Os complete with `status`.
+  void close(FlowId flow, Context& ctx, int status = -ECONNABORTED);
 
   // kWrite (initiator): write (mr, offset, len) at volume offset remote_addr; one kWriteDone
   // when every block is acknowledged. kRead (initiator): read len bytes from volume offset
@@ -119,6 +143,12 @@ class SolarTransport final : public Transport {
   struct Conn;
   struct Path;
   struct Io;
+  // A queue pair: its attributes and the connection RTS opens.
+  struct Qp {
+    QpAttr attr;
+    ConnConfig cfg;
+    bool block_given = false;  // "block" in its parameters; else the path MTU's
+  };
 
   void rx_target(Conn& c, const RxHeader& h, const Header& sh, Context& ctx);
   void on_ack(Conn& c, const Header& sh, Context& ctx);
@@ -139,6 +169,7 @@ class SolarTransport final : public Transport {
   void requeue(Conn& c, uint32_t io_id, uint16_t index);
   bool block_pending(const Conn& c, uint32_t io_id, uint16_t index) const;
 
+  std::unordered_map<FlowId, Qp> qps_;
   std::unordered_map<FlowId, std::unique_ptr<Conn>> conns_;
   std::vector<Conn*> order_;    // conns_ in open order, for tick()
   std::vector<Conn*> touched_;  // targets that received data in this burst

@@ -337,7 +337,8 @@ CL_API int cl_connect_ex(cl_ctx* ctx, cl_cq* cq, const struct sockaddr_in* addr,
  * _WRITE has an rkey a peer names it by; remote addresses are zero-based (an offset into the
  * MR), like IBV_ACCESS_ZERO_BASED. cl_mr_lkey is the MR's id.
  *
- * A queue pair is a flow of cleaved's rocev2 transport (cleavectl qp list shows it). It starts in
+ * A queue pair is a flow of cleaved's rocev2 transport (cleavectl qp list shows it), or of its
+ * solar transport when its params say "transport solar" (see "Block I/O over Solar"). It starts in
  * RESET; cl_qp_modify moves it RESET -> INIT (qp_access_flags) -> RTR (path_mtu, dest_qp_num,
  * rq_psn, and the peer's address: CL_QP_AV) -> RTS (sq_psn, timeout, retry_cnt, rnr_retry), as
  * ibv_modify_qp does; any state may go to ERR or RESET. CL_EINVAL for a transition or value it
@@ -434,7 +435,9 @@ struct cl_qp_init_attr {
   cl_cq* cq;            /* every completion of the QP */
   uint32_t max_send_wr; /* 1..4096 */
   uint32_t max_recv_wr; /* 1..4096 */
-  const char* params;   /* NULL, or the transport's "key value ..." (e.g. "dcqcn on") */
+  const char* params;   /* NULL, or "key value ...": "transport solar" picks the QP's transport
+                           (default rocev2), "volume <MR id>" a Solar target's volume (cl_blk_*);
+                           the others are the transport's (rocev2: "dcqcn on") */
 };
 
 enum {
@@ -507,6 +510,40 @@ CL_API int cl_qp_exchange(int fd, const struct cl_qp_dest* local, struct cl_qp_d
  * stays where that step found it). */
 CL_API int cl_qp_connect(cl_qp* qp, const struct cl_qp_dest* local, const struct cl_qp_dest* remote,
                          const struct cl_qp_attr* opt, unsigned opt_mask);
+
+/* ---- Block I/O over Solar ----
+ * Solar, cleaved's block transport, moves blocks between an initiator and a target over one or
+ * more paths (UDP source ports 0xC000 | path, to port 7000), each with its own congestion window
+ * and RTT; a path that stops answering is declared down, its blocks go over the others at once,
+ * and it comes back by itself when probes are answered again. A connection is a queue pair of
+ * the solar transport, made by cl_blk_create and connected as any QP (cl_qp_local_dest,
+ * cl_qp_exchange, cl_qp_connect): the QP numbers are the connection's numbers; PSNs, RoCE's
+ * timers and access flags are taken and ignored. cleavectl qp list shows it, with its paths.
+ *
+ * The target exports a volume: an MR of its own registered with CL_ACCESS_REMOTE_READ |
+ * CL_ACCESS_REMOTE_WRITE (CL_EACCES otherwise), which its peer writes and reads at byte offsets,
+ * with no key, while the QP is in RTS. The initiator (volume NULL) posts I/Os: cl_blk_write
+ * writes `length` bytes of (mr, offset) at volume offset `at`; cl_blk_read reads `length` bytes
+ * from volume offset `at` into (mr, offset). Each I/O is cut into blocks (params "block"), each
+ * one packet with its own offset and CRC32C, and completes once on the QP's CQ: opcode
+ * CL_OP_RDMA_WRITE when every block is acknowledged, CL_OP_RDMA_READ when every block has
+ * arrived intact; wc.wr_id, wc.length. Status 0; CL_EINVAL when the range passes the volume's
+ * end, the I/O has more than 65535 blocks, or the QP is not in RTS; CL_EOPNOTSUPP on the
+ * target's QP; CL_ECANCELED when the QP went to ERR or was destroyed first. Blocks lost,
+ * corrupted or on a path that went down are sent again: an I/O does not fail for them.
+ *
+ * params: NULL or "paths N block B": paths 1..64 (default 1), block 256..4096 bytes and at most
+ * the path MTU (default the path MTU). depth (1..4096): I/Os in flight at most (the QP's
+ * max_send_wr); the CQ needs room for depth + 1 completions. It is cl_qp_create with params
+ * "transport solar volume <cl_mr_id(volume)> " + params.
+ * cl_blk_write, cl_blk_read: 1 when posted, 0 when `depth` I/Os are in flight, or an error as
+ * cl_qp_post_send gives (the local MR needs CL_ACCESS_READ to write from, _WRITE to read into). */
+CL_API int cl_blk_create(cl_pd* pd, cl_cq* cq, const cl_mr* volume, uint32_t depth,
+                         const char* params, cl_qp** out);
+CL_API int cl_blk_write(cl_qp* qp, uint64_t wr_id, const cl_mr* mr, uint64_t offset,
+                        uint32_t length, uint64_t at);
+CL_API int cl_blk_read(cl_qp* qp, uint64_t wr_id, const cl_mr* mr, uint64_t offset, uint32_t length,
+                       uint64_t at);
 
 #ifdef __cplusplus
 }
