@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""test_solar.py - Solar block I/O end to end: two cleaved daemons, cleave-blk on both.
+
+The set-up of test_roce.py: namespaces a and b joined by a veth, cleaved in each (a at
+10.99.0.1, b at 10.99.0.2) on the cleave backend (net_cleave over net_af_packet). cleave-blk
+(tools/cleave-blk) runs in the root namespace on each daemon's app socket: --export on b (the
+target, whose volume is an MR of its own), --connect on a (the initiator); the two swap their QP
+halves over kernel TCP on 127.0.0.1, and the Solar packets go between the daemons over the veth.
+The initiator keeps a shadow of the volume, compares every read with it, and at the end compares
+the SHA-256 of its shadow with the target's of the whole volume: cleave-blk exits 0 only when
+every I/O completed without error and every byte matched. Cases:
+  - random 4 KiB reads and writes, 32 in flight, over four paths: every path carries blocks and
+    is up, the I/Os are verified, and while they run `cleavectl qp list` on a shows the QP of
+    transport solar and `flow show` its paths;
+  - the same through seeded loss and reordering on a's port (`cleavectl port fault`): blocks are
+    resent, no I/O fails, every byte matches;
+  - 1 MiB sequential writes then reads over the whole volume with a 512-byte block (2048 blocks
+    an I/O), on one path;
+  - afterwards, on both daemons: no Solar flow is left, and the solar transport's counters show
+    I/Os done and no bad header;
+  - the tool's and the daemon's refusals: a --block past the path MTU is refused at connect (the
+    QP goes no further than INIT), and a target with nobody to talk to gives up after --timeout.
+"""
+
+import json
+import os
+import socket
+import subprocess
+
+import cleavetest as ct
+
+BLK = os.environ.get("CLEAVE_BLK", "build/tools/cleave-blk")
+IP = {"a": "10.99.0.1", "b": "10.99.0.2"}
+MAC = {"a": "02:c1:ea:0e:0a:01", "b": "02:c1:ea:0e:0b:01"}
+
+APPS = """apps:
+  quota:
+    memory_mb: 1024
+    region_mb: 64
+    pipe_entries: 4096
+  allow:
+    - uid: 0
+"""
+CONFIG = ct.CONFIG_HEAD + APPS + ct.port_yaml(
+    "net_cleave0,wire=net_af_packet0,wire_args=iface=%(iface)s,framecnt=4096", "%(mac)s", "%(ip)s")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Solar(ct.TestCase):
+    def setUp(self):
+        self.net = ct.Net("s", peer_addr=None)
+        ifaces = {"a": self.net.va, "b": self.net.vb}
+        ns = {"a": self.net.a, "b": self.net.b}
+        self.d = {side: ct.Daemon(CONFIG % {"iface": ifaces[side], "mac": MAC[side],
+                                            "ip": IP[side]}, ns=ns[side])
+                  for side in ("a", "b")}
+
+    def tool(self, side, timeout, *args):
+        d = self.d[side]
+        return ct.spawn([BLK, "--socket", os.path.join(d.run_dir, "app.sock"), "--ctl", d.socket,
+                         "--json", "--timeout", str(timeout), *map(str, args)],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def why(self, err, extra=""):
+        logs = "".join(f"cleaved {s} log (tail):\n{d.logs()[-2000:]}\n" for s, d in self.d.items())
+        return f"cleave-blk: {err.strip()}\n{extra}\n{logs}"
+
+    def finish(self, p, timeout):
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            self.fail(self.why(err, f"cleave-blk did not finish in {timeout} s:\n{out}"))
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        return p.returncode, rows, err
+
+    def start(self, target_args, initiator_args, timeout=60):
+        port = free_port()
+        tgt = self.tool("b", timeout, "--export", port, *target_args)
+
+        def listening():
+            if tgt.poll() is not None:
+                out, err = tgt.communicate()
+                self.fail(self.why(err, f"the target exited with {tgt.returncode}:\n{out}"))
+            return ct.sh(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip() != ""
+        ct.wait_until(listening, what=f"cleave-blk to listen on port {port}")
+        ini = self.tool("a", timeout, "--connect", f"127.0.0.1:{port}", *initiator_args)
+        return ini, tgt
+
+    def run_pair(self, target_args, initiator_args, timeout=60):
+        """Both sides to the end: the initiator's JSON result, checked to be verified."""
+        ini, tgt = self.start(target_args, initiator_args, timeout)
+        return self.finish_pair(ini, tgt, timeout)
+
+    def finish_pair(self, ini, tgt, timeout):
+        code_a, rows_a, err_a = self.finish(ini, timeout + 30)
+        code_b, rows_b, err_b = self.finish(tgt, timeout + 30)
+        both = self.why(f"initiator (a): {err_a.strip()}\ntarget (b): {err_b.strip()}",
+                        {"a": rows_a, "b": rows_b})
+        self.assertEqual((code_a, code_b), (0, 0), both)
+        self.assertEqual(len(rows_a), 1, both)
+        r = rows_a[0]
+        self.assertIs(r["ok"], True, both)
+        self.assertEqual((r["failed"], r["mismatches"]), (0, 0), both)
+        self.assertIs(r["volume_sha256_match"], True, both)
+        self.assertEqual(rows_b[0]["role"], "target", both)
+        return r
+
+    def solar_flows(self, side):
+        return [f for f in self.d[side].ctl("flow", "list")[1]["flows"]
+                if f["transport"] == "solar"]
+
+    def solar_stats(self, side):
+        for t in self.d[side].ctl("transport", "list")[1]["transports"]:
+            if t["name"] == "solar":
+                return t
+        self.fail(f"daemon {side} lists no solar transport")
+
+    def assert_clean(self):
+        for side in ("a", "b"):
+            ct.wait_until(lambda s=side: self.solar_flows(s) == [],
+                          what=f"daemon {side}'s Solar flows to go")
+            t = self.solar_stats(side)
+            self.assertIs(t["instantiated"], True, t)
+            self.assertEqual(t["stats"].get("bad_headers", 0), 0, t)
+
+    # ---- cases
+
+    def test_random_reads_and_writes_over_four_paths(self):
+        ini, tgt = self.start(["--volume", "16m", "--paths", "4"],
+                              ["--rw", "randrw", "--bs", "4k", "--qd", "32", "--paths", "4",
+                               "--ios", "40000"])
+        # While it runs: the QP, of transport solar, towards b, with four paths.
+        def shown():
+            fs = self.solar_flows("a")
+            return fs[0] if fs else None
+        f = ct.wait_until(shown, what="a's Solar flow")
+        info = self.d["a"].ctl("flow", "show", str(f["id"]))[1]["info"]
+        self.assertEqual(info["role"], "initiator", info)
+        self.assertEqual(info["paths"], 4, info)
+        self.assertEqual(f["remote"].split(":")[0], IP["b"], f)
+        r = self.finish_pair(ini, tgt, 60)
+        self.assertEqual(r["ios"], 40000, r)
+        self.assertGreater(r["reads"], 10000, r)
+        self.assertGreater(r["writes"], 10000, r)
+        self.assertEqual(len(r["path"]), 4, r)
+        for p in r["path"]:
+            self.assertEqual(p["state"], "up", r)
+            self.assertGreater(p["sent"], 1000, r)  # spread over every path
+        self.assert_clean()
+        self.assertGreaterEqual(self.solar_stats("a")["stats"]["ios_done"], 40000)
+
+    def test_loss_and_reordering_lose_no_io(self):
+        self.d["a"].ctl("port", "fault", "p0", "loss", "0.02", "reorder", "0.02", "seed", "11")
+        r = self.run_pair(["--volume", "8m", "--paths", "2"],
+                          ["--rw", "randrw", "--bs", "16k", "--qd", "16", "--paths", "2",
+                           "--ios", "4000"])
+        self.assertEqual(r["ios"], 4000, r)
+        self.assertGreater(sum(p["resent"] for p in r["path"]), 0, r)
+        faults = self.d["a"].ctl("port", "show", "p0")[1][0]["faults"]
+        self.assertGreater(faults["rx"]["dropped"] + faults["tx"]["dropped"], 0, faults)
+        self.assert_clean()
+
+    def test_large_sequential_ios_with_small_blocks(self):
+        for mode in ("write", "read"):
+            r = self.run_pair(["--volume", "32m", "--paths", "1", "--block", "512"],
+                              ["--rw", mode, "--bs", "1m", "--qd", "4", "--paths", "1", "--block",
+                               "512", "--ios", "64"])
+            self.assertEqual(r["ios"], 64, r)
+            self.assertEqual(r["reads" if mode == "read" else "writes"], 64, r)
+        self.assert_clean()
+
+    def test_refusals(self):
+        # A block longer than the path MTU (1024 on the veth): cl_qp_connect fails at RTR.
+        ini, tgt = self.start(["--volume", "1m", "--block", "2048", "--timeout", "5"],
+                              ["--block", "2048", "--ios", "10", "--timeout", "5"], timeout=5)
+        code_a, _, err_a = self.finish(ini, 30)
+        code_b, _, err_b = self.finish(tgt, 30)
+        self.assertEqual(code_a, 2, err_a)
+        self.assertIn("cl_qp_connect", err_a)
+        self.assertEqual(code_b, 2, err_b)
+        # Nobody to talk to: the target gives up after --timeout.
+        p = self.tool("b", 1, "--export", free_port())
+        code, _, err = self.finish(p, 30)
+        self.assertEqual(code, 2, err)
+        self.assertIn("timed out", err)
+        self.assert_clean()
+
+
+if __name__ == "__main__":
+    ct.main()

@@ -1,0 +1,797 @@
+/* cleave-blk.c - fio for Solar block I/O: a target exports a volume, an initiator on another
+ * cleaved writes and reads blocks of it at offsets with many I/Os in flight, prints IOPS and
+ * latency percentiles, the connection's paths as cleaved counts them, and verifies every byte.
+ *
+ * Written in C against <cleave/cleave.h> (cl_blk_*). Each side: a context, the PD, one CQ with a
+ * doorbell, one memfd MR, one Solar QP; the two connect over a kernel TCP side channel
+ * (cl_qp_local_dest, cl_qp_exchange, cl_qp_connect), the target offering its volume (the
+ * exchanged MR length is the volume's size). The initiator keeps a shadow of the volume: a write
+ * puts fresh bytes both in its buffer and in the shadow, a read is compared with the shadow when
+ * it completes, and two I/Os in flight never share a slot (offsets are multiples of --bs), so
+ * every comparison is exact. At the end the initiator says "done", the target answers with the
+ * SHA-256 of its whole volume, and the initiator compares it with its shadow's. Every wait is
+ * bounded by --timeout. The integration tests and the demo use it as their Solar app. */
+#include <arpa/inet.h>
+#include <cleave/cleave.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tool_util.h"
+
+static const char usage[] =
+    "Usage: cleave-blk (--export PORT | --connect IPv4:PORT) [OPTIONS]\n"
+    "\n"
+    "fio for Solar block I/O over cleaved: the target (--export) exports a volume; the\n"
+    "initiator (--connect) writes and reads it with many I/Os in flight, prints IOPS, latency\n"
+    "percentiles and the connection's paths, and verifies every byte (a shadow of the volume,\n"
+    "then the SHA-256 of the whole volume on both ends).\n"
+    "\n"
+    "  -e, --export PORT     the target: wait for the side channel on 0.0.0.0:PORT\n"
+    "  -c, --connect IP:PORT the initiator: open the side channel to IP:PORT (kernel TCP;\n"
+    "                        retried until --timeout while nobody listens)\n"
+    "  -s, --socket PATH     cleaved's app socket (default $CLEAVE_APP_SOCKET, else\n"
+    "                        /run/cleave/app.sock)\n"
+    "      --ctl PATH        cleaved's management socket, for the path counters (default\n"
+    "                        $CLEAVE_SOCKET, else /run/cleave/cleaved.sock)\n"
+    "      --volume SIZE     the target's volume (default 64m; k, m, g suffixes)\n"
+    "      --bs SIZE         bytes per I/O, a multiple of 512 up to 16m (default 4k)\n"
+    "      --qd N            I/Os in flight, 1-1024 (default 16)\n"
+    "      --rw MODE         write, read, randwrite, randread or randrw (default randrw)\n"
+    "      --mix PCT         randrw: the share of reads, 0-100 (default 50)\n"
+    "      --paths N         the connection's paths, 1-64 (default 4); both sides\n"
+    "      --block B         Solar's block (one packet), 256-4096 bytes within the path MTU\n"
+    "                        (default the path MTU); both sides\n"
+    "      --time SEC        run this long (default 5)\n"
+    "      --ios N           stop after N I/Os instead (0: by --time)\n"
+    "      --seed N          the offsets' and the data's seed (default 1)\n"
+    "      --timeout SEC     the longest wait for anything: the peer, a completion, a line\n"
+    "                        (default 30)\n"
+    "      --json            one JSON object at the end instead of the text lines\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "Exit status: 0 all I/Os completed and verified; 1 usage; 2 an I/O failed, a byte differed,\n"
+    "or a wait timed out.\n";
+
+#define OOB_LINE_MAX 160
+#define MAX_QD 1024
+#define MAX_PATHS 64
+#define MAX_LAT (1u << 22) /* latencies kept (4 Mi); past that, every other one is dropped */
+
+enum mode { M_WRITE, M_READ, M_RANDWRITE, M_RANDREAD, M_RANDRW };
+static const char* const mode_names[] = {"write", "read", "randwrite", "randread", "randrw"};
+
+struct opts {
+  bool target, json;
+  const char* socket;
+  const char* ctl;
+  uint16_t port;
+  struct sockaddr_in peer;
+  char peer_text[32];
+  uint64_t volume, bs;
+  unsigned qd, mix, paths, block;
+  enum mode mode;
+  double time, timeout;
+  uint64_t ios, seed;
+};
+
+struct io {
+  bool busy, read;
+  uint64_t slot;
+  double sent;
+};
+
+struct blk {
+  const struct opts* o;
+  cl_ctx* ctx;
+  cl_pd* pd;
+  cl_cq* cq;
+  cl_mr* mr;
+  cl_qp* qp;
+  int memfd;
+  uint8_t* buf; /* target: the volume; initiator: qd I/O buffers of bs each */
+  uint64_t len;
+  int sock;
+  struct cl_qp_dest local, remote;
+  /* initiator */
+  uint64_t volume; /* the target's, from the exchange */
+  uint8_t* shadow;
+  uint8_t* slot_busy;
+  struct io ios[MAX_QD];
+  uint64_t rng, next_seq_slot;
+  float* lat_us;
+  size_t nlat, lat_skip;
+  uint64_t reads, writes, mismatches, failures;
+  int first_error;
+};
+
+static void say(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("cleave-blk: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+static int ms_left(double deadline) {
+  double left = (deadline - now_s()) * 1000;
+  if (left <= 0) return 0;
+  return left > 1e9 ? 1000000000 : (int)left + 1;
+}
+
+static uint64_t xorshift(uint64_t* x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+static void fill(uint8_t* p, uint64_t n, uint64_t* x) {
+  for (uint64_t i = 0; i < n; i += 8) {
+    uint64_t v = xorshift(x);
+    memcpy(p + i, &v, n - i < 8 ? n - i : 8);
+  }
+}
+
+/* ---- the side channel: text lines over kernel TCP ---- */
+
+static int oob_send(struct blk* b, const char* line) {
+  double deadline = now_s() + b->o->timeout;
+  size_t n = strlen(line);
+  for (size_t off = 0; off < n;) {
+    struct pollfd p = {b->sock, POLLOUT, 0};
+    int pr = poll(&p, 1, ms_left(deadline));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) return CL_ETIMEDOUT;
+    ssize_t w = send(b->sock, line + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (w < 0) return -errno;
+    off += (size_t)w;
+  }
+  return 0;
+}
+
+/* One line without its newline; CL_EPROTO past OOB_LINE_MAX, CL_ECONNRESET at EOF. */
+static int oob_recv(struct blk* b, char* line, double timeout) {
+  double deadline = now_s() + timeout;
+  size_t n = 0;
+  for (;;) {
+    struct pollfd p = {b->sock, POLLIN, 0};
+    int pr = poll(&p, 1, ms_left(deadline));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) return CL_ETIMEDOUT;
+    char c;
+    ssize_t got = recv(b->sock, &c, 1, MSG_DONTWAIT);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got < 0) return -errno;
+    if (got == 0) return CL_ECONNRESET;
+    if (c == '\n') break;
+    if (n == OOB_LINE_MAX - 1) return CL_EPROTO;
+    line[n++] = c;
+  }
+  line[n] = '\0';
+  return 0;
+}
+
+static int listen_oob(struct blk* b) {
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (l < 0) return -errno;
+  int one = 1;
+  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(b->o->port)};
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (bind(l, (struct sockaddr*)&a, sizeof a) != 0 || listen(l, 1) != 0) {
+    int e = -errno;
+    say("cannot listen on 0.0.0.0:%u: %s", b->o->port, strerror(-e));
+    close(l);
+    return e;
+  }
+  double deadline = now_s() + b->o->timeout;
+  for (;;) {
+    struct pollfd p = {l, POLLIN, 0};
+    int pr = poll(&p, 1, ms_left(deadline));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) {
+      say("timed out after %g s waiting for an initiator on port %u", b->o->timeout, b->o->port);
+      close(l);
+      return CL_ETIMEDOUT;
+    }
+    b->sock = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    if (b->sock >= 0) break;
+    if (errno != EINTR && errno != ECONNABORTED) {
+      int e = -errno;
+      close(l);
+      return e;
+    }
+  }
+  close(l);
+  return 0;
+}
+
+static int connect_oob(struct blk* b) {
+  double deadline = now_s() + b->o->timeout;
+  for (;;) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -errno;
+    if (connect(s, (const struct sockaddr*)&b->o->peer, sizeof b->o->peer) == 0) {
+      b->sock = s;
+      return 0;
+    }
+    int e = errno;
+    close(s);
+    if (e != ECONNREFUSED && e != EINTR) {
+      say("cannot connect to %s: %s", b->o->peer_text, strerror(e));
+      return -e;
+    }
+    if (now_s() >= deadline) {
+      say("timed out after %g s connecting to %s (refused)", b->o->timeout, b->o->peer_text);
+      return CL_ETIMEDOUT;
+    }
+    struct timespec nap = {0, 100 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+}
+
+static bool sha256_hex(const uint8_t* p, uint64_t n, char* out) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(p, n, md, &len, EVP_sha256(), NULL) != 1) return false;
+  for (unsigned i = 0; i < len; i++)
+    snprintf(out + 2 * i, 3, "%02x", md[i]);
+  return true;
+}
+
+/* ---- setting up: context, PD, CQ, MR, the Solar QP, connected over the side channel ---- */
+
+static int set_up(struct blk* b) {
+  const struct opts* o = b->o;
+  const struct cl_open_attr attr = {o->socket, "cleave-blk"};
+  int e = cl_open(&attr, &b->ctx);
+  if (e != 0) {
+    say("cannot reach cleaved at %s: %s", o->socket, errtext(e));
+    return e;
+  }
+  if ((e = cl_pd_alloc(b->ctx, &b->pd)) != 0) return say("cl_pd_alloc: %s", errtext(e)), e;
+  if ((e = cl_cq_create(b->ctx, 2048, 1, 50, &b->cq)) != 0)
+    return say("cl_cq_create: %s", errtext(e)), e;
+  b->len = o->target ? o->volume : (uint64_t)o->qd * o->bs;
+  b->memfd = memfd_create("cleave-blk", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (b->memfd < 0 || ftruncate(b->memfd, (off_t)b->len) != 0) {
+    say("cannot make %" PRIu64 " bytes of memory: %s", b->len, strerror(errno));
+    return -errno;
+  }
+  unsigned access = CL_ACCESS_READ | CL_ACCESS_WRITE;
+  if (o->target) access |= CL_ACCESS_REMOTE_READ | CL_ACCESS_REMOTE_WRITE;
+  if ((e = cl_mr_reg(b->ctx, b->memfd, b->len, access, &b->mr)) != 0) {
+    say("cl_mr_reg of %" PRIu64 " bytes: %s", b->len, errtext(e));
+    return e;
+  }
+  b->buf = cl_mr_addr(b->mr);
+  char params[64];
+  int n = snprintf(params, sizeof params, "paths %u", o->paths);
+  if (o->block != 0) snprintf(params + n, sizeof params - (size_t)n, " block %u", o->block);
+  e = cl_blk_create(b->pd, b->cq, o->target ? b->mr : NULL, o->qd, params, &b->qp);
+  if (e != 0) {
+    say("cl_blk_create (%s): %s", params, errtext(e));
+    return e;
+  }
+  return 0;
+}
+
+static int connect_qp(struct blk* b) {
+  int e = b->o->target ? listen_oob(b) : connect_oob(b);
+  if (e != 0) return e;
+  if ((e = cl_qp_local_dest(b->qp, b->o->target ? b->mr : NULL, &b->local)) != 0)
+    return say("cl_qp_local_dest: %s", errtext(e)), e;
+  if ((e = cl_qp_exchange(b->sock, &b->local, &b->remote, (int)(b->o->timeout * 1000))) != 0) {
+    say("cannot swap QP halves with the peer: %s", errtext(e));
+    return e;
+  }
+  if (!b->o->target) {
+    b->volume = b->remote.length;
+    if (b->volume < b->o->bs) {
+      say("the target's volume (%" PRIu64 " bytes) is smaller than one I/O (--bs %" PRIu64 ")",
+          b->volume, b->o->bs);
+      return CL_EINVAL;
+    }
+  }
+  if ((e = cl_qp_connect(b->qp, &b->local, &b->remote, NULL, 0)) != 0) {
+    say("cl_qp_connect: %s", errtext(e));
+    return e;
+  }
+  return 0;
+}
+
+/* ---- the initiator's I/Os ---- */
+
+static uint64_t slots(const struct blk* b) {
+  return b->volume / b->o->bs;
+}
+
+/* The next I/O's slot: random or sequential, never one in flight; UINT64_MAX when none is free
+ * after a few tries (the caller waits for a completion). */
+static uint64_t pick_slot(struct blk* b) {
+  const uint64_t n = slots(b);
+  const bool seq = b->o->mode == M_WRITE || b->o->mode == M_READ;
+  for (int tries = 0; tries < 64; tries++) {
+    uint64_t s = seq ? b->next_seq_slot++ % n : xorshift(&b->rng) % n;
+    if (!b->slot_busy[s]) return s;
+  }
+  return UINT64_MAX;
+}
+
+static bool pick_read(struct blk* b) {
+  switch (b->o->mode) {
+    case M_READ:
+    case M_RANDREAD:
+      return true;
+    case M_RANDRW:
+      return xorshift(&b->rng) % 100 < b->o->mix;
+    default:
+      return false;
+  }
+}
+
+/* Posts I/O `i`; 1 posted, 0 none free, or an error. */
+static int post(struct blk* b, unsigned i) {
+  struct io* io = &b->ios[i];
+  uint64_t s = pick_slot(b);
+  if (s == UINT64_MAX) return 0;
+  io->slot = s;
+  io->read = pick_read(b);
+  const uint64_t bs = b->o->bs;
+  uint8_t* mine = b->buf + (uint64_t)i * bs;
+  int e;
+  if (io->read) {
+    memset(mine, 0xA5, bs); /* stale bytes must not pass for the volume's */
+    e = cl_blk_read(b->qp, i, b->mr, (uint64_t)i * bs, (uint32_t)bs, s * bs);
+  } else {
+    fill(mine, bs, &b->rng);
+    memcpy(b->shadow + s * bs, mine, bs); /* the slot is ours until the write completes */
+    e = cl_blk_write(b->qp, i, b->mr, (uint64_t)i * bs, (uint32_t)bs, s * bs);
+  }
+  if (e < 0) {
+    say("cl_blk_%s: %s", io->read ? "read" : "write", errtext(e));
+    return e;
+  }
+  if (e == 0) return 0;
+  io->busy = true;
+  b->slot_busy[s] = 1;
+  io->sent = now_s();
+  return 1;
+}
+
+static void record_latency(struct blk* b, double us) {
+  if (b->nlat == MAX_LAT) { /* halve the sample: keep every other one */
+    for (size_t k = 0; k < MAX_LAT / 2; k++)
+      b->lat_us[k] = b->lat_us[2 * k];
+    b->nlat = MAX_LAT / 2;
+    b->lat_skip = b->lat_skip == 0 ? 2 : b->lat_skip * 2;
+  }
+  b->lat_us[b->nlat++] = (float)us;
+}
+
+static void complete(struct blk* b, const struct cl_wc* wc) {
+  if (wc->wr_id >= b->o->qd || !b->ios[wc->wr_id].busy) {
+    say("a completion for no I/O in flight (wr_id %" PRIu64 ")", wc->wr_id);
+    b->failures++;
+    return;
+  }
+  struct io* io = &b->ios[wc->wr_id];
+  const uint64_t bs = b->o->bs;
+  io->busy = false;
+  b->slot_busy[io->slot] = 0;
+  if (wc->status != 0) {
+    if (b->failures++ == 0) b->first_error = wc->status;
+    say("%s of %" PRIu64 " bytes at %" PRIu64 " failed: %s", io->read ? "read" : "write", bs,
+        io->slot * bs, errtext(wc->status));
+    return;
+  }
+  record_latency(b, (now_s() - io->sent) * 1e6);
+  if (io->read) {
+    b->reads++;
+    if (memcmp(b->buf + wc->wr_id * bs, b->shadow + io->slot * bs, bs) != 0) {
+      if (b->mismatches++ < 5)
+        say("read at volume offset %" PRIu64 " differs from what was written there", io->slot * bs);
+    }
+  } else {
+    b->writes++;
+  }
+}
+
+static int cmp_float(const void* a, const void* c) {
+  float x = *(const float*)a, y = *(const float*)c;
+  return x < y ? -1 : x > y;
+}
+
+static double pct(const float* v, size_t n, double p) {
+  if (n == 0) return 0;
+  size_t k = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+  return v[k];
+}
+
+/* ---- the connection's paths, as cleaved's management socket reports the flow ---- */
+
+struct path_row {
+  char state[8];
+  uint64_t cwnd, srtt_ns, sent, resent, timeouts;
+};
+
+static bool json_number(const char* s, const char* key, uint64_t* out) {
+  char k[48];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char* p = strstr(s, k);
+  if (p == NULL) return false;
+  *out = strtoull(p + strlen(k), NULL, 10);
+  return true;
+}
+
+/* The flow's paths and its crc_drops; the number of paths found, or -1 when the management
+ * socket cannot be asked. */
+static int query_paths(const struct blk* b, struct path_row* rows, uint64_t* crc_drops) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  if (strlen(b->o->ctl) >= sizeof a.sun_path) return close(s), -1;
+  strcpy(a.sun_path, b->o->ctl);
+  struct timeval tv = {5, 0};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(s, (struct sockaddr*)&a, sizeof a) != 0) return close(s), -1;
+  char req[128];
+  int n = snprintf(req, sizeof req,
+                   "{\"version\":1,\"id\":1,\"command\":\"flow.show\",\"args\":{\"id\":%u}}\n",
+                   (unsigned)cl_qp_flow(b->qp));
+  if (send(s, req, (size_t)n, MSG_NOSIGNAL) != n) return close(s), -1;
+  static char ans[1 << 16];
+  size_t got = 0;
+  while (got < sizeof ans - 1) {
+    ssize_t r = recv(s, ans + got, sizeof ans - 1 - got, 0);
+    if (r <= 0) break;
+    got += (size_t)r;
+    if (memchr(ans + got - (size_t)r, '\n', (size_t)r) != NULL) break;
+  }
+  close(s);
+  ans[got] = '\0';
+  if (strstr(ans, "\"ok\":true") == NULL) return -1;
+  json_number(ans, "crc_drops", crc_drops);
+  int k = 0;
+  for (; k < MAX_PATHS; k++) {
+    char key[32];
+    snprintf(key, sizeof key, "\"path%d_state\":\"", k);
+    const char* p = strstr(ans, key);
+    if (p == NULL) break;
+    p += strlen(key);
+    snprintf(rows[k].state, sizeof rows[k].state, "%.*s", (int)strcspn(p, "\""), p);
+    const char* fields[] = {"cwnd", "srtt_ns", "sent", "resent", "timeouts"};
+    uint64_t* dst[] = {&rows[k].cwnd, &rows[k].srtt_ns, &rows[k].sent, &rows[k].resent,
+                       &rows[k].timeouts};
+    for (int f = 0; f < 5; f++) {
+      snprintf(key, sizeof key, "path%d_%s", k, fields[f]);
+      *dst[f] = 0;
+      json_number(ans, key, dst[f]);
+    }
+  }
+  return k;
+}
+
+/* ---- the two roles ---- */
+
+static int run_target(struct blk* b) {
+  if (!b->o->json) {
+    printf("exported %" PRIu64 " bytes as connection %u (peer %u), waiting for the initiator\n",
+           b->len, b->local.qpn, b->remote.qpn);
+    fflush(stdout);
+  }
+  char line[OOB_LINE_MAX];
+  /* The initiator runs for --time or --ios: wait for its "done" with no limit of our own past
+   * the side channel's EOF, which ends us too. */
+  int e;
+  while ((e = oob_recv(b, line, 3600)) == CL_ETIMEDOUT) {
+  }
+  if (e != 0) return say("the side channel failed waiting for done: %s", errtext(e)), e;
+  if (strcmp(line, "done") != 0) return say("expected done, got '%.80s'", line), CL_EPROTO;
+  char hex[65], out[OOB_LINE_MAX];
+  if (!sha256_hex(b->buf, b->len, hex)) return CL_ENOMEM;
+  snprintf(out, sizeof out, "sha256 %s\n", hex);
+  if ((e = oob_send(b, out)) != 0) return e;
+  if (b->o->json) {
+    printf("{\"role\":\"target\",\"volume\":%" PRIu64 ",\"sha256\":\"%s\"}\n", b->len, hex);
+  } else {
+    printf("volume sha256 %s\n", hex);
+  }
+  return 0;
+}
+
+static int run_initiator(struct blk* b) {
+  const struct opts* o = b->o;
+  b->shadow = calloc(1, b->volume);
+  b->slot_busy = calloc(1, slots(b));
+  b->lat_us = malloc(sizeof(float) * MAX_LAT);
+  if (b->shadow == NULL || b->slot_busy == NULL || b->lat_us == NULL) return CL_ENOMEM;
+  b->rng = o->seed * 0x9E3779B97F4A7C15ull + 1;
+  const double start = now_s();
+  const double end = start + o->time;
+  uint64_t posted = 0, done = 0, inflight = 0;
+  double last_progress = start;
+  int e = 0;
+  for (;;) {
+    const bool more = o->ios != 0 ? posted < o->ios : now_s() < end;
+    if (more && b->failures == 0) {
+      for (unsigned i = 0; i < o->qd && (o->ios == 0 || posted < o->ios); i++) {
+        if (b->ios[i].busy) continue;
+        int r = post(b, i);
+        if (r < 0) return r;
+        if (r == 0) break;
+        posted++;
+        inflight++;
+      }
+    }
+    if (inflight == 0 && (!more || b->failures != 0)) break;
+    struct cl_wc wc[64];
+    int k = cl_poll_cq(b->cq, wc, 64);
+    if (k < 0) return say("cl_poll_cq: %s", errtext(k)), k;
+    for (int j = 0; j < k; j++) {
+      if ((wc[j].flags & CL_WC_EVENT) != 0 || wc[j].flow != cl_qp_flow(b->qp)) continue;
+      complete(b, &wc[j]);
+      done++;
+      inflight--;
+    }
+    if (k > 0) {
+      last_progress = now_s();
+      continue;
+    }
+    if (now_s() - last_progress > o->timeout) {
+      say("no I/O completed for %g s (%" PRIu64 " in flight)", o->timeout, inflight);
+      return CL_ETIMEDOUT;
+    }
+    if ((e = cl_cq_wait(b->cq, 10)) < 0 && e != CL_ETIMEDOUT) {
+      return say("cl_cq_wait: %s", errtext(e)), e;
+    }
+  }
+  const double secs = now_s() - start;
+
+  /* The whole volume, both ends. */
+  char line[OOB_LINE_MAX], hex[65];
+  if ((e = oob_send(b, "done\n")) != 0) return say("cannot say done: %s", errtext(e)), e;
+  if ((e = oob_recv(b, line, o->timeout)) != 0)
+    return say("no digest from the target: %s", errtext(e)), e;
+  if (strncmp(line, "sha256 ", 7) != 0 || !sha256_hex(b->shadow, b->volume, hex))
+    return say("expected the target's digest, got '%.80s'", line), CL_EPROTO;
+  const bool same = strcmp(line + 7, hex) == 0;
+
+  qsort(b->lat_us, b->nlat, sizeof(float), cmp_float);
+  const double iops = secs > 0 ? (double)done / secs : 0;
+  const double mbps = iops * (double)o->bs / 1e6;
+  const double p50 = pct(b->lat_us, b->nlat, 50), p99 = pct(b->lat_us, b->nlat, 99),
+               p999 = pct(b->lat_us, b->nlat, 99.9);
+  struct path_row rows[MAX_PATHS];
+  uint64_t crc_drops = 0;
+  int np = query_paths(b, rows, &crc_drops);
+  const bool ok = b->failures == 0 && b->mismatches == 0 && same;
+  if (o->json) {
+    printf("{\"role\":\"initiator\",\"rw\":\"%s\",\"bs\":%" PRIu64
+           ",\"qd\":%u,\"paths\":%u,"
+           "\"ios\":%" PRIu64 ",\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
+           ",\"seconds\":%.3f,"
+           "\"iops\":%.0f,\"mb_per_s\":%.1f,\"lat_us\":{\"p50\":%.1f,\"p99\":%.1f,\"p999\":%.1f},"
+           "\"failed\":%" PRIu64 ",\"first_error\":%d,\"mismatches\":%" PRIu64
+           ",\"volume_sha256_match\":%s,\"crc_drops\":%" PRIu64 ",\"path\":[",
+           mode_names[o->mode], o->bs, o->qd, o->paths, done, b->reads, b->writes, secs, iops, mbps,
+           p50, p99, p999, b->failures, b->first_error, b->mismatches, same ? "true" : "false",
+           crc_drops);
+    for (int k = 0; k < np; k++) {
+      printf("%s{\"state\":\"%s\",\"cwnd\":%" PRIu64 ",\"srtt_ns\":%" PRIu64 ",\"sent\":%" PRIu64
+             ",\"resent\":%" PRIu64 ",\"timeouts\":%" PRIu64 "}",
+             k == 0 ? "" : ",", rows[k].state, rows[k].cwnd, rows[k].srtt_ns, rows[k].sent,
+             rows[k].resent, rows[k].timeouts);
+    }
+    printf("],\"ok\":%s}\n", ok ? "true" : "false");
+  } else {
+    printf("%s bs %" PRIu64 " qd %u paths %u: %" PRIu64 " I/Os (%" PRIu64 " reads, %" PRIu64
+           " writes) in %.2f s\n",
+           mode_names[o->mode], o->bs, o->qd, o->paths, done, b->reads, b->writes, secs);
+    printf("  %.0f IOPS, %.1f MB/s; latency p50 %.1f us, p99 %.1f us, p99.9 %.1f us\n", iops, mbps,
+           p50, p99, p999);
+    if (np < 0) {
+      printf("  paths: cleaved's management socket %s did not answer\n", o->ctl);
+    } else {
+      printf("  %-5s %-5s %10s %10s %10s %8s %8s   (crc drops at the target's end: see it)\n",
+             "PATH", "STATE", "CWND", "SRTT-US", "SENT", "RESENT", "TIMEOUTS");
+      for (int k = 0; k < np; k++)
+        printf("  %-5d %-5s %10" PRIu64 " %10.1f %10" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n", k,
+               rows[k].state, rows[k].cwnd, (double)rows[k].srtt_ns / 1000, rows[k].sent,
+               rows[k].resent, rows[k].timeouts);
+    }
+    printf("  verify: %" PRIu64 " failed, %" PRIu64 " reads differed, volume sha256 %s\n",
+           b->failures, b->mismatches, same ? "matches" : "DIFFERS");
+  }
+  return ok ? 0 : CL_EIO;
+}
+
+static void tear_down(struct blk* b) {
+  if (b->sock >= 0) close(b->sock);
+  if (b->qp != NULL) cl_qp_destroy(b->qp);
+  if (b->mr != NULL) cl_mr_dereg(b->mr);
+  if (b->cq != NULL) cl_cq_destroy(b->cq);
+  if (b->pd != NULL) cl_pd_dealloc(b->pd);
+  if (b->ctx != NULL) cl_close(b->ctx);
+  if (b->memfd >= 0) close(b->memfd);
+  free(b->shadow);
+  free(b->slot_busy);
+  free(b->lat_us);
+}
+
+/* ---- options ---- */
+
+static bool parse_uint(const char* s, uint64_t lo, uint64_t hi, uint64_t* out) {
+  char* end = NULL;
+  if (*s < '0' || *s > '9') return false;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+static int bad(const char* what, const char* got) {
+  fprintf(stderr, "cleave-blk: %s (got '%s'); see --help\n", what, got);
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  struct opts o = {.volume = 64ull << 20,
+                   .bs = 4096,
+                   .qd = 16,
+                   .mix = 50,
+                   .paths = 4,
+                   .mode = M_RANDRW,
+                   .time = 5,
+                   .timeout = 30,
+                   .seed = 1};
+  o.socket =
+      getenv("CLEAVE_APP_SOCKET") != NULL ? getenv("CLEAVE_APP_SOCKET") : "/run/cleave/app.sock";
+  o.ctl = getenv("CLEAVE_SOCKET") != NULL ? getenv("CLEAVE_SOCKET") : "/run/cleave/cleaved.sock";
+  enum {
+    O_CTL = 256,
+    O_VOLUME,
+    O_BS,
+    O_QD,
+    O_RW,
+    O_MIX,
+    O_PATHS,
+    O_BLOCK,
+    O_TIME,
+    O_IOS,
+    O_SEED,
+    O_TIMEOUT,
+    O_JSON
+  };
+  static const struct option longs[] = {{"export", required_argument, 0, 'e'},
+                                        {"connect", required_argument, 0, 'c'},
+                                        {"socket", required_argument, 0, 's'},
+                                        {"ctl", required_argument, 0, O_CTL},
+                                        {"volume", required_argument, 0, O_VOLUME},
+                                        {"bs", required_argument, 0, O_BS},
+                                        {"qd", required_argument, 0, O_QD},
+                                        {"rw", required_argument, 0, O_RW},
+                                        {"mix", required_argument, 0, O_MIX},
+                                        {"paths", required_argument, 0, O_PATHS},
+                                        {"block", required_argument, 0, O_BLOCK},
+                                        {"time", required_argument, 0, O_TIME},
+                                        {"ios", required_argument, 0, O_IOS},
+                                        {"seed", required_argument, 0, O_SEED},
+                                        {"timeout", required_argument, 0, O_TIMEOUT},
+                                        {"json", no_argument, 0, O_JSON},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
+  bool exp = false, con = false;
+  int c;
+  uint64_t v;
+  while ((c = getopt_long(argc, argv, "e:c:s:h", longs, NULL)) != -1) {
+    switch (c) {
+      case 'e':
+        if (!parse_port(optarg, &o.port)) return bad("--export: a port, 1-65535", optarg);
+        exp = true;
+        break;
+      case 'c':
+        if (!parse_peer(optarg, &o.peer)) return bad("--connect: IPv4:PORT", optarg);
+        snprintf(o.peer_text, sizeof o.peer_text, "%s", optarg);
+        con = true;
+        break;
+      case 's':
+        o.socket = optarg;
+        break;
+      case O_CTL:
+        o.ctl = optarg;
+        break;
+      case O_VOLUME:
+        if (!parse_bytes(optarg, optarg + strlen(optarg), &o.volume) || o.volume < 4096 ||
+            o.volume > (64ull << 30))
+          return bad("--volume: 4k to 64g", optarg);
+        break;
+      case O_BS:
+        if (!parse_bytes(optarg, optarg + strlen(optarg), &o.bs) || o.bs == 0 || o.bs % 512 != 0 ||
+            o.bs > (16u << 20))
+          return bad("--bs: a multiple of 512 up to 16m", optarg);
+        break;
+      case O_QD:
+        if (!parse_uint(optarg, 1, MAX_QD, &v)) return bad("--qd: 1-1024", optarg);
+        o.qd = (unsigned)v;
+        break;
+      case O_RW: {
+        int m = -1;
+        for (int k = 0; k < 5; k++)
+          if (strcmp(optarg, mode_names[k]) == 0) m = k;
+        if (m < 0) return bad("--rw: write, read, randwrite, randread or randrw", optarg);
+        o.mode = (enum mode)m;
+        break;
+      }
+      case O_MIX:
+        if (!parse_uint(optarg, 0, 100, &v)) return bad("--mix: 0-100", optarg);
+        o.mix = (unsigned)v;
+        break;
+      case O_PATHS:
+        if (!parse_uint(optarg, 1, MAX_PATHS, &v)) return bad("--paths: 1-64", optarg);
+        o.paths = (unsigned)v;
+        break;
+      case O_BLOCK:
+        if (!parse_uint(optarg, 256, 4096, &v)) return bad("--block: 256-4096", optarg);
+        o.block = (unsigned)v;
+        break;
+      case O_TIME:
+        if (!parse_uint(optarg, 1, 86400, &v)) return bad("--time: 1-86400 seconds", optarg);
+        o.time = (double)v;
+        break;
+      case O_IOS:
+        if (!parse_uint(optarg, 0, UINT64_MAX, &v)) return bad("--ios: a count", optarg);
+        o.ios = v;
+        break;
+      case O_SEED:
+        if (!parse_uint(optarg, 0, UINT64_MAX, &v)) return bad("--seed: a number", optarg);
+        o.seed = v;
+        break;
+      case O_TIMEOUT:
+        if (!parse_uint(optarg, 1, 3600, &v)) return bad("--timeout: 1-3600 seconds", optarg);
+        o.timeout = (double)v;
+        break;
+      case O_JSON:
+        o.json = true;
+        break;
+      case 'h':
+        fputs(usage, stdout);
+        return 0;
+      default:
+        fputs("cleave-blk: see --help\n", stderr);
+        return 1;
+    }
+  }
+  if (optind != argc) return bad("unexpected argument", argv[optind]);
+  if (exp == con) {
+    fputs("cleave-blk: give one of --export PORT and --connect IP:PORT; see --help\n", stderr);
+    return 1;
+  }
+  o.target = exp;
+  if (o.bs > UINT32_MAX / 2 || (uint64_t)o.qd * o.bs > (1ull << 30))
+    return bad("--qd x --bs: at most 1g of buffers", "");
+  struct blk b = {.o = &o, .memfd = -1, .sock = -1};
+  int e = set_up(&b);
+  if (e == 0) e = connect_qp(&b);
+  if (e == 0) e = o.target ? run_target(&b) : run_initiator(&b);
+  tear_down(&b);
+  return e == 0 ? 0 : 2;
+}
