@@ -10,8 +10,8 @@ The initiator keeps a shadow of the volume, compares every read with it, and at 
 the SHA-256 of its shadow with the target's of the whole volume: cleave-blk exits 0 only when
 every I/O completed without error and every byte matched. Cases:
   - random 4 KiB reads and writes, 32 in flight, over four paths: every path carries blocks and
-    is up, the I/Os are verified, and while they run `cleavectl qp list` on a shows the QP of
-    transport solar and `flow show` its paths;
+    is up, the I/Os are verified, and while they run `flow show` on a shows the initiator's
+    connection with its four paths and `solar list` on b the target's, the numbers crossed;
   - the same through seeded loss and reordering on a's port (`cleavectl port fault`): blocks are
     resent, no I/O fails, every byte matches;
   - 1 MiB sequential writes then reads over the whole volume with a 512-byte block (2048 blocks
@@ -144,6 +144,11 @@ class Solar(ct.TestCase):
         info = self.d["a"].ctl("flow", "show", str(f["id"]))[1]["info"]
         self.assertEqual(info["role"], "initiator", info)
         self.assertEqual(info["paths"], 4, info)
+        listed = self.d["b"].ctl("solar", "list")[1]
+        self.assertEqual(len(listed), 1, listed)
+        self.assertEqual(listed[0]["info"]["role"], "target", listed)
+        self.assertEqual(listed[0]["info"]["peer_conn"], info["conn"], listed)
+        self.assertEqual(info["peer_conn"], listed[0]["info"]["conn"], info)
         self.assertEqual(f["remote"].split(":")[0], IP["b"], f)
         r = self.finish_pair(ini, tgt, 60)
         self.assertEqual(r["ios"], 40000, r)

@@ -722,13 +722,46 @@ json flow_listing(Connection& c) {
   return all;
 }
 
-// qp list: the flow listing's queue pairs, as JSON rows (the flows, as flow list gives them).
-json qp_rows(const json& listing) {
+// qp list, solar list: the flow listing's flows of one transport, as JSON rows (the flows, as
+// flow list gives them).
+json transport_rows(const json& listing, const char* transport) {
   json rows = json::array();
   for (const json& f : listing["flows"]) {
-    if (f["transport"] == kQpTransport) rows.push_back(f);
+    if (f["transport"] == transport) rows.push_back(f);
   }
   return rows;
+}
+
+// solar list: a line per connection, then a row per path (SolarTransport::flow_info's keys).
+void show_solar(const json& rows) {
+  for (const json& f : rows) {
+    std::printf("solar %s: %s conn %s -> %s conn %s  app %s  block %s  I/Os in flight %s, done %s"
+                "  blocks acked %s, received %s  crc drops %s  nacks %s\n",
+                str(f["id"]).c_str(), info(f, "role").c_str(), info(f, "conn").c_str(),
+                peer_ip(f["remote"]).c_str(), info(f, "peer_conn").c_str(), str(f["app"]).c_str(),
+                info(f, "block_bytes").c_str(), info(f, "ios_in_flight").c_str(),
+                info(f, "ios_done").c_str(), info(f, "blocks_acked").c_str(),
+                info(f, "blocks_received").c_str(), info(f, "crc_drops").c_str(),
+                info(f, "nacks_received").c_str());
+    std::vector<std::vector<std::string>> table;
+    const json& i = f["info"];
+    for (unsigned p = 0; i.contains("path" + std::to_string(p) + "_state"); p++) {
+      auto path = [&](const char* what) {
+        return info(f, ("path" + std::to_string(p) + "_" + what).c_str());
+      };
+      const std::string key = "path" + std::to_string(p) + "_srtt_ns";
+      std::string srtt = "-";
+      if (i.contains(key) && i[key].is_number()) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.1f", i[key].get<double>() / 1000);
+        srtt = b;
+      }
+      table.push_back({"  " + std::to_string(p), path("state"), path("cwnd"), srtt, path("sent"),
+                       path("resent"), path("timeouts")});
+    }
+    print_table({"  PATH", "STATE", "CWND", "SRTT-US", "SENT", "RESENT", "TIMEOUTS"}, table);
+  }
+  std::printf("%zu Solar connection(s)\n", rows.size());
 }
 
 void show_qps(const json& rows) {
@@ -874,7 +907,7 @@ json route_get(Connection& c, const std::string& addr, int wait_ms) {
 
 const char* kHelp = R"(Usage: cleavectl [OPTIONS] OBJECT [VERB] [ARGS]
 
-Objects and verbs (the verb defaults to show; for app, flow, qp and transport to list):
+Objects and verbs (the verb defaults to show; for app, flow, qp, solar and transport to list):
   status                  daemon version, uptime, configuration, dataplane state, sockets
   port show [NAME]        ports: device, link, MAC, IPv4, MTU, NIC counters, xstats, faults
   port fault NAME [rx|tx] [loss P] [reorder P] [duplicate P] [seed S]
@@ -920,6 +953,10 @@ Objects and verbs (the verb defaults to show; for app, flow, qp and transport to
                           outstanding PSNs, queued sends, posted receives, retries left, DCQCN
                           rate and alpha, CNPs sent and received
   qp show ID              one queue pair (ID: its flow id): every value it reports, by theme
+  solar list              Solar connections (the flows of transport solar): role, both
+                          connection numbers, peer, block size, I/Os in flight and done,
+                          blocks acknowledged and received, CRC drops, NACKs; then each path:
+                          up or down, cwnd, smoothed RTT, blocks sent and resent, timeouts
   transport list          transports cleaved knows (built-in and plugins), which run, and
                           their flows and listeners; then each running transport's counters
                           over all its flows (tcp: segments, retransmits, placed_bytes and
@@ -1066,8 +1103,12 @@ int run(int argc, char** argv) {
          std::printf("removed ");
          show_binding(r);
        }},
-      {"qp", "list", 0, 0, [](Connection& c, const auto&) { return qp_rows(flow_listing(c)); },
+      {"qp", "list", 0, 0,
+       [](Connection& c, const auto&) { return transport_rows(flow_listing(c), kQpTransport); },
        [](const json& r, const auto&) { show_qps(r); }},
+      {"solar", "list", 0, 0,
+       [](Connection& c, const auto&) { return transport_rows(flow_listing(c), "solar"); },
+       [](const json& r, const auto&) { show_solar(r); }},
       {"qp", "show", 1, 1,
        [&](Connection& c, const auto& a) {
          auto id = number(a[0], 0, UINT32_MAX - 1);
@@ -1115,7 +1156,8 @@ int run(int argc, char** argv) {
     const std::string& object = words[0];
     std::string verb = words.size() > 1 ? words[1] : "show";
     if (object == "log" && words.size() == 1) verb = "level";
-    if ((object == "app" || object == "flow" || object == "qp" || object == "transport") &&
+    if ((object == "app" || object == "flow" || object == "qp" || object == "solar" ||
+         object == "transport") &&
         words.size() == 1) {
       verb = "list";
     }
