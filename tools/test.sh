@@ -24,8 +24,10 @@ if [ ! -f build-asan/build.ninja ]; then
     -Dbenchmarks=false -Drtl=disabled -Doptimization=0
 fi
 ninja -C build-asan
+# The RoCE test's largest move is 256 MiB here instead of 1 GiB: the same code paths, a quarter
+# of the bytes through the sanitizers (the normal build above moves 1 GiB).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  meson test -C build-asan --print-errorlogs
+  CLEAVE_RDMA_BIG=256m meson test -C build-asan --print-errorlogs
 
 stage "notification pipes and libcleave under ThreadSanitizer (build-tsan/)"
 # Only the two tests that need it: the pipe and the library against its fake daemon. GCC warns
