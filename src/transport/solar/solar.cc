@@ -17,6 +17,9 @@ namespace {
 constexpr uint16_t kPorts[] = {kUdpPort};
 constexpr uint8_t kL4Len = uint8_t(kUdpLen + kHeaderLen);
 constexpr uint8_t kEct0 = 2;
+// A path's receiver ACKs at the latest every this many blocks within a burst (and at the end of
+// every burst): one ACK's bitmap covers 64 sequences, and the sender's window moves per ACK.
+constexpr uint32_t kAckEvery = 16;
 constexpr uint8_t kCe = 3;
 
 // A block's state at the initiator.
@@ -53,9 +56,10 @@ struct SolarTransport::Path {
   Path(const PathConfig& cfg, uint64_t now) : st(cfg, now) {}
   PathState st;
   PathInfo info;
-  // Sender: transmissions in flight, oldest first (sequences only grow).
+  // Sender: transmissions in flight, oldest first (sequences only grow): an ACK touches only
+  // those up to its largest sequence, at the front.
   uint32_t next_seq = 1;
-  std::vector<Out> out;
+  std::deque<Out> out;
   uint32_t largest_acked = 0;
   bool have_largest = false;
   uint32_t last_ce = 0;
@@ -568,7 +572,7 @@ bool SolarTransport::record_arrival(Conn& c, const RxHeader& h, const Header& sh
   if (ce) p.rx_ce++;
   p.rx_last = sh.seq;
   p.rx_unacked++;
-  if ((sh.flags & kFlagAckReq) != 0 || below || ce || p.rx_unacked >= 2) {
+  if ((sh.flags & kFlagAckReq) != 0 || below || ce || p.rx_unacked >= kAckEvery) {
     send_ack(c, sh.path, sh.seq, 0, ctx);
   } else {
     if (!p.dirty) {
@@ -718,12 +722,6 @@ void SolarTransport::on_ack(Conn& c, const Header& sh, Context& ctx) {
   }
   PathAck a;
   a.now_ns = now;
-  for (const Out& o : p.out) {
-    if (o.seq != sh.echo) continue;
-    const uint64_t held = uint64_t(sh.ack_delay_us) * 1000;
-    if (now - o.sent_at > held) a.rtt_ns = now - o.sent_at - held;
-    break;
-  }
   if (!p.have_largest || seq_diff(sh.seq, p.largest_acked) > 0) {
     p.largest_acked = sh.seq;
     p.have_largest = true;
@@ -733,10 +731,19 @@ void SolarTransport::on_ack(Conn& c, const Header& sh, Context& ctx) {
     a.ce_blocks = uint32_t(ce);
     p.last_ce = sh.ce_count;
   }
+  // Only transmissions up to the ACK's largest can be acknowledged or found lost by it: the front
+  // of `out`, oldest first. Those neither (within 3 of the largest acknowledged, not in the
+  // bitmap) stay in front, in order.
   uint64_t lost = 0;
-  size_t keep = 0;
-  for (size_t i = 0; i < p.out.size(); i++) {
-    const Out o = p.out[i];
+  std::array<Out, 3> keep;
+  size_t kept = 0;
+  while (!p.out.empty() && seq_diff(p.out.front().seq, sh.seq) <= 0) {
+    const Out o = p.out.front();
+    p.out.pop_front();
+    if (o.seq == sh.echo) {
+      const uint64_t held = uint64_t(sh.ack_delay_us) * 1000;
+      if (now - o.sent_at > held) a.rtt_ns = now - o.sent_at - held;
+    }
     if (sack_has(sh.seq, sh.sack, o.seq)) {
       a.acked_bytes += o.bytes;
       p.info.acked++;
@@ -749,10 +756,11 @@ void SolarTransport::on_ack(Conn& c, const Header& sh, Context& ctx) {
       p.info.lost++;
       requeue(c, o.io, o.index);
     } else {
-      p.out[keep++] = o;
+      keep[kept++] = o;  // at most 3: the sequences within 3 of the largest acknowledged
     }
   }
-  p.out.resize(keep);
+  while (kept != 0)
+    p.out.push_front(keep[--kept]);
   p.st.on_ack(a);
   if (lost != 0) p.st.on_loss(lost, now);
   if (a.acked_bytes != 0) p.rto_at = p.out.empty() ? 0 : now + p.st.rto_ns();
