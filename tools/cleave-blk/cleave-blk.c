@@ -610,8 +610,8 @@ static int run_initiator(struct blk* b) {
     if (np < 0) {
       printf("  paths: cleaved's management socket %s did not answer\n", o->ctl);
     } else {
-      printf("  %-5s %-5s %10s %10s %10s %8s %8s   (crc drops at the target's end: see it)\n",
-             "PATH", "STATE", "CWND", "SRTT-US", "SENT", "RESENT", "TIMEOUTS");
+      printf("  %-5s %-5s %10s %10s %10s %8s %8s\n", "PATH", "STATE", "CWND", "SRTT-US", "SENT",
+             "RESENT", "TIMEOUTS");
       for (int k = 0; k < np; k++)
         printf("  %-5d %-5s %10" PRIu64 " %10.1f %10" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n", k,
                rows[k].state, rows[k].cwnd, (double)rows[k].srtt_ns / 1000, rows[k].sent,
