@@ -12,11 +12,13 @@
 #include <random>
 #include <vector>
 
+#include "common/wire.h"
 #include "solar_pair.h"
 
 namespace cleave::sim {
 namespace {
 
+namespace wire = cleave::wire;
 using transport::EventKind;
 using transport::solar::PathInfo;
 
@@ -394,6 +396,58 @@ TEST(SolarSim, ReadsSurviveAPathGoingDownAtTheTarget) {
 }
 
 // The same seed replays the same run: every counter equal.
+// A peer asking for more READs than a target holds: past 1024 READs, or 2^18 blocks, on one
+// connection a new READ_REQ is left unacknowledged and counted, and nothing more is kept; one
+// for a READ already held is still taken.
+TEST(SolarSim, ATargetHoldsBoundedReads) {
+  SolarConfig cfg;
+  cfg.volume_bytes = 64u << 20;
+  auto read_reqs = [&](SolarPair& p, uint32_t first_io, uint32_t n, uint16_t count) {
+    std::vector<std::array<uint8_t, 40>> l4(n);
+    std::vector<transport::RxHeader> hs(n);
+    for (uint32_t i = 0; i < n; i++) {
+      transport::solar::Header h;
+      h.type = transport::solar::Type::kReadReq;
+      h.conn = SolarPair::kConnB;
+      h.seq = first_io + i;
+      h.io_id = first_io + i;
+      h.count = count;
+      h.length = uint32_t(count) * cfg.block_bytes;
+      wire::store16(l4[i].data(), transport::solar::udp_sport(0));
+      wire::store16(l4[i].data() + 2, transport::solar::kUdpPort);
+      wire::store16(l4[i].data() + 4, 40);
+      transport::solar::encode(h, l4[i].data() + 8);
+      hs[i].l4 = l4[i].data();
+      hs[i].l4_len = 40;
+      hs[i].flow = p.fb;
+      hs[i].l4_csum = transport::Csum::kGood;
+      hs[i].placed = transport::Placed::kNoPayload;
+    }
+    p.tgt->rx_burst(hs, p.net->b());
+    p.net->b().flush();
+  };
+  {
+    SolarPair p(SimNet::seed_from_env(81), cfg);
+    ASSERT_TRUE(p.ok);
+    read_reqs(p, 1, 1100, 1);
+    EXPECT_EQ(p.tgt_stats().reads_deferred, 1100u - 1024u);
+    const uint64_t acks = p.tgt_stats().acks_sent;
+    read_reqs(p, 1, 1, 1);  // a READ it holds: taken (acknowledged)
+    EXPECT_EQ(p.tgt_stats().reads_deferred, 76u);
+    read_reqs(p, 5000, 1, 1);  // a new one: deferred
+    EXPECT_EQ(p.tgt_stats().reads_deferred, 77u);
+    EXPECT_GE(p.tgt_stats().acks_sent, acks);
+  }
+  {
+    SolarPair p(SimNet::seed_from_env(82), cfg);
+    ASSERT_TRUE(p.ok);
+    read_reqs(p, 1, 5, 65535);  // 4 x 65535 blocks fit in 2^18, the fifth does not
+    EXPECT_EQ(p.tgt_stats().reads_deferred, 1u);
+    read_reqs(p, 10, 1, 4);
+    EXPECT_EQ(p.tgt_stats().reads_deferred, 1u) << "4 more blocks still fit";
+  }
+}
+
 // ---- queue pairs (QpControl): how cleaved opens connections ----
 
 TEST(SolarQp, WritesAndReadsThroughQueuePairsWithLoss) {

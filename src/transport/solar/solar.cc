@@ -20,6 +20,11 @@ constexpr uint8_t kEct0 = 2;
 // A path's receiver ACKs at the latest every this many blocks within a burst (and at the end of
 // every burst): one ACK's bitmap covers 64 sequences, and the sender's window moves per ACK.
 constexpr uint32_t kAckEvery = 16;
+// What a target holds for the READs it serves on one connection, whatever its peer asks: past
+// either bound a new READ_REQ goes unacknowledged (the initiator sends it again after its
+// timeout), so a peer cannot make the daemon hold more.
+constexpr size_t kMaxServedReads = 1024;
+constexpr uint32_t kMaxServedBlocks = 1u << 18;
 constexpr uint8_t kCe = 3;
 
 // A block's state at the initiator.
@@ -109,6 +114,7 @@ struct SolarTransport::Conn {
   uint16_t rr = 0;        // the path the next block tries first
   // Target.
   bool volume_on_nic = false;
+  uint32_t served_blocks = 0;   // blocks of the READs in `ios` (kMaxServedBlocks)
   std::vector<uint16_t> dirty;  // paths owing an ACK at the end of the burst
   bool touched = false;         // on touched_ in this burst
 };
@@ -213,6 +219,7 @@ void SolarTransport::close(FlowId flow, Context& ctx, int status) {
   closed_.acks_sent += s.acks_sent;
   closed_.acks_received += s.acks_received;
   closed_.probe_replies += s.probe_replies;
+  closed_.reads_deferred += s.reads_deferred;
   closed_.bad_headers += s.bad_headers;
   order_.erase(std::find(order_.begin(), order_.end(), &c));
   conns_.erase(it);
@@ -521,6 +528,9 @@ void SolarTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       case Type::kReadReq:
         if (c.cfg.initiator) {
           c.stats.bad_headers++;
+        } else if (c.ios.count(sh.io_id) == 0 && (c.ios.size() >= kMaxServedReads ||
+                                                  c.served_blocks + sh.count > kMaxServedBlocks)) {
+          c.stats.reads_deferred++;  // not acknowledged: it comes again
         } else if (record_arrival(c, h, sh, ctx)) {
           rx_read_req(c, sh, ctx);
         }
@@ -631,6 +641,7 @@ void SolarTransport::rx_read_req(Conn& c, const Header& sh, Context& ctx) {
     io.count = sh.count;
     io.left = uint16_t(blocks);
     io.blocks.assign(sh.count, kQueued);
+    c.served_blocks += sh.count;
     for (uint16_t i = 0; i < sh.count; i++) {
       if (i < sh.index) {
         io.blocks[i] = kAcked;
@@ -706,6 +717,7 @@ void SolarTransport::block_acked(Conn& c, uint32_t io_id, uint16_t index, Contex
   if (--io.left != 0) return;
   if (c.cfg.initiator) return finish(c, io_id, 0, ctx);
   c.stats.ios_done++;  // the target: a READ served
+  c.served_blocks -= io.count;
   c.ios.erase(it);
 }
 
@@ -784,7 +796,11 @@ void SolarTransport::on_nack(Conn& c, const Header& sh, Context& ctx) {
   }
   const int status = sh.reason == uint32_t(NackReason::kOutOfRange) ? -EINVAL : -EIO;
   if (c.cfg.initiator) return finish(c, refused.io, status, ctx);
-  c.ios.erase(refused.io);  // the target: the initiator does not want that READ (any more)
+  // The target: the initiator does not want that READ (any more).
+  if (auto it = c.ios.find(refused.io); it != c.ios.end()) {
+    c.served_blocks -= it->second.count;
+    c.ios.erase(it);
+  }
 }
 
 // ---- the app ------------------------------------------------------------------------------------
@@ -892,6 +908,7 @@ bool SolarTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("blocks_acked", c.stats.blocks_acked);
   out.number("blocks_received", c.stats.blocks_received);
   out.number("crc_drops", c.stats.crc_drops);
+  out.number("reads_deferred", c.stats.reads_deferred);
   out.number("nacks_received", c.stats.nacks_received);
   std::array<char, 32> key{};
   for (uint16_t i = 0, n = uint16_t(c.paths.size()); i < n; i++) {  // n <= kMaxPaths
@@ -918,11 +935,13 @@ void SolarTransport::stats(InfoSink& out) const {
     s.ios_done += c->stats.ios_done;
     s.crc_drops += c->stats.crc_drops;
     s.bad_headers += c->stats.bad_headers;
+    s.reads_deferred += c->stats.reads_deferred;
   }
   out.number("connections", conns_.size());
   out.number("ios_done", s.ios_done);
   out.number("crc_drops", s.crc_drops);
   out.number("bad_headers", s.bad_headers);
+  out.number("reads_deferred", s.reads_deferred);
 }
 
 std::unique_ptr<Transport> make_transport() {

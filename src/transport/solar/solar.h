@@ -77,8 +77,9 @@ struct ConnStats {
   uint64_t refused = 0;          // target: blocks NACKed out of range
   uint64_t acks_sent = 0;
   uint64_t acks_received = 0;
-  uint64_t probe_replies = 0;  // target: probes answered
-  uint64_t bad_headers = 0;    // refused by the codec, or another connection's number
+  uint64_t probe_replies = 0;   // target: probes answered
+  uint64_t reads_deferred = 0;  // target: READ_REQs left unacknowledged, past what it holds
+  uint64_t bad_headers = 0;     // refused by the codec, or another connection's number
 };
 
 class SolarTransport final : public Transport, public QpControl {
