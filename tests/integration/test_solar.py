@@ -18,16 +18,28 @@ every I/O completed without error and every byte matched. Cases:
     an I/O), on one path;
   - afterwards, on both daemons: no Solar flow is left, and the solar transport's counters show
     I/Os done and no bad header;
+  - the wire, captured at both ends of the veth while I/Os run: every Solar frame has a UDP
+    checksum, right, over the header and the block; every block's CRC32C (written by the NIC)
+    matches it; tshark with tools/solar.lua decodes every frame with no error;
   - the tool's and the daemon's refusals: a --block past the path MTU is refused at connect (the
     QP goes no further than INIT), and a target with nobody to talk to gives up after --timeout.
 """
 
 import json
 import os
+import shutil
+import signal
 import socket
+import struct
 import subprocess
+import sys
+import time
 
 import cleavetest as ct
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit"))
+import test_roce_golden as rgolden  # noqa: E402  the pcap reader
+import test_solar_golden as golden  # noqa: E402  our reading of a frame, tshark with solar.lua
 
 BLK = os.environ.get("CLEAVE_BLK", "build/tools/cleave-blk")
 IP = {"a": "10.99.0.1", "b": "10.99.0.2"}
@@ -49,6 +61,20 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def udp_checksum(f):
+    """The ones'-complement sum over the IPv4 pseudo-header and the UDP datagram: 0 when the
+    checksum in it is right."""
+    ip = f[14:34]
+    udp = f[34:14 + struct.unpack_from("!H", ip, 2)[0]]
+    data = ip[12:20] + struct.pack("!BBH", 0, 17, len(udp)) + udp
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return 0xFFFF - s
 
 
 class Solar(ct.TestCase):
@@ -180,6 +206,44 @@ class Solar(ct.TestCase):
             self.assertEqual(r["ios"], 64, r)
             self.assertEqual(r["reads" if mode == "read" else "writes"], 64, r)
         self.assert_clean()
+
+    def test_the_wire_checks_and_decodes(self):
+        if shutil.which("tshark") is None:
+            self.skipTest("tshark is not installed")
+        caps = {}
+        for side, ns, iface in (("a", self.net.a, self.net.va), ("b", self.net.b, self.net.vb)):
+            pcap = os.path.join(self.d[side].dir, "wire.pcap")
+            caps[pcap] = ct.spawn(["ip", "netns", "exec", ns, "tshark", "-q", "-i", iface, "-f",
+                                   "udp port 7000", "-F", "pcap", "-w", pcap],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for pcap in caps:
+            ct.wait_until(lambda: os.path.exists(pcap) and os.path.getsize(pcap) >= 24,
+                          what="tshark to start capturing")
+        time.sleep(0.5)
+        self.run_pair(["--volume", "1m", "--paths", "2"],
+                      ["--rw", "randrw", "--bs", "4k", "--qd", "4", "--paths", "2", "--ios", "200"])
+        time.sleep(0.5)
+        for cap in caps.values():
+            cap.send_signal(signal.SIGINT)
+            cap.communicate(timeout=30)
+        types = set()
+        for pcap in caps:
+            frames = rgolden.read_pcap(pcap)
+            self.assertGreater(len(frames), 100, pcap)
+            for i, f in enumerate(frames, 1):
+                d = golden.parse(f)
+                types.add(d["type"])
+                self.assertNotEqual(struct.unpack_from("!H", f, 14 + 20 + 6)[0], 0,
+                                    f"frame {i}: no UDP checksum")
+                self.assertEqual(udp_checksum(f), 0, f"frame {i}: bad UDP checksum")
+                if d["type"] in (1, 3):
+                    self.assertEqual(d["crc_good"], 1, f"frame {i}: {d}")
+            verbose = golden.tshark_verbose(pcap)
+            self.assertEqual(len(verbose), len(frames))
+            for i, text in enumerate(verbose, 1):
+                self.assertNotIn("Malformed", text, f"frame {i}")
+                self.assertNotIn("Expert Info (Error", text, f"frame {i}")
+        self.assertTrue({1, 2, 3, 4} <= types, types)  # WRITE_BLK, READ_REQ, READ_BLK, ACK
 
     def test_refusals(self):
         # A block longer than the path MTU (1024 on the veth): cl_qp_connect fails at RTR.

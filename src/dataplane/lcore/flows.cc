@@ -112,10 +112,13 @@ FlowPath::Tp* FlowPath::transport_for(std::string_view name, uint16_t port, std:
   tp->index = uint8_t(transports_.size());
   tp->t = std::move(t);
   tp->ctx = std::make_unique<Ctx>(*this, *tp);
+  // RoCEv2's UDP checksum is 0 (the ICRC covers the packet); Solar's covers its header, the
+  // block's CRC32C only the block.
   const transport::NicParser parser = tp->t->claim().nic.parser;
   tp->trailer_flag = parser == transport::NicParser::kRoce    ? icrc_flag_
                      : parser == transport::NicParser::kSolar ? crc32c_flag_
                                                               : 0;
+  tp->trailer_udp_csum = parser == transport::NicParser::kSolar;
   tp->hdrs.reserve(kRxStage);
   tp->mbufs.reserve(kRxStage);
   tp->reqs.reserve(kAppStage);

@@ -184,6 +184,7 @@ struct FlowPath::Tp {
   // The mbuf TX flag that asks the NIC to end a kTxParserTrailer packet as this transport's
   // parser does (RoCEv2: pad and ICRC; Solar: the block's CRC32C); 0 for none.
   uint64_t trailer_flag = 0;
+  bool trailer_udp_csum = false;  // and the UDP checksum over the whole packet, after the trailer
 };
 
 }  // namespace cleave::dp

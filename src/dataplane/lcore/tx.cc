@@ -81,8 +81,14 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     ip->hdr_checksum = 0;
     if ((d.flags & transport::kTxParserTrailer) != 0) {
       // The NIC ends the packet as the flow's parser does (RoCEv2: pad and ICRC; Solar: the
-      // block's CRC32C); the UDP checksum is the transport's (RoCEv2's 0).
-      h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | transports_[f.tp]->trailer_flag;
+      // block's CRC32C), then the UDP checksum where the parser has one (Solar's; RoCEv2's is 0).
+      const Tp& tp = *transports_[f.tp];
+      h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | tp.trailer_flag;
+      if (tp.trailer_udp_csum) {
+        h->ol_flags |= RTE_MBUF_F_TX_UDP_CKSUM;
+        auto* uh = reinterpret_cast<rte_udp_hdr*>(p + kHdrTemplate);
+        uh->dgram_cksum = rte_ipv4_phdr_cksum(ip, h->ol_flags);
+      }
       io_.flow_stage(f.port, h);
       continue;
     }
