@@ -587,6 +587,41 @@ void roce_sim() {
   }
 }
 
+// solar_sim (solar_sim_fuzz.cc): op bytes are the operation in the low bits (of 6) and, for a
+// forged packet or faults, the direction in the top bit (0 towards the target).
+void solar_sim() {
+  auto run = [](Writer& w, uint16_t tenths_us) { w.u8(0).u16(tenths_us); };
+  auto write = [](Writer& w, uint8_t slot, uint8_t vol, uint16_t len) {
+    w.u8(1).u8(slot).u8(vol).u16(len);
+  };
+  auto read = [](Writer& w, uint8_t slot, uint8_t vol, uint16_t len) {
+    w.u8(2).u8(slot).u8(vol).u16(len);
+  };
+  auto ops = [&](uint8_t setup, const std::string& name, bool attack, bool loss) {
+    Writer w;
+    w.u8(setup);
+    if (loss) w.u8(4).u8(2).u8(1).u8(2).u8(0).u8(1).u8(0);  // faults towards the target
+    for (uint8_t i = 0; i < 4; i++)
+      write(w, i, uint8_t(i * 3), uint16_t(4096 + i * 3000));
+    run(w, 20);
+    for (uint8_t i = 0; i < 4; i++)
+      read(w, i, uint8_t(i * 3 + 1), 9000);
+    if (attack) {
+      forge(w, 0, {seq_step(1)});
+      forge(w, 1, {seq_step(-2)});
+      forge(w, 0, {byte_at(42 + 16, 0x40)});  // a block's offset
+      forge(w, 1, {byte_at(42, 4)}, 0);       // an ACK where a block was
+    }
+    for (int i = 0; i < 4; i++)
+      run(w, 30000);
+    seed("solar_sim", name, w.b);
+  };
+  ops(3, "four_paths", false, false);
+  ops(0 | 4 | 16, "one_path_copy_path", false, true);
+  ops(1 | 8 | 32, "wrapping_sequences", false, false);
+  ops(3, "attacker", true, false);
+}
+
 // ---- mgmt (mgmt_fuzz.cc): request lines as cleavectl and the tests send them ----
 
 void mgmt() {
@@ -777,6 +812,7 @@ int main(int argc, char** argv) {
   pipe();
   tcp_sim();
   roce_sim();
+  solar_sim();
   mgmt();
   app();
   std::printf("fuzz_seeds: %d seeds in %s\n", g_written, g_out.c_str());
