@@ -17,7 +17,13 @@ go through its states and send, but its requests can only run out of retries. Ca
   - MRs with remote access get an rkey (tag << 16 | NIC MR id) and a new one when re-registered;
     without remote access none;
   - a malformed QP message closes the connection with CL_EPROTO; an app killed with QPs open is
-    reclaimed with them.
+    reclaimed with them;
+  - the parameters the daemon takes itself: `transport` (solar; an unknown one or one without
+    queue pairs refused) and `volume` (an MR of the app's with remote read and write: another
+    app's, an unknown one or one without both rights refused; rocev2 takes none); a Solar
+    target's QP goes to RTS (a block larger than the PMTU refused at RTR), shows in
+    `cleavectl solar list`, refuses I/O with CL_EOPNOTSUPP, and an initiator's READ towards a
+    peer that never answers is flushed with CL_ECANCELED when the QP is destroyed.
 """
 
 import os
@@ -112,6 +118,76 @@ class QueuePairs(ct.TestCase):
         self.assertEqual((info["dcqcn"], info["rate_bps"]), ("on", 100 * 10**9))
         self.assertEqual(a.qp_destroy(qp2), 0)
         self.assertEqual(a.qp_destroy(qp2), ra.ENOENT)
+
+    def solar_flows(self):
+        return [f for f in self.d.ctl("flow", "list")[1]["flows"] if f["transport"] == "solar"]
+
+    def test_solar_queue_pairs(self):
+        a, cq, sq = self.app()
+        fd = ra.sealed_memfd(1 << 20)
+        st, both, _ = a.reg_mr_rkey(fd, 1 << 20, ra.READ | ra.WRITE | ra.REMOTE_READ |
+                                    ra.REMOTE_WRITE)
+        self.assertEqual(st, 0)
+        st, write_only, _ = a.reg_mr_rkey(fd, 4096, ra.READ | ra.WRITE | ra.REMOTE_WRITE)
+        self.assertEqual(st, 0)
+        vol = b"transport solar volume %d" % both
+        # What the daemon refuses of its own two keys.
+        self.assertEqual(a.qp_create(cq.id, params=b"transport nosuch")[0], ra.ENOENT)
+        self.assertEqual(a.qp_create(cq.id, params=b"transport tcp")[0], ra.ENOENT)  # no QPs
+        self.assertEqual(a.qp_create(cq.id, params=b"transport solar transport solar")[0],
+                         ra.EINVAL)
+        self.assertEqual(a.qp_create(cq.id, params=b"transport solar volume 77")[0], ra.EINVAL)
+        self.assertEqual(a.qp_create(cq.id, params=b"transport solar volume 0")[0], ra.EINVAL)
+        self.assertEqual(a.qp_create(cq.id, params=b"transport solar volume x1")[0], ra.EINVAL)
+        self.assertEqual(a.qp_create(cq.id, params=b"transport solar volume %d" % write_only)[0],
+                         ra.EACCES)
+        self.assertEqual(a.qp_create(cq.id, params=b"volume %d" % both)[0], ra.EINVAL)  # rocev2
+        self.assertEqual(a.qp_create(cq.id, params=vol + b" paths 65")[0], ra.EINVAL)
+        self.assertEqual(a.qp_create(cq.id, params=vol + b" dcqcn on")[0], ra.EINVAL)
+        other = ra.RawApp(self.path, versions=(3, 3))
+        self.addCleanup(other.close)
+        ocq = other.create_pipe(ra.COMPLETION, 256)
+        self.assertEqual(other.qp_create(ocq.id, params=vol)[0], ra.EINVAL)  # not its MR
+        self.assertEqual(self.solar_flows(), [])
+        # A target: RTS, listed, and it takes no I/O of its own.
+        st, tgt, qpn, _ = a.qp_create(cq.id, params=vol + b" paths 2 block 2048")
+        self.assertEqual(st, 0)
+        self.assertEqual(a.qp_modify(tgt, ra.QP_STATE, state=ra.QPS_INIT), 0)
+        rtr = ra.QP_STATE | ra.QP_PMTU | ra.QP_DEST_QPN | ra.QP_REMOTE_IP
+        self.assertEqual(a.qp_modify(tgt, rtr, state=ra.QPS_RTR, pmtu=1024, dest_qpn=0x1234,
+                                     remote_ip=PEER), ra.EINVAL)  # a 2048-byte block
+        self.assertEqual(a.qp_destroy(tgt), 0)
+        st, tgt, qpn, _ = a.qp_create(cq.id, params=vol + b" paths 2")
+        self.assertEqual(st, 0)
+        self.assertEqual(a.qp_modify(tgt, ra.QP_STATE, state=ra.QPS_INIT), 0)
+        self.assertEqual(a.qp_modify(tgt, rtr, state=ra.QPS_RTR, pmtu=1024, dest_qpn=0x1234,
+                                     remote_ip=PEER), 0)
+        self.assertEqual(a.qp_modify(tgt, ra.QP_STATE, state=ra.QPS_RTS), 0)
+        rows = self.d.ctl("solar", "list")[1]
+        self.assertEqual(len(rows), 1, rows)
+        info = rows[0]["info"]
+        self.assertEqual((info["role"], info["conn"], info["peer_conn"], info["paths"],
+                          info["block_bytes"]), ("target", qpn, 0x1234, 2, 1024), info)
+        sq.produce(ra.send_entry(ra.OP_RDMA_WRITE, wr_id=7, mr=both, length=4096, target=tgt))
+        c = self.completions(cq, 1)[0]
+        self.assertEqual((c["wr_id"], c["status"]), (7, ra.EOPNOTSUPP))
+        # An initiator's READ towards nobody stays in flight until the QP goes: CL_ECANCELED.
+        st, ini, _, _ = a.qp_create(cq.id, params=b"transport solar")
+        self.assertEqual(st, 0)
+        self.assertEqual(a.qp_modify(ini, ra.QP_STATE, state=ra.QPS_INIT), 0)
+        self.assertEqual(a.qp_modify(ini, rtr, state=ra.QPS_RTR, pmtu=1024, dest_qpn=qpn,
+                                     remote_ip=PEER), 0)
+        sq.produce(ra.send_entry(ra.OP_RDMA_WRITE, wr_id=8, mr=both, length=4096, target=ini))
+        self.assertEqual(self.completions(cq, 1)[0]["status"], ra.EINVAL)
+        self.assertEqual(a.qp_modify(ini, ra.QP_STATE, state=ra.QPS_RTS), 0)
+        sq.produce(ra.send_entry(ra.OP_RDMA_READ, wr_id=9, mr=both, length=8192, target=ini))
+        ct.wait_until(lambda: any(f["id"] == ini and f["info"]["ios_in_flight"] == 1
+                                  for f in self.solar_flows()), what="the READ in flight")
+        self.assertEqual(a.qp_destroy(ini), 0)
+        c = self.completions(cq, 1)[0]
+        self.assertEqual((c["wr_id"], c["status"]), (9, ra.ECANCELED))
+        self.assertEqual(a.qp_destroy(tgt), 0)
+        self.assertEqual(self.solar_flows(), [])
 
     def test_modify_rules_and_query(self):
         a, cq, sq = self.app()
