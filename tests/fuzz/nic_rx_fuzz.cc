@@ -353,7 +353,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s.initial_seq = r.u32();
         s.pmtu = 256u << (r.u8() % 6);
         s.initial_offset = r.u32();
-        s.qpn = r.u32() & 0x1FFFFFF;
+        s.qpn = r.u32() & 0x1FFFFFF;  // RoCE QPN, Solar connection: half 2^24 or more (refused)
         s.owner = r.u8() % 2;
         const Err e = h.cmd(h.m.flow_add(id, s));
         FUZZ_CHECK(!f.used || e != Err::kOk);

@@ -9,6 +9,8 @@ namespace cleave::fuzz::nic_rx {
 enum Op : uint8_t {
   kMrAdd,
   kMrRemove,
+  // id, parser, flag bits, src and dst port, initial seq, PMTU code, initial offset, number (a
+  // RoCE QPN or a Solar connection number, which frames find the flow by), owner
   kFlowAdd,
   kFlowRemove,
   kFlowMode,

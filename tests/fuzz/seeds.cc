@@ -173,7 +173,8 @@ void write() {
     frame(w, mf::udp_frame(1234, 9000, pattern(100), false));
     seed("nic_rx", "udp", w.b);
   }
-  {  // Solar: blocks placed by I/O id and offset, and as a byte stream by offset.
+  {  // Solar: blocks placed by I/O id and offset, and as a byte stream by offset; connections
+     // found by their number (the frames' mf::kSolarConn).
     Writer w;
     w.u8(kConfig);
     mr_add(w, 0, 4096);
@@ -182,6 +183,7 @@ void write() {
     f.messages = true;
     f.sport = 0;
     f.dport = 7000;
+    f.qpn = mf::kSolarConn;
     flow_add(w, 0, f);
     ms_post(w, 0, 0, 0, 2048, 7);
     ms_post(w, 0, 0, 2048, 2048, 8);

@@ -620,7 +620,7 @@ FlowId Host::roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, u
   return id;
 }
 
-FlowId Host::solar_flow(uint32_t remote_ip, uint16_t port, bool messages) {
+FlowId Host::solar_flow(uint32_t remote_ip, uint16_t port, uint32_t conn, bool messages) {
   // Remote port 0: the software lookup, like the NIC, takes any source port (every path's).
   FlowTuple t{endpoint(port), {transport::IpAddr::v4(remote_ip), 0}, 17};
   FlowId id = alloc_flow(t);
@@ -629,6 +629,7 @@ FlowId Host::solar_flow(uint32_t remote_ip, uint16_t port, bool messages) {
   spec.key = nic::FlowKey{remote_ip, ip_, 0, port, 17};
   spec.mode = zero_copy_ ? nic::FlowMode::kZeroCopy : nic::FlowMode::kCopy;
   spec.parser = nic::Parser::kSolar;
+  spec.qpn = conn;  // the NIC finds a Solar connection by its number, as a QP by its QPN
   spec.reliable = true;
   spec.messages = messages;
   spec.initial_offset = 0;

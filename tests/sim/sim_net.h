@@ -253,14 +253,16 @@ class Host final : private HostRings, public transport::Context, public transpor
   // kNoFlow when the NIC refuses it.
   FlowId roce_flow(uint32_t remote_ip, uint32_t qpn, uint32_t initial_psn, uint32_t pmtu,
                    bool selective_repeat = false);
-  // Solar: a flow for the Solar packets from `remote_ip` to UDP port `port` of this host, from any
-  // source port (every path's), steered on the NIC with the Solar parser (CRC32C checked, zero-copy
-  // or copy mode as configured); without `messages` its blocks are placed by their offsets into
-  // the MSs posted from stream offset 0 (a target's volume), with them by I/O id. A descriptor
-  // with kTxParserTrailer on it asks the NIC for the block's CRC32C. Its tuple is
-  // (this host:port) <-> (remote_ip:0): the frames the NIC leaves unplaced (a bad CRC32C, copy
-  // mode) find it from any source port too. kNoFlow when the NIC refuses it.
-  FlowId solar_flow(uint32_t remote_ip, uint16_t port, bool messages = false);
+  // Solar: a flow for the Solar packets from `remote_ip` to UDP port `port` of this host (the
+  // NIC's Solar port, 7000) for this host's connection number `conn` (the one the peer's headers
+  // carry), from any source port (every path's), steered on the NIC with the Solar parser, which
+  // finds it by that number (CRC32C checked, zero-copy or copy mode as configured); without
+  // `messages` its blocks are placed by their offsets into the MSs posted from stream offset 0 (a
+  // target's volume), with them by I/O id. A descriptor with kTxParserTrailer on it asks the NIC
+  // for the block's CRC32C. Its tuple is (this host:port) <-> (remote_ip:0): the frames the NIC
+  // leaves without a flow (a bad UDP checksum, say) find it from any source port too, so the
+  // host's own table holds one Solar flow per peer. kNoFlow when the NIC refuses it.
+  FlowId solar_flow(uint32_t remote_ip, uint16_t port, uint32_t conn, bool messages = false);
   // What the peer may do to an MR through its rkey (nic::MrAccess; add_mr allows both).
   void set_mr_access(uint16_t mr, uint8_t access);
 

@@ -69,8 +69,8 @@ class SolarPair {
     dst_mr = net->a().add_mr(cfg.src_bytes);
     vol_mr = net->b().add_mr(cfg.volume_bytes);
     // The initiator's NIC places READ_BLKs by I/O id into the buffer each READ posts.
-    fa = net->a().solar_flow(net->b().ip(), transport::solar::kUdpPort, true);
-    fb = net->b().solar_flow(net->a().ip(), transport::solar::kUdpPort);
+    fa = net->a().solar_flow(net->b().ip(), transport::solar::kUdpPort, kConnA, true);
+    fb = net->b().solar_flow(net->a().ip(), transport::solar::kUdpPort, kConnB);
     if (cfg.via_qp) {
       ok = fa != transport::kNoFlow && fb != transport::kNoFlow &&
            qp_open(*ini, fa, kConnA, kConnB, {}, cfg, net->a()) == 0 &&

@@ -179,12 +179,16 @@ inline Bytes reth(uint64_t va, uint32_t rkey, uint32_t len) {
   return r;
 }
 
+// The receiver's connection number solar_frame() carries unless told: a Solar flow on the NIC
+// finds its frames by it (FlowSpec::qpn).
+inline constexpr uint32_t kSolarConn = 7;
+
 inline Bytes solar_frame(uint8_t type, uint32_t io_id, uint64_t offset, uint32_t tx_seq,
-                         const Bytes& block, uint16_t path = 1) {
+                         const Bytes& block, uint16_t path = 1, uint32_t conn = kSolarConn) {
   Bytes u(32 + block.size());
   u[0] = type;
   put16(&u[2], path);
-  put32(&u[4], 7);  // connection id
+  put32(&u[4], conn);  // connection id
   put32(&u[8], tx_seq);
   put32(&u[12], io_id);
   put32(&u[16], uint32_t(offset >> 32));

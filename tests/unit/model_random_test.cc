@@ -512,6 +512,7 @@ TEST(ModelRandom, SolarBlocksLandInTheirIoWhateverTheOrder) {
     FlowSpec s;
     s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
     s.parser = Parser::kSolar;
+    s.qpn = test::kSolarConn;
     s.messages = true;
     ASSERT_EQ(nic.flow_add(0, s), Err::kOk);
 
@@ -618,6 +619,7 @@ class ModelHostile : public ::testing::Test {
       ASSERT_EQ(n.flow_add(1, s), Err::kOk);
       s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
       s.parser = Parser::kSolar;
+      s.qpn = test::kSolarConn;
       s.messages = true;
       ASSERT_EQ(n.flow_add(2, s), Err::kOk);
       s.key = {test::kPeer, test::kLocal, 0, 9000, 17};
@@ -759,8 +761,12 @@ TEST_F(ModelHostile, InconsistentHeadersAreDeferredWithTheirReason) {
   EXPECT_EQ(rx(1, f).reason, DeferReason::kTruncated);
   f = test::roce_frame(0x06, 0, {}, test::pattern(8));  // WRITE first without its RETH
   EXPECT_EQ(rx(1, f).reason, DeferReason::kBadL4Header);
-  // Solar: short header, unknown type.
-  f = test::udp_frame(5, 7000, test::pattern(31));
+  // Solar: short header (naming the flow's connection, or too short to name one), unknown type.
+  Bytes h31 = test::pattern(31);
+  test::put32(&h31[4], test::kSolarConn);
+  f = test::udp_frame(5, 7000, h31);
+  EXPECT_EQ(rx(0, f).reason, DeferReason::kTruncated);
+  f = test::udp_frame(5, 7000, test::pattern(7));
   EXPECT_EQ(rx(0, f).reason, DeferReason::kTruncated);
   f = test::solar_frame(9, 1, 0, 1, test::pattern(10));
   EXPECT_EQ(rx(0, f).reason, DeferReason::kBadL4Header);

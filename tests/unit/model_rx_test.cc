@@ -606,6 +606,7 @@ class ModelSolar : public ModelRx {
     FlowSpec s;
     s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
     s.parser = Parser::kSolar;
+    s.qpn = test::kSolarConn;
     s.messages = true;
     ASSERT_EQ(nic->flow_add(2, s), Err::kOk);
   }
@@ -668,6 +669,7 @@ TEST_F(ModelRx, SolarStreamPlacesByOffset) {
   FlowSpec s;
   s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
   s.parser = Parser::kSolar;
+  s.qpn = test::kSolarConn;
   s.initial_offset = 1 << 20;
   ASSERT_EQ(nic->flow_add(3, s), Err::kOk);
   ASSERT_EQ(nic->ms_post(3, {kMr, 0x100, 1000, 0}), Err::kOk);

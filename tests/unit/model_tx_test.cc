@@ -263,6 +263,7 @@ TEST_F(ModelTx, SolarCrc32cIsWrittenIntoTheHeader) {
   FlowSpec s;
   s.key = {test::kPeer, test::kLocal, 0, 7000, 17};
   s.parser = Parser::kSolar;
+  s.qpn = test::kSolarConn;
   ASSERT_EQ(nic->flow_add(0, s), Err::kOk);
   ASSERT_EQ(nic->ms_post(0, {3, 0x10000, 2000, 0}), Err::kOk);
   RxEntry e;

@@ -258,10 +258,16 @@ inline uint32_t crc32c_bitwise(const uint8_t* p, size_t n) {
   return crc ^ 0xFFFFFFFF;
 }
 
+// B's number for the Solar connection solar_frame's packets belong to (their header's
+// connection id): the NIC finds B's flow by it.
+inline constexpr uint32_t kSolarConn = 7;
+
 // A Solar WRITE_BLK from A (path 1: UDP source port 0xC001) to B's UDP port 7000 at stream
-// offset `offset`, then `len` bytes of `block`: lengths, checksums and the block's CRC32C are
-// left zero for the NIC (src/transport/solar/README.md has the header).
-inline Bytes solar_frame(uint32_t seq, uint64_t offset, const uint8_t* block, uint32_t len) {
+// offset `offset`, then `len` bytes of `block`, for B's connection `conn`: lengths, checksums
+// and the block's CRC32C are left zero for the NIC (src/transport/solar/README.md has the
+// header).
+inline Bytes solar_frame(uint32_t seq, uint64_t offset, const uint8_t* block, uint32_t len,
+                         uint32_t conn = kSolarConn) {
   Bytes f(14 + 20 + 8 + 32 + len, 0);
   for (int i = 0; i < 6; i++) {
     f[i] = uint8_t(0x02 + i);
@@ -280,9 +286,10 @@ inline Bytes solar_frame(uint32_t seq, uint64_t offset, const uint8_t* block, ui
   udp[2] = 7000 >> 8;
   udp[3] = 7000 & 0xFF;
   uint8_t* h = udp + 8;
-  h[0] = 1;  // WRITE_BLK, path 1, connection 7
+  h[0] = 1;  // WRITE_BLK, path 1
   h[3] = 1;
-  h[7] = 7;
+  for (int i = 0; i < 4; i++)
+    h[4 + i] = uint8_t(conn >> (24 - 8 * i));
   for (int i = 0; i < 4; i++)
     h[8 + i] = uint8_t(seq >> (24 - 8 * i));
   for (int i = 0; i < 8; i++)
@@ -292,9 +299,12 @@ inline Bytes solar_frame(uint32_t seq, uint64_t offset, const uint8_t* block, ui
   return f;
 }
 
-// The Solar flow of solar_frame's packets on B: any source port, placed by offset from 0.
-inline rte_pmd_cleave_flow solar_flow() {
-  return ab_flow(17, 7000, RTE_PMD_CLEAVE_PARSER_SOLAR);
+// The Solar flow of solar_frame's packets on B: connection `conn`, found by that number from
+// any source port, placed by offset from 0.
+inline rte_pmd_cleave_flow solar_flow(uint32_t conn = kSolarConn) {
+  rte_pmd_cleave_flow f = ab_flow(17, 7000, RTE_PMD_CLEAVE_PARSER_SOLAR);
+  f.qpn = conn;
+  return f;
 }
 
 inline Bytes pattern(size_t n, uint8_t salt) {

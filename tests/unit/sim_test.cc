@@ -454,6 +454,7 @@ class RawSolar final : public Transport {
   };
   std::vector<Send> to_send;
   std::vector<Got> got;
+  uint32_t conn = 0;  // the receiver's connection number, in every header sent
 
   std::string_view name() const override { return "rawsolar"; }
   std::string check_params(Params /*params*/) const override { return ""; }
@@ -486,6 +487,7 @@ class RawSolar final : public Transport {
       uint8_t* h = d.l4.data() + 8;
       h[0] = 1;  // WRITE_BLK
       wire::store16(h + 2, uint16_t(s.sport & 0x3FFF));
+      wire::store32(h + 4, conn);
       wire::store64(h + 16, s.offset);
       wire::store16(h + 26, 1);  // count
     }
@@ -495,9 +497,10 @@ class RawSolar final : public Transport {
   size_t flow_count() const override { return 0; }
 };
 
-// Solar flows: on the NIC from any source port, blocks placed by their offsets; a descriptor with
-// kTxParserTrailer gets the block's CRC32C in the header; a frame the NIC does not place still
-// finds its flow from any source port, its Solar header split from the block.
+// Solar flows: on the NIC by connection number from any source port, blocks placed by their
+// offsets; a descriptor with kTxParserTrailer gets the block's CRC32C in the header; a frame the
+// NIC does not place still finds its flow from any source port, its Solar header split from the
+// block.
 TEST(Sim, SolarFlowsTakeEverySourcePortAndGetTheirCrc32c) {
   HostConfig ha, hb;
   auto ra = std::make_unique<RawSolar>();
@@ -512,8 +515,9 @@ TEST(Sim, SolarFlowsTakeEverySourcePortAndGetTheirCrc32c) {
   const uint16_t vol = net.b().add_mr(1 << 16);
   for (size_t i = 0; i < 4096; i++)
     net.a().mr(src)[i] = uint8_t(i * 7 + 3);
-  const FlowId fa = net.a().solar_flow(net.b().ip(), 7000);
-  const FlowId fb = net.b().solar_flow(net.a().ip(), 7000);
+  const FlowId fa = net.a().solar_flow(net.b().ip(), 7000, 0x1A);
+  const FlowId fb = net.b().solar_flow(net.a().ip(), 7000, 0x2B);
+  ta->conn = 0x2B;  // B's number: its NIC finds fb by it
   ASSERT_NE(fa, kNoFlow);
   ASSERT_NE(fb, kNoFlow);
   ASSERT_EQ(net.b().ms_post(fb, vol, 0, 1 << 16, 0), 0);

@@ -14,11 +14,12 @@
 //
 // Receive queues (rx_queues > 1): every received frame is steered to one queue, reported in
 // RxEntry::queue and counted per queue. A frame of a programmed flow goes to the queue its FlowSpec
-// names (a RoCE QP is a flow, so RoCE is steered by its BTH DestQP); other TCP and UDP by the
-// Toeplitz hash of its IPv4 4-tuple through the RETA (src/common/rss.h: the default key, entries
-// round-robin over the queues, both set by rss_set()); everything else (ARP, ICMP, fragments,
-// frames the NIC cannot parse, RoCE to a QP no flow has) to queue 0. steer() answers the same
-// without receiving the frame. One queue: every frame to queue 0, as before queues existed.
+// names (a RoCE QP is a flow, so RoCE is steered by its BTH DestQP, and Solar by the connection
+// number in its header); other TCP and UDP by the Toeplitz hash of its IPv4 4-tuple through the
+// RETA (src/common/rss.h: the default key, entries round-robin over the queues, both set by
+// rss_set()); everything else (ARP, ICMP, fragments, frames the NIC cannot parse, RoCE to a QP
+// and Solar to a connection no flow has) to queue 0. steer() answers the same without receiving
+// the frame. One queue: every frame to queue 0, as before queues existed.
 //
 // Sequence spaces: TCP positions are 32-bit sequence numbers compared modulo 2^32; RoCEv2 PSNs
 // are 24-bit and compared modulo 2^24; Solar places by the 64-bit byte offset in its header.
@@ -95,9 +96,10 @@ std::string_view tx_status_name(TxStatus s);
 // ---- commands and records ---------------------------------------------------------------------
 
 // 5-tuple as the packet carries it: src = the remote peer. Host byte order. For UDP parsers a
-// src_port of 0 matches any source port (RoCEv2 and Solar vary it per path). A RoCE flow is
-// found by (src_ip, dst_ip, FlowSpec::qpn) instead: its ports are implied (UDP dst 4791, any
-// source port), as a RoCE NIC finds the QP by the BTH DestQP.
+// src_port of 0 matches any source port (RoCEv2 and Solar vary it per path). RoCE and Solar
+// flows are found by (src_ip, dst_ip, FlowSpec::qpn) instead: their ports are implied (UDP dst
+// kRocePort or kSolarPort, any source port), as a RoCE NIC finds the QP by the BTH DestQP and a
+// Solar receiver its connection by the header's connection number (UDP payload bytes 4..7).
 struct FlowKey {
   uint32_t src_ip = 0;
   uint32_t dst_ip = 0;
@@ -114,10 +116,13 @@ struct FlowSpec {
   bool reliable = true;         // placement by sequence/offset against the cursor; else next MS
   bool messages = false;        // a message sequence number selects the MS (Solar io id; RoCE SEND)
   uint32_t initial_seq = 0;     // TCP: first payload byte expected; RoCE: first PSN expected
+                                // (Solar places by offset: its cursor starts at 0)
   uint32_t pmtu = 4096;         // RoCE: payload bytes per first/middle packet
   uint64_t initial_offset = 0;  // Solar without messages: stream offset of the first MS
-  uint32_t qpn = 0;             // RoCE: the local QP number (24 bits), the BTH DestQP it receives
-  uint32_t owner = 0;           // RoCE: protection domain; remote access only to MRs of this owner
+  // RoCE: the local QP number, the BTH DestQP it receives; Solar: the local connection number,
+  // the header's connection id it receives. Both below 2^24 (the NIC's key holds 24 bits).
+  uint32_t qpn = 0;
+  uint32_t owner = 0;  // RoCE: protection domain; remote access only to MRs of this owner
   // RoCE: the QP recovers by selective repeat, so a request past the expected PSN may be placed
   // (when its place is certain). False, go-back-N (IBTA's RC): only the request at the PSN the
   // NIC expects next is placed; any other is deferred unwritten (out_of_sequence).
@@ -333,7 +338,8 @@ class NicModel {
 
   // A READ sink is an MS entry in the flow's READ chunk: msg_seq = kSinkLive | first PSN.
   static constexpr uint32_t kSinkLive = 1u << 31;
-  static constexpr uint32_t kNoQp = 0xFFFFFFFFu;  // the match QPN of flows that are not RoCE
+  // The match number of flows found by their 5-tuple (neither RoCE nor Solar).
+  static constexpr uint32_t kNoQp = 0xFFFFFFFFu;
 
   // RoCE message context: the SEND (or WRITE) whose packets are arriving. A packet belongs to
   // it only when that is certain: a WRITE's extent is known from its RETH; a SEND's only once
@@ -405,8 +411,11 @@ class NicModel {
 
   // Tables.
   Flow* flow_at(uint32_t id);
-  // Flows are hashed by key and QPN: a RoCE flow's own (its key's src_port 0), kNoQp for others.
-  static uint32_t match_qpn(const FlowSpec& s) { return s.parser == Parser::kRoce ? s.qpn : kNoQp; }
+  // Flows are hashed by key and number: a RoCE flow's QPN or a Solar flow's connection number
+  // (its key's src_port 0), kNoQp for others.
+  static uint32_t match_qpn(const FlowSpec& s) {
+    return s.parser == Parser::kRoce || s.parser == Parser::kSolar ? s.qpn : kNoQp;
+  }
   uint32_t bucket_of(const FlowKey& k, uint32_t qpn) const;
   uint32_t lookup(const FlowKey& k, uint32_t qpn) const;
   bool remote_ok(const Flow& f, uint32_t rkey, uint64_t va, uint64_t len, uint8_t access) const;

@@ -195,6 +195,9 @@ Err NicModel::flow_add(uint32_t id, const FlowSpec& spec) {
       return count_cmd(Err::kBadArgument);
     }
     s.key.src_port = 0;  // found by (src ip, dst ip, QPN): any source port
+  } else if (s.parser == Parser::kSolar) {
+    if (s.qpn > 0xFFFFFF || s.key.dst_port != kSolarPort) return count_cmd(Err::kBadArgument);
+    s.key.src_port = 0;  // found by (src ip, dst ip, connection number): any source port
   }
   if (lookup(s.key, match_qpn(s)) != kNil) return count_cmd(Err::kFlowExists);
 
@@ -202,7 +205,9 @@ Err NicModel::flow_add(uint32_t id, const FlowSpec& spec) {
   f = Flow{};
   f.spec = s;
   f.used = true;
-  f.cursor = spec.initial_seq;
+  // Solar places by the offset in its header and keeps no sequence: its cursor starts at 0
+  // (the command's word 5 carries its connection number instead).
+  f.cursor = spec.parser == Parser::kSolar ? 0 : spec.initial_seq;
   f.head_pos = spec.parser == Parser::kSolar ? spec.initial_offset : spec.initial_seq;
   f.next_start_psn = spec.initial_seq;
   f.expect = spec.initial_seq;

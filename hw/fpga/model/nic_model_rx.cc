@@ -19,6 +19,8 @@ constexpr uint32_t kPsnMask = 0xFFFFFF;
 constexpr size_t kBthLen = 12;
 constexpr size_t kIcrcLen = 4;
 constexpr size_t kSolarLen = 32;
+constexpr size_t kSolarConnEnd = 8;         // Solar header bytes that name the connection (4..7)
+constexpr uint32_t kMaxNumber = 0xFFFFFF;   // QPNs and the connection numbers the NIC finds
 constexpr uint32_t kMaxMessage = 1u << 31;  // IBTA: the longest message, the largest DMA length
 
 // Signed distance a - b in the 24-bit PSN space.
@@ -226,7 +228,8 @@ bool NicModel::parse(std::span<const uint8_t> frame, ParsedFrame& p, RxEntry& ou
 
 // ---- receive steering -------------------------------------------------------------------------
 
-// The flow a parsed frame belongs to: a RoCE QP by (addresses, BTH DestQP), else the exact
+// The flow a parsed frame belongs to: a RoCE QP by (addresses, BTH DestQP), a Solar connection
+// by (addresses, the header's connection number; one of 2^24 or more names none), else the exact
 // 5-tuple, else (UDP) the flow that takes any source port. kNil when none.
 uint32_t NicModel::find_flow(const FlowKey& key, const uint8_t* payload,
                              uint32_t payload_len) const {
@@ -234,6 +237,10 @@ uint32_t NicModel::find_flow(const FlowKey& key, const uint8_t* payload,
   if (key.proto == 17 && key.dst_port == kRocePort && payload_len >= kBthLen) {
     const FlowKey qp{key.src_ip, key.dst_ip, 0, kRocePort, 17};
     id = lookup(qp, wire::load24(payload + 5));
+  } else if (key.proto == 17 && key.dst_port == kSolarPort && payload_len >= kSolarConnEnd) {
+    const uint32_t conn = wire::load32(payload + 4);
+    const FlowKey c{key.src_ip, key.dst_ip, 0, kSolarPort, 17};
+    if (conn <= kMaxNumber) id = lookup(c, conn);
   }
   if (id == kNil) id = lookup(key, kNoQp);
   if (id == kNil && key.proto == 17) {
@@ -248,7 +255,8 @@ uint32_t NicModel::find_flow(const FlowKey& key, const uint8_t* payload,
 uint16_t NicModel::queue_of(const FlowKey& key, uint32_t id) const {
   if (cfg_.rx_queues == 1) return 0;
   if (id != kNil) return flows_[id].spec.queue;
-  if (key.proto == 17 && key.dst_port == kRocePort) return 0;  // a QP no flow has
+  // A QP or a Solar connection no flow has (nor a flow of its 5-tuple).
+  if (key.proto == 17 && (key.dst_port == kRocePort || key.dst_port == kSolarPort)) return 0;
   return rss::reta_queue(
       reta_, rss::hash_ipv4_l4(rss_key_, key.src_ip, key.dst_ip, key.src_port, key.dst_port));
 }
@@ -303,14 +311,19 @@ Decision NicModel::rx(std::span<const uint8_t> frame, RxEntry& out) {
     queue_ctr_[out.queue]++;
     return out.decision;
   }
-  // A RoCE QP is found by the BTH DestQP, whatever source port the peer's path uses.
+  // A RoCE QP is found by the BTH DestQP, a Solar connection by its number, whatever source port
+  // the peer's path uses.
   const uint32_t id = find_flow(p.key, p.payload, p.payload_len);
   out.queue = queue_of(p.key, id);
   queue_ctr_[out.queue]++;
-  const bool roce = p.key.proto == 17 && p.key.dst_port == kRocePort;
   if (id == kNil) {
-    // Too short to name a QP: a RoCE frame cut before the end of its BTH.
-    if (roce && p.payload_len < kBthLen) return defer(out, DeferReason::kTruncated);
+    // Too short to name a QP or a connection: a RoCE frame cut before the end of its BTH, a
+    // Solar one before the end of its connection number.
+    const bool udp = p.key.proto == 17;
+    if (udp && p.key.dst_port == kRocePort && p.payload_len < kBthLen)
+      return defer(out, DeferReason::kTruncated);
+    if (udp && p.key.dst_port == kSolarPort && p.payload_len < kSolarConnEnd)
+      return defer(out, DeferReason::kTruncated);
     return defer(out, DeferReason::kFlowMiss);
   }
   Flow& f = flows_[id];

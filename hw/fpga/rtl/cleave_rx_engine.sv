@@ -546,6 +546,8 @@ module cleave_rx_engine #(
   logic [1:0] c_parser;
   logic c_mode, c_reliable, c_messages, c_selrep;
   logic [31:0] c_w2, c_w3, c_w4, c_w5, c_w6, c_w7;
+  logic c_numbered;  // FLOW_ADD of a flow found by number: a RoCE QP, a Solar connection
+  logic [23:0] c_number;
   always_comb begin
     c_op = r.cmd[CMD_OPCODE_LSB+:CMD_OPCODE_W];
     c_arg8 = r.cmd[CMD_ARG8_LSB+:CMD_ARG8_W];
@@ -562,6 +564,9 @@ module cleave_rx_engine #(
     c_w5 = r.cmd[CMD_W5_LSB+:32];
     c_w6 = r.cmd[CMD_W6_LSB+:32];
     c_w7 = r.cmd[CMD_W7_LSB+:32];
+    c_numbered = c_parser == PARSER_ROCE || c_parser == PARSER_SOLAR;
+    c_number = c_parser == PARSER_ROCE ? c_w7[23:0] :
+        c_parser == PARSER_SOLAR ? c_w5[23:0] : 24'd0;
   end
 
   // The TCP message option at opt_i (bytes of the header from 20 on).
@@ -763,9 +768,11 @@ module cleave_rx_engine #(
         n.lk_step = 2'd0;
         if (r.meta.pdefer != DEFERREASON_NONE) `DEFER(r.meta.pdefer)
         else begin
-          // A RoCE QP is found by the BTH DestQP first, whatever the source port.
-          n.lk_step = r.meta.udp && r.meta.dport == C_ROCE_PORT[15:0] &&
-              r.meta.pay_len >= 16'd12 ? 2'd0 : 2'd1;
+          // A RoCE QP is found by the BTH DestQP first, a Solar connection by the number in
+          // its header's bytes 4..7 (one of 2^24 or more names none), whatever the source port.
+          n.lk_step = r.meta.udp && ((r.meta.dport == C_ROCE_PORT[15:0] &&
+              r.meta.pay_len >= 16'd12) || (r.meta.dport == C_SOLAR_PORT[15:0] &&
+              r.meta.pay_len >= 16'd8 && r.meta.l7[8*4+:8] == 8'd0)) ? 2'd0 : 2'd1;
           n.st = S_RX_LK;
         end
       end
@@ -776,9 +783,9 @@ module cleave_rx_engine #(
         lk_key.dst_ip = r.meta.dst_ip;
         lk_key.udp = r.meta.udp;
         case (r.lk_step)
-          2'd0: begin
-            lk_key.dport = C_ROCE_PORT[15:0];
-            lk_key.roce = 1'b1;
+          2'd0: begin  // 4791 or 7000; DestQP and a connection number below 2^24: bytes 5..7
+            lk_key.dport = r.meta.dport;
+            lk_key.numbered = 1'b1;
             lk_key.qpn = {r.meta.l7[8*5+:8], r.meta.l7[8*6+:8], r.meta.l7[8*7+:8]};
           end
           2'd1: begin
@@ -798,8 +805,10 @@ module cleave_rx_engine #(
           end else if (r.lk_step == 2'd0 || (r.lk_step == 2'd1 && r.meta.udp)) begin
             n.lk_step = r.lk_step + 2'd1;
             n.st = S_RX_LK;
-          end else if (r.meta.udp && r.meta.dport == C_ROCE_PORT[15:0] && r.meta.pay_len < 16'd12)
-            `DEFER(DEFERREASON_TRUNCATED)  // too short to name a QP
+          end else if (r.meta.udp && ((r.meta.dport == C_ROCE_PORT[15:0] &&
+                       r.meta.pay_len < 16'd12) || (r.meta.dport == C_SOLAR_PORT[15:0] &&
+                       r.meta.pay_len < 16'd8)))
+            `DEFER(DEFERREASON_TRUNCATED)  // too short to name a QP or a connection
           else `DEFER(DEFERREASON_FLOW_MISS)
         end
       end
@@ -1841,6 +1850,9 @@ module cleave_rx_engine #(
                  (c_arg16 < 16'd256 || c_arg16 > 16'd4096 || (c_arg16 & (c_arg16 - 16'd1)) != 0 ||
                   c_w5 > 32'hFFFFFF || c_w7 > 32'hFFFFFF || c_w4[31:16] != C_ROCE_PORT[15:0]))
           `CMD_ERR(ERR_BAD_ARGUMENT)
+        else if (c_parser == PARSER_SOLAR &&
+                 (c_w5 > 32'hFFFFFF || c_w4[31:16] != C_SOLAR_PORT[15:0]))
+          `CMD_ERR(ERR_BAD_ARGUMENT)
         else n.st = S_FA_LK;
       end
       S_FA_LK: begin
@@ -1848,11 +1860,11 @@ module cleave_rx_engine #(
         lk_op = 2'd0;
         lk_key.src_ip = c_w2;
         lk_key.dst_ip = c_w3;
-        lk_key.sport = c_parser == PARSER_ROCE ? 16'd0 : c_w4[15:0];
+        lk_key.sport = c_numbered ? 16'd0 : c_w4[15:0];
         lk_key.dport = c_w4[31:16];
         lk_key.udp = c_arg8 == 8'd17;
-        lk_key.roce = c_parser == PARSER_ROCE;
-        lk_key.qpn = c_parser == PARSER_ROCE ? c_w7[23:0] : 24'd0;
+        lk_key.numbered = c_numbered;
+        lk_key.qpn = c_number;
         if (lk_ready) n.st = S_FA_INS;
       end
       S_FA_INS: begin
@@ -1867,11 +1879,11 @@ module cleave_rx_engine #(
         lk_id = FW'(c_flow);
         lk_key.src_ip = c_w2;
         lk_key.dst_ip = c_w3;
-        lk_key.sport = c_parser == PARSER_ROCE ? 16'd0 : c_w4[15:0];
+        lk_key.sport = c_numbered ? 16'd0 : c_w4[15:0];
         lk_key.dport = c_w4[31:16];
         lk_key.udp = c_arg8 == 8'd17;
-        lk_key.roce = c_parser == PARSER_ROCE;
-        lk_key.qpn = c_parser == PARSER_ROCE ? c_w7[23:0] : 24'd0;
+        lk_key.numbered = c_numbered;
+        lk_key.qpn = c_number;
         if (lk_ready) begin
           nf = '0;
           nf.used = 1'b1;
@@ -1882,7 +1894,7 @@ module cleave_rx_engine #(
           nf.pmtu_log2 = 4'd8;
           for (int i = 9; i <= 12; i++) if (c_arg16 == 16'(1 << i)) nf.pmtu_log2 = 4'(i);
           nf.owner = c_w6;
-          nf.cursor = c_w5;
+          nf.cursor = c_parser == PARSER_SOLAR ? 32'd0 : c_w5;  // Solar: w5 is its number
           nf.head_pos = c_parser == PARSER_SOLAR ? {c_w7, c_w6} : {32'd0, c_w5};
           nf.priv_free = '1;
           nf.msg_dense = 1'b1;

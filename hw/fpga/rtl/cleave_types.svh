@@ -32,15 +32,16 @@ typedef struct packed {
 } rx_meta_t;
 
 // A flow's match key (hw/fpga/docs/formats.md section 2): the 5-tuple as the packet carries it
-// (src = the peer), and for a RoCE flow its QPN, with src port 0 and dst port 4791. Lookups of
-// frames for other parsers have roce = 0 and match only flows that are not RoCE.
+// (src = the peer), and for a flow found by number its number in qpn, with src port 0: a RoCE
+// QP's QPN (dst port 4791), a Solar connection's number (dst port 7000, below 2^24). Lookups by
+// 5-tuple have numbered = 0 and match only flows found that way.
 typedef struct packed {
   logic [31:0] src_ip;
   logic [31:0] dst_ip;
   logic [15:0] sport;
   logic [15:0] dport;
   logic        udp;
-  logic        roce;
+  logic        numbered;
   logic [23:0] qpn;
 } flow_key_t;
 

@@ -189,6 +189,7 @@ CONSTANTS = [
     ("no_flow_24", 0xFFFFFF, "uint32_t", "flow id of an RX completion without a flow"),
     ("rx_header_slot_bytes", 256, "uint32_t", "one RX header ring slot"),
     ("roce_port", 4791, "uint16_t", "UDP destination port of RoCEv2"),
+    ("solar_port", 7000, "uint16_t", "UDP destination port of Solar"),
     ("record_version", 2, "uint32_t", "layout version of the records"),
 ]
 
@@ -264,8 +265,8 @@ COMMANDS = [
     ("mr_remove", 2, "arg16 MR id"),
     ("flow_add", 3, "flow, fparser/fmode/freliable/fmessages/fselrep, arg8 protocol, arg16 PMTU, w2 src IP "
                     "(the peer), w3 dst IP, w4 src port (15..0) and dst port (31..16), w5 initial "
-                    "seq/PSN, w6 owner (RoCE) or initial offset low (Solar), w7 QPN (RoCE) or "
-                    "initial offset high (Solar)"),
+                    "seq/PSN (TCP, RoCE, UDP) or connection number (Solar), w6 owner (RoCE) or "
+                    "initial offset low (Solar), w7 QPN (RoCE) or initial offset high (Solar)"),
     ("flow_remove", 4, "flow"),
     ("flow_mode", 5, "flow, arg8 FlowMode"),
     ("ms_post", 6, "flow, arg16 MR id, w2/w3 offset (48 bits), w4 length, w5 message number"),

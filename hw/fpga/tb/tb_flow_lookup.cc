@@ -1,8 +1,9 @@
 // tb_flow_lookup.cc - cleave_flow_lookup against the model's flow table: random flow adds and
-// removes (TCP, UDP with a source port or any, RoCE QPs) from a small pool of addresses and
-// ports so chains collide, and frames looked up the way the model's rx() does (by QPN, then
-// the exact key, then the UDP wildcard). Every flow id the RTL finds is the one NicModel::rx
-// reports; every add the model refuses as flow_exists is a key the RTL finds.
+// removes (TCP, UDP with a source port or any, RoCE QPs, Solar connections) from a small pool of
+// addresses, ports and numbers so chains collide, and frames looked up the way the model's rx()
+// does (by QPN or Solar connection number, then the exact key, then the UDP wildcard). Every
+// flow id the RTL finds is the one NicModel::rx reports; every add the model refuses as
+// flow_exists is a key the RTL finds.
 #include <map>
 #include <memory>
 
@@ -17,11 +18,11 @@ namespace nic = cleave::nic;
 namespace {
 
 // flow_key_t (cleave_types.svh), most significant first: src 32, dst 32, sport 16, dport 16,
-// udp 1, roce 1, qpn 24.
+// udp 1, numbered 1, qpn 24.
 struct Key {
   uint32_t src = 0, dst = 0;
   uint16_t sport = 0, dport = 0;
-  bool udp = false, roce = false;
+  bool udp = false, numbered = false;  // numbered: a RoCE QP or a Solar connection
   uint32_t qpn = 0;
 };
 
@@ -32,7 +33,7 @@ void put_key(T& sig, const Key& k) {
   set_bits(sig, 42, 16, k.sport);
   set_bits(sig, 26, 16, k.dport);
   set_bits(sig, 25, 1, k.udp);
-  set_bits(sig, 24, 1, k.roce);
+  set_bits(sig, 24, 1, k.numbered);
   set_bits(sig, 0, 24, k.qpn);
 }
 
@@ -106,19 +107,27 @@ Key random_key(Rng& rng) {
   Key k;
   k.src = 0x0A000000u + uint32_t(rng.below(4));
   k.dst = 0x0A000100u + uint32_t(rng.below(3));
-  switch (rng.below(4)) {
+  switch (rng.below(5)) {
     case 0:  // TCP
       k.sport = uint16_t(40000 + rng.below(6));
       k.dport = uint16_t(5000 + rng.below(3));
       break;
-    case 1:  // UDP
+    case 1: {  // UDP (plain UDP flows on the RoCE and Solar ports too)
       k.udp = true;
       k.sport = uint16_t(rng.chance(0.3) ? 0 : 49152 + rng.below(6));
-      k.dport = uint16_t(rng.chance(0.3) ? kRocePort : 7000 + rng.below(3));
+      const uint64_t p = rng.below(10);
+      k.dport = p < 3 ? kRocePort : p < 6 ? kSolarPort : uint16_t(7001 + rng.below(2));
+      break;
+    }
+    case 2:  // Solar connection
+      k.udp = true;
+      k.numbered = true;
+      k.dport = kSolarPort;
+      k.qpn = uint32_t(rng.below(8));
       break;
     default:  // RoCE QP
       k.udp = true;
-      k.roce = true;
+      k.numbered = true;
       k.dport = kRocePort;
       k.qpn = uint32_t(rng.below(8));
       break;
@@ -129,20 +138,28 @@ Key random_key(Rng& rng) {
 nic::FlowSpec spec_of(const Key& k) {
   nic::FlowSpec s;
   s.key = {k.src, k.dst, k.sport, k.dport, uint8_t(k.udp ? 17 : 6)};
-  s.parser = !k.udp ? nic::Parser::kTcp : k.roce ? nic::Parser::kRoce : nic::Parser::kUdp;
+  s.parser = !k.udp                 ? nic::Parser::kTcp
+             : !k.numbered          ? nic::Parser::kUdp
+             : k.dport == kRocePort ? nic::Parser::kRoce
+                                    : nic::Parser::kSolar;
   s.qpn = k.qpn;
   return s;
 }
 
-// A frame that reaches the flow lookup with this 5-tuple (and QPN for RoCE).
-Bytes frame_for(Rng& rng, const Key& k, uint16_t sport) {
+// A frame that reaches the flow lookup with this 5-tuple, and to the RoCE and Solar ports the
+// number `num` (BTH DestQP, 24 bits; Solar connection number, 32) unless it is too short to
+// carry one.
+Bytes frame_for(Rng& rng, const Key& k, uint16_t sport, uint32_t num, bool short_frame) {
   IpOpts ipo;
   ipo.src = k.src;
   ipo.dst = k.dst;
   if (!k.udp) return tcp_frame(1, random_bytes(rng, rng.below(8)), {}, 0x18, sport, k.dport, ipo);
+  if (short_frame) return udp_frame(sport, k.dport, random_bytes(rng, rng.below(8)), true, ipo);
   if (k.dport == kRocePort)
-    return roce_frame(0x04, 0, k.qpn, {}, random_bytes(rng, rng.below(8)), sport, ipo);
-  return udp_frame(sport, k.dport, random_bytes(rng, rng.below(8)), true, ipo);
+    return roce_frame(0x04, 0, num, {}, random_bytes(rng, rng.below(8)), sport, ipo);
+  Bytes u = random_bytes(rng, k.dport == kSolarPort ? 32 + rng.below(8) : rng.below(8));
+  if (k.dport == kSolarPort) cleave::wire::store32(&u[4], num);  // the Solar header's connection id
+  return udp_frame(sport, k.dport, u, true, ipo);
 }
 
 }  // namespace
@@ -202,14 +219,20 @@ int main(int argc, char** argv) {
                   : random_key(b.rng);
       uint16_t sport = k.sport;
       if (k.udp && (k.sport == 0 || b.rng.chance(0.3))) sport = uint16_t(49152 + b.rng.below(8));
-      Bytes f = frame_for(b.rng, k, sport);
+      // the flow's number, now and then another; a Solar one of 2^24 or more (whose low 24
+      // bits may be a flow's) names no connection
+      uint32_t num = b.rng.chance(0.8) ? k.qpn : uint32_t(b.rng.below(10));
+      if (k.dport == kSolarPort && b.rng.chance(0.1)) num |= uint32_t(1 + b.rng.below(255)) << 24;
+      const bool short_frame = k.udp && b.rng.chance(0.05);
+      Bytes f = frame_for(b.rng, k, sport, num, short_frame);
       nic::RxEntry e;
       model.rx(f, e);
-      // The model's lookups, in its order.
+      // The model's lookups, in its order (the engine's S_RX_LK steps).
       Key q{k.src, k.dst, sport, k.dport, k.udp, false, 0};
       std::pair<bool, uint32_t> got{false, 0};
-      if (k.udp && k.dport == kRocePort) {
-        Key qp{k.src, k.dst, 0, kRocePort, true, true, k.qpn};
+      if (k.udp && !short_frame &&
+          (k.dport == kRocePort || (k.dport == kSolarPort && num <= 0xFFFFFF))) {
+        Key qp{k.src, k.dst, 0, k.dport, true, true, num & 0xFFFFFF};
         got = b.op(0, qp, 0);
       }
       if (!got.first) got = b.op(0, q, 0);

@@ -16,6 +16,7 @@
 namespace cleave::tb {
 
 inline constexpr uint16_t kRocePort = 4791;
+inline constexpr uint16_t kSolarPort = 7000;
 
 struct IpOpts {
   uint32_t src = 0x0A000002;
@@ -148,13 +149,14 @@ inline Bytes reth(uint64_t va, uint32_t rkey, uint32_t len) {
   return r;
 }
 
-inline Bytes solar_frame(uint8_t type, uint32_t io_id, uint64_t offset, uint32_t tx_seq,
-                         const Bytes& block, uint16_t dport = 7000, uint16_t path = 1,
-                         const IpOpts& ipo = {}) {
+// Solar: the 32-byte header (conn: the receiver's connection number) + the block.
+inline Bytes solar_frame(uint8_t type, uint32_t conn, uint32_t io_id, uint64_t offset,
+                         uint32_t tx_seq, const Bytes& block, uint16_t dport = kSolarPort,
+                         uint16_t path = 1, const IpOpts& ipo = {}) {
   Bytes u(32 + block.size());
   u[0] = type;
   wire::store16(&u[2], path);
-  wire::store32(&u[4], 7);
+  wire::store32(&u[4], conn);
   wire::store32(&u[8], tx_seq);
   wire::store32(&u[12], io_id);
   wire::store32(&u[16], uint32_t(offset >> 32));

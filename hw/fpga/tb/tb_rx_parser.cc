@@ -96,8 +96,9 @@ Bytes make_frame(Rng& rng) {
       break;
     }
     case 5:
-      f = solar_frame(uint8_t(rng.below(7)), uint32_t(rng.u64()), rng.u64(), uint32_t(rng.u64()),
-                      random_bytes(rng, plen), uint16_t(rng.u64()), uint16_t(rng.u64()), ipo);
+      f = solar_frame(uint8_t(rng.below(7)), uint32_t(rng.u64()), uint32_t(rng.u64()), rng.u64(),
+                      uint32_t(rng.u64()), random_bytes(rng, plen),
+                      rng.chance(0.5) ? kSolarPort : uint16_t(rng.u64()), uint16_t(rng.u64()), ipo);
       break;
     case 6:
       f = ipv4_frame(uint8_t(rng.u64()), random_bytes(rng, plen), ipo);

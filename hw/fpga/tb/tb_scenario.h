@@ -4,12 +4,13 @@
 // few driver commands (MR and flow adds and removes, MS posts and retires, cursor moves, RoCE
 // resyncs, READ sinks, rkey checks, flow queries, and now and then a random or malformed one),
 // then a burst of frames from flows of every kind (TCP byte streams, TCP message mode,
-// unreliable TCP and UDP, Solar streams, messages and unreliable, RoCE QPs, go-back-N and
-// selective repeat, with SEND, WRITE, READ requests and responses, go-back-N retransmissions, and
-// now and then a P_Key of another partition or lengths IBTA forbids), with the fault matrix
-// applied: loss, reordering, duplication, truncation, flipped bytes and bad checksums. Every
-// command and frame has gone through the model when the round is returned: each event carries what
-// the model answered (Err, RxEntry). A testbench replays the round into the RTL and compares.
+// unreliable TCP and UDP, Solar streams, messages and unreliable (connections found by number,
+// several between the same hosts), RoCE QPs, go-back-N and selective repeat, with SEND, WRITE, READ
+// requests and responses, go-back-N retransmissions, and now and then a P_Key of another partition
+// or lengths IBTA forbids), with the fault matrix applied: loss, reordering, duplication,
+// truncation, flipped bytes and bad checksums. Every command and frame has gone through the model
+// when the round is returned: each event carries what the model answered (Err, RxEntry). A
+// testbench replays the round into the RTL and compares.
 #pragma once
 
 #include <algorithm>
@@ -119,6 +120,7 @@ class Scenario {
     if (rounds_ == 0) {
       for (uint16_t i = 0; i < cfg_.max_mrs; i++)
         mr_add(out, i);
+      solar_conns(out);
       for (uint32_t i = 0; i < cfg_.max_flows; i += 2)
         flow_add(out, i);
     }
@@ -223,6 +225,7 @@ class Scenario {
   }
 
   static constexpr uint32_t kNone = 0xFFFFFFFFu;
+  static constexpr uint32_t kSolarConns = 8;  // Solar flows' connection numbers: 0 .. 7
   uint32_t pick_flow() { return uint32_t(rng_.below(cfg_.max_flows)); }
   uint32_t pick_live_flow() {
     for (int tries = 0; tries < 16; tries++) {
@@ -306,9 +309,11 @@ class Scenario {
       case Kind::kSolar:
       case Kind::kSolarMsg:
       case Kind::kSolarUnrel:
+        // A connection, found by its number: several between the same hosts
         s.key.proto = 17;
         s.key.src_port = 0;
-        s.key.dst_port = uint16_t(7000 + rng_.below(4));
+        s.key.dst_port = kSolarPort;
+        s.qpn = uint32_t(rng_.below(kSolarConns));
         s.parser = nic::Parser::kSolar;
         s.messages = g.kind == Kind::kSolarMsg;
         s.reliable = g.kind != Kind::kSolarUnrel;
@@ -330,10 +335,20 @@ class Scenario {
     // RoCE: the QP's recovery; other parsers ignore the flag
     s.selective_repeat = rng_.chance(g.kind == Kind::kRoce ? 0.5 : 0.1);
     s.mode = rng_.chance(0.05) ? nic::FlowMode::kCopy : nic::FlowMode::kZeroCopy;
-    // now and then a bad one: protocol and parser apart, a bad PMTU or QPN
+    // now and then a bad one: protocol and parser apart, a bad PMTU, QPN or connection number
+    // (2^24 or more), Solar on another port
+    const bool solar = s.parser == nic::Parser::kSolar;
     if (rng_.chance(0.03)) s.key.proto = rng_.chance(0.5) ? 6 : 17;
     if (g.kind == Kind::kRoce && rng_.chance(0.03)) s.pmtu = uint32_t(rng_.below(5000));
-    if (g.kind == Kind::kRoce && rng_.chance(0.02)) s.qpn = uint32_t(rng_.u64());
+    if ((g.kind == Kind::kRoce || solar) && rng_.chance(0.02)) s.qpn = uint32_t(rng_.u64());
+    if (solar && rng_.chance(0.02)) s.key.dst_port = uint16_t(kSolarPort + 1 + rng_.below(3));
+    install(out, id, std::move(g));
+  }
+
+  // Adds the flow `g` describes as `id` to the model and as a command; the generator keeps it
+  // when the model took it.
+  void install(std::vector<Event>& out, uint32_t id, FlowGen g) {
+    const nic::FlowSpec& s = g.spec;
     nic::Err e = model_->flow_add(id, s);
     CmdRec c;
     c.op(CLEAVE_NIC_CMD_FLOW_ADD).flow(id).arg8(s.key.proto).arg16(s.pmtu);
@@ -343,11 +358,11 @@ class Scenario {
     c.set(CLEAVE_NIC_CMD_FMESSAGES_LSB, 1, s.messages);
     c.set(CLEAVE_NIC_CMD_FSELREP_LSB, 1, s.selective_repeat);
     c.w(2, s.key.src_ip).w(3, s.key.dst_ip).w(4, uint32_t(s.key.dst_port) << 16 | s.key.src_port);
-    c.w(5, s.initial_seq);
     if (s.parser == nic::Parser::kSolar) {
+      c.w(5, s.qpn);  // a Solar flow has no initial sequence: word 5 is its number
       c.w(6, uint32_t(s.initial_offset)).w(7, uint32_t(s.initial_offset >> 32));
     } else {
-      c.w(6, s.owner).w(7, s.qpn);
+      c.w(5, s.initial_seq).w(6, s.owner).w(7, s.qpn);
     }
     out.push_back(cmd_event(c, e));
     if (e == nic::Err::kOk && !flows_[id].live) {
@@ -718,6 +733,73 @@ class Scenario {
     }
   }
 
+  // Solar connections are found by number (hw/fpga/docs/formats.md section 2): two between the
+  // same hosts, flows 1 and 3 (the first round adds even ids), each take their own frames into
+  // their own MS; a number no flow has, one of 2^24 or more whose low 24 bits are a flow's, and a
+  // frame too short to carry one find none. Checked here against what the model must answer;
+  // the testbench compares the RTL with it as with every event. Both flows stay for the random
+  // traffic that follows.
+  void solar_conns(std::vector<Event>& out) {
+    uint16_t mr = 0;
+    while (mr < cfg_.max_mrs && (!mrs_[mr].live || mrs_[mr].len < 3 * kSolarMs))
+      mr++;
+    if (cfg_.max_flows < 4) return;
+    TB_CHECK(mr < cfg_.max_mrs, "no MR for the Solar connections");
+    const uint32_t ids[2] = {1, 3};
+    const uint32_t conns[2] = {0x00A1B2, 0x00A1B3};
+    for (int i = 0; i < 2; i++) {
+      FlowGen g;
+      g.kind = Kind::kSolar;
+      g.spec.key = {0x0A000042, 0x0A000100, 0, kSolarPort, 17};
+      g.spec.parser = nic::Parser::kSolar;
+      g.spec.qpn = conns[i];
+      g.mr = mr;
+      install(out, ids[i], std::move(g));
+      TB_CHECK(out.back().want == nic::Err::kOk, "Solar connection %d not added", i);
+      FlowGen& f = flows_[ids[i]];
+      f.mr = mr;  // install() may have picked another
+      const uint64_t off = uint64_t(i) * 2 * kSolarMs;
+      nic::Err e = model_->ms_post(ids[i], {mr, off, kSolarMs, 0});
+      TB_CHECK(e == nic::Err::kOk, "Solar connection %d: MS not posted", i);
+      CmdRec c;
+      c.op(CLEAVE_NIC_CMD_MS_POST).flow(ids[i]).arg16(mr).w(2, uint32_t(off)).w(3, 0);
+      c.w(4, kSolarMs).w(5, 0);
+      out.push_back(cmd_event(c, e));
+      f.ms.push_back({0, kSolarMs});
+      f.posted = kSolarMs;
+    }
+    IpOpts o;
+    o.src = 0x0A000042;
+    o.dst = 0x0A000100;
+    auto frame = [&](const Bytes& f) {
+      emit(out, f);
+      return out.back().entry;
+    };
+    for (int i = 0; i < 2; i++) {
+      const uint32_t len = 100 * uint32_t(i + 1);
+      nic::RxEntry e =
+          frame(solar_frame(1, conns[i], 0, 0, 1, payload(len), kSolarPort, uint16_t(1 + i), o));
+      TB_CHECK(e.flow_id == ids[i] && e.decision == nic::Decision::kPlaced && e.nfrags == 1 &&
+                   e.frags[0].mr == mr && e.frags[0].offset == uint64_t(i) * 2 * kSolarMs &&
+                   e.placed == len,
+               "Solar connection %d: flow %u, %s", i, e.flow_id,
+               std::string(nic::decision_name(e.decision)).c_str());
+      flows_[ids[i]].snd = len;
+    }
+    for (uint32_t conn : {0x00A1B4u, 0x0100A1B2u}) {
+      nic::RxEntry e = frame(solar_frame(1, conn, 0, 0, 1, payload(64), kSolarPort, 1, o));
+      TB_CHECK(e.flow_id == nic::kNoFlow && e.reason == nic::DeferReason::kFlowMiss,
+               "Solar connection number %#x found flow %u", conn, e.flow_id);
+    }
+    for (uint32_t len = 0; len < 8; len += 7) {
+      nic::RxEntry e = frame(udp_frame(0xC001, kSolarPort, payload(len), true, o));
+      TB_CHECK(e.flow_id == nic::kNoFlow && e.reason == nic::DeferReason::kTruncated,
+               "a Solar frame of %u bytes: flow %u, %s", len, e.flow_id,
+               std::string(nic::defer_reason_name(e.reason)).c_str());
+    }
+  }
+  static constexpr uint32_t kSolarMs = 4096;
+
   // ---- frames --------------------------------------------------------------------------
 
   IpOpts ipo(const FlowGen& g) {
@@ -796,6 +878,18 @@ class Scenario {
       case Kind::kSolar:
       case Kind::kSolarMsg:
       case Kind::kSolarUnrel: {
+        if (rng_.chance(0.02)) {  // too short to name its connection: truncated
+          f = udp_frame(udp_sport(g), s.key.dst_port, payload(rng_.below(8)), rng_.chance(0.7),
+                        ipo(g));
+          return true;
+        }
+        // its connection's number; now and then another (another flow's, or none's), or one of
+        // 2^24 or more whose low 24 bits are this one's (which names none)
+        uint32_t conn = s.qpn;
+        if (rng_.chance(0.03))
+          conn = uint32_t(rng_.below(kSolarConns + 2));
+        else if (rng_.chance(0.02))
+          conn |= uint32_t(1 + rng_.below(255)) << 24;
         uint8_t type =
             rng_.chance(0.85) ? uint8_t(rng_.chance(0.5) ? 1 : 3) : uint8_t(rng_.below(7));
         uint32_t len = uint32_t(rng_.below(2000));
@@ -812,7 +906,7 @@ class Scenario {
           if (off + len > s.initial_offset + g.snd) g.snd = off + len - s.initial_offset;
           if (rng_.chance(0.01)) off = ~uint64_t(0) - rng_.below(100);  // wraps
         }
-        f = solar_frame(type, io, off, uint32_t(rng_.u64()), payload(len), s.key.dst_port,
+        f = solar_frame(type, conn, io, off, uint32_t(rng_.u64()), payload(len), s.key.dst_port,
                         uint16_t(rng_.below(8)), ipo(g));
         return true;
       }

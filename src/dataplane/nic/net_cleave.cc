@@ -586,7 +586,8 @@ int reta_query(rte_eth_dev* eth, rte_eth_rss_reta_entry64* conf, uint16_t size) 
 // in the placement field and as the
 // MARK (RTE_MBUF_F_RX_FDIR_ID, hash.fdir.hi). Zero-copy placement needs sequence state rte_flow
 // cannot carry: use rte_pmd_cleave_flow_add() for that (or switch the mode of a rule's flow
-// once its cursor is right). UDP to 4791 is parsed as RoCEv2, other UDP as plain UDP.
+// once its cursor is right). A UDP rule is a plain UDP flow, on 4791 (7000) too: there it
+// catches the RoCE (Solar) frames of the QPs (connections) without a flow of their own.
 
 // rte_flow.h's default masks are C only; these are the same (addresses and ports, exactly).
 const rte_flow_item_ipv4 kIpv4Mask = [] {
@@ -682,8 +683,9 @@ int parse_rule(const rte_flow_attr* attr, const rte_flow_item* items,
         spec->key.proto = 17;
         spec->key.src_port = m->hdr.src_port != 0 ? rte_be_to_cpu_16(v->hdr.src_port) : 0;
         spec->key.dst_port = rte_be_to_cpu_16(v->hdr.dst_port);
-        // A RoCE flow is one QP, and rte_flow has no item for the BTH's DestQP: a rule on port
-        // 4791 catches, as a plain UDP flow, the RoCE frames of every QP not added as a flow.
+        // A RoCE flow is one QP, and rte_flow has no item for the BTH's DestQP (nor for a Solar
+        // connection number): a rule on port 4791 (7000) catches, as a plain UDP flow, the RoCE
+        // (Solar) frames of every QP (connection) not added as a flow.
         spec->parser = nic::Parser::kUdp;
         spec->reliable = false;
         l4 = true;

@@ -22,13 +22,14 @@
 // NIC without a Toeplitz RSS this model's key and RETA could program) keep one queue pair, and a
 // software steering stage (SoftSteer) splits it: queue 0's Nic runs the stage in its bursts,
 // reading the port, steering each frame by NicModel::steer() over a table of every queue's flows
-// (the cleave backend's rule exactly: a flow's queue, RoCE by QP, Toeplitz RSS through the RETA,
-// the rest to queue 0) onto one SPSC ring per queue, and sending the other queues' frames, which
-// they put on SPSC rings of their own. Every queue has its own model (its flows, its MRs), pending
-// ring and counters: placement, merging and copies run on each queue's lcore. What queues share
-// is only those rings, and the stage's steering table, which commands change under a spinlock
-// that the stage trylocks (a round's RX is skipped while a command holds it). The cost: queue 0's
-// lcore parses and hashes every frame once more and moves it through a ring.
+// (the cleave backend's rule exactly: a flow's queue, RoCE by QP, Solar by connection number,
+// Toeplitz RSS through the RETA, the rest to queue 0) onto one SPSC ring per queue, and sending the
+// other queues' frames, which they put on SPSC rings of their own. Every queue has its own model
+// (its flows, its MRs), pending ring and counters: placement, merging and copies run on each
+// queue's lcore. What queues share is only those rings, and the stage's steering table, which
+// commands change under a spinlock that the stage trylocks (a round's RX is skipped while a command
+// holds it). The cost: queue 0's lcore parses and hashes every frame once more and moves it through
+// a ring.
 #include <rte_branch_prediction.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>

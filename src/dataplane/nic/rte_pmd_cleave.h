@@ -40,18 +40,19 @@
  *
  * Queues: 1 to 16 RX and TX queue pairs, as many TX as RX. A received frame reaches one RX queue:
  * a flow's frames the queue its rte_pmd_cleave_flow (or rte_flow QUEUE action) names, so a RoCE
- * QP's by its flow; other TCP/UDP the queue the RETA gives for the Toeplitz hash of the IPv4
- * 4-tuple (source address, destination address, source port, destination port; 128 entries,
- * round-robin by default; the default 40-byte key is Microsoft's), which rte_eth_dev_rss_*
- * calls read and set; ARP, ICMP, fragments, RoCE to a QP without a flow and unparsable frames
- * queue 0. Every TX queue's descriptors go out through the NIC.
+ * QP's and a Solar connection's by its flow; other TCP/UDP the queue the RETA gives for the
+ * Toeplitz hash of the IPv4 4-tuple (source address, destination address, source port,
+ * destination port; 128 entries, round-robin by default; the default 40-byte key is
+ * Microsoft's), which rte_eth_dev_rss_* calls read and set; ARP, ICMP, fragments, RoCE to a QP
+ * and Solar to a connection without a flow, and unparsable frames queue 0. Every TX queue's
+ * descriptors go out through the NIC.
  *
  * Flow rules: rte_flow_create() with ETH / IPV4 (both addresses) / TCP or UDP (ports; UDP may
  * leave the source port out) and actions MARK (the flow id) [+ QUEUE q] installs a copy-mode flow:
  * its frames arrive whole, marked, on queue q (0 without QUEUE). Zero-copy placement needs the
  * sequence state rte_flow cannot carry: rte_pmd_cleave_flow_add() below. Both share one flow-id
- * space. A UDP rule on port 4791 is a plain UDP flow: it catches the RoCE frames of the QPs that
- * have no flow of their own.
+ * space. A UDP rule on port 4791 (7000) is a plain UDP flow: it catches the RoCE (Solar) frames
+ * of the QPs (connections) that have no flow of their own.
  *
  * Threads: the NIC (the model) is used by one thread at a time. Its service body runs on a
  * service lcore when the application maps one to the service (rte_pmd_cleave_service_id(),
@@ -150,7 +151,11 @@ int rte_pmd_cleave_tx_crc32c_bit(void);
 /**
  * A flow-table entry. Addresses and ports in host byte order; src is the remote peer. A RoCE
  * flow (dst_port 4791) is a QP: frames find it by (src_ip, dst_ip, BTH DestQP = qpn) whatever
- * their source port, so two QPs between the same hosts are two flows.
+ * their source port, so two QPs between the same hosts are two flows. A Solar flow (dst_port
+ * 7000) is a connection, found the same way by the connection id in its header (bytes 4..7 of
+ * the UDP payload) = qpn: two connections between the same hosts are two flows. Both take any
+ * source port (src_port is ignored) and a qpn below 2^24 (-EINVAL otherwise, or on another
+ * dst_port); a frame whose number no flow has, or a Solar one of 2^24 or more, misses.
  */
 struct rte_pmd_cleave_flow {
   uint32_t src_ip;
@@ -168,10 +173,12 @@ struct rte_pmd_cleave_flow {
                                  at the PSN the NIC expects next is placed, others deferred
                                  unwritten (RTE_PMD_CLEAVE_DEFER_OUT_OF_SEQUENCE) */
   uint16_t queue;           /**< the RX queue its frames reach (below the port's RX queue count) */
-  uint32_t initial_seq;     /**< TCP: first payload byte expected; RoCE: first PSN */
+  uint32_t initial_seq;     /**< TCP: first payload byte expected; RoCE: first PSN (Solar: none,
+                                 its cursor starts at 0) */
   uint32_t pmtu;            /**< RoCE: payload bytes per first/middle packet (0: 4096) */
   uint64_t initial_offset;  /**< Solar without messages: stream offset of the first MS */
-  uint32_t qpn;             /**< RoCE: the local QP number (24 bits) */
+  uint32_t qpn;             /**< RoCE: the local QP number; Solar: the local connection number
+                                 (24 bits: the number the peer's frames carry) */
   uint32_t owner;           /**< RoCE: protection domain; peers reach only MRs of this owner */
 };
 
