@@ -686,6 +686,116 @@ TEST_F(ModelRx, SolarStreamPlacesByOffset) {
   EXPECT_EQ(rx(test::solar_frame(1, 1, 0, 3, pattern(200))).decision, Decision::kDropped);
 }
 
+// Solar connections are found by (peer, local address, the header's connection number), as RoCE
+// QPs by their DestQP: two between the same hosts are two flows, whatever source port each path
+// uses, each placing into its own MSs.
+FlowSpec solar_conn(uint32_t conn) {
+  FlowSpec s;
+  s.key = {test::kPeer, test::kLocal, 0, kSolarPort, 17};
+  s.parser = Parser::kSolar;
+  s.qpn = conn;
+  return s;
+}
+
+TEST_F(ModelRx, SolarConnectionsBetweenTheSameHostsEachTakeTheirOwnFrames) {
+  ASSERT_EQ(nic->flow_add(3, solar_conn(0x1A)), Err::kOk);
+  ASSERT_EQ(nic->flow_add(4, solar_conn(0x2B)), Err::kOk);
+  ASSERT_EQ(nic->ms_post(3, {kMr, 0x1000, 1000, 0}), Err::kOk);
+  ASSERT_EQ(nic->ms_post(4, {kMr, 0x8000, 1000, 0}), Err::kOk);
+  for (uint16_t path : {1, 2, 3}) {  // every path's source port
+    const uint64_t at = 100 * (path - 1);
+    RxEntry e = rx(test::solar_frame(1, 0, at, path, pattern(100, path), path, 0x1A));
+    EXPECT_EQ(e.flow_id, 3u);
+    EXPECT_EQ(e.parser, Parser::kSolar);
+    ASSERT_EQ(e.decision, Decision::kPlaced);
+    EXPECT_EQ(e.frags[0].offset, 0x1000 + at);
+    e = rx(test::solar_frame(1, 0, at, path, pattern(100, 50 + path), path, 0x2B));
+    EXPECT_EQ(e.flow_id, 4u);
+    ASSERT_EQ(e.decision, Decision::kPlaced);
+    EXPECT_EQ(e.frags[0].offset, 0x8000 + at);
+  }
+  for (uint16_t path : {1, 2, 3}) {
+    const size_t at = 100 * (path - 1);
+    EXPECT_EQ(Bytes(mem.begin() + long(0x1000 + at), mem.begin() + long(0x1000 + at + 100)),
+              pattern(100, path));
+    EXPECT_EQ(Bytes(mem.begin() + long(0x8000 + at), mem.begin() + long(0x8000 + at + 100)),
+              pattern(100, 50 + path));
+  }
+  EXPECT_EQ(untouched(), mem.size() - 600);
+  // Removing one leaves the other's frames to it and the removed one's to no flow.
+  ASSERT_EQ(nic->flow_remove(3), Err::kOk);
+  EXPECT_EQ(rx(test::solar_frame(1, 0, 300, 9, pattern(10), 1, 0x1A)).reason,
+            DeferReason::kFlowMiss);
+  EXPECT_EQ(rx(test::solar_frame(1, 0, 300, 9, pattern(10), 1, 0x2B)).flow_id, 4u);
+}
+
+TEST_F(ModelRx, SolarFrameOfAnUnknownConnectionMisses) {
+  ASSERT_EQ(nic->flow_add(3, solar_conn(0x1A)), Err::kOk);
+  ASSERT_EQ(nic->ms_post(3, {kMr, 0x1000, 1000, 0}), Err::kOk);
+  // No flow has 0x1B; 0x0100001A is not 0x1A (the NIC's numbers are 24 bits, and one of 2^24 or
+  // more names no flow rather than the one its low bits name).
+  for (uint32_t conn : {0x1Bu, 0x0100001Au, 0xFF00001Au, 0xFFFFFFFFu}) {
+    RxEntry e = rx(test::solar_frame(1, 0, 0, 1, pattern(100), 1, conn));
+    EXPECT_EQ(e.flow_id, kNoFlow) << conn;
+    EXPECT_EQ(e.reason, DeferReason::kFlowMiss) << conn;
+  }
+  EXPECT_EQ(nic->defer_count(DeferReason::kFlowMiss), 4u);
+  EXPECT_EQ(untouched(), mem.size());
+  // A plain UDP flow on the Solar port takes the frames of connections with no flow of their own
+  // (an rte_flow rule on UDP 7000), not those of a connection that has one.
+  FlowSpec udp;
+  udp.key = {test::kPeer, test::kLocal, 0, kSolarPort, 17};
+  udp.parser = Parser::kUdp;
+  udp.reliable = false;
+  ASSERT_EQ(nic->flow_add(5, udp), Err::kOk);
+  EXPECT_EQ(rx(test::solar_frame(1, 0, 0, 1, pattern(100), 1, 0x0100001A)).flow_id, 5u);
+  EXPECT_EQ(rx(test::solar_frame(1, 0, 0, 1, pattern(100), 1, 0x1A)).flow_id, 3u);
+}
+
+TEST_F(ModelRx, SolarFlowsNeedANumberBelow2To24OnTheSolarPort) {
+  const uint64_t bad = nic->cmd_error_count(Err::kBadArgument);
+  EXPECT_EQ(nic->flow_add(3, solar_conn(1u << 24)), Err::kBadArgument);
+  EXPECT_EQ(nic->flow_add(3, solar_conn(0xFFFFFFFFu)), Err::kBadArgument);
+  FlowSpec other_port = solar_conn(0x1A);
+  other_port.key.dst_port = kSolarPort + 1;
+  EXPECT_EQ(nic->flow_add(3, other_port), Err::kBadArgument);
+  EXPECT_EQ(nic->cmd_error_count(Err::kBadArgument), bad + 3);
+  EXPECT_EQ(nic->flows_in_use(), 1u);  // the fixture's TCP flow
+  // The largest number is a flow's; the same number between the same hosts is the same flow,
+  // whatever source port is given (any is taken).
+  ASSERT_EQ(nic->flow_add(3, solar_conn(0xFFFFFF)), Err::kOk);
+  FlowSpec again = solar_conn(0xFFFFFF);
+  again.key.src_port = 0xC001;
+  EXPECT_EQ(nic->flow_add(4, again), Err::kFlowExists);
+  again.qpn = 0xFFFFFE;
+  ASSERT_EQ(nic->flow_add(4, again), Err::kOk);
+  EXPECT_EQ(rx(test::solar_frame(4, 0, 0, 1, {}, 7, 0xFFFFFE)).flow_id, 4u);  // from 0xC007
+  EXPECT_EQ(rx(test::solar_frame(4, 0, 0, 1, {}, 7, 0xFFFFFF)).flow_id, 3u);
+  // Solar keeps no sequence: its cursor starts at 0 whatever initial_seq says.
+  FlowSpec seq = solar_conn(0x1A);
+  seq.initial_seq = 5000;
+  ASSERT_EQ(nic->flow_add(5, seq), Err::kOk);
+  EXPECT_EQ(nic->cursor(5), 0u);
+}
+
+TEST_F(ModelRx, SolarFrameTooShortToNameItsConnectionIsTruncated) {
+  ASSERT_EQ(nic->flow_add(3, solar_conn(0)), Err::kOk);
+  // Fewer than 8 UDP payload bytes: no connection number (not even 0's).
+  for (size_t len = 0; len < 8; len++) {
+    RxEntry e = rx(test::udp_frame(0xC001, kSolarPort, Bytes(len, 0)));
+    EXPECT_EQ(e.flow_id, kNoFlow) << len;
+    EXPECT_EQ(e.reason, DeferReason::kTruncated) << len;
+  }
+  // 8 to 31 bytes name it: the flow's, truncated before the end of its header.
+  for (size_t len : {8, 31}) {
+    RxEntry e = rx(test::udp_frame(0xC001, kSolarPort, Bytes(len, 0)));
+    EXPECT_EQ(e.flow_id, 3u) << len;
+    EXPECT_EQ(e.reason, DeferReason::kTruncated) << len;
+  }
+  EXPECT_EQ(nic->defer_count(DeferReason::kTruncated), 10u);
+  EXPECT_EQ(nic->defer_count(DeferReason::kFlowMiss), 0u);
+}
+
 // A RoCE QP on flow 4, going back N (RC's recovery) unless the fixture says otherwise.
 class ModelRoce : public ModelRx {
  protected:

@@ -1,5 +1,6 @@
 // model_steer_test.cc - the NIC model's receive queues: RSS over the 4-tuple through the RETA,
-// a programmed flow's own queue, RoCE by destination QP, the rest to queue 0; one queue as before.
+// a programmed flow's own queue, RoCE by destination QP, Solar by connection number, the rest to
+// queue 0; one queue as before.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -143,6 +144,44 @@ TEST(ModelSteer, RoceByDestinationQp) {
   nic.rx(test::roce_frame(0x04, 0, {}, test::pattern(64), 50000, 99), e);
   EXPECT_EQ(e.reason, DeferReason::kFlowMiss);
   EXPECT_EQ(e.queue, 0);
+}
+
+TEST(ModelSteer, SolarByConnectionNumber) {
+  NicModel nic(queues_config(4));
+  // Two connections between the same two hosts, on queues 2 and 3.
+  for (uint32_t conn : {0x1Au, 0x1Bu}) {
+    FlowSpec s;
+    s.key = {test::kPeer, test::kLocal, 0, kSolarPort, 17};
+    s.parser = Parser::kSolar;
+    s.qpn = conn;
+    s.queue = uint16_t(conn - 0x18);
+    ASSERT_EQ(nic.flow_add(conn, s), Err::kOk);
+  }
+  std::set<uint16_t> hashed;
+  for (uint16_t path = 0; path < 64; path++) {  // paths vary the source port
+    for (uint32_t conn : {0x1Au, 0x1Bu}) {
+      RxEntry e;
+      const Bytes f = test::solar_frame(1, 0, 0, 1, test::pattern(64), path, conn);
+      nic.rx(f, e);
+      EXPECT_EQ(e.flow_id, conn);
+      EXPECT_EQ(e.queue, conn - 0x18);
+      EXPECT_EQ(nic.steer(f), conn - 0x18);
+    }
+    hashed.insert(
+        rss_queue_of(nic, test::kPeer, test::kLocal, uint16_t(0xC000 | path), kSolarPort));
+  }
+  EXPECT_GT(hashed.size(), 1u);  // the hash alone would have spread them
+  // A connection no flow has, one of 2^24 or more, a frame too short to name one: queue 0.
+  Bytes f = test::solar_frame(1, 0, 0, 1, test::pattern(64), 5, 0x1C);
+  Bytes big = test::solar_frame(1, 0, 0, 1, test::pattern(64), 5, 0x0100001A);
+  Bytes runt = test::udp_frame(0xC005, kSolarPort, test::pattern(7));
+  for (const Bytes* x : {&f, &big, &runt}) {
+    RxEntry e;
+    nic.rx(*x, e);
+    EXPECT_EQ(e.flow_id, kNoFlow);
+    EXPECT_EQ(e.queue, 0);
+    EXPECT_EQ(nic.steer(*x), 0);
+  }
 }
 
 TEST(ModelSteer, ArpIcmpFragmentsAndJunkToQueueZero) {

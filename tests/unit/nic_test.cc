@@ -620,6 +620,52 @@ TEST_P(NicPair, SolarBlockCrc32cFromTheDynamicFlag) {
   }
 }
 
+// Solar connections are found by B's connection number in the header (rte_pmd_cleave_flow.qpn),
+// as QPs are by their DestQP: two between A and B take their own blocks into their own MSs; a
+// number no flow has, or one of 2^24 or more, finds none; the same on both backends.
+TEST_P(NicPair, SolarConnectionsAreFoundByTheirNumber) {
+  ASSERT_EQ(rx_->flow_add(kFlow, solar_flow(0x1A)), 0);
+  ASSERT_EQ(rx_->flow_add(kFlow + 1, solar_flow(0x2B)), 0);
+  EXPECT_EQ(rx_->flow_add(kFlow + 2, solar_flow(0x2B)), -EEXIST);
+  EXPECT_EQ(rx_->flow_add(kFlow + 2, solar_flow(1u << 24)), -EINVAL);
+  rte_pmd_cleave_flow other_port = solar_flow(0x3C);
+  other_port.dst_port = 7001;
+  EXPECT_EQ(rx_->flow_add(kFlow + 2, other_port), -EINVAL);
+  Bytes mem(8192, kUntouched);
+  ASSERT_EQ(rx_->mr_add(0, mem.data(), mem.size(), 1), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow, 0, 0, 4096, 0), 0);
+  ASSERT_EQ(rx_->ms_post(kFlow + 1, 0, 4096, 4096, 0), 0);
+  const Bytes blocks = pattern(1000, 9);
+  const int bit = rte_pmd_cleave_tx_crc32c_bit();
+  ASSERT_GE(bit, 0);
+  const uint32_t conns[] = {0x1A, 0x2B, 0x3C, 0x0100001A};
+  for (uint32_t i = 0; i < 4; i++) {
+    rte_mbuf* m = to_mbuf(solar_frame(i, 0, blocks.data() + 250 * i, 250, conns[i]));
+    ASSERT_NE(m, nullptr);
+    m->ol_flags =
+        RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM | uint64_t(1) << bit;
+    ASSERT_EQ(tx_->tx_burst(&m, 1), 1);
+  }
+  std::vector<rte_mbuf*> got = receive(4);
+  ASSERT_EQ(got.size(), 4u);
+  for (uint32_t i = 0; i < 4; i++) {
+    SCOPED_TRACE(i);
+    const rte_pmd_cleave_placement& p = placement(got[i]);
+    if (i < 2) {
+      EXPECT_EQ(p.flow_id, kFlow + i);
+      EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_PLACED) << int(p.reason);
+      EXPECT_EQ(p.parser, RTE_PMD_CLEAVE_PARSER_SOLAR);
+      EXPECT_EQ(rte_pmd_cleave_placement_mr_offset(&p), 4096u * i);
+      EXPECT_EQ(0, std::memcmp(mem.data() + 4096 * i, blocks.data() + 250 * i, 250));
+      EXPECT_EQ(mem[4096 * i + 250], kUntouched);
+    } else {
+      EXPECT_EQ(p.flow_id, RTE_PMD_CLEAVE_NO_FLOW);
+      EXPECT_EQ(p.decision, RTE_PMD_CLEAVE_DEFERRED);
+      EXPECT_EQ(p.reason, RTE_PMD_CLEAVE_DEFER_FLOW_MISS);
+    }
+  }
+}
+
 TEST_P(NicPair, WireFaultsLoseReorderAndDuplicateAsCounted) {
   using cleave::dp::FaultDir;
   using cleave::dp::FaultParams;
