@@ -64,8 +64,8 @@ static const char usage[] =
     "      --json            one JSON object at the end instead of the text lines\n"
     "  -h, --help            this text\n"
     "\n"
-    "Exit status: 0 all I/Os completed and verified; 1 usage; 2 an I/O failed, a byte differed,\n"
-    "or a wait timed out.\n";
+    "Exit status: 0 every I/O completed and every byte matched; 1 an I/O failed, a byte\n"
+    "differed, a wait timed out, or the peer went away; 2 usage, or no cleaved.\n";
 
 #define OOB_LINE_MAX 160
 #define MAX_QD 1024
@@ -648,9 +648,10 @@ static bool parse_uint(const char* s, uint64_t lo, uint64_t hi, uint64_t* out) {
   return true;
 }
 
-static int bad(const char* what, const char* got) {
-  fprintf(stderr, "cleave-blk: %s (got '%s'); see --help\n", what, got);
-  return 1;
+/* A usage error: exit status 2. */
+static int bad(const char* option, const char* got, const char* want) {
+  fprintf(stderr, "cleave-blk: bad value '%s' for --%s (%s); see --help\n", got, option, want);
+  return 2;
 }
 
 int main(int argc, char** argv) {
@@ -705,11 +706,11 @@ int main(int argc, char** argv) {
   while ((c = getopt_long(argc, argv, "e:c:s:h", longs, NULL)) != -1) {
     switch (c) {
       case 'e':
-        if (!parse_port(optarg, &o.port)) return bad("--export: a port, 1-65535", optarg);
+        if (!parse_port(optarg, &o.port)) return bad("export", optarg, "a port, 1-65535");
         exp = true;
         break;
       case 'c':
-        if (!parse_peer(optarg, &o.peer)) return bad("--connect: IPv4:PORT", optarg);
+        if (!parse_peer(optarg, &o.peer)) return bad("connect", optarg, "IPv4:PORT");
         snprintf(o.peer_text, sizeof o.peer_text, "%s", optarg);
         con = true;
         break;
@@ -722,51 +723,51 @@ int main(int argc, char** argv) {
       case O_VOLUME:
         if (!parse_bytes(optarg, optarg + strlen(optarg), &o.volume) || o.volume < 4096 ||
             o.volume > (64ull << 30))
-          return bad("--volume: 4k to 64g", optarg);
+          return bad("volume", optarg, "4k to 64g");
         break;
       case O_BS:
         if (!parse_bytes(optarg, optarg + strlen(optarg), &o.bs) || o.bs == 0 || o.bs % 512 != 0 ||
             o.bs > (16u << 20))
-          return bad("--bs: a multiple of 512 up to 16m", optarg);
+          return bad("bs", optarg, "a multiple of 512 up to 16m");
         break;
       case O_QD:
-        if (!parse_uint(optarg, 1, MAX_QD, &v)) return bad("--qd: 1-1024", optarg);
+        if (!parse_uint(optarg, 1, MAX_QD, &v)) return bad("qd", optarg, "1-1024");
         o.qd = (unsigned)v;
         break;
       case O_RW: {
         int m = -1;
         for (int k = 0; k < 5; k++)
           if (strcmp(optarg, mode_names[k]) == 0) m = k;
-        if (m < 0) return bad("--rw: write, read, randwrite, randread or randrw", optarg);
+        if (m < 0) return bad("rw", optarg, "write, read, randwrite, randread or randrw");
         o.mode = (enum mode)m;
         break;
       }
       case O_MIX:
-        if (!parse_uint(optarg, 0, 100, &v)) return bad("--mix: 0-100", optarg);
+        if (!parse_uint(optarg, 0, 100, &v)) return bad("mix", optarg, "0-100");
         o.mix = (unsigned)v;
         break;
       case O_PATHS:
-        if (!parse_uint(optarg, 1, MAX_PATHS, &v)) return bad("--paths: 1-64", optarg);
+        if (!parse_uint(optarg, 1, MAX_PATHS, &v)) return bad("paths", optarg, "1-64");
         o.paths = (unsigned)v;
         break;
       case O_BLOCK:
-        if (!parse_uint(optarg, 256, 4096, &v)) return bad("--block: 256-4096", optarg);
+        if (!parse_uint(optarg, 256, 4096, &v)) return bad("block", optarg, "256-4096");
         o.block = (unsigned)v;
         break;
       case O_TIME:
-        if (!parse_uint(optarg, 1, 86400, &v)) return bad("--time: 1-86400 seconds", optarg);
+        if (!parse_uint(optarg, 1, 86400, &v)) return bad("time", optarg, "1-86400 seconds");
         o.time = (double)v;
         break;
       case O_IOS:
-        if (!parse_uint(optarg, 0, UINT64_MAX, &v)) return bad("--ios: a count", optarg);
+        if (!parse_uint(optarg, 0, UINT64_MAX, &v)) return bad("ios", optarg, "a count");
         o.ios = v;
         break;
       case O_SEED:
-        if (!parse_uint(optarg, 0, UINT64_MAX, &v)) return bad("--seed: a number", optarg);
+        if (!parse_uint(optarg, 0, UINT64_MAX, &v)) return bad("seed", optarg, "a number");
         o.seed = v;
         break;
       case O_TIMEOUT:
-        if (!parse_uint(optarg, 1, 3600, &v)) return bad("--timeout: 1-3600 seconds", optarg);
+        if (!parse_uint(optarg, 1, 3600, &v)) return bad("timeout", optarg, "1-3600 seconds");
         o.timeout = (double)v;
         break;
       case O_JSON:
@@ -777,21 +778,27 @@ int main(int argc, char** argv) {
         return 0;
       default:
         fputs("cleave-blk: see --help\n", stderr);
-        return 1;
+        return 2;
     }
   }
-  if (optind != argc) return bad("unexpected argument", argv[optind]);
+  if (optind != argc) {
+    fprintf(stderr, "cleave-blk: unexpected argument '%s'; see --help\n", argv[optind]);
+    return 2;
+  }
   if (exp == con) {
-    fputs("cleave-blk: give one of --export PORT and --connect IP:PORT; see --help\n", stderr);
-    return 1;
+    fputs("cleave-blk: give one of --export PORT and --connect IPv4:PORT; see --help\n", stderr);
+    return 2;
   }
   o.target = exp;
-  if (o.bs > UINT32_MAX / 2 || (uint64_t)o.qd * o.bs > (1ull << 30))
-    return bad("--qd x --bs: at most 1g of buffers", "");
+  if ((uint64_t)o.qd * o.bs > (1ull << 30)) {
+    fputs("cleave-blk: --qd x --bs: at most 1g of buffers; see --help\n", stderr);
+    return 2;
+  }
   struct blk b = {.o = &o, .memfd = -1, .sock = -1};
   int e = set_up(&b);
+  const bool no_cleaved = b.ctx == NULL;
   if (e == 0) e = connect_qp(&b);
   if (e == 0) e = o.target ? run_target(&b) : run_initiator(&b);
   tear_down(&b);
-  return e == 0 ? 0 : 2;
+  return e == 0 ? 0 : no_cleaved ? 2 : 1;
 }
