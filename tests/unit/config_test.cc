@@ -580,6 +580,14 @@ TEST(Config, BindingsAreCheckedByTheirTransport) {
   EXPECT_EQ(e[0].str(),
             "t.yaml:3:25: transports.bindings[0].params: tcp: unknown congestion control 'nosuch' "
             "(have newreno, cubic, dctcp)");
+  for (const char* qp : {"rocev2", "solar"}) {
+    e = load("  bindings:\n    - {port: 1, transport: " + std::string(qp) + "}\n", builtins);
+    ASSERT_EQ(e.size(), 1u) << qp;
+    EXPECT_EQ(e[0].str(), "t.yaml:3:28: transports.bindings[0].transport: transport '" +
+                              std::string(qp) +
+                              "' makes queue pairs, which apps open by their QP calls: it takes "
+                              "no bindings");
+  }
   e = load("  bindings:\n    - {port: 1, transport: nosuch}\n", builtins);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].str(),

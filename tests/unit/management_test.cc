@@ -446,6 +446,11 @@ TEST_F(ManagementTest, TransportListShowsTheRegistryAndWhatRuns) {
   handle("flow.attach", {{"port", 7}, {"transport", "datagram"}});
   EXPECT_EQ(handle("transport.list")["transports"][3]["instantiated"], true);
   EXPECT_EQ(handle("flow.list")["transports"], json::array({"tcp", "datagram"}));
+  for (const char* qp : {"rocev2", "solar"}) {  // queue pairs only
+    auto [c, m] = error_of(*mgmt_, "flow.attach", {{"port", 7}, {"transport", qp}});
+    EXPECT_EQ(c, mgmt::kErrBadRequest) << qp;
+    EXPECT_HAS(m, "makes queue pairs, which apps open by their QP calls: it takes no bindings");
+  }
 }
 
 TEST_F(ManagementTest, StatsShowCountsTheFlowPath) {

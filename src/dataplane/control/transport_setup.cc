@@ -51,6 +51,12 @@ std::vector<ConfigError> load_transports(const Config& cfg, transport::Registry&
                                  registry_names(reg) + ")");
       continue;
     }
+    if (t->qp_control() != nullptr) {
+      error(b.transport_pos, path + ".transport: transport '" + b.transport +
+                                 "' makes queue pairs, which apps open by their QP calls: it " +
+                                 "takes no bindings");
+      continue;
+    }
     std::vector<transport::Param> params;
     for (const auto& [key, value] : b.params)
       params.push_back({key, value});

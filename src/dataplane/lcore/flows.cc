@@ -654,6 +654,11 @@ int FlowPath::attach(FlowBinding& b, std::string& error) {
   Tp* tp = transport_for(b.transport, b.local_port, error);
   if (tp == nullptr) return CL_ENOENT;
   b.transport = tp->name;  // "" keeps the port's transport (tcp when it has none)
+  if (tp->t->qp_control() != nullptr) {
+    error = "transport '" + tp->name +
+            "' makes queue pairs, which apps open by their QP calls: " + "it takes no bindings";
+    return CL_EINVAL;
+  }
   error = tp->t->check_params(as_params(b));
   if (!error.empty()) return CL_EINVAL;
   if (it != table.end()) {
