@@ -106,6 +106,10 @@ struct SolarTransport::Conn {
   // Initiator.
   uint32_t next_io = 1;
   std::unordered_map<uint32_t, Io> ios;
+  // The I/O found last (find_io): consecutive blocks in the queue and in an ACK mostly belong
+  // to one. Elements of an unordered_map stay put until erased (erase_io forgets it).
+  uint32_t last_io_id = 0;
+  Io* last_io = nullptr;
   struct Ref {
     uint32_t io;
     uint16_t index;
@@ -121,6 +125,26 @@ struct SolarTransport::Conn {
 
 SolarTransport::SolarTransport() = default;
 SolarTransport::~SolarTransport() = default;
+
+namespace {
+
+template <typename C>
+auto find_io(C& c, uint32_t id) -> decltype(c.last_io) {
+  if (c.last_io != nullptr && c.last_io_id == id) return c.last_io;
+  auto it = c.ios.find(id);
+  if (it == c.ios.end()) return nullptr;
+  c.last_io_id = id;
+  c.last_io = &it->second;
+  return c.last_io;
+}
+
+template <typename C>
+void erase_io(C& c, uint32_t id) {
+  if (c.last_io_id == id) c.last_io = nullptr;
+  c.ios.erase(id);
+}
+
+}  // namespace
 
 namespace {
 
@@ -335,7 +359,7 @@ void SolarTransport::emit(Conn& c, const Header& sh, uint16_t mr, uint64_t offse
 
 void SolarTransport::send_block(Conn& c, uint16_t path, uint32_t io_id, uint16_t index,
                                 Context& ctx) {
-  Io& io = c.ios.at(io_id);
+  Io& io = *find_io(c, io_id);  // pump() found it
   Path& p = *c.paths[path];
   const uint64_t at = uint64_t(index) * c.cfg.block_bytes;
   const uint32_t len = uint32_t(std::min<uint64_t>(c.cfg.block_bytes, io.len - at));
@@ -363,7 +387,7 @@ void SolarTransport::send_block(Conn& c, uint16_t path, uint32_t io_id, uint16_t
 // A READ_REQ for the blocks of a READ from its first missing one on: 1 byte in the path's
 // flight, acknowledged like a block; lost or timed out, it is asked again.
 void SolarTransport::send_read_req(Conn& c, uint16_t path, uint32_t io_id, Context& ctx) {
-  Io& io = c.ios.at(io_id);
+  Io& io = *find_io(c, io_id);  // pump() found it
   Path& p = *c.paths[path];
   uint16_t from = 0;
   while (from + 1 < io.count && (io.blocks[from] & kAcked) != 0)
@@ -393,8 +417,8 @@ void SolarTransport::pump(Conn& c, Context& ctx) {
   const uint16_t n = uint16_t(c.paths.size());
   while (!c.queue.empty()) {
     const Conn::Ref r = c.queue.front();
-    auto it = c.ios.find(r.io);
-    if (it != c.ios.end() && it->second.read) {
+    Io* io = find_io(c, r.io);
+    if (io != nullptr && io->read) {
       uint16_t path = n;
       for (uint16_t k = 0; k < n; k++) {
         const uint16_t p = uint16_t((c.rr + k) % n);
@@ -406,17 +430,17 @@ void SolarTransport::pump(Conn& c, Context& ctx) {
       if (path == n) return;
       c.rr = uint16_t((path + 1) % n);
       c.queue.pop_front();
-      it->second.req_queued = false;
+      io->req_queued = false;
       send_read_req(c, path, r.io, ctx);
       continue;
     }
-    if (it == c.ios.end() || (it->second.blocks[r.index] & kAcked) != 0) {
-      if (it != c.ios.end()) it->second.blocks[r.index] &= uint8_t(~kQueued);
+    if (io == nullptr || (io->blocks[r.index] & kAcked) != 0) {
+      if (io != nullptr) io->blocks[r.index] &= uint8_t(~kQueued);
       c.queue.pop_front();
       continue;
     }
     const uint64_t at = uint64_t(r.index) * c.cfg.block_bytes;
-    const uint32_t len = uint32_t(std::min<uint64_t>(c.cfg.block_bytes, it->second.len - at));
+    const uint32_t len = uint32_t(std::min<uint64_t>(c.cfg.block_bytes, io->len - at));
     uint16_t path = n;
     for (uint16_t k = 0; k < n; k++) {
       const uint16_t p = uint16_t((c.rr + k) % n);
@@ -428,7 +452,7 @@ void SolarTransport::pump(Conn& c, Context& ctx) {
     if (path == n) return;  // every window full, or every path down
     c.rr = uint16_t((path + 1) % n);
     c.queue.pop_front();
-    it->second.blocks[r.index] &= uint8_t(~kQueued);
+    io->blocks[r.index] &= uint8_t(~kQueued);
     send_block(c, path, r.io, r.index, ctx);
   }
 }
@@ -487,10 +511,16 @@ void SolarTransport::send_probe(Conn& c, uint16_t path, Context& ctx) {
 
 void SolarTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
   touched_.clear();
+  FlowId flow = kNoFlow;  // a burst's headers mostly share a connection: found once for a run
+  Conn* conn = nullptr;
   for (const RxHeader& h : hdrs) {
-    auto it = conns_.find(h.flow);
-    if (it == conns_.end()) continue;
-    Conn& c = *it->second;
+    if (h.flow != flow || conn == nullptr) {
+      auto it = conns_.find(h.flow);
+      flow = h.flow;
+      conn = it == conns_.end() ? nullptr : it->second.get();
+      if (conn == nullptr) continue;
+    }
+    Conn& c = *conn;
     Header sh;
     if (h.l4_len < kL4Len ||
         decode_udp(h.l4, size_t(h.l4_len) + h.payload_len, sh) != Error::kNone ||
@@ -693,9 +723,9 @@ void SolarTransport::rx_read_blk(Conn& c, const RxHeader& h, const Header& sh, C
 
 // An I/O of the initiator ends: its event, its buffer back from the NIC.
 void SolarTransport::finish(Conn& c, uint32_t io_id, int status, Context& ctx) {
-  auto it = c.ios.find(io_id);
-  if (it == c.ios.end()) return;
-  Io& io = it->second;
+  Io* found = find_io(c, io_id);
+  if (found == nullptr) return;
+  Io& io = *found;
   if (io.on_nic) ctx.ms_retire_msg(c.flow, io_id);
   ctx.event({.flow = c.flow,
              .kind = io.read ? EventKind::kReadDone : EventKind::kWriteDone,
@@ -703,13 +733,13 @@ void SolarTransport::finish(Conn& c, uint32_t io_id, int status, Context& ctx) {
              .len = status == 0 ? io.len : 0,
              .wr_id = io.wr_id});
   if (status == 0) c.stats.ios_done++;
-  c.ios.erase(it);
+  erase_io(c, io_id);
 }
 
 void SolarTransport::block_acked(Conn& c, uint32_t io_id, uint16_t index, Context& ctx) {
-  auto it = c.ios.find(io_id);
-  if (it == c.ios.end()) return;
-  Io& io = it->second;
+  Io* found = find_io(c, io_id);
+  if (found == nullptr) return;
+  Io& io = *found;
   uint8_t& b = io.blocks[index];
   if ((b & kAcked) != 0) return;
   b |= kAcked;
@@ -718,7 +748,7 @@ void SolarTransport::block_acked(Conn& c, uint32_t io_id, uint16_t index, Contex
   if (c.cfg.initiator) return finish(c, io_id, 0, ctx);
   c.stats.ios_done++;  // the target: a READ served
   c.served_blocks -= io.count;
-  c.ios.erase(it);
+  erase_io(c, io_id);
 }
 
 void SolarTransport::on_ack(Conn& c, const Header& sh, Context& ctx) {
@@ -797,9 +827,9 @@ void SolarTransport::on_nack(Conn& c, const Header& sh, Context& ctx) {
   const int status = sh.reason == uint32_t(NackReason::kOutOfRange) ? -EINVAL : -EIO;
   if (c.cfg.initiator) return finish(c, refused.io, status, ctx);
   // The target: the initiator does not want that READ (any more).
-  if (auto it = c.ios.find(refused.io); it != c.ios.end()) {
-    c.served_blocks -= it->second.count;
-    c.ios.erase(it);
+  if (const Io* io = find_io(c, refused.io); io != nullptr) {
+    c.served_blocks -= io->count;
+    erase_io(c, refused.io);
   }
 }
 
