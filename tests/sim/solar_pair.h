@@ -38,6 +38,7 @@ struct SolarConfig {
   // Open through QpControl as cleaved does (create_qp with "paths" and "block", the volume as
   // the target's region, then INIT, RTR, RTS), with the QP's own path settings, first_seq 1.
   bool via_qp = false;
+  uint64_t io_timeout_ns = 30'000'000'000;  // the initiator's (not via_qp)
   transport::solar::PathConfig path = [] {
     transport::solar::PathConfig p;
     p.initial_rto_ns = 1'000'000;
@@ -83,6 +84,7 @@ class SolarPair {
     c.block_bytes = cfg.block_bytes;
     c.path = cfg.path;
     c.first_seq = cfg.first_seq;
+    c.io_timeout_ns = cfg.io_timeout_ns;
     c.initiator = true;
     c.local_conn = kConnA;
     c.remote_conn = kConnB;

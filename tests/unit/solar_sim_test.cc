@@ -448,6 +448,39 @@ TEST(SolarSim, ATargetHoldsBoundedReads) {
   }
 }
 
+// Every path cut both ways: no I/O can finish, and each fails -ETIMEDOUT once its timeout has
+// passed (not before, at most 1/16 of it after); the connection goes on: with the wire back, the
+// paths come up by their probes and a new I/O completes.
+TEST(SolarSim, IosTimeOutWhenEveryPathIsCut) {
+  SolarConfig cfg;
+  cfg.io_timeout_ns = 50'000'000;
+  SolarPair p(SimNet::seed_from_env(91), cfg);
+  ASSERT_TRUE(p.ok);
+  p.net->faults(Dir::kAtoB).loss = 1.0;
+  p.net->faults(Dir::kBtoA).loss = 1.0;
+  p.fill(0, 4 * kIoBytes, 91);
+  const uint64_t t0 = p.net->now_ns();
+  for (uint64_t i = 0; i < 4; i++)
+    p.write(i + 1, i * kIoBytes, i * kIoBytes, kIoBytes);
+  for (uint64_t i = 0; i < 2; i++)
+    p.read(10 + i, i * kIoBytes, i * kIoBytes, kIoBytes);
+  ASSERT_TRUE(p.net->run_until([&] { return p.done.size() >= 1; }, 1'000'000'000)) << p.describe();
+  const uint64_t first = p.net->now_ns() - t0;
+  EXPECT_GE(first, cfg.io_timeout_ns);
+  EXPECT_LE(first, cfg.io_timeout_ns + cfg.io_timeout_ns / 16 + 1'000'000);
+  ASSERT_TRUE(p.run_until_done(6, 1'000'000'000)) << p.describe();
+  for (const transport::Event& e : p.done)
+    EXPECT_EQ(e.status, -ETIMEDOUT) << e.wr_id;
+  EXPECT_EQ(p.ini_stats().io_timeouts, 6u);
+  p.net->faults(Dir::kAtoB) = Faults{};
+  p.net->faults(Dir::kBtoA) = Faults{};
+  p.done.clear();
+  p.write(20, 0, 0, kIoBytes);
+  ASSERT_TRUE(p.run_until_done(1, 1'000'000'000)) << p.describe();
+  EXPECT_EQ(p.done[0].status, 0);
+  EXPECT_TRUE(p.same(0, 0, kIoBytes));
+}
+
 // ---- queue pairs (QpControl): how cleaved opens connections ----
 
 TEST(SolarQp, WritesAndReadsThroughQueuePairsWithLoss) {
@@ -497,6 +530,8 @@ TEST(SolarQp, StatesParametersAndFlushes) {
   EXPECT_EQ(param("block", "100"), -EINVAL);
   EXPECT_EQ(param("block", "8192"), -EINVAL);
   EXPECT_EQ(param("dcqcn", "on"), -EINVAL);
+  EXPECT_EQ(param("io_timeout_ms", "3600001"), -EINVAL);
+  EXPECT_EQ(param("io_timeout_ms", "-1"), -EINVAL);
   EXPECT_EQ(t.check_params({}), "");
   const transport::Param ok_params[] = {{"paths", "2"}, {"block", "2048"}};
   EXPECT_EQ(t.check_params(ok_params), "");

@@ -62,7 +62,7 @@ def transport_params():
     """The parameters the built-in transports take, from their parsers."""
     params = set()
     for path in (("src", "transport", "tcp", "tcp.cc"), ("src", "transport", "cc", "dcqcn.cc"),
-                 ("src", "transport", "rocev2", "rc.cc")):
+                 ("src", "transport", "rocev2", "rc.cc"), ("src", "transport", "solar", "solar.cc")):
         src = read(*path)
         params.update(re.findall(r'\bkey\s*==\s*"(\w+)"', src))
         params.update(re.findall(r'\{"(\w+)",\s*&\w+::', src))

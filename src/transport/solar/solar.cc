@@ -95,6 +95,7 @@ struct SolarTransport::Io {
   bool on_nic = false;      // READ: its buffer is posted to the NIC under the I/O id
   bool req_queued = false;  // READ: a READ_REQ waits in the queue
   bool req_sent = false;    // READ: the next READ_REQ is a resend
+  uint64_t deadline = 0;    // initiator: it fails -ETIMEDOUT from then on (0: never)
   std::vector<uint8_t> blocks;
 };
 
@@ -110,6 +111,7 @@ struct SolarTransport::Conn {
   // to one. Elements of an unordered_map stay put until erased (erase_io forgets it).
   uint32_t last_io_id = 0;
   Io* last_io = nullptr;
+  uint64_t next_deadline_scan = 0;  // tick() looks for I/Os past their deadline from then on
   struct Ref {
     uint32_t io;
     uint16_t index;
@@ -149,7 +151,7 @@ void erase_io(C& c, uint32_t id) {
 namespace {
 
 // A queue pair's parameters (check_params): "" or why not.
-std::string parse_params(Params params, uint16_t* paths, uint32_t* block) {
+std::string parse_params(Params params, uint16_t* paths, uint32_t* block, uint64_t* timeout_ns) {
   for (const Param& p : params) {
     uint64_t v = 0;
     const auto [end, ec] = std::from_chars(p.value.data(), p.value.data() + p.value.size(), v);
@@ -166,8 +168,13 @@ std::string parse_params(Params params, uint16_t* paths, uint32_t* block) {
                " to 4096 and at most the path MTU (got \"" + std::string(p.value) + "\")";
       }
       *block = uint32_t(v);
+    } else if (p.key == "io_timeout_ms") {
+      if (!number || v > 3'600'000) {
+        return "io_timeout_ms: 0 (never) to 3600000 (got \"" + std::string(p.value) + "\")";
+      }
+      *timeout_ns = v * 1'000'000;
     } else {
-      return "solar takes paths and block (got \"" + std::string(p.key) + "\")";
+      return "solar takes paths, block and io_timeout_ms (got \"" + std::string(p.key) + "\")";
     }
   }
   return "";
@@ -178,7 +185,8 @@ std::string parse_params(Params params, uint16_t* paths, uint32_t* block) {
 std::string SolarTransport::check_params(Params params) const {
   uint16_t paths = 1;
   uint32_t block = 0;
-  return parse_params(params, &paths, &block);
+  uint64_t timeout = 0;
+  return parse_params(params, &paths, &block, &timeout);
 }
 
 Claim SolarTransport::claim() const {
@@ -244,6 +252,7 @@ void SolarTransport::close(FlowId flow, Context& ctx, int status) {
   closed_.acks_received += s.acks_received;
   closed_.probe_replies += s.probe_replies;
   closed_.reads_deferred += s.reads_deferred;
+  closed_.io_timeouts += s.io_timeouts;
   closed_.bad_headers += s.bad_headers;
   order_.erase(std::find(order_.begin(), order_.end(), &c));
   conns_.erase(it);
@@ -256,7 +265,7 @@ int SolarTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Par
   if (qps_.count(flow) != 0 || conns_.count(flow) != 0) return -EEXIST;
   Qp q;
   uint32_t block = 0;
-  if (!parse_params(params, &q.cfg.paths, &block).empty()) return -EINVAL;
+  if (!parse_params(params, &q.cfg.paths, &block, &q.cfg.io_timeout_ns).empty()) return -EINVAL;
   q.block_given = block != 0;
   q.cfg.block_bytes = block;
   q.cfg.local_conn = qpn;
@@ -861,6 +870,7 @@ void SolarTransport::app_burst(std::span<const AppRequest> reqs, Context& ctx) {
     const uint32_t id = c.next_io++;
     Io& io = c.ios[id];
     io.wr_id = r.wr_id;
+    io.deadline = c.cfg.io_timeout_ns != 0 ? ctx.now_ns() + c.cfg.io_timeout_ns : 0;
     io.mr = r.mr;
     io.offset = r.offset;
     io.remote = r.remote_addr;
@@ -901,7 +911,26 @@ void SolarTransport::tick(Context& ctx) {
       }
       if (p.st.probe_due(now)) send_probe(*c, i, ctx);
     }
+    if (c->cfg.initiator && c->cfg.io_timeout_ns != 0 && now >= c->next_deadline_scan) {
+      expire(*c, ctx);
+    }
     pump(*c, ctx);
+  }
+}
+
+// I/Os past their deadline fail -ETIMEDOUT. A scan of the I/Os in flight (at most the app's
+// queue depth) every 1/16 of the timeout, so one fires at most that much late.
+void SolarTransport::expire(Conn& c, Context& ctx) {
+  const uint64_t now = ctx.now_ns();
+  c.next_deadline_scan = now + std::max<uint64_t>(c.cfg.io_timeout_ns / 16, 1'000'000);
+  std::vector<uint32_t>& late = late_;
+  late.clear();
+  for (const auto& [id, io] : c.ios) {
+    if (io.deadline != 0 && now >= io.deadline) late.push_back(id);
+  }
+  for (uint32_t id : late) {
+    c.stats.io_timeouts++;
+    finish(c, id, -ETIMEDOUT, ctx);
   }
 }
 
@@ -939,6 +968,7 @@ bool SolarTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("blocks_received", c.stats.blocks_received);
   out.number("crc_drops", c.stats.crc_drops);
   out.number("reads_deferred", c.stats.reads_deferred);
+  out.number("io_timeouts", c.stats.io_timeouts);
   out.number("nacks_received", c.stats.nacks_received);
   std::array<char, 32> key{};
   for (uint16_t i = 0, n = uint16_t(c.paths.size()); i < n; i++) {  // n <= kMaxPaths
@@ -966,12 +996,14 @@ void SolarTransport::stats(InfoSink& out) const {
     s.crc_drops += c->stats.crc_drops;
     s.bad_headers += c->stats.bad_headers;
     s.reads_deferred += c->stats.reads_deferred;
+    s.io_timeouts += c->stats.io_timeouts;
   }
   out.number("connections", conns_.size());
   out.number("ios_done", s.ios_done);
   out.number("crc_drops", s.crc_drops);
   out.number("bad_headers", s.bad_headers);
   out.number("reads_deferred", s.reads_deferred);
+  out.number("io_timeouts", s.io_timeouts);
 }
 
 std::unique_ptr<Transport> make_transport() {

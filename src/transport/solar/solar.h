@@ -48,6 +48,9 @@ struct ConnConfig {
   uint16_t volume_mr = 0;
   uint64_t volume_len = 0;
   PathConfig path;  // each path's (block_bytes is the connection's)
+  // Initiator: an I/O not done this long after it was given completes with -ETIMEDOUT (every
+  // path down, or a target that lost it); checked every 1/16 of it (at least 1 ms). 0: never.
+  uint64_t io_timeout_ns = 30'000'000'000;
 };
 
 // One path of a connection, for tests and management.
@@ -79,6 +82,7 @@ struct ConnStats {
   uint64_t acks_received = 0;
   uint64_t probe_replies = 0;   // target: probes answered
   uint64_t reads_deferred = 0;  // target: READ_REQs left unacknowledged, past what it holds
+  uint64_t io_timeouts = 0;     // initiator: I/Os failed -ETIMEDOUT
   uint64_t bad_headers = 0;     // refused by the codec, or another connection's number
 };
 
@@ -89,7 +93,8 @@ class SolarTransport final : public Transport, public QpControl {
 
   std::string_view name() const override { return "solar"; }
   // A queue pair's: "paths N" (1 to kMaxQpPaths, default 1), "block B" (bytes, kMinBlock up to
-  // the path MTU; default the path MTU).
+  // the path MTU; default the path MTU), "io_timeout_ms T" (0 to 3600000, 0 never; default
+  // 30000).
   std::string check_params(Params params) const override;
   Claim claim() const override;
   QpControl* qp_control() override { return this; }
@@ -161,6 +166,7 @@ class SolarTransport final : public Transport, public QpControl {
   void rx_read_blk(Conn& c, const RxHeader& h, const Header& sh, Context& ctx);
   bool record_arrival(Conn& c, const RxHeader& h, const Header& sh, Context& ctx);
   void finish(Conn& c, uint32_t io_id, int status, Context& ctx);
+  void expire(Conn& c, Context& ctx);
   void send_ack(Conn& c, uint16_t path, uint32_t echo, uint8_t flags, Context& ctx);
   void send_nack(Conn& c, const Header& refused, NackReason why, Context& ctx);
   void send_probe(Conn& c, uint16_t path, Context& ctx);
@@ -174,6 +180,7 @@ class SolarTransport final : public Transport, public QpControl {
   std::unordered_map<FlowId, std::unique_ptr<Conn>> conns_;
   std::vector<Conn*> order_;    // conns_ in open order, for tick()
   std::vector<Conn*> touched_;  // targets that received data in this burst
+  std::vector<uint32_t> late_;  // expire()'s I/Os past their deadline
   ConnStats closed_;            // counters of connections closed
 };
 

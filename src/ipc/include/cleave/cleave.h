@@ -529,11 +529,13 @@ CL_API int cl_qp_connect(cl_qp* qp, const struct cl_qp_dest* local, const struct
  * CL_OP_RDMA_WRITE when every block is acknowledged, CL_OP_RDMA_READ when every block has
  * arrived intact; wc.wr_id, wc.length. Status 0; CL_EINVAL when the range passes the volume's
  * end, the I/O has more than 65535 blocks, or the QP is not in RTS; CL_EOPNOTSUPP on the
- * target's QP; CL_ECANCELED when the QP went to ERR or was destroyed first. Blocks lost,
+ * target's QP; CL_ECANCELED when the QP went to ERR or was destroyed first; CL_ETIMEDOUT when it
+ * was not done io_timeout_ms after it was posted (every path down that long). Blocks lost,
  * corrupted or on a path that went down are sent again: an I/O does not fail for them.
  *
- * params: NULL or "paths N block B": paths 1..64 (default 1), block 256..4096 bytes and at most
- * the path MTU (default the path MTU). depth (1..4096): I/Os in flight at most (the QP's
+ * params: NULL or "paths N block B io_timeout_ms T": paths 1..64 (default 1), block 256..4096
+ * bytes and at most the path MTU (default the path MTU), io_timeout_ms 0 (never) to 3600000
+ * (default 30000). depth (1..4096): I/Os in flight at most (the QP's
  * max_send_wr); the CQ needs room for depth + 1 completions. It is cl_qp_create with params
  * "transport solar volume <cl_mr_id(volume)> " + params.
  * cl_blk_write, cl_blk_read: 1 when posted, 0 when `depth` I/Os are in flight, or an error as
