@@ -10,7 +10,9 @@
  * it completes, and two I/Os in flight never share a slot (offsets are multiples of --bs), so
  * every comparison is exact. At the end the initiator says "done", the target answers with the
  * SHA-256 of its whole volume, and the initiator compares it with its shadow's. Every wait is
- * bounded by --timeout. The integration tests and the demo use it as their Solar app. */
+ * bounded by --timeout but the target's for the initiator's "done", which lasts while the side
+ * channel stays open (the target cannot know how long the initiator runs). The integration
+ * tests and the demo use it as their Solar app. */
 #include <arpa/inet.h>
 #include <cleave/cleave.h>
 #include <errno.h>
@@ -59,8 +61,8 @@ static const char usage[] =
     "      --time SEC        run this long (default 5)\n"
     "      --ios N           stop after N I/Os instead (0: by --time)\n"
     "      --seed N          the offsets' and the data's seed (default 1)\n"
-    "      --timeout SEC     the longest wait for anything: the peer, a completion, a line\n"
-    "                        (default 30)\n"
+    "      --timeout SEC     the longest wait for the peer, a completion or a line (default\n"
+    "                        30); the target waits for the initiator's end while it runs\n"
     "      --json            one JSON object at the end instead of the text lines\n"
     "  -h, --help            this text\n"
     "\n"
