@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "side_channel.h"
 #include "tool_util.h"
 
 static const char usage[] =
@@ -130,12 +131,6 @@ static void say(const char* fmt, ...) {
   va_end(ap);
 }
 
-static int ms_left(double deadline) {
-  double left = (deadline - now_s()) * 1000;
-  if (left <= 0) return 0;
-  return left > 1e9 ? 1000000000 : (int)left + 1;
-}
-
 static uint64_t xorshift(uint64_t* x) {
   *x ^= *x << 13;
   *x ^= *x >> 7;
@@ -150,103 +145,14 @@ static void fill(uint8_t* p, uint64_t n, uint64_t* x) {
   }
 }
 
-/* ---- the side channel: text lines over kernel TCP ---- */
+/* ---- the side channel: text lines over kernel TCP (side_channel.h) ---- */
 
 static int oob_send(struct blk* b, const char* line) {
-  double deadline = now_s() + b->o->timeout;
-  size_t n = strlen(line);
-  for (size_t off = 0; off < n;) {
-    struct pollfd p = {b->sock, POLLOUT, 0};
-    int pr = poll(&p, 1, ms_left(deadline));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return CL_ETIMEDOUT;
-    ssize_t w = send(b->sock, line + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (w < 0) return -errno;
-    off += (size_t)w;
-  }
-  return 0;
+  return sc_send(b->sock, line, strlen(line), b->o->timeout);
 }
 
-/* One line without its newline; CL_EPROTO past OOB_LINE_MAX, CL_ECONNRESET at EOF. */
 static int oob_recv(struct blk* b, char* line, double timeout) {
-  double deadline = now_s() + timeout;
-  size_t n = 0;
-  for (;;) {
-    struct pollfd p = {b->sock, POLLIN, 0};
-    int pr = poll(&p, 1, ms_left(deadline));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return CL_ETIMEDOUT;
-    char c;
-    ssize_t got = recv(b->sock, &c, 1, MSG_DONTWAIT);
-    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got < 0) return -errno;
-    if (got == 0) return CL_ECONNRESET;
-    if (c == '\n') break;
-    if (n == OOB_LINE_MAX - 1) return CL_EPROTO;
-    line[n++] = c;
-  }
-  line[n] = '\0';
-  return 0;
-}
-
-static int listen_oob(struct blk* b) {
-  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (l < 0) return -errno;
-  int one = 1;
-  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(b->o->port)};
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (bind(l, (struct sockaddr*)&a, sizeof a) != 0 || listen(l, 1) != 0) {
-    int e = -errno;
-    say("cannot listen on 0.0.0.0:%u: %s", b->o->port, strerror(-e));
-    close(l);
-    return e;
-  }
-  double deadline = now_s() + b->o->timeout;
-  for (;;) {
-    struct pollfd p = {l, POLLIN, 0};
-    int pr = poll(&p, 1, ms_left(deadline));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) {
-      say("timed out after %g s waiting for an initiator on port %u", b->o->timeout, b->o->port);
-      close(l);
-      return CL_ETIMEDOUT;
-    }
-    b->sock = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-    if (b->sock >= 0) break;
-    if (errno != EINTR && errno != ECONNABORTED) {
-      int e = -errno;
-      close(l);
-      return e;
-    }
-  }
-  close(l);
-  return 0;
-}
-
-static int connect_oob(struct blk* b) {
-  double deadline = now_s() + b->o->timeout;
-  for (;;) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return -errno;
-    if (connect(s, (const struct sockaddr*)&b->o->peer, sizeof b->o->peer) == 0) {
-      b->sock = s;
-      return 0;
-    }
-    int e = errno;
-    close(s);
-    if (e != ECONNREFUSED && e != EINTR) {
-      say("cannot connect to %s: %s", b->o->peer_text, strerror(e));
-      return -e;
-    }
-    if (now_s() >= deadline) {
-      say("timed out after %g s connecting to %s (refused)", b->o->timeout, b->o->peer_text);
-      return CL_ETIMEDOUT;
-    }
-    struct timespec nap = {0, 100 * 1000 * 1000};
-    nanosleep(&nap, NULL);
-  }
+  return sc_recv(b->sock, line, OOB_LINE_MAX, timeout);
 }
 
 static bool sha256_hex(const uint8_t* p, uint64_t n, char* out) {
@@ -296,7 +202,9 @@ static int set_up(struct blk* b) {
 }
 
 static int connect_qp(struct blk* b) {
-  int e = b->o->target ? listen_oob(b) : connect_oob(b);
+  int e = b->o->target
+              ? sc_listen("cleave-blk", b->o->port, b->o->timeout, &b->sock)
+              : sc_connect("cleave-blk", &b->o->peer, b->o->peer_text, b->o->timeout, &b->sock);
   if (e != 0) return e;
   if ((e = cl_qp_local_dest(b->qp, b->o->target ? b->mr : NULL, &b->local)) != 0)
     return say("cl_qp_local_dest: %s", errtext(e)), e;

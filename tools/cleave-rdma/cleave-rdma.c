@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "cleave_pattern.h"
+#include "side_channel.h"
 #include "tool_util.h"
 
 static const char usage[] =
@@ -145,13 +146,6 @@ static void say(const char* fmt, ...) {
   va_end(ap);
 }
 
-/* Milliseconds left until `deadline` (now_s() based), at least 0. */
-static int ms_left(double deadline) {
-  double left = (deadline - now_s()) * 1000;
-  if (left <= 0) return 0;
-  return left > 1e9 ? 1000000000 : (int)left + 1;
-}
-
 static bool parse_ops(const char* s, struct opts* o) {
   o->nops = 0;
   while (*s != '\0') {
@@ -195,40 +189,12 @@ static int oob_send(struct rdma* r, const char* fmt, ...) {
   int n = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   if (n < 0 || n >= (int)sizeof line) return CL_EINVAL;
-  double deadline = now_s() + r->o->timeout;
-  for (int off = 0; off < n;) {
-    struct pollfd p = {r->sock, POLLOUT, 0};
-    int pr = poll(&p, 1, ms_left(deadline));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return CL_ETIMEDOUT;
-    ssize_t w = send(r->sock, line + off, (size_t)(n - off), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (w < 0) return -errno;
-    off += (int)w;
-  }
-  return 0;
+  return sc_send(r->sock, line, (size_t)n, r->o->timeout);
 }
 
 /* One line without its newline; CL_EPROTO past OOB_LINE_MAX, CL_ECONNRESET at EOF. */
 static int oob_recv(struct rdma* r, char* line) {
-  double deadline = now_s() + r->o->timeout;
-  size_t n = 0;
-  for (;;) {
-    struct pollfd p = {r->sock, POLLIN, 0};
-    int pr = poll(&p, 1, ms_left(deadline));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return CL_ETIMEDOUT;
-    char c;
-    ssize_t got = recv(r->sock, &c, 1, MSG_DONTWAIT);
-    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got < 0) return -errno;
-    if (got == 0) return CL_ECONNRESET;
-    if (c == '\n') break;
-    if (n == OOB_LINE_MAX - 1) return CL_EPROTO;
-    line[n++] = c;
-  }
-  line[n] = '\0';
-  return 0;
+  return sc_recv(r->sock, line, OOB_LINE_MAX, r->o->timeout);
 }
 
 /* Waits for the line `want` (a prefix match when `prefix`); its rest in `rest` if not NULL. */
@@ -251,62 +217,11 @@ static int oob_expect(struct rdma* r, const char* want, bool prefix, char* line,
 }
 
 static int listen_oob(struct rdma* r) {
-  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (l < 0) return -errno;
-  int one = 1;
-  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(r->o->port)};
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (bind(l, (struct sockaddr*)&a, sizeof a) != 0 || listen(l, 1) != 0) {
-    int e = -errno;
-    say("cannot listen on 0.0.0.0:%u: %s", r->o->port, strerror(-e));
-    close(l);
-    return e;
-  }
-  double deadline = now_s() + r->o->timeout;
-  for (;;) {
-    struct pollfd p = {l, POLLIN, 0};
-    int pr = poll(&p, 1, ms_left(deadline));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) {
-      say("timed out after %g s waiting for a peer on port %u", r->o->timeout, r->o->port);
-      close(l);
-      return CL_ETIMEDOUT;
-    }
-    r->sock = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-    if (r->sock >= 0) break;
-    if (errno != EINTR && errno != ECONNABORTED) {
-      int e = -errno;
-      close(l);
-      return e;
-    }
-  }
-  close(l);
-  return 0;
+  return sc_listen("cleave-rdma", r->o->port, r->o->timeout, &r->sock);
 }
 
 static int connect_oob(struct rdma* r) {
-  double deadline = now_s() + r->o->timeout;
-  for (;;) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return -errno;
-    if (connect(s, (const struct sockaddr*)&r->o->peer, sizeof r->o->peer) == 0) {
-      r->sock = s;
-      return 0;
-    }
-    int e = errno;
-    close(s);
-    if (e != ECONNREFUSED && e != EINTR) {
-      say("cannot connect to %s: %s", r->o->peer_text, strerror(e));
-      return -e;
-    }
-    if (now_s() >= deadline) {
-      say("timed out after %g s connecting to %s (refused)", r->o->timeout, r->o->peer_text);
-      return CL_ETIMEDOUT;
-    }
-    struct timespec nap = {0, 100 * 1000 * 1000};
-    nanosleep(&nap, NULL);
-  }
+  return sc_connect("cleave-rdma", &r->o->peer, r->o->peer_text, r->o->timeout, &r->sock);
 }
 
 /* ---- Completions ---- */
@@ -328,7 +243,7 @@ static int take(struct rdma* r, struct cl_wc* wc, unsigned n, const char* what) 
       deadline = now_s() + r->o->timeout;
       continue;
     }
-    int left = ms_left(deadline);
+    int left = sc_ms_left(deadline);
     if (left == 0) {
       say("timed out after %g s waiting for %s (%u of %u completions)", r->o->timeout, what, got,
           n);
