@@ -735,14 +735,15 @@ json transport_rows(const json& listing, const char* transport) {
 // solar list: a line per connection, then a row per path (SolarTransport::flow_info's keys).
 void show_solar(const json& rows) {
   for (const json& f : rows) {
-    std::printf("solar %s: %s conn %s -> %s conn %s  app %s  block %s  I/Os in flight %s, done %s"
-                "  blocks acked %s, received %s  crc drops %s  nacks %s\n",
-                str(f["id"]).c_str(), info(f, "role").c_str(), info(f, "conn").c_str(),
-                peer_ip(f["remote"]).c_str(), info(f, "peer_conn").c_str(), str(f["app"]).c_str(),
-                info(f, "block_bytes").c_str(), info(f, "ios_in_flight").c_str(),
-                info(f, "ios_done").c_str(), info(f, "blocks_acked").c_str(),
-                info(f, "blocks_received").c_str(), info(f, "crc_drops").c_str(),
-                info(f, "nacks_received").c_str());
+    std::printf(
+        "solar %s: %s conn %s -> %s conn %s  app %s  block %s  I/Os in flight %s, done %s"
+        "  blocks acked %s, received %s  crc drops %s  nacks %s\n",
+        str(f["id"]).c_str(), info(f, "role").c_str(), info(f, "conn").c_str(),
+        peer_ip(f["remote"]).c_str(), info(f, "peer_conn").c_str(), str(f["app"]).c_str(),
+        info(f, "block_bytes").c_str(), info(f, "ios_in_flight").c_str(),
+        info(f, "ios_done").c_str(), info(f, "blocks_acked").c_str(),
+        info(f, "blocks_received").c_str(), info(f, "crc_drops").c_str(),
+        info(f, "nacks_received").c_str());
     std::vector<std::vector<std::string>> table;
     const json& i = f["info"];
     for (unsigned p = 0; i.contains("path" + std::to_string(p) + "_state"); p++) {
