@@ -20,7 +20,6 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -117,7 +116,7 @@ struct blk {
   struct io ios[MAX_QD];
   uint64_t rng, next_seq_slot;
   float* lat_us;
-  size_t nlat, lat_skip;
+  size_t nlat;
   uint64_t reads, writes, mismatches, failures;
   int first_error;
 };
@@ -291,7 +290,6 @@ static void record_latency(struct blk* b, double us) {
     for (size_t k = 0; k < MAX_LAT / 2; k++)
       b->lat_us[k] = b->lat_us[2 * k];
     b->nlat = MAX_LAT / 2;
-    b->lat_skip = b->lat_skip == 0 ? 2 : b->lat_skip * 2;
   }
   b->lat_us[b->nlat++] = (float)us;
 }
