@@ -426,8 +426,8 @@ struct Unlisten {
 //
 // QpCreate: a QP in RESET with room for max_send_wr requests and max_recv_wr receives (1..4096
 //   each), and the rocev2 transport's parameters as text, "key value" pairs separated by spaces
-//   (`dcqcn on|off`, `dcqcn_*`: docs/transports.md). The reply has the QP's number
-//   (24 bits), the daemon's IPv4 address (its first port's), which is the QP's GID as an
+//   (`dcqcn on|off`, `dcqcn_*`, `spray N`, `reorder K`: docs/transports.md). The reply has the QP's
+//   number (24 bits), the daemon's IPv4 address (its first port's), which is the QP's GID as an
 //   IPv4-mapped IPv6 address, and the largest PMTU that port's MTU carries.
 // QpModify: ibv_modify_qp with the mask bits of QpAttrMask; moving to RTR needs the peer's
 //   address (kQpAttrRemoteIp) besides pmtu, dest_qpn and rq_psn, and a pmtu whose packets fit

@@ -29,6 +29,9 @@ side must agree with the other. Cases:
     frames where they arrive): each frame's ICRC (added by the NIC) verifies and tshark decodes
     every frame as RoCEv2 with no "Malformed" and no error (test_roce_golden.py's reader and checks);
   - 200 moves in flight per size with selective repeat and DCQCN on;
+  - packet spraying (`--params "spray 8"`, selective repeat) through a wire that reorders a
+    fifth of the frames: every byte moved, almost nothing sent again, 8 source ports on the wire
+    (ACKs on one); and refused without selective repeat;
   - the tool's own rules: options that differ between the sides are refused by both (exit 1),
     and a requester with nobody to talk to gives up after --timeout.
 Not here: a READ or WRITE naming a wrong rkey (remote access error); cleave-rdma has no way to ask
@@ -42,6 +45,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -289,6 +293,60 @@ class Roce(ct.TestCase):
         self.assertGreater(stats["a"]["retransmits"] + stats["b"]["retransmits"], 0, stats)
         dropped = self.d["a"].ctl("port", "show", "p0")[1][0]["faults"]
         self.assertGreater(dropped["rx"]["dropped"] + dropped["tx"]["dropped"], 0, dropped)
+
+    def test_sprayed_qps_over_a_reordering_wire(self):
+        # `spray 8`: each request and READ response of a QP leaves from the next of 8 UDP source
+        # ports (an ECMP fabric would spread them over its paths); ACKs keep one. Through a wire
+        # that reorders a fifth of the frames both ways (each passed by 3 later ones), selective
+        # repeat with the sprayed QPs' reordering tolerance moves every byte and takes almost
+        # none of the reordering for loss (measured: 3 frames resent for 9510 reordered; with
+        # `reorder 1`, no tolerance, 346). What a sends is captured where it arrives, on b's end.
+        self.d["a"].ctl("port", "fault", "p0", "reorder", "0.2", "seed", "11")
+        tshark = shutil.which("tshark") is not None
+        if tshark:
+            pcap = os.path.join(self.d["b"].dir, "sprayed.pcap")
+            cap = ct.spawn(["ip", "netns", "exec", self.net.b, "tshark", "-q", "-i", self.net.vb,
+                            "-f", "udp port 4791", "-F", "pcap", "-w", pcap],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            ct.wait_until(lambda: os.path.exists(pcap) and os.path.getsize(pcap) >= 24,
+                          what="tshark to start capturing")
+            time.sleep(0.5)
+        sizes = ["4097", "1m", "8m"]
+        watch = QpWatch(self.d["a"])
+        watch.start()
+        self.run_pair(OPS, sizes, "--selective-repeat", "--params", "spray 8", timeout=240)
+        rows = watch.stop()
+        stats = self.assert_clean_daemons(OPS, sizes)
+        faults = self.d["a"].ctl("port", "show", "p0")[1][0]["faults"]
+        reordered = faults["rx"]["reordered"] + faults["tx"]["reordered"]
+        self.assertGreater(reordered, 1000, faults)
+        resent = stats["a"]["retransmits"] + stats["b"]["retransmits"]
+        self.assertLess(resent, reordered // 100, (stats, faults))
+        self.assertIn(8, {r["info"].get("spray") for r in rows}, "qp list shows the spray")
+        if tshark:
+            time.sleep(0.5)
+            cap.send_signal(signal.SIGINT)
+            cap.communicate(timeout=30)
+            ports = {}
+            for f in golden.read_pcap(pcap):
+                sport = struct.unpack(">H", f[34:36])[0]
+                ports.setdefault(golden.kind(f) == "ACK", set()).add(sport)
+            self.assertEqual(len(ports[False]), 8, sorted(ports[False]))
+            self.assertEqual(len(ports.get(True, {0})), 1, ports.get(True))
+
+    def test_spray_needs_selective_repeat(self):
+        port = free_port()
+        common = ["--ops", "write", "--sizes", "8k", "--params", "spray 8"]
+        rsp = self.tool("b", 10, "--listen", port, *common)
+        ct.wait_until(lambda: ct.sh(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip(),
+                      what="cleave-rdma to listen")
+        req = self.tool("a", 10, "--connect", f"127.0.0.1:{port}", *common)
+        for p in (req, rsp):
+            code, rows, err = self.results(p, 40)
+            self.assertEqual((code, rows), (1, {}), err)
+            self.assertIn("cannot connect the queue pair", err)
+        for side in ("a", "b"):
+            self.assertEqual(self.d[side].ctl("qp", "list")[1], [], f"{side} keeps QPs")
 
     def nic_counter(self, side, name):
         """Counter `name` of daemon `side`'s NIC (`cleavectl nic show`)."""

@@ -365,7 +365,9 @@ class Link {
     stats.max_queue_bytes = std::max(stats.max_queue_bytes, backlog + wire);
     const uint64_t start = std::max(now_ps, busy_ps_);
     busy_ps_ = start + (cfg_.rate_bps == 0 ? 0 : wire * 8'000'000'000'000ull / cfg_.rate_bps);
-    const uint64_t arrive = (busy_ps_ + 999) / 1000 + cfg_.delay_ns;
+    uint64_t arrive = (busy_ps_ + 999) / 1000 + cfg_.delay_ns;
+    if (faults.path_delay_if)
+      arrive += faults.path_delay_if(std::span<const uint8_t>(pool_.data(f.slot), f.len));
     if (count_ == queue_.size()) {
       // Double the ring, oldest first.
       std::vector<Queued> bigger(queue_.size() * 2);
@@ -374,7 +376,11 @@ class Link {
       queue_.swap(bigger);
       head_ = 0;
     }
-    queue_[(head_ + count_) % queue_.size()] = Queued{arrive, f};
+    // In arrival order: a frame on a faster path (path_delay_if) passes those before it.
+    size_t at = count_;
+    for (; at != 0 && queue_[(head_ + at - 1) % queue_.size()].arrive > arrive; at--)
+      queue_[(head_ + at) % queue_.size()] = queue_[(head_ + at - 1) % queue_.size()];
+    queue_[(head_ + at) % queue_.size()] = Queued{arrive, f};
     count_++;
   }
 
@@ -1100,6 +1106,7 @@ void put_faults(std::ostringstream& o, const Faults& f) {
   if (f.down) o << " DOWN";
   if (f.drop_if) o << " drop_if";
   if (f.delay_if) o << " delay_if";
+  if (f.path_delay_if) o << " path_delay_if";
 }
 
 void put_stats(std::ostringstream& o, const LinkStats& s) {

@@ -65,8 +65,9 @@ using transport::Params;
 // apply where a frame enters the link, in this order: MTU check, `down`, drop_if, loss (and
 // bursts), CE marking, corruption (header, payload, checksum), truncation, duplication, then the
 // ordering stage (reorder holds, window reversal), then the queue (tail drop), serialization and
-// delay. `down` is also checked on arrival, so frames in flight when the path goes down are lost.
-// Every field may be changed between (or during) runs: the next frame sees the new value.
+// delay (the link's, plus path_delay_if's). `down` is also checked on arrival, so frames in flight
+// when the path goes down are lost. Every field may be changed between (or during) runs: the next
+// frame sees the new value.
 struct Faults {
   double loss = 0;
   // Probability that a loss starts a burst: the frames after it are lost too, a burst being
@@ -103,6 +104,10 @@ struct Faults {
   // Targeted delays: the frame is held back this many ns (0: not), frames after it pass it;
   // asked after drop_if and the random faults.
   std::function<uint64_t(std::span<const uint8_t> frame)> delay_if;
+  // Paths through a fabric: this many ns of propagation delay added to the frame's after its
+  // serialization (as an ECMP path longer or more loaded than another does), so frames on a
+  // faster path overtake those sent before them on a slower one.
+  std::function<uint64_t(std::span<const uint8_t> frame)> path_delay_if;
 };
 
 // What the link did, per direction. Every frame sent is delivered or counted in exactly one drop

@@ -7,11 +7,13 @@
 // CLEAVE_SIM_SEED replays a seed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -1165,6 +1167,97 @@ TEST(RoceSim, DcqcnParamsAreChecked) {
   EXPECT_EQ(rc.create_qp(1, 0x40, QpCaps{}, ok), 0);
 }
 
+// ---- packet spraying
+// -----------------------------------------------------------------------------
+
+// An ECMP fabric behind the simulated link: a frame's path is its UDP source port modulo 4 (a
+// switch's hash, simplified), path k kSkewNs longer than path 0, so packets sprayed over the
+// paths overtake each other (by up to 3 skews: at 1 KiB packets on 10 Gb/s, about 10 packets).
+constexpr uint64_t kSkewNs = 3000;
+
+struct Ecmp {
+  std::array<uint64_t, 4> frames{};
+  std::function<uint64_t(std::span<const uint8_t>)> delay() {
+    return [this](std::span<const uint8_t> f) -> uint64_t {
+      if (f.size() < 42 || f[23] != 17) return 0;
+      const uint32_t path = (uint32_t(f[34]) << 8 | f[35]) % 4;  // UDP source port
+      frames[path]++;
+      return path * kSkewNs;
+    };
+  }
+  size_t used() const {
+    return size_t(std::count_if(frames.begin(), frames.end(), [](uint64_t n) { return n != 0; }));
+  }
+};
+
+// `spray 4`: every packet of a QP (requests, READ responses, ACKs) takes the next of four source
+// ports, so the fabric spreads it over its four paths; the receivers take the reordering that
+// makes without sending anything again (the NIC places what overtook, selective repeat keeps
+// it, and a hole is taken for lost only `reorder` PSNs on). Without the tolerance (`reorder 1`)
+// the same reordering is taken for loss and sent again; unsprayed, a QP keeps one path, in order.
+TEST(RoceSim, SprayedQpsSpreadOverTheFabricAndTakeItsReordering) {
+  struct Run {
+    std::vector<std::pair<std::string, std::string>> params;
+    Ecmp ab, ba;
+    uint64_t resent = 0, ooo = 0;
+  };
+  std::array<Run, 3> runs;
+  runs[0].params = {{"spray", "4"}};
+  runs[1].params = {{"spray", "4"}, {"reorder", "1"}};
+  runs[2].params = {};
+  for (Run& r : runs) {
+    SCOPED_TRACE(r.params.empty() ? "unsprayed" : r.params.size() == 1 ? "sprayed" : "reorder 1");
+    RoceConfig c;
+    c.pmtu = 1024;
+    c.selective_repeat = true;
+    c.params = r.params;
+    c.ab.path_delay_if = r.ab.delay();
+    c.ba.path_delay_if = r.ba.delay();
+    RocePair p(seed(40), c);
+    run_workload(p, workload(60));
+    r.resent = p.a.rc->counters().retransmits + p.b.rc->counters().retransmits;
+    r.ooo = p.b.rc->counters().out_of_sequence;
+    EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
+  }
+  for (const Run* r : {&runs[0], &runs[1]}) {
+    // Each path carried at least a sixth of the requests; the READ responses took all four
+    // (the ACKs and NAKs beside them keep one).
+    const uint64_t ab = std::accumulate(r->ab.frames.begin(), r->ab.frames.end(), uint64_t{0});
+    for (uint64_t n : r->ab.frames)
+      EXPECT_GT(n * 6, ab);
+    EXPECT_EQ(r->ba.used(), 4u);
+    EXPECT_GT(r->ooo, 100u) << "the paths reordered the requests";
+  }
+  EXPECT_EQ(runs[0].resent, 0u) << "reordering is not loss";
+  EXPECT_GT(runs[1].resent, 100u) << "without the tolerance it is taken for loss";
+  EXPECT_EQ(runs[2].ab.used(), 1u);
+  EXPECT_EQ(runs[2].ba.used(), 1u);
+  EXPECT_EQ(runs[2].ooo, 0u);
+  EXPECT_EQ(runs[2].resent, 0u);
+}
+
+// Sprayed over the reordering fabric, with loss and loss bursts both ways: every request
+// completes with its bytes, the lost ones sent again.
+TEST(RoceSim, SprayedQpsRecoverLossAmongTheReordering) {
+  for (uint64_t s = 500; s < 504; s++) {
+    SCOPED_TRACE("seed " + std::to_string(s));
+    Ecmp ab, ba;
+    Faults f;
+    f.loss = 0.01;
+    f.loss_burst = 0.2;
+    RoceConfig c = with_faults(f, f);
+    c.pmtu = 1024;
+    c.selective_repeat = true;
+    c.params = {{"spray", "4"}};
+    c.ab.path_delay_if = ab.delay();
+    c.ba.path_delay_if = ba.delay();
+    RocePair p(seed(s), c);
+    run_workload(p, workload(60));
+    EXPECT_GT(p.a.rc->counters().retransmits, 0u);
+    EXPECT_EQ(ab.used(), 4u);
+  }
+}
+
 // ---- the responder's checks, packet by packet -------------------------------------------------
 
 // A Context that keeps what the transport emits: descriptors, events, copies.
@@ -1523,6 +1616,47 @@ TEST(RoceQp, TransitionsNeedTheirAttributes) {
   EXPECT_EQ(rc.modify_qp(3, a, kAttrState, ctx), 0);
   EXPECT_EQ(rc.destroy_qp(3, ctx), 0);
   EXPECT_EQ(rc.destroy_qp(3, ctx), -ENOENT);
+}
+
+TEST(RoceQp, SprayParamsAreCheckedAndNeedSelectiveRepeat) {
+  RcTransport rc;
+  const Param ok[] = {{"spray", "64"}, {"reorder", "512"}};
+  EXPECT_EQ(rc.check_params(ok), "");
+  for (const char* bad : {"0", "65", "x", "4x", ""}) {
+    const Param p[] = {{"spray", bad}};
+    EXPECT_NE(rc.check_params(p).find("spray is a whole number from 1 to 64"), std::string::npos)
+        << bad;
+  }
+  const Param bad_reorder[] = {{"reorder", "513"}};
+  EXPECT_NE(rc.check_params(bad_reorder).find("reorder"), std::string::npos);
+  RecordingContext ctx;
+  const Param sprayed[] = {{"spray", "4"}};
+  const Param tolerant[] = {{"reorder", "8"}};
+  ASSERT_EQ(rc.create_qp(3, 0x33, QpCaps{}, sprayed), 0);
+  ASSERT_EQ(rc.create_qp(4, 0x34, QpCaps{}, tolerant), 0);
+  ASSERT_EQ(rc.create_qp(5, 0x35, QpCaps{}, sprayed), 0);
+  QpAttr a;
+  a.state = QpState::kInit;
+  for (FlowId f : {3, 4, 5})
+    ASSERT_EQ(rc.modify_qp(f, a, kAttrState | kAttrAccess, ctx), 0);
+  a.state = QpState::kRtr;
+  a.pmtu = 1024;
+  a.rq_psn = 5;
+  const uint32_t rtr = kAttrState | kAttrPmtu | kAttrDestQpn | kAttrRqPsn;
+  // Go-back-N would send everything again at each overtaking: refused.
+  EXPECT_EQ(rc.modify_qp(3, a, rtr, ctx), -EINVAL);
+  EXPECT_EQ(rc.modify_qp(4, a, rtr, ctx), -EINVAL);
+  a.selective_repeat = true;
+  EXPECT_EQ(rc.modify_qp(3, a, rtr | kAttrSelectiveRepeat, ctx), 0);
+  EXPECT_EQ(rc.modify_qp(4, a, rtr | kAttrSelectiveRepeat, ctx), 0);
+  // RESET keeps the QP's parameters: still sprayed, so still refused without selective repeat.
+  a.state = QpState::kReset;
+  ASSERT_EQ(rc.modify_qp(3, a, kAttrState, ctx), 0);
+  a.state = QpState::kInit;
+  ASSERT_EQ(rc.modify_qp(3, a, kAttrState | kAttrAccess, ctx), 0);
+  a.state = QpState::kRtr;
+  a.selective_repeat = false;
+  EXPECT_EQ(rc.modify_qp(3, a, rtr | kAttrSelectiveRepeat, ctx), -EINVAL);
 }
 
 }  // namespace

@@ -410,7 +410,7 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
             "flow 9: datagram 10.0.0.1:7 -> 10.0.0.2:7  app -", "  info        b 1  a x"])
 
     # A queue pair as the rocev2 transport reports it (RcTransport::flow_info: its keys in order).
-    QP_KEYS = ["state", "recovery", "dcqcn", "qpn", "dest_qpn", "pmtu", "sq_psn", "una_psn",
+    QP_KEYS = ["state", "recovery", "spray", "reorder", "dcqcn", "qpn", "dest_qpn", "pmtu", "sq_psn", "una_psn",
                "epsn", "msn", "send_queued", "recv_posted", "reads_outstanding",
                "outstanding_psns", "retries_left", "rnr_retries_left", "rate_limit_bps",
                "rate_bps", "target_rate_bps", "alpha_ppm", "rate_decreases", "tx_packets",
@@ -422,7 +422,7 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
 
     def qp(self, flow_id, qpn, **info):
         values = dict.fromkeys(self.QP_KEYS, 0)
-        values.update(state="RTS", recovery="go-back-n", dcqcn="on", qpn=qpn, dest_qpn=qpn + 1,
+        values.update(state="RTS", recovery="go-back-n", spray=1, reorder=1, dcqcn="on", qpn=qpn, dest_qpn=qpn + 1,
                       pmtu=4096, sq_psn=0x10020, una_psn=0x10010, epsn=0xABCDEF, msn=7,
                       send_queued=3, recv_posted=16, outstanding_psns=16, retries_left=7,
                       rnr_retries_left=6, rate_limit_bps=100_000_000_000,
@@ -542,7 +542,8 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         self.assertEqual(lines[0], "qp 5: qpn 17 -> 10.99.0.2 qpn 18  RTS  app 2 "
                                    "(flow 10.99.0.1:4791 -> 10.99.0.2:4791)")
         self.assertEqual(lines[1].split(), ["qp", "state", "RTS", "qpn", "17", "dest_qpn", "18",
-                                            "pmtu", "4096", "recovery", "go-back-n"])
+                                            "pmtu", "4096", "recovery", "go-back-n", "spray",
+                                            "1", "reorder", "1"])
         self.assertEqual(lines[2].split(), [
             "requester", "sq_psn", str(0x10020), "una_psn", str(0x10010), "outstanding_psns",
             "16", "send_queued", "3", "reads_outstanding", "0"])

@@ -787,7 +787,7 @@ void show_qps(const json& rows) {
 // qp show: every value the QP reports, by theme; rates and alpha also for humans.
 void show_qp(const json& f) {
   static const InfoGroups kGroups = {
-      {"qp", {"state", "qpn", "dest_qpn", "pmtu", "recovery"}},
+      {"qp", {"state", "qpn", "dest_qpn", "pmtu", "recovery", "spray", "reorder"}},
       {"requester", {"sq_psn", "una_psn", "outstanding_psns", "send_queued", "reads_outstanding"}},
       {"responder", {"epsn", "msn", "recv_posted"}},
       {"retries",

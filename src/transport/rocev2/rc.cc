@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
+#include <string>
 
 #include "rc_qp.h"
 
@@ -39,20 +41,50 @@ RcTransport::~RcTransport() = default;
 
 namespace {
 
-// A QP's parameters: `dcqcn on|off` and DCQCN's constants (cc::DcqcnParams::set's keys).
-std::string apply_params(Params params, bool* dcqcn, cc::DcqcnParams* p) {
+// A QP's parameters: `dcqcn on|off` and DCQCN's constants (cc::DcqcnParams::set's keys);
+// `spray N` (1-kMaxSpray source ports, 1: off) and `reorder K` (1-kMaxReorder PSNs).
+struct QpOpts {
+  bool dcqcn = true;
+  cc::DcqcnParams dcqcn_params;
+  uint32_t spray = 1;
+  uint32_t reorder = 0;  // 0: not given
+
+  // The reordering a hole is given before it is taken for lost: at once unless sprayed.
+  uint32_t reorder_or_default() const {
+    return reorder != 0 ? reorder : spray > 1 ? kSprayReorder : 1;
+  }
+};
+
+std::string parse_count(const Param& x, uint32_t max, uint32_t* out) {
+  uint32_t v = 0;
+  const auto [end, ec] = std::from_chars(x.value.data(), x.value.data() + x.value.size(), v);
+  if (ec != std::errc{} || end != x.value.data() + x.value.size() || v == 0 || v > max) {
+    return "rocev2: " + std::string(x.key) + " is a whole number from 1 to " + std::to_string(max) +
+           ", not \"" + std::string(x.value) + "\"";
+  }
+  *out = v;
+  return "";
+}
+
+std::string apply_params(Params params, QpOpts* o) {
   for (const Param& x : params) {
+    std::string err;
     if (x.key == "dcqcn") {
       if (x.value != "on" && x.value != "off") {
         return "rocev2: dcqcn is \"on\" or \"off\", not \"" + std::string(x.value) + "\"";
       }
-      *dcqcn = x.value == "on";
+      o->dcqcn = x.value == "on";
     } else if (x.key.starts_with("dcqcn_")) {
-      std::string err = p->set(x.key, x.value);
-      if (!err.empty()) return err;
+      err = o->dcqcn_params.set(x.key, x.value);
+    } else if (x.key == "spray") {
+      err = parse_count(x, kMaxSpray, &o->spray);
+    } else if (x.key == "reorder") {
+      err = parse_count(x, kMaxReorder, &o->reorder);
     } else {
-      return "rocev2: unknown parameter \"" + std::string(x.key) + "\" (have dcqcn and dcqcn_*)";
+      return "rocev2: unknown parameter \"" + std::string(x.key) +
+             "\" (have dcqcn, dcqcn_*, spray and reorder)";
     }
+    if (!err.empty()) return err;
   }
   return "";
 }
@@ -60,9 +92,8 @@ std::string apply_params(Params params, bool* dcqcn, cc::DcqcnParams* p) {
 }  // namespace
 
 std::string RcTransport::check_params(Params params) const {
-  bool on = true;
-  cc::DcqcnParams p;
-  return apply_params(params, &on, &p);
+  QpOpts o;
+  return apply_params(params, &o);
 }
 
 uint32_t RcTransport::qp_number(FlowId flow) const {
@@ -90,7 +121,12 @@ int RcTransport::create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params
   if (find(flow) != nullptr) return -EEXIST;
   if (qps_.size() <= flow) qps_.resize(size_t(flow) + 1);
   auto q = std::make_unique<Qp>();
-  if (!apply_params(params, &q->dcqcn, &q->dcqcn_params).empty()) return -EINVAL;
+  QpOpts o;
+  if (!apply_params(params, &o).empty()) return -EINVAL;
+  q->dcqcn = o.dcqcn;
+  q->dcqcn_params = o.dcqcn_params;
+  q->spray = uint16_t(o.spray);
+  q->reorder = o.reorder_or_default();
   q->flow = flow;
   q->qpn = qpn;
   size_queues(*q, caps);
@@ -180,7 +216,11 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
   } else if (from == QpState::kReset && to == QpState::kInit) {
     ok = need(kAttrAccess);
   } else if (from == QpState::kInit && to == QpState::kRtr) {
-    ok = need(kAttrPmtu | kAttrDestQpn | kAttrRqPsn);
+    // Spraying reorders the QP's packets on purpose: only selective repeat takes that without
+    // sending everything again (and so does tolerating reordering).
+    const bool sr =
+        (mask & kAttrSelectiveRepeat) != 0 ? a.selective_repeat : q->attr.selective_repeat;
+    ok = need(kAttrPmtu | kAttrDestQpn | kAttrRqPsn) && (sr || (q->spray == 1 && q->reorder == 1));
   } else if (from == QpState::kRtr && to == QpState::kRts) {
     ok = need(kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry);
   } else if (from == QpState::kRts && to == QpState::kRts) {
@@ -218,11 +258,15 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     const QpCaps caps = q->caps;
     const bool dcqcn = q->dcqcn;
     const cc::DcqcnParams dp = q->dcqcn_params;
+    const uint16_t spray = q->spray;
+    const uint32_t reorder = q->reorder;
     *q = Qp{};
     q->flow = f;
     q->qpn = n;
     q->dcqcn = dcqcn;
     q->dcqcn_params = dp;
+    q->spray = spray;
+    q->reorder = reorder;
     size_queues(*q, caps);
     return 0;
   }
@@ -251,7 +295,7 @@ int RcTransport::modify_qp(FlowId flow, const QpAttr& a, uint32_t mask, Context&
     }
   }
   if (to == QpState::kRts && from == QpState::kRtr) {
-    q->snd_nxt = q->snd_max = q->una = q->recover_next = s.sq_psn;
+    q->snd_nxt = q->snd_max = q->una = q->recover_next = q->peer_epsn = s.sq_psn;
     q->timing = false;
     q->rtt.reset();
     q->backoff = 0;
@@ -491,6 +535,8 @@ bool RcTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("retries_left", q->retries_left);
   out.number("rnr_retries_left", q->rnr_left);
   out.text("recovery", q->attr.selective_repeat ? "selective-repeat" : "go-back-n");
+  out.number("spray", q->spray);
+  out.number("reorder", q->reorder);
   out.number("srtt_us", q->rtt.srtt() / 1000);
   out.number("rto_us", rto_ns(*q) / 1000);
   out.text("dcqcn", q->dcqcn ? "on" : "off");

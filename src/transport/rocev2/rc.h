@@ -110,7 +110,8 @@ class RcTransport final : public Transport, public QpControl {
   QpControl* qp_control() override { return this; }
 
   // ---- queue pairs (QpControl) ----
-  // create_qp's parameters are check_params': `dcqcn on|off`, DCQCN's constants `dcqcn_*`.
+  // create_qp's parameters are check_params': `dcqcn on|off`, DCQCN's constants `dcqcn_*`,
+  // `spray N` and `reorder K` (packet spraying: docs/transports.md).
   // modify_qp's transitions need (INIT: access; RTR: pmtu, dest_qpn, rq_psn; RTS: sq_psn,
   // timeout, retry_cnt, rnr_retry).
   int create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params = {}) override;

@@ -37,6 +37,12 @@ inline constexpr uint32_t kMaxSrNaks = 32;   // selective-repeat NAKs a QP sends
 // Selective repeat: a run of packets kept past a gap is NAKed when it starts, then once per this
 // many packets it grows by (or at a packet asking for an ACK), not once per packet.
 inline constexpr uint32_t kSrNakEvery = 16;
+// Packet spraying (`spray N`): the most source ports a QP sprays over, and how far past a hole
+// (in PSNs) a sprayed QP's NAKs and READ responses must reach before the hole is taken for lost
+// when the QP does not say (`reorder K`; unsprayed QPs take a hole at once, K = 1).
+inline constexpr uint32_t kMaxSpray = 64;
+inline constexpr uint32_t kSprayReorder = 32;
+inline constexpr uint32_t kMaxReorder = kSrWindow / 2;
 inline constexpr uint32_t kMaxReadQueue = 16;  // READs a responder holds (max_dest_rd_atomic)
 inline constexpr uint32_t kRespBurst = 64;     // READ response packets per call, per QP
 inline constexpr uint64_t kDefaultRateBps = 100'000'000'000ull;
@@ -91,6 +97,7 @@ struct SendWqe {
   uint32_t read_got = 0;    // READ: responses received in order
   uint32_t read_retry = 0;  // READ: the PSN of the last rewind for a gap (one per gap)
   uint32_t read_max = 0;    // READ, selective repeat: one past the furthest response in
+  uint32_t read_asked = 0;  // READ, selective repeat: gaps below it were asked for again
   uint64_t offset = 0;
   uint64_t va = 0;
   uint64_t wr_id = 0;
@@ -143,6 +150,13 @@ struct RcTransport::Qp {
   uint32_t qpn = 0;
   QpAttr attr;
   uint16_t sport = 0xC000;
+  // Packet spraying: request and READ response i goes from source port sport + i % spray
+  // (within 0xC000-0xFFFF), so ECMP spreads the QP; ACKs, NAKs and CNPs keep `sport`, one path,
+  // so they arrive in the order they tell it. A hole is lost once what arrived reaches `reorder`
+  // PSNs past it.
+  uint16_t spray = 1;
+  uint16_t spray_next = 0;
+  uint32_t reorder = 1;
   RcCounters c;
 
   // ---- requester ----
@@ -180,6 +194,9 @@ struct RcTransport::Qp {
   std::vector<uint32_t> resend;
   size_t resend_head = 0;
   uint32_t recover_next = 0;
+  // The responder's ePSN as its ACKs and NAKs last told it: everything before it arrived, though
+  // una may stay below it, at a READ still missing responses.
+  uint32_t peer_epsn = 0;
   // Selective repeat, requester: the SEND and WRITE packets sent again and not yet known to have
   // arrived, oldest first (a ring of kSrWindow), each with snd_max when it went. A NAK naming a
   // PSN from there on (sent after it, over a path that keeps order) tells it was lost again: it
@@ -319,6 +336,10 @@ inline TxDesc& header(RcTransport::Qp& q, Headers& h, Context& ctx) {
   // requests and CNPs, as mlx5 sends them (a switch marks what is ECN-capable only).
   d.ecn = q.dcqcn ? kEct0 : 0;
   h.src_port = q.sport;
+  if (q.spray > 1 && h.opcode != kAck && h.opcode != kCnp) {
+    h.src_port = uint16_t(0xC000 | ((q.sport + q.spray_next) & 0x3FFF));
+    if (++q.spray_next == q.spray) q.spray_next = 0;
+  }
   h.dest_qp = q.attr.dest_qpn;
   d.l4_len = uint8_t(build(h, d.l4.data()));
   return d;
@@ -380,10 +401,11 @@ void complete(RcTransport::Qp& q, Context& ctx);
 void rewind(RcTransport::Qp& q, uint32_t psn);
 // Selective repeat: every PSN in [from, to) the responder does not have is sent again. A READ
 // is one request: its first PSN stands for all of them; after a timeout (`all`) a READ still
-// missing responses is asked again even when the responder has its request. `reads_only`: the
-// READs' only.
+// missing responses is asked again even when the responder has its request. `which`: the READs'
+// only, or all but theirs.
+enum class Holes : uint8_t { kAll, kReadsOnly, kNotReads };
 void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all = false,
-                 bool reads_only = false);
+                 Holes which = Holes::kAll);
 // Selective repeat's timeout: the first unacknowledged packet and the last one sent go again
 // (the last, past a lost tail, is NAKed naming it and shows the holes), and the packets sent
 // again and still missing; not the packets in flight between, nor the holes no NAK has shown

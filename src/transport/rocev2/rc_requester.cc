@@ -192,14 +192,15 @@ void rewind(RcTransport::Qp& q, uint32_t psn) {
 
 // Selective repeat: every PSN in [from, to) the responder does not have is sent again. A READ
 // is one request: its first PSN stands for all of them; after a timeout (`all`) a READ still
-// missing responses is asked again even when the responder has its request. `reads_only`: the
-// READs' only.
-void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, bool reads_only) {
+// missing responses is asked again even when the responder has its request. `which`: the READs'
+// only, or all but theirs.
+void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, Holes which) {
   for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
     const SendWqe& w = q.sq[(i)&q.sq_mask];
     if (!w.started || psn_diff(w.first_psn, to) >= 0) break;
     if (psn_diff(w.last_psn(), from) < 0) continue;
     if (w.kind == ReqKind::kRead) {
+      if (which == Holes::kNotReads) continue;
       // Its first missing response: asked for when the responder lacks the request, or (after
       // a timeout) when the responses stopped; then every other gap below the furthest
       // response in.
@@ -214,7 +215,7 @@ void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, bool 
       }
       continue;
     }
-    if (reads_only) continue;
+    if (which == Holes::kReadsOnly) continue;
     const uint32_t a = psn_diff(w.first_psn, from) >= 0 ? w.first_psn : from;
     for (uint32_t p = a; psn_diff(p, to) < 0 && psn_diff(p, w.last_psn()) <= 0; p = psn_add(p, 1)) {
       if (!bit(q.sacked, p)) queue_resend(q, p);
@@ -228,7 +229,7 @@ void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, bool 
 // yet. Every READ short of responses asks again (no response came for an RTO: none is coming).
 void resend_on_timeout(RcTransport::Qp& q) {
   q.rereads.n = 0;  // asked for again below, and noted anew
-  queue_holes(q, q.una, q.snd_max, true, true);
+  queue_holes(q, q.una, q.snd_max, true, Holes::kReadsOnly);
   queue_holes(q, q.una, psn_add(q.una, 1), true);
   const uint32_t last = psn_add(q.snd_max, kPsnMask);
   queue_holes(q, last, q.snd_max, true);
@@ -390,8 +391,10 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
       const uint32_t missing = psn_add(w.first_psn, w.read_got);
       if (psn_diff(next, missing) > 0) {
         next = missing;
-        // (Selective repeat asked for gaps below the furthest response in as they showed.)
-        if (w.read_retry != missing + 1 && w.read_got >= w.read_max) {
+        // (Selective repeat asked for gaps below the furthest response in as they showed. A QP
+        // that tolerates reordering does not take this for loss: its responses take other
+        // paths than the ACK, which may overtake them; ask_read_gaps and the timeout ask.)
+        if (w.read_retry != missing + 1 && w.read_got >= w.read_max && q.reorder == 1) {
           w.read_retry = missing + 1;
           go_back(q, missing);
         }
@@ -415,6 +418,60 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
   complete(q, ctx);
   q.timer_ns = q.outstanding() && q.attr.timeout != 0 ? ctx.now_ns() + rto_ns(q) : 0;
   return true;
+}
+
+// An ACK's or a NAK's word on the responder's ePSN (a later one than known, of what was sent).
+void note_peer_epsn(RcTransport::Qp& q, uint32_t epsn) {
+  if (psn_diff(epsn, q.peer_epsn) > 0 && psn_diff(epsn, q.snd_max) <= 0) q.peer_epsn = epsn;
+}
+
+// Selective repeat: a NAK says the responder has PSNs up to `got` (and not those between the last
+// NAK and `below`). The holes below it go again, once. A QP whose packets take several paths
+// (sprayed, or over a fabric that reorders) takes a hole for lost only when `reorder` packets
+// sent after it are known to have arrived (RFC 6675's IsLost, in packets: the sacked PSNs above
+// it, a READ request counting once however many PSNs it spans); the holes nearer `got` wait for
+// a later NAK, a tail for the timeout. So do the packets sent again and still missing.
+void take_holes(RcTransport::Qp& q, uint32_t got, uint32_t below) {
+  uint32_t from = psn_diff(q.recover_next, q.una) > 0 ? q.recover_next : q.una;
+  if (psn_diff(q.peer_epsn, from) > 0 && psn_diff(q.peer_epsn, q.snd_max) <= 0) from = q.peer_epsn;
+  if (q.reorder == 1) {
+    queue_holes(q, from, below);
+    if (psn_diff(psn_add(got, 1), q.recover_next) > 0) q.recover_next = psn_add(got, 1);
+    resend_lost_again(q, got, false);
+    return;
+  }
+  // Down from `got` to the PSN with `reorder` sacked ones at or above it (the sacked set covers
+  // a window of PSNs).
+  uint32_t to = from;
+  uint32_t seen = 0;
+  const int32_t span = std::min(psn_diff(got, from), int32_t(kSrWindow) - 1);
+  for (int32_t i = 0; i <= span; i++) {
+    const uint32_t p = psn_add(got, kPsnMask + 1 - uint32_t(i));
+    if (bit(q.sacked, p) && ++seen == q.reorder) {
+      to = p;
+      break;
+    }
+  }
+  if (psn_diff(to, below) > 0) to = below;
+  if (psn_diff(to, from) > 0) {
+    queue_holes(q, from, to, false, Holes::kNotReads);
+    q.recover_next = to;
+    resend_lost_again(q, psn_add(to, kPsnMask), false);
+  }
+}
+
+// Selective repeat, a QP that tolerates reordering: response `k` of READ `w` came; each gap at
+// least `reorder` responses below it that was not asked for yet is asked for again.
+void ask_read_gaps(RcTransport::Qp& q, SendWqe& w, uint32_t k, RcCounters& t) {
+  const uint32_t upto = k + 1 >= q.reorder ? k + 1 - q.reorder : 0;
+  for (uint32_t i = std::max(w.read_asked, w.read_got); i < upto; i++) {
+    const uint32_t p = psn_add(w.first_psn, i);
+    if (bit(q.read_in, p) || (i != w.read_got && !bit(q.read_in, psn_add(p, kPsnMask)))) continue;
+    q.c.naks_received++;
+    t.naks_received++;
+    queue_resend(q, p);
+  }
+  w.read_asked = std::max(w.read_asked, upto);
 }
 
 }  // namespace
@@ -473,10 +530,12 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
       // that (the responder answers in order): what is still missing of it was lost again.
       if (q.timer_ns != 0) q.timer_ns = now + rto_ns(q);
       reread_lost_again(q, *w, b.psn);
-      if (k > w->read_max) {
+      if (q.reorder == 1 && k > w->read_max) {
         q.c.naks_received++;
         t.naks_received++;
         queue_resend(q, psn_add(w->first_psn, w->read_max));
+      } else if (q.reorder > 1) {
+        ask_read_gaps(q, *w, k, t);
       }
       w->read_max = std::max(w->read_max, k + 1);
     }
@@ -496,6 +555,7 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
   q.c.acks_received++;
   t.acks_received++;
   if (syndrome_is_ack(b.syndrome)) {
+    note_peer_epsn(q, psn_add(b.psn, 1));
     ack_upto(q, psn_add(b.psn, 1), ctx);
   } else if (syndrome_is_rnr(b.syndrome)) {
     q.c.rnr_naks_received++;
@@ -523,14 +583,12 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
         psn_diff(hi, q.snd_max) < 0) {
       for (uint32_t p = lo; p != psn_add(hi, 1); p = psn_add(p, 1))
         set_bit(q.sacked, p, true);
-      const uint32_t from = psn_diff(q.recover_next, q.una) > 0 ? q.recover_next : q.una;
-      queue_holes(q, from, lo);
-      if (psn_diff(psn_add(hi, 1), q.recover_next) > 0) q.recover_next = psn_add(hi, 1);
-      resend_lost_again(q, hi, false);
+      take_holes(q, hi, lo);
     }
   } else if (b.syndrome == kSynPsnError) {
     q.c.naks_received++;
     t.naks_received++;
+    note_peer_epsn(q, b.psn);
     ack_upto(q, b.psn, ctx);
     if (q.attr.selective_repeat) {
       // The responder has everything before the NAK's PSN, and the PSN its MSN field names
@@ -544,10 +602,7 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
         q.recover_next = q.snd_max;
       } else if (psn_diff(got, q.una) >= 0 && psn_diff(got, q.snd_max) < 0) {
         set_bit(q.sacked, got, true);
-        const uint32_t from = psn_diff(q.recover_next, q.una) > 0 ? q.recover_next : q.una;
-        queue_holes(q, from, got);
-        if (psn_diff(psn_add(got, 1), q.recover_next) > 0) q.recover_next = psn_add(got, 1);
-        resend_lost_again(q, got, false);
+        take_holes(q, got, got);
       }
     } else if (psn_diff(b.psn, q.snd_nxt) < 0) {
       rewind(q, b.psn);

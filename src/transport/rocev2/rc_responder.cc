@@ -320,7 +320,8 @@ void unkeep(RcTransport::Qp& q, OooPkt& e) {
 
 // Selective repeat: a deferred SEND packet past a gap, its payload copied into a free slot of the
 // keep buffer (the NIC cannot place it: which receive it belongs to is unknown while a lost
-// packet may have ended the message before). False when no slot is free or it does not fit.
+// packet may have ended the message before), or a WRITE's whose first packet has not come.
+// False when no slot is free or it does not fit.
 bool keep_send(RcTransport::Qp& q, const Rx& x, const OpInfo& o, OooPkt& e) {
   const uint32_t pmtu = q.attr.pmtu;
   if (x.h.payload == nullptr || !lengths_ok(o, x.len, pmtu) || q.keep_free.empty()) return false;
@@ -332,9 +333,10 @@ bool keep_send(RcTransport::Qp& q, const Rx& x, const OpInfo& o, OooPkt& e) {
 
 // Selective repeat: a request `d` PSNs past ePSN. Kept when its payload is certainly in place
 // (the NIC placed it, it had none, or it belongs to a WRITE whose place is known) or a SEND's
-// payload found room in the keep buffer, to be processed when ePSN reaches it, and named in a
-// NAK. Otherwise dropped: false, and the caller asks for everything from ePSN the responder does
-// not have, unless it was a SEND's packet that found the keep buffer full (`full`): the packets
+// payload, or that of a WRITE whose first packet has not come, found room in the keep buffer,
+// to be processed when ePSN reaches it, and named in a NAK. Otherwise dropped: false, and the
+// caller asks for everything from ePSN the responder does not have, unless it was a packet
+// that found the keep buffer full (`full`): the packets
 // in flight behind it would find it full too, and sending them all again at once only repeats
 // that; the NAK of the next packet kept past it (or the timeout) asks for it.
 bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounters& t, bool* full) {
@@ -370,12 +372,20 @@ bool keep_ooo(RcTransport::Qp& q, const Rx& x, int32_t d, Context& ctx, RcCounte
         c = &w;
       }
     }
-    if (c == nullptr) return false;
-    // Copied only when IBTA's lengths hold: the packet's own, and a last one ends the WRITE.
-    const uint64_t at = uint64_t(psn_diff(x.b.psn, c->first_psn)) * q.attr.pmtu;
-    if (!lengths_ok(o, x.len, q.attr.pmtu) || at + x.len > c->len ||
-        (o.last && at + x.len != c->len) || !land(q, x, c->mr, c->offset + at, ctx, t)) {
-      return false;
+    if (c == nullptr) {
+      // Its WRITE's first packet has not come (it was lost, or overtaken on another path):
+      // kept in a slot like a SEND's, and copied to its place when ePSN reaches it.
+      if (!keep_send(q, x, o, e)) {
+        *full = q.keep_free.empty();
+        return false;
+      }
+    } else {
+      // Copied only when IBTA's lengths hold: the packet's own, and a last one ends the WRITE.
+      const uint64_t at = uint64_t(psn_diff(x.b.psn, c->first_psn)) * q.attr.pmtu;
+      if (!lengths_ok(o, x.len, q.attr.pmtu) || at + x.len > c->len ||
+          (o.last && at + x.len != c->len) || !land(q, x, c->mr, c->offset + at, ctx, t)) {
+        return false;
+      }
     }
   }
   e.valid = true;

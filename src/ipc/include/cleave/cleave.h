@@ -437,7 +437,8 @@ struct cl_qp_init_attr {
   uint32_t max_recv_wr; /* 1..4096 */
   const char* params;   /* NULL, or "key value ...": "transport solar" picks the QP's transport
                            (default rocev2), "volume <MR id>" a Solar target's volume (cl_blk_*);
-                           the others are the transport's (rocev2: "dcqcn on") */
+                           the others are the transport's (rocev2: "dcqcn on",
+                           "spray 8" with CL_QP_SELECTIVE_REPEAT) */
 };
 
 enum {
