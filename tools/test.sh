@@ -24,10 +24,13 @@ if [ ! -f build-asan/build.ninja ]; then
     -Dbenchmarks=false -Drtl=disabled -Doptimization=0
 fi
 ninja -C build-asan
-# The RoCE test's largest move is 256 MiB here instead of 1 GiB: the same code paths, a quarter
-# of the bytes through the sanitizers (the normal build above moves 1 GiB).
+# The same code paths with fewer bytes through the sanitizers (the normal build above moves the
+# defaults): the RoCE test's largest move 256 MiB instead of 1 GiB, the simulated TCP fault
+# matrix 25 MB a case instead of 100, the TCP streams 32 MiB instead of 64, 1000 messages a
+# message test instead of 2000.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  CLEAVE_RDMA_BIG=256m meson test -C build-asan --print-errorlogs
+  CLEAVE_RDMA_BIG=256m CLEAVE_TCP_SIM_MB=25 CLEAVE_TCP_BYTES=33554432 CLEAVE_MSG_COUNT=1000 \
+  meson test -C build-asan --print-errorlogs
 
 stage "notification pipes and libcleave under ThreadSanitizer (build-tsan/)"
 # Only the two tests that need it: the pipe and the library against its fake daemon. GCC warns
