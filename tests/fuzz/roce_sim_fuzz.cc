@@ -2,7 +2,8 @@
 // (src/transport/rocev2) over the real NIC model on both ends, SENDs, WRITEs and READs posted
 // from the input, and an attacker on the wire (sim_attack.h) forging packets from the ones it
 // sees: PSNs moved, opcodes, BTH flags, UDP ports, RETH/AETH/ImmDt bytes, lengths and pad
-// changed, ICRC right or wrong. The link's own faults are set from the input too.
+// changed, ICRC right or wrong. The link's own faults are set from the input too, and whether
+// the QPs recover by go-back-N or selective repeat, the latter sprayed (`spray 4`) or not.
 //
 // Packets reach the QPs through the NIC model's RoCE parser and placement (rkeys, READ sinks,
 // SENDs by message number) or the copy path, so the requester, the responder and the QP state
@@ -206,6 +207,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.zero_copy = (setup & 8) == 0;
   cfg.selective_repeat = (setup & 16) != 0;
   if (setup & 32) cfg.params = {{"dcqcn", "on"}};
+  // Packet spraying, its reordering tolerance (32 PSNs) beside selective repeat's recovery.
+  if (cfg.selective_repeat && (setup & 64) != 0) cfg.params.push_back({"spray", "4"});
   cfg.mr_bytes = kMrBytes;
   cfg.caps = {16, 16};
   Harness h;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <vector>
 
 #include "common/wire.h"
 
@@ -45,6 +46,52 @@ bool parse_rx(const RxL4& in, RxParsed* out) {
   return true;
 }
 
+// A double-ended queue in one power-of-two array, grown by doubling: std::deque's ends without
+// its per-element block bookkeeping, on the paths that run per block and per ACK.
+template <class T>
+class Ring {
+ public:
+  bool empty() const { return n_ == 0; }
+  size_t size() const { return n_; }
+  T& front() { return buf_[head_]; }
+  T& operator[](size_t i) { return buf_[(head_ + i) & mask_]; }
+  void push_back(const T& v) {
+    if (n_ == buf_.size()) grow();
+    buf_[(head_ + n_++) & mask_] = v;
+  }
+  void push_front(const T& v) {
+    if (n_ == buf_.size()) grow();
+    head_ = (head_ - 1) & mask_;
+    buf_[head_] = v;
+    n_++;
+  }
+  void pop_front() { drop_front(1); }
+  void drop_front(size_t k) {
+    head_ = (head_ + k) & mask_;
+    n_ -= k;
+  }
+  void erase(size_t i) {  // rare: the ones after it move up
+    for (; i + 1 < n_; i++)
+      (*this)[i] = (*this)[i + 1];
+    n_--;
+  }
+  void clear() { head_ = n_ = 0; }
+
+ private:
+  void grow() {
+    std::vector<T> b(buf_.empty() ? 16 : buf_.size() * 2);
+    for (size_t i = 0; i < n_; i++)
+      b[i] = (*this)[i];
+    buf_.swap(b);
+    head_ = 0;
+    mask_ = buf_.size() - 1;
+  }
+  std::vector<T> buf_;
+  size_t head_ = 0;
+  size_t n_ = 0;
+  size_t mask_ = 0;
+};
+
 }  // namespace
 
 // One transmission in flight on a path.
@@ -64,7 +111,7 @@ struct SolarTransport::Path {
   // Sender: transmissions in flight, oldest first (sequences only grow): an ACK touches only
   // those up to its largest sequence, at the front.
   uint32_t next_seq = 1;
-  std::deque<Out> out;
+  Ring<Out> out;
   uint32_t largest_acked = 0;
   bool have_largest = false;
   uint32_t last_ce = 0;
@@ -116,8 +163,8 @@ struct SolarTransport::Conn {
     uint32_t io;
     uint16_t index;
   };
-  std::deque<Ref> queue;  // blocks to send: new ones at the back, lost ones at the front
-  uint16_t rr = 0;        // the path the next block tries first
+  Ring<Ref> queue;  // blocks to send: new ones at the back, lost ones at the front
+  uint16_t rr = 0;  // the path the next block tries first
   // Target.
   bool volume_on_nic = false;
   uint32_t served_blocks = 0;   // blocks of the READs in `ios` (kMaxServedBlocks)
@@ -786,11 +833,10 @@ void SolarTransport::on_ack(Conn& c, const Header& sh, Context& ctx) {
   // of `out`, oldest first. Those neither (within 3 of the largest acknowledged, not in the
   // bitmap) stay in front, in order.
   uint64_t lost = 0;
-  std::array<Out, 3> keep;
-  size_t kept = 0;
-  while (!p.out.empty() && seq_diff(p.out.front().seq, sh.seq) <= 0) {
-    const Out o = p.out.front();
-    p.out.pop_front();
+  size_t seen = 0;
+  size_t kept = 0;  // moved to the front as they are passed (at most 3)
+  while (seen < p.out.size() && seq_diff(p.out[seen].seq, sh.seq) <= 0) {
+    const Out o = p.out[seen++];
     if (o.seq == sh.echo) {
       const uint64_t held = uint64_t(sh.ack_delay_us) * 1000;
       if (now - o.sent_at > held) a.rtt_ns = now - o.sent_at - held;
@@ -807,11 +853,13 @@ void SolarTransport::on_ack(Conn& c, const Header& sh, Context& ctx) {
       p.info.lost++;
       requeue(c, o.io, o.index);
     } else {
-      keep[kept++] = o;  // at most 3: the sequences within 3 of the largest acknowledged
+      p.out[kept++] = o;  // the sequences within 3 of the largest acknowledged
     }
   }
-  while (kept != 0)
-    p.out.push_front(keep[--kept]);
+  // The kept ones, in order, just before the rest; the ones resolved leave the front.
+  for (size_t k = kept; k-- > 0;)
+    p.out[seen - kept + k] = p.out[k];
+  p.out.drop_front(seen - kept);
   p.st.on_ack(a);
   if (lost != 0) p.st.on_loss(lost, now);
   if (a.acked_bytes != 0) p.rto_at = p.out.empty() ? 0 : now + p.st.rto_ns();
@@ -822,12 +870,14 @@ void SolarTransport::on_nack(Conn& c, const Header& sh, Context& ctx) {
   Path& p = *c.paths[sh.path];
   // It must name a transmission in flight as it was sent: a NACK may answer a packet whose
   // header was corrupted on the way (its UDP checksum failed), and then names something else.
-  auto o = std::find_if(p.out.begin(), p.out.end(), [&](const Out& x) {
-    return x.seq == sh.seq && x.io == sh.io_id && x.index == sh.index;
-  });
-  if (o == p.out.end()) return;  // already resolved (found lost, or a timeout), or not ours
-  const Out refused = *o;
-  p.out.erase(o);
+  size_t at = 0;
+  while (at < p.out.size() &&
+         (p.out[at].seq != sh.seq || p.out[at].io != sh.io_id || p.out[at].index != sh.index)) {
+    at++;
+  }
+  if (at == p.out.size()) return;  // already resolved (found lost, or a timeout), or not ours
+  const Out refused = p.out[at];
+  p.out.erase(at);
   p.st.on_refused(refused.bytes);
   if (sh.reason == uint32_t(NackReason::kBadCrc)) {
     requeue(c, refused.io, refused.index);
@@ -905,8 +955,8 @@ void SolarTransport::tick(Context& ctx) {
         p.info.timeouts++;
         if (p.st.on_timeout(now)) p.info.downs++;
         // Everything in flight on the path goes again, on whichever paths are up.
-        for (const Out& o : p.out)
-          requeue(*c, o.io, o.index);
+        for (size_t k = 0; k < p.out.size(); k++)
+          requeue(*c, p.out[k].io, p.out[k].index);
         p.out.clear();
       }
       if (p.st.probe_due(now)) send_probe(*c, i, ctx);

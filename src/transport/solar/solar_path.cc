@@ -36,7 +36,7 @@ void PathState::on_ack(const PathAck& a) {
   cc::Ack ack;
   ack.now_ns = a.now_ns;
   ack.acked = uint32_t(std::min<uint64_t>(a.acked_bytes, UINT32_MAX));
-  ack.ece_acked = a.acked_blocks == 0 ? 0 : uint32_t(uint64_t(ack.acked) * ce / a.acked_blocks);
+  ack.ece_acked = ce == 0 ? 0 : uint32_t(uint64_t(ack.acked) * ce / a.acked_blocks);
   ack.rtt_us = uint32_t(std::min<uint64_t>(a.rtt_ns / 1000, UINT32_MAX));
   ack.snd_una = resolved_;
   ack.snd_nxt = sent_;

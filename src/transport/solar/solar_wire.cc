@@ -79,12 +79,21 @@ Error decode(const uint8_t* p, size_t len, Header& h) {
   if (len < kHeaderLen) return Error::kTruncated;
   const uint8_t type = p[0];
   if (type < 1 || type > 5) return Error::kBadType;
-  h = Header{};
+  // Every field is written (the ones this type does not carry zero), one by one: `h =
+  // Header{}` went through a temporary on the stack, a store-forwarding stall per header.
   h.type = Type(type);
   h.flags = p[1];
   h.path = load16(p + 2);
   h.conn = load32(p + 4);
   h.seq = load32(p + 8);
+  h.io_id = 0;
+  h.offset = 0;
+  h.index = h.count = 0;
+  h.crc = h.length = h.reason = 0;
+  h.sack = 0;
+  h.echo = 0;
+  h.ack_delay_us = 0;
+  h.ce_count = 0;
   if ((h.flags & ~kAllowedFlags[type]) != 0) return Error::kBadFlags;
   if (h.path >= kMaxPaths) return Error::kBadPath;
   const size_t block = len - kHeaderLen;
