@@ -1167,8 +1167,7 @@ TEST(RoceSim, DcqcnParamsAreChecked) {
   EXPECT_EQ(rc.create_qp(1, 0x40, QpCaps{}, ok), 0);
 }
 
-// ---- packet spraying
-// -----------------------------------------------------------------------------
+// ---- packet spraying --------------------------------------------------------------------------
 
 // An ECMP fabric behind the simulated link: a frame's path is its UDP source port modulo 4 (a
 // switch's hash, simplified), path k kSkewNs longer than path 0, so packets sprayed over the
@@ -1190,10 +1189,11 @@ struct Ecmp {
   }
 };
 
-// `spray 4`: every packet of a QP (requests, READ responses, ACKs) takes the next of four source
-// ports, so the fabric spreads it over its four paths; the receivers take the reordering that
-// makes without sending anything again (the NIC places what overtook, selective repeat keeps
-// it, and a hole is taken for lost only `reorder` PSNs on). Without the tolerance (`reorder 1`)
+// `spray 4`: each request and READ response of a QP takes the next of four source ports (ACKs
+// and NAKs keep one), so the fabric spreads it over its four paths; the receivers take the
+// reordering that makes without sending anything again (the NIC places what overtook, selective
+// repeat keeps it, and a hole is taken for lost only once `reorder` packets sent after it are
+// known to have arrived; 32 by default when sprayed). Without the tolerance (`reorder 1`)
 // the same reordering is taken for loss and sent again; unsprayed, a QP keeps one path, in order.
 TEST(RoceSim, SprayedQpsSpreadOverTheFabricAndTakeItsReordering) {
   struct Run {

@@ -42,7 +42,7 @@ RcTransport::~RcTransport() = default;
 namespace {
 
 // A QP's parameters: `dcqcn on|off` and DCQCN's constants (cc::DcqcnParams::set's keys);
-// `spray N` (1-kMaxSpray source ports, 1: off) and `reorder K` (1-kMaxReorder PSNs).
+// `spray N` (1-kMaxSpray source ports, 1: off) and `reorder K` (1-kMaxReorder packets).
 struct QpOpts {
   bool dcqcn = true;
   cc::DcqcnParams dcqcn_params;

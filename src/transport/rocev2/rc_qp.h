@@ -37,9 +37,9 @@ inline constexpr uint32_t kMaxSrNaks = 32;   // selective-repeat NAKs a QP sends
 // Selective repeat: a run of packets kept past a gap is NAKed when it starts, then once per this
 // many packets it grows by (or at a packet asking for an ACK), not once per packet.
 inline constexpr uint32_t kSrNakEvery = 16;
-// Packet spraying (`spray N`): the most source ports a QP sprays over, and how far past a hole
-// (in PSNs) a sprayed QP's NAKs and READ responses must reach before the hole is taken for lost
-// when the QP does not say (`reorder K`; unsprayed QPs take a hole at once, K = 1).
+// Packet spraying (`spray N`): the most source ports a QP sprays over, and how many packets sent
+// after a hole must be known to have arrived before a sprayed QP takes it for lost when the QP
+// does not say (`reorder K`, at most kMaxReorder; unsprayed QPs take a hole at once, K = 1).
 inline constexpr uint32_t kMaxSpray = 64;
 inline constexpr uint32_t kSprayReorder = 32;
 inline constexpr uint32_t kMaxReorder = kSrWindow / 2;
@@ -152,8 +152,8 @@ struct RcTransport::Qp {
   uint16_t sport = 0xC000;
   // Packet spraying: request and READ response i goes from source port sport + i % spray
   // (within 0xC000-0xFFFF), so ECMP spreads the QP; ACKs, NAKs and CNPs keep `sport`, one path,
-  // so they arrive in the order they tell it. A hole is lost once what arrived reaches `reorder`
-  // PSNs past it.
+  // so they arrive in the order they tell it. A hole is lost once `reorder` packets sent after
+  // it are known to have arrived.
   uint16_t spray = 1;
   uint16_t spray_next = 0;
   uint32_t reorder = 1;
