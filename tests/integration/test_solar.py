@@ -24,6 +24,8 @@ every I/O completed without error and every byte matched. Cases:
     matches it; tshark with tools/solar.lua decodes every frame with no error;
   - both daemons on the generic backend (af_packet alone): random reads and writes over four
     paths, the blocks placed and their CRC32C made and checked in software, verified the same way;
+  - the same I/Os over one cleave TCP flow (`--transport tcp`, the figures' baseline), through
+    loss and reordering, verified the same way; both sides refuse options that differ;
   - the tool's and the daemon's refusals: a --block past the path MTU is refused at connect (the
     QP goes no further than INIT), and a target with nobody to talk to gives up after --timeout.
 """
@@ -218,6 +220,25 @@ class Solar(ct.TestCase):
             self.assertEqual(r["ios"], 64, r)
             self.assertEqual(r["reads" if mode == "read" else "writes"], 64, r)
         self.assert_clean()
+
+    def test_the_same_ios_over_cleave_tcp(self):
+        # --transport tcp, the figures' baseline: the same I/Os as messages over one cleave TCP
+        # flow between the daemons, verified the same way, through seeded loss and reordering.
+        self.d["a"].ctl("port", "fault", "p0", "loss", "0.01", "reorder", "0.01", "seed", "5")
+        r = self.run_pair(["--transport", "tcp", "--volume", "8m", "--bs", "16k", "--qd", "16"],
+                          ["--transport", "tcp", "--rw", "randrw", "--bs", "16k", "--qd", "16",
+                           "--ios", "3000"])
+        self.assertEqual((r["transport"], r["ios"]), ("tcp", 3000), r)
+        self.assertGreater(min(r["reads"], r["writes"]), 500, r)
+        self.assertEqual(r["path"], [], r)
+        self.assertEqual(self.solar_flows("a"), [])
+        # Options that differ between the two sides: both refuse.
+        ini, tgt = self.start(["--transport", "tcp", "--qd", "8"],
+                              ["--transport", "tcp", "--qd", "16", "--ios", "10"], timeout=10)
+        for p in (ini, tgt):
+            code, rows, err = self.finish(p, 40)
+            self.assertEqual((code, rows), (1, []), err)
+            self.assertIn("options differ", err)
 
     def test_the_wire_checks_and_decodes(self):
         if shutil.which("tshark") is None:

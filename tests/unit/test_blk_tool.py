@@ -41,6 +41,8 @@ class CleaveBlkCommandLine(unittest.TestCase):
                 (["--export", "80", "--time", "0"], "bad value '0' for --time"),
                 (["--export", "80", "--ios", "-1"], "bad value '-1' for --ios"),
                 (["--export", "80", "--timeout", "0"], "bad value '0' for --timeout"),
+                (["--export", "80", "--transport", "rocev2"], "bad value 'rocev2' for --transport"),
+                (["--export", "80", "--transport", "tcp", "--qd", "513"], "--qd up to 512"),
                 (["--connect", "1.2.3.4:5", "--qd", "1024", "--bs", "2m"], "at most 1g"),
                 (["--export", "80", "extra"], "unexpected argument 'extra'"),
                 (["--export", "80", "--bogus"], "unrecognized option"),
@@ -57,7 +59,8 @@ class CleaveBlkCommandLine(unittest.TestCase):
         for want in ["--export PORT", "--connect IP:PORT", "--socket PATH", "--ctl PATH",
                      "--volume SIZE", "--bs SIZE", "--qd N", "--rw MODE", "--mix PCT",
                      "--paths N", "--block B", "--time SEC", "--ios N", "--seed N",
-                     "--timeout SEC", "--json", "write, read, randwrite, randread or randrw",
+                     "--timeout SEC", "--json", "--transport T",
+                     "write, read, randwrite, randread or randrw",
                      "Exit status: 0"]:
             self.assertIn(want, p.stdout)
 

@@ -55,6 +55,12 @@ static const char usage[] =
     "      --qd N            I/Os in flight, 1-1024 (default 16)\n"
     "      --rw MODE         write, read, randwrite, randread or randrw (default randrw)\n"
     "      --mix PCT         randrw: the share of reads, 0-100 (default 50)\n"
+    "      --transport T     solar (default), or tcp: the same I/Os as messages over one\n"
+    "                        cleave TCP flow (CL_FLOW_MESSAGE), for comparison: a request\n"
+    "                        (16-byte header, a write's data) and a reply (a read's data);\n"
+    "                        the target copies between its buffers and the volume. Both\n"
+    "                        sides; the target needs --ctl (its cleaved's address); --qd\n"
+    "                        at most 512\n"
     "      --paths N         the connection's paths, 1-64 (default 4); both sides\n"
     "      --block B         Solar's block (one packet), 256-4096 bytes within the path MTU\n"
     "                        (default the path MTU); both sides\n"
@@ -78,7 +84,7 @@ enum mode { M_WRITE, M_READ, M_RANDWRITE, M_RANDREAD, M_RANDRW };
 static const char* const mode_names[] = {"write", "read", "randwrite", "randread", "randrw"};
 
 struct opts {
-  bool target, json;
+  bool target, json, tcp;
   const char* socket;
   const char* ctl;
   uint16_t port;
@@ -93,8 +99,27 @@ struct opts {
 
 struct io {
   bool busy, read;
+  bool tx_done, rx_done; /* --transport tcp: the request's send and the reply are back */
+  int32_t status;        /* --transport tcp: the first failure of the two */
   uint64_t slot;
   double sent;
+};
+
+/* --transport tcp: every message starts with this header, in the hosts' byte order (both ends
+ * are this tool): a request (a write's data after it), or a reply (a read's data after it). */
+struct tcp_hdr {
+  uint16_t magic, op;
+  uint32_t id;     /* the initiator's I/O */
+  uint64_t offset; /* in the volume */
+  uint32_t len;    /* bytes from offset */
+  int32_t status;  /* a reply's: 0 or a CL_E* code */
+};
+enum {
+  TCP_HDR = sizeof(struct tcp_hdr),
+  TCP_MAGIC = 0xB1C0,
+  TCP_WRITE = 1,
+  TCP_READ = 2,
+  TCP_REPLY = 3
 };
 
 struct blk {
@@ -109,6 +134,13 @@ struct blk {
   uint64_t len;
   int sock;
   struct cl_qp_dest local, remote;
+  /* --transport tcp: the submit queue, the flow, and where the message slots start in the MR
+   * (each TCP_HDR + bs; target: after the volume, qd for requests then qd for replies;
+   * initiator: qd requests then qd replies) */
+  cl_sq* sq;
+  cl_flow flow;
+  bool flow_open;
+  uint64_t slots_at;
   /* initiator */
   uint64_t volume; /* the target's, from the exchange */
   uint8_t* shadow;
@@ -176,19 +208,29 @@ static int set_up(struct blk* b) {
   if ((e = cl_pd_alloc(b->ctx, &b->pd)) != 0) return say("cl_pd_alloc: %s", errtext(e)), e;
   if ((e = cl_cq_create(b->ctx, 2048, 1, 50, &b->cq)) != 0)
     return say("cl_cq_create: %s", errtext(e)), e;
-  b->len = o->target ? o->volume : (uint64_t)o->qd * o->bs;
+  const uint64_t msg_slots = o->tcp ? 2 * (uint64_t)o->qd * (TCP_HDR + o->bs) : 0;
+  b->slots_at = o->target ? o->volume : 0;
+  b->len = o->target ? o->volume + msg_slots : o->tcp ? msg_slots : (uint64_t)o->qd * o->bs;
   b->memfd = memfd_create("cleave-blk", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (b->memfd < 0 || ftruncate(b->memfd, (off_t)b->len) != 0) {
     say("cannot make %" PRIu64 " bytes of memory: %s", b->len, strerror(errno));
     return -errno;
   }
   unsigned access = CL_ACCESS_READ | CL_ACCESS_WRITE;
-  if (o->target) access |= CL_ACCESS_REMOTE_READ | CL_ACCESS_REMOTE_WRITE;
+  if (o->target && !o->tcp) access |= CL_ACCESS_REMOTE_READ | CL_ACCESS_REMOTE_WRITE;
   if ((e = cl_mr_reg(b->ctx, b->memfd, b->len, access, &b->mr)) != 0) {
     say("cl_mr_reg of %" PRIu64 " bytes: %s", b->len, errtext(e));
     return e;
   }
   b->buf = cl_mr_addr(b->mr);
+  if (o->tcp) { /* a request and a reply per I/O, with room to spare */
+    uint32_t n = 64;
+    while (n < 2 * o->qd + 16)
+      n <<= 1;
+    if ((e = cl_sq_create(b->ctx, b->cq, n, &b->sq)) != 0)
+      return say("cl_sq_create: %s", errtext(e)), e;
+    return 0;
+  }
   char params[64];
   int n = snprintf(params, sizeof params, "paths %u", o->paths);
   if (o->block != 0) snprintf(params + n, sizeof params - (size_t)n, " block %u", o->block);
@@ -294,7 +336,8 @@ static void record_latency(struct blk* b, double us) {
   b->lat_us[b->nlat++] = (float)us;
 }
 
-static void complete(struct blk* b, const struct cl_wc* wc) {
+/* I/O wc->wr_id ended; a read's bytes are at `got`. */
+static void complete(struct blk* b, const struct cl_wc* wc, const uint8_t* got) {
   if (wc->wr_id >= b->o->qd || !b->ios[wc->wr_id].busy) {
     say("a completion for no I/O in flight (wr_id %" PRIu64 ")", wc->wr_id);
     b->failures++;
@@ -313,7 +356,7 @@ static void complete(struct blk* b, const struct cl_wc* wc) {
   record_latency(b, (now_s() - io->sent) * 1e6);
   if (io->read) {
     b->reads++;
-    if (memcmp(b->buf + wc->wr_id * bs, b->shadow + io->slot * bs, bs) != 0) {
+    if (memcmp(got, b->shadow + io->slot * bs, bs) != 0) {
       if (b->mismatches++ < 5)
         say("read at volume offset %" PRIu64 " differs from what was written there", io->slot * bs);
     }
@@ -349,33 +392,41 @@ static bool json_number(const char* s, const char* key, uint64_t* out) {
   return true;
 }
 
-/* The flow's paths and its crc_drops; the number of paths found, or -1 when the management
- * socket cannot be asked. */
-static int query_paths(const struct blk* b, struct path_row* rows, uint64_t* crc_drops) {
+/* One request to cleaved's management socket (--ctl): its answer line in ans (NUL-terminated),
+ * true when it says ok. */
+static bool mgmt_call(const struct blk* b, const char* command, const char* args, char* ans,
+                      size_t size) {
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return -1;
+  if (s < 0) return false;
   struct sockaddr_un a = {.sun_family = AF_UNIX};
-  if (strlen(b->o->ctl) >= sizeof a.sun_path) return close(s), -1;
+  if (strlen(b->o->ctl) >= sizeof a.sun_path) return close(s), false;
   strcpy(a.sun_path, b->o->ctl);
   struct timeval tv = {5, 0};
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(s, (struct sockaddr*)&a, sizeof a) != 0) return close(s), -1;
-  char req[128];
-  int n = snprintf(req, sizeof req,
-                   "{\"version\":1,\"id\":1,\"command\":\"flow.show\",\"args\":{\"id\":%u}}\n",
-                   (unsigned)cl_qp_flow(b->qp));
-  if (send(s, req, (size_t)n, MSG_NOSIGNAL) != n) return close(s), -1;
-  static char ans[1 << 16];
+  if (connect(s, (struct sockaddr*)&a, sizeof a) != 0) return close(s), false;
+  char req[256];
+  int n = snprintf(req, sizeof req, "{\"version\":1,\"id\":1,\"command\":\"%s\",\"args\":%s}\n",
+                   command, args);
+  if (send(s, req, (size_t)n, MSG_NOSIGNAL) != n) return close(s), false;
   size_t got = 0;
-  while (got < sizeof ans - 1) {
-    ssize_t r = recv(s, ans + got, sizeof ans - 1 - got, 0);
+  while (got < size - 1) {
+    ssize_t r = recv(s, ans + got, size - 1 - got, 0);
     if (r <= 0) break;
     got += (size_t)r;
     if (memchr(ans + got - (size_t)r, '\n', (size_t)r) != NULL) break;
   }
   close(s);
   ans[got] = '\0';
-  if (strstr(ans, "\"ok\":true") == NULL) return -1;
+  return strstr(ans, "\"ok\":true") != NULL;
+}
+
+/* The flow's paths and its crc_drops; the number of paths found, or -1 when the management
+ * socket cannot be asked. */
+static int query_paths(const struct blk* b, struct path_row* rows, uint64_t* crc_drops) {
+  static char ans[1 << 16];
+  char args[32];
+  snprintf(args, sizeof args, "{\"id\":%u}", (unsigned)cl_qp_flow(b->qp));
+  if (!mgmt_call(b, "flow.show", args, ans, sizeof ans)) return -1;
   json_number(ans, "crc_drops", crc_drops);
   int k = 0;
   for (; k < MAX_PATHS; k++) {
@@ -397,15 +448,281 @@ static int query_paths(const struct blk* b, struct path_row* rows, uint64_t* crc
   return k;
 }
 
+/* ---- --transport tcp: the same I/Os as messages over one cleave TCP flow ----
+ * Side channel: the initiator says "tcp BS QD", the target checks they are its own and answers
+ * "tcp IPv4 PORT VOLUME" (its cleaved's first address, from the management socket) once it
+ * listens there in message mode, or "differ". Each I/O: the initiator posts a receive for the
+ * reply (replies come in request order, so receives are taken in the order they were posted),
+ * then sends the request. The target serves requests in order: a write's data copied into the
+ * volume, a read's copied out of it into the reply. Message slot i of each kind is TCP_HDR + bs
+ * bytes; wr_id says which: K_REQ | i, K_REPLY | i. */
+
+enum { K_REQ = 0, K_REPLY = 1 << 16 };
+
+static uint8_t* msg_slot(const struct blk* b, unsigned kind, unsigned i) {
+  const uint64_t one = TCP_HDR + b->o->bs;
+  return b->buf + b->slots_at + (kind == K_REPLY ? b->o->qd + i : i) * one;
+}
+
+static uint64_t msg_offset(const struct blk* b, unsigned kind, unsigned i) {
+  return (uint64_t)(msg_slot(b, kind, i) - b->buf);
+}
+
+static int post_msg(struct blk* b, uint32_t opcode, uint64_t wr_id, uint64_t offset, uint32_t len) {
+  const struct cl_send_wr wr = {.wr_id = wr_id,
+                                .mr = b->mr,
+                                .offset = offset,
+                                .length = len,
+                                .opcode = opcode,
+                                .flow = b->flow};
+  int r = cl_post_send(b->sq, &wr, 1);
+  if (r == 1) return 0;
+  say("cl_post_send: %s", r == 0 ? "the submit queue is full" : errtext(r));
+  return r == 0 ? CL_EAGAIN : r;
+}
+
+/* Waits for the flow's event `want` (CL_EV_ACCEPTED or CL_EV_CONNECTED); its flow in *flow. */
+static int wait_flow_event(struct blk* b, uint32_t want, cl_flow* flow) {
+  const double deadline = now_s() + b->o->timeout;
+  while (now_s() < deadline) {
+    struct cl_wc wc;
+    int k = cl_poll_cq(b->cq, &wc, 1);
+    if (k < 0) return say("cl_poll_cq: %s", errtext(k)), k;
+    if (k == 0) {
+      int e = cl_cq_wait(b->cq, 100);
+      if (e < 0 && e != CL_ETIMEDOUT) return say("cl_cq_wait: %s", errtext(e)), e;
+      continue;
+    }
+    if ((wc.flags & CL_WC_EVENT) == 0) continue;
+    if (wc.opcode == want) {
+      *flow = wc.flow;
+      return 0;
+    }
+    if (wc.opcode == CL_EV_REFUSED)
+      return say("the flow was refused: %s", errtext(wc.status)), wc.status;
+  }
+  say("no %s in %g s", want == CL_EV_ACCEPTED ? "flow from the initiator" : "connection",
+      b->o->timeout);
+  return CL_ETIMEDOUT;
+}
+
+/* The target's cleaved's first address, from its management socket's port list. */
+static bool daemon_ip(const struct blk* b, char* out, size_t size) {
+  static char ans[1 << 16];
+  if (!mgmt_call(b, "port.show", "{}", ans, sizeof ans)) return false;
+  const char* p = strstr(ans, "\"ipv4\":\"");
+  if (p == NULL) return false;
+  p += strlen("\"ipv4\":\"");
+  snprintf(out, size, "%.*s", (int)strcspn(p, "/\""), p);
+  struct in_addr a;
+  return inet_pton(AF_INET, out, &a) == 1;
+}
+
+static int connect_tcp(struct blk* b) {
+  const struct opts* o = b->o;
+  char line[OOB_LINE_MAX];
+  int e = o->target ? sc_listen("cleave-blk", o->port, o->timeout, &b->sock)
+                    : sc_connect("cleave-blk", &o->peer, o->peer_text, o->timeout, &b->sock);
+  if (e != 0) return e;
+  snprintf(line, sizeof line, "tcp %" PRIu64 " %u\n", o->bs, o->qd);
+  if (o->target) {
+    char got[OOB_LINE_MAX], ip[32];
+    if ((e = oob_recv(b, got, o->timeout)) != 0)
+      return say("no line from the initiator: %s", errtext(e)), e;
+    strcat(got, "\n");
+    if (strcmp(got, line) != 0) {
+      oob_send(b, "differ\n");
+      say("the peer's options differ (--transport, --bs, --qd): it sent '%.*s'",
+          (int)strcspn(got, "\n"), got);
+      return CL_EINVAL;
+    }
+    if (!daemon_ip(b, ip, sizeof ip)) {
+      say("cleaved's management socket %s did not give its address (--transport tcp needs it)",
+          o->ctl);
+      return CL_EINVAL;
+    }
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = htons(o->port)};
+    uint32_t listener = 0;
+    if ((e = cl_listen_ex(b->ctx, b->cq, &any, "tcp", CL_FLOW_MESSAGE, &listener)) != 0)
+      return say("cl_listen_ex on port %u: %s", o->port, errtext(e)), e;
+    snprintf(line, sizeof line, "tcp %s %u %" PRIu64 "\n", ip, o->port, o->volume);
+    if ((e = oob_send(b, line)) == 0) e = wait_flow_event(b, CL_EV_ACCEPTED, &b->flow);
+    cl_unlisten(b->ctx, listener);
+    if (e != 0) return e;
+    b->flow_open = true;
+    for (unsigned i = 0; i < o->qd; i++) { /* a request fits each */
+      if ((e = post_msg(b, CL_OP_FLOW_RECV, K_REQ | i, msg_offset(b, K_REQ, i),
+                        (uint32_t)(TCP_HDR + o->bs))) != 0)
+        return e;
+    }
+    return 0;
+  }
+  if ((e = oob_send(b, line)) != 0) return e;
+  if ((e = oob_recv(b, line, o->timeout)) != 0)
+    return say("no answer from the target: %s", errtext(e)), e;
+  char ip[32];
+  unsigned port = 0;
+  if (strcmp(line, "differ") == 0) {
+    say("the peer's options differ (--transport, --bs, --qd)");
+    return CL_EINVAL;
+  }
+  struct sockaddr_in to = {.sin_family = AF_INET};
+  if (sscanf(line, "tcp %31s %u %" SCNu64, ip, &port, &b->volume) != 3 || port == 0 ||
+      port > 65535 || inet_pton(AF_INET, ip, &to.sin_addr) != 1)
+    return say("expected the target's address, got '%.80s'", line), CL_EPROTO;
+  if (b->volume < o->bs) {
+    say("the target's volume (%" PRIu64 " bytes) is smaller than one I/O (--bs %" PRIu64 ")",
+        b->volume, o->bs);
+    return CL_EINVAL;
+  }
+  to.sin_port = htons((uint16_t)port);
+  if ((e = cl_connect_ex(b->ctx, b->cq, &to, "tcp", CL_FLOW_MESSAGE, &b->flow)) != 0)
+    return say("cl_connect_ex to %s:%u: %s", ip, port, errtext(e)), e;
+  b->flow_open = true;
+  cl_flow f;
+  return wait_flow_event(b, CL_EV_CONNECTED, &f);
+}
+
+/* The target: serves requests until the initiator says "done" on the side channel. */
+static int serve_tcp(struct blk* b) {
+  const struct opts* o = b->o;
+  for (;;) {
+    struct cl_wc wc[64];
+    int k = cl_poll_cq(b->cq, wc, 64);
+    if (k < 0) return say("cl_poll_cq: %s", errtext(k)), k;
+    for (int j = 0; j < k; j++) {
+      const struct cl_wc* w = &wc[j];
+      if ((w->flags & CL_WC_EVENT) != 0) {
+        if (w->opcode == CL_EV_CLOSED && w->flow == b->flow) b->flow_open = false;
+        continue;
+      }
+      const unsigned i = (unsigned)(w->wr_id & 0xFFFF);
+      int e = 0;
+      if (w->status != 0) {
+        say("a %s failed: %s", w->opcode == CL_OP_FLOW_RECV ? "receive" : "send",
+            errtext(w->status));
+        return w->status;
+      }
+      if ((w->wr_id & K_REPLY) != 0) { /* the reply went: its request slot takes the next */
+        e = post_msg(b, CL_OP_FLOW_RECV, K_REQ | i, msg_offset(b, K_REQ, i),
+                     (uint32_t)(TCP_HDR + o->bs));
+      } else {
+        struct tcp_hdr q, r;
+        memcpy(&q, msg_slot(b, K_REQ, i), sizeof q);
+        r = (struct tcp_hdr){.magic = TCP_MAGIC, .op = TCP_REPLY, .id = q.id};
+        uint32_t data = 0;
+        const bool fits = q.len <= o->bs && q.offset <= o->volume && q.len <= o->volume - q.offset;
+        if (q.magic != TCP_MAGIC || !fits ||
+            (q.op == TCP_WRITE ? w->length != TCP_HDR + q.len
+                               : q.op != TCP_READ || w->length != TCP_HDR)) {
+          r.status = CL_EINVAL;
+        } else if (q.op == TCP_WRITE) {
+          memcpy(b->buf + q.offset, msg_slot(b, K_REQ, i) + TCP_HDR, q.len);
+        } else {
+          memcpy(msg_slot(b, K_REPLY, i) + TCP_HDR, b->buf + q.offset, q.len);
+          data = q.len;
+        }
+        r.len = data;
+        memcpy(msg_slot(b, K_REPLY, i), &r, sizeof r);
+        e = post_msg(b, CL_OP_FLOW_SEND, K_REPLY | i, msg_offset(b, K_REPLY, i), TCP_HDR + data);
+      }
+      if (e != 0) return e;
+    }
+    if (k > 0) continue;
+    struct pollfd p = {b->sock, POLLIN, 0};
+    if (poll(&p, 1, 0) == 1) return 0; /* the initiator's "done" (or its end) */
+    int e = cl_cq_wait(b->cq, 10);
+    if (e < 0 && e != CL_ETIMEDOUT) return say("cl_cq_wait: %s", errtext(e)), e;
+  }
+}
+
+/* The initiator: posts I/O `i` as a reply receive and a request; 1 posted, 0 none free, or an
+ * error. */
+static int post_tcp(struct blk* b, unsigned i) {
+  struct io* io = &b->ios[i];
+  uint64_t s = pick_slot(b);
+  if (s == UINT64_MAX) return 0;
+  io->slot = s;
+  io->read = pick_read(b);
+  io->tx_done = io->rx_done = false;
+  io->status = 0;
+  const uint64_t bs = b->o->bs;
+  uint8_t* req = msg_slot(b, K_REQ, i);
+  const struct tcp_hdr q = {.magic = TCP_MAGIC,
+                            .op = io->read ? TCP_READ : TCP_WRITE,
+                            .id = i,
+                            .offset = s * bs,
+                            .len = (uint32_t)bs};
+  memcpy(req, &q, sizeof q);
+  if (io->read) {
+    memset(msg_slot(b, K_REPLY, i) + TCP_HDR, 0xA5, bs); /* stale bytes must not pass */
+  } else {
+    fill(req + TCP_HDR, bs, &b->rng);
+    memcpy(b->shadow + s * bs, req + TCP_HDR, bs);
+  }
+  int e = post_msg(b, CL_OP_FLOW_RECV, K_REPLY | i, msg_offset(b, K_REPLY, i),
+                   (uint32_t)(TCP_HDR + bs));
+  if (e == 0)
+    e = post_msg(b, CL_OP_FLOW_SEND, K_REQ | i, msg_offset(b, K_REQ, i),
+                 (uint32_t)(TCP_HDR + (io->read ? 0 : bs)));
+  if (e != 0) return e;
+  io->busy = true;
+  b->slot_busy[s] = 1;
+  io->sent = now_s();
+  return 1;
+}
+
+/* A completion of the initiator's flow: true when it ended I/O `i` (both halves back). */
+static bool complete_tcp(struct blk* b, const struct cl_wc* wc) {
+  const unsigned i = (unsigned)(wc->wr_id & 0xFFFF);
+  if (i >= b->o->qd || !b->ios[i].busy) {
+    say("a completion for no I/O in flight (wr_id %" PRIu64 ")", wc->wr_id);
+    b->failures++;
+    return false;
+  }
+  struct io* io = &b->ios[i];
+  struct cl_wc done = *wc;
+  done.wr_id = i;
+  if ((wc->wr_id & K_REPLY) != 0) {
+    io->rx_done = true;
+    struct tcp_hdr r;
+    memcpy(&r, msg_slot(b, K_REPLY, i), sizeof r);
+    const uint32_t want = io->read ? (uint32_t)b->o->bs : 0;
+    if (wc->status == 0 && (r.magic != TCP_MAGIC || r.op != TCP_REPLY || r.id != i ||
+                            (r.status == 0 && (r.len != want || wc->length != TCP_HDR + want)))) {
+      done.status = CL_EPROTO;
+    } else if (wc->status == 0) {
+      done.status = r.status;
+    }
+    if (io->status == 0) io->status = done.status;
+  } else {
+    io->tx_done = true;
+    if (io->status == 0) io->status = wc->status;
+  }
+  if (!io->tx_done || !io->rx_done) return false;
+  done.status = io->status;
+  complete(b, &done, msg_slot(b, K_REPLY, i) + TCP_HDR); /* a read's bytes: the reply's */
+  return true;
+}
+
 /* ---- the two roles ---- */
 
 static int run_target(struct blk* b) {
+  const uint64_t volume = b->o->volume;
   if (!b->o->json) {
-    printf("exported %" PRIu64 " bytes as connection %u (peer %u), waiting for the initiator\n",
-           b->len, b->local.qpn, b->remote.qpn);
+    if (b->o->tcp) {
+      printf("exported %" PRIu64 " bytes over cleave TCP, serving the initiator\n", volume);
+    } else {
+      printf("exported %" PRIu64 " bytes as connection %u (peer %u), waiting for the initiator\n",
+             volume, b->local.qpn, b->remote.qpn);
+    }
     fflush(stdout);
   }
   char line[OOB_LINE_MAX];
+  if (b->o->tcp) {
+    int e = serve_tcp(b);
+    if (e != 0) return e;
+  }
   /* The initiator runs for --time or --ios: wait for its "done" with no limit of our own past
    * the side channel's EOF, which ends us too. */
   int e;
@@ -414,11 +731,11 @@ static int run_target(struct blk* b) {
   if (e != 0) return say("the side channel failed waiting for done: %s", errtext(e)), e;
   if (strcmp(line, "done") != 0) return say("expected done, got '%.80s'", line), CL_EPROTO;
   char hex[65], out[OOB_LINE_MAX];
-  if (!sha256_hex(b->buf, b->len, hex)) return CL_ENOMEM;
+  if (!sha256_hex(b->buf, volume, hex)) return CL_ENOMEM;
   snprintf(out, sizeof out, "sha256 %s\n", hex);
   if ((e = oob_send(b, out)) != 0) return e;
   if (b->o->json) {
-    printf("{\"role\":\"target\",\"volume\":%" PRIu64 ",\"sha256\":\"%s\"}\n", b->len, hex);
+    printf("{\"role\":\"target\",\"volume\":%" PRIu64 ",\"sha256\":\"%s\"}\n", volume, hex);
   } else {
     printf("volume sha256 %s\n", hex);
   }
@@ -442,7 +759,7 @@ static int run_initiator(struct blk* b) {
     if (more && b->failures == 0) {
       for (unsigned i = 0; i < o->qd && (o->ios == 0 || posted < o->ios); i++) {
         if (b->ios[i].busy) continue;
-        int r = post(b, i);
+        int r = o->tcp ? post_tcp(b, i) : post(b, i);
         if (r < 0) return r;
         if (r == 0) break;
         posted++;
@@ -453,9 +770,20 @@ static int run_initiator(struct blk* b) {
     struct cl_wc wc[64];
     int k = cl_poll_cq(b->cq, wc, 64);
     if (k < 0) return say("cl_poll_cq: %s", errtext(k)), k;
+    const cl_flow mine = o->tcp ? b->flow : cl_qp_flow(b->qp);
     for (int j = 0; j < k; j++) {
-      if ((wc[j].flags & CL_WC_EVENT) != 0 || wc[j].flow != cl_qp_flow(b->qp)) continue;
-      complete(b, &wc[j]);
+      if (wc[j].flow != mine) continue;
+      if ((wc[j].flags & CL_WC_EVENT) != 0) {
+        if (wc[j].opcode != CL_EV_CLOSED) continue;
+        b->flow_open = false;
+        say("the flow to the target closed: %s", errtext(wc[j].status));
+        return CL_ECONNRESET;
+      }
+      if (o->tcp) {
+        if (!complete_tcp(b, &wc[j])) continue;
+      } else {
+        complete(b, &wc[j], b->buf + wc[j].wr_id * o->bs);
+      }
       done++;
       inflight--;
     }
@@ -489,19 +817,19 @@ static int run_initiator(struct blk* b) {
                p999 = pct(b->lat_us, b->nlat, 99.9);
   struct path_row rows[MAX_PATHS];
   uint64_t crc_drops = 0;
-  int np = query_paths(b, rows, &crc_drops);
+  int np = o->tcp ? 0 : query_paths(b, rows, &crc_drops);
   const bool ok = b->failures == 0 && b->mismatches == 0 && same;
   if (o->json) {
-    printf("{\"role\":\"initiator\",\"rw\":\"%s\",\"bs\":%" PRIu64
+    printf("{\"role\":\"initiator\",\"transport\":\"%s\",\"rw\":\"%s\",\"bs\":%" PRIu64
            ",\"qd\":%u,\"paths\":%u,"
            "\"ios\":%" PRIu64 ",\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
            ",\"seconds\":%.3f,"
            "\"iops\":%.0f,\"mb_per_s\":%.1f,\"lat_us\":{\"p50\":%.1f,\"p99\":%.1f,\"p999\":%.1f},"
            "\"failed\":%" PRIu64 ",\"first_error\":%d,\"mismatches\":%" PRIu64
            ",\"volume_sha256_match\":%s,\"crc_drops\":%" PRIu64 ",\"path\":[",
-           mode_names[o->mode], o->bs, o->qd, o->paths, done, b->reads, b->writes, secs, iops, mbps,
-           p50, p99, p999, b->failures, b->first_error, b->mismatches, same ? "true" : "false",
-           crc_drops);
+           o->tcp ? "tcp" : "solar", mode_names[o->mode], o->bs, o->qd, o->paths, done, b->reads,
+           b->writes, secs, iops, mbps, p50, p99, p999, b->failures, b->first_error, b->mismatches,
+           same ? "true" : "false", crc_drops);
     for (int k = 0; k < np; k++) {
       printf("%s{\"state\":\"%s\",\"cwnd\":%" PRIu64 ",\"srtt_ns\":%" PRIu64 ",\"sent\":%" PRIu64
              ",\"resent\":%" PRIu64 ",\"timeouts\":%" PRIu64 "}",
@@ -510,14 +838,20 @@ static int run_initiator(struct blk* b) {
     }
     printf("],\"ok\":%s}\n", ok ? "true" : "false");
   } else {
-    printf("%s bs %" PRIu64 " qd %u paths %u: %" PRIu64 " I/Os (%" PRIu64 " reads, %" PRIu64
+    char over[32];
+    if (o->tcp) {
+      snprintf(over, sizeof over, "over cleave TCP");
+    } else {
+      snprintf(over, sizeof over, "paths %u", o->paths);
+    }
+    printf("%s bs %" PRIu64 " qd %u %s: %" PRIu64 " I/Os (%" PRIu64 " reads, %" PRIu64
            " writes) in %.2f s\n",
-           mode_names[o->mode], o->bs, o->qd, o->paths, done, b->reads, b->writes, secs);
+           mode_names[o->mode], o->bs, o->qd, over, done, b->reads, b->writes, secs);
     printf("  %.0f IOPS, %.1f MB/s; latency p50 %.1f us, p99 %.1f us, p99.9 %.1f us\n", iops, mbps,
            p50, p99, p999);
     if (np < 0) {
       printf("  paths: cleaved's management socket %s did not answer\n", o->ctl);
-    } else {
+    } else if (!o->tcp) {
       printf("  %-5s %-5s %10s %10s %10s %8s %8s\n", "PATH", "STATE", "CWND", "SRTT-US", "SENT",
              "RESENT", "TIMEOUTS");
       for (int k = 0; k < np; k++)
@@ -534,6 +868,7 @@ static int run_initiator(struct blk* b) {
 static void tear_down(struct blk* b) {
   if (b->sock >= 0) close(b->sock);
   if (b->qp != NULL) cl_qp_destroy(b->qp);
+  if (b->sq != NULL) cl_sq_destroy(b->sq); /* CL_EBUSY while the flow is open: cl_close ends both */
   if (b->mr != NULL) cl_mr_dereg(b->mr);
   if (b->cq != NULL) cl_cq_destroy(b->cq);
   if (b->pd != NULL) cl_pd_dealloc(b->pd);
@@ -588,7 +923,8 @@ int main(int argc, char** argv) {
     O_IOS,
     O_SEED,
     O_TIMEOUT,
-    O_JSON
+    O_JSON,
+    O_TRANSPORT
   };
   static const struct option longs[] = {{"export", required_argument, 0, 'e'},
                                         {"connect", required_argument, 0, 'c'},
@@ -606,6 +942,7 @@ int main(int argc, char** argv) {
                                         {"seed", required_argument, 0, O_SEED},
                                         {"timeout", required_argument, 0, O_TIMEOUT},
                                         {"json", no_argument, 0, O_JSON},
+                                        {"transport", required_argument, 0, O_TRANSPORT},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
   bool exp = false, con = false;
@@ -681,6 +1018,11 @@ int main(int argc, char** argv) {
       case O_JSON:
         o.json = true;
         break;
+      case O_TRANSPORT:
+        if (strcmp(optarg, "solar") != 0 && strcmp(optarg, "tcp") != 0)
+          return bad("transport", optarg, "solar or tcp");
+        o.tcp = strcmp(optarg, "tcp") == 0;
+        break;
       case 'h':
         fputs(usage, stdout);
         return 0;
@@ -698,6 +1040,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.target = exp;
+  if (o.tcp && o.qd > 512) {
+    fputs("cleave-blk: --transport tcp takes --qd up to 512; see --help\n", stderr);
+    return 2;
+  }
   if ((uint64_t)o.qd * o.bs > (1ull << 30)) {
     fputs("cleave-blk: --qd x --bs: at most 1g of buffers; see --help\n", stderr);
     return 2;
@@ -705,7 +1051,7 @@ int main(int argc, char** argv) {
   struct blk b = {.o = &o, .memfd = -1, .sock = -1};
   int e = set_up(&b);
   const bool no_cleaved = b.ctx == NULL;
-  if (e == 0) e = connect_qp(&b);
+  if (e == 0) e = o.tcp ? connect_tcp(&b) : connect_qp(&b);
   if (e == 0) e = o.target ? run_target(&b) : run_initiator(&b);
   tear_down(&b);
   return e == 0 ? 0 : no_cleaved ? 2 : 1;
