@@ -12,7 +12,8 @@
  * SHA-256 of its whole volume, and the initiator compares it with its shadow's. Every wait is
  * bounded by --timeout but the target's for the initiator's "done", which lasts while the side
  * channel stays open (the target cannot know how long the initiator runs). The integration
- * tests and the demo use it as their Solar app. */
+ * tests and the demo use it as their Solar app. --transport tcp moves the same I/Os as
+ * messages over one cleave TCP flow instead (tests/bench/blk_qd.py's baseline). */
 #include <arpa/inet.h>
 #include <cleave/cleave.h>
 #include <errno.h>
@@ -57,10 +58,10 @@ static const char usage[] =
     "      --mix PCT         randrw: the share of reads, 0-100 (default 50)\n"
     "      --transport T     solar (default), or tcp: the same I/Os as messages over one\n"
     "                        cleave TCP flow (CL_FLOW_MESSAGE), for comparison: a request\n"
-    "                        (16-byte header, a write's data) and a reply (a read's data);\n"
+    "                        (a 24-byte header, a write's data) and a reply (a read's data);\n"
     "                        the target copies between its buffers and the volume. Both\n"
-    "                        sides; the target needs --ctl (its cleaved's address); --qd\n"
-    "                        at most 512\n"
+    "                        sides, with the same --bs and --qd (at most 512); the target\n"
+    "                        needs --ctl (to learn its cleaved's address)\n"
     "      --paths N         the connection's paths, 1-64 (default 4); both sides\n"
     "      --block B         Solar's block (one packet), 256-4096 bytes within the path MTU\n"
     "                        (default the path MTU); both sides\n"
@@ -139,7 +140,6 @@ struct blk {
    * initiator: qd requests then qd replies) */
   cl_sq* sq;
   cl_flow flow;
-  bool flow_open;
   uint64_t slots_at;
   /* initiator */
   uint64_t volume; /* the target's, from the exchange */
@@ -549,7 +549,6 @@ static int connect_tcp(struct blk* b) {
     if ((e = oob_send(b, line)) == 0) e = wait_flow_event(b, CL_EV_ACCEPTED, &b->flow);
     cl_unlisten(b->ctx, listener);
     if (e != 0) return e;
-    b->flow_open = true;
     for (unsigned i = 0; i < o->qd; i++) { /* a request fits each */
       if ((e = post_msg(b, CL_OP_FLOW_RECV, K_REQ | i, msg_offset(b, K_REQ, i),
                         (uint32_t)(TCP_HDR + o->bs))) != 0)
@@ -578,7 +577,6 @@ static int connect_tcp(struct blk* b) {
   to.sin_port = htons((uint16_t)port);
   if ((e = cl_connect_ex(b->ctx, b->cq, &to, "tcp", CL_FLOW_MESSAGE, &b->flow)) != 0)
     return say("cl_connect_ex to %s:%u: %s", ip, port, errtext(e)), e;
-  b->flow_open = true;
   cl_flow f;
   return wait_flow_event(b, CL_EV_CONNECTED, &f);
 }
@@ -593,7 +591,8 @@ static int serve_tcp(struct blk* b) {
     for (int j = 0; j < k; j++) {
       const struct cl_wc* w = &wc[j];
       if ((w->flags & CL_WC_EVENT) != 0) {
-        if (w->opcode == CL_EV_CLOSED && w->flow == b->flow) b->flow_open = false;
+        if (w->opcode == CL_EV_CLOSED && w->flow == b->flow)
+          return say("the initiator's flow closed: %s", errtext(w->status)), CL_ECONNRESET;
         continue;
       }
       const unsigned i = (unsigned)(w->wr_id & 0xFFFF);
@@ -775,7 +774,6 @@ static int run_initiator(struct blk* b) {
       if (wc[j].flow != mine) continue;
       if ((wc[j].flags & CL_WC_EVENT) != 0) {
         if (wc[j].opcode != CL_EV_CLOSED) continue;
-        b->flow_open = false;
         say("the flow to the target closed: %s", errtext(wc[j].status));
         return CL_ECONNRESET;
       }
