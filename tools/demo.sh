@@ -428,12 +428,15 @@ step "RoCEv2 through a lossy wire: go-back-N against selective repeat"
 say "RoCE assumes a lossless fabric; on a lossy one a QP can recover the standard way (go-back-N:"
 say "a NAK or timeout sends everything from the loss on again) or, when both sides agree, by"
 say "selective repeat (IRN-style: only what was lost, on a timeout from the measured round trip)."
+say "The third run sprays each QP over 8 UDP source ports (--params \"spray 8\"), as it would to"
+say "spread one QP over an ECMP fabric's paths; its receivers take the reordering that makes."
 say "With 1 % of the frames dropped each way at the first daemon's port, 16 MiB WRITE and READ:"
 "${CTL[@]}" port fault nic0 loss 0.01 seed 7 | sed 's/^/      /'
 port=18516
-for mode in go-back-n selective-repeat; do
+for mode in go-back-n selective-repeat sprayed; do
   args=(--ops write,read --sizes 16m --timeout 60)
   [ "$mode" = selective-repeat ] && args+=(--selective-repeat)
+  [ "$mode" = sprayed ] && args+=(--selective-repeat --params "spray 8")
   before=$("${CTL[@]}" -j transport list)
   build/tools/cleave-rdma -s "$RUN2/app.sock" --listen "$port" "${args[@]}" >"$RDMA_SRV" &
   rdma_pid=$!
