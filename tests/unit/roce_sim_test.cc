@@ -1238,6 +1238,37 @@ TEST(RoceSim, SprayedQpsSpreadOverTheFabricAndTakeItsReordering) {
 
 // Sprayed over the reordering fabric, with loss and loss bursts both ways: every request
 // completes with its bytes, the lost ones sent again.
+// A sprayed QP's lost READ request: taken for lost as any hole once `reorder` packets sent after
+// it arrived (a READ request past the responder's ePSN and not named in a NAK never came), and
+// asked again without waiting for the timer; and the packets after it, which the responder's
+// ACK acknowledged while the READ's responses were still on their way (sprayed, the ACK
+// overtakes them), are taken as acknowledged once the READ is done (before, una stayed at the
+// READ's end and the QP timed out to retry exhaustion). Also unsprayed, and without the loss.
+TEST(RoceSim, SprayedQpsAskAgainForALostReadRequestWithoutATimeout) {
+  for (int variant = 0; variant < 4; variant++) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Ecmp ab, ba;
+    RoceConfig c;
+    c.pmtu = 1024;
+    c.selective_repeat = true;
+    if ((variant & 1) == 0) {
+      c.params = {{"spray", "4"}};
+      c.ab.path_delay_if = ab.delay();
+      c.ba.path_delay_if = ba.delay();
+    }
+    if ((variant & 2) == 0) c.ab.drop_if = first_copies(kReadRequest, kReadRequest, 1);
+    RocePair p(seed(41), c);
+    std::vector<Op> ops;
+    for (size_t i = 0; i < 10; i++) {
+      ops.push_back(
+          {.kind = ReqKind::kRead, .len = 4096, .src = kHalf + i * 4096, .dst = kHalf + i * 4096});
+      ops.push_back({.kind = ReqKind::kWrite, .len = 65536, .src = i * 65536, .dst = i * 65536});
+    }
+    run_workload(p, ops);
+    EXPECT_EQ(p.a.rc->counters().timeouts, 0u) << p.describe();
+  }
+}
+
 TEST(RoceSim, SprayedQpsRecoverLossAmongTheReordering) {
   for (uint64_t s = 500; s < 504; s++) {
     SCOPED_TRACE("seed " + std::to_string(s));

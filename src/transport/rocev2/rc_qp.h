@@ -401,11 +401,10 @@ void complete(RcTransport::Qp& q, Context& ctx);
 void rewind(RcTransport::Qp& q, uint32_t psn);
 // Selective repeat: every PSN in [from, to) the responder does not have is sent again. A READ
 // is one request: its first PSN stands for all of them; after a timeout (`all`) a READ still
-// missing responses is asked again even when the responder has its request. `which`: the READs'
-// only, or all but theirs.
-enum class Holes : uint8_t { kAll, kReadsOnly, kNotReads };
+// missing responses is asked again even when the responder has its request. `reads_only`: the
+// READs' only.
 void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all = false,
-                 Holes which = Holes::kAll);
+                 bool reads_only = false);
 // Selective repeat's timeout: the first unacknowledged packet and the last one sent go again
 // (the last, past a lost tail, is NAKed naming it and shows the holes), and the packets sent
 // again and still missing; not the packets in flight between, nor the holes no NAK has shown

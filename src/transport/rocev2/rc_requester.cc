@@ -192,15 +192,14 @@ void rewind(RcTransport::Qp& q, uint32_t psn) {
 
 // Selective repeat: every PSN in [from, to) the responder does not have is sent again. A READ
 // is one request: its first PSN stands for all of them; after a timeout (`all`) a READ still
-// missing responses is asked again even when the responder has its request. `which`: the READs'
-// only, or all but theirs.
-void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, Holes which) {
+// missing responses is asked again even when the responder has its request. `reads_only`: the
+// READs' only.
+void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, bool reads_only) {
   for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
     const SendWqe& w = q.sq[(i)&q.sq_mask];
     if (!w.started || psn_diff(w.first_psn, to) >= 0) break;
     if (psn_diff(w.last_psn(), from) < 0) continue;
     if (w.kind == ReqKind::kRead) {
-      if (which == Holes::kNotReads) continue;
       // Its first missing response: asked for when the responder lacks the request, or (after
       // a timeout) when the responses stopped; then every other gap below the furthest
       // response in.
@@ -215,7 +214,7 @@ void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, Holes
       }
       continue;
     }
-    if (which == Holes::kReadsOnly) continue;
+    if (reads_only) continue;
     const uint32_t a = psn_diff(w.first_psn, from) >= 0 ? w.first_psn : from;
     for (uint32_t p = a; psn_diff(p, to) < 0 && psn_diff(p, w.last_psn()) <= 0; p = psn_add(p, 1)) {
       if (!bit(q.sacked, p)) queue_resend(q, p);
@@ -229,7 +228,7 @@ void queue_holes(RcTransport::Qp& q, uint32_t from, uint32_t to, bool all, Holes
 // yet. Every READ short of responses asks again (no response came for an RTO: none is coming).
 void resend_on_timeout(RcTransport::Qp& q) {
   q.rereads.n = 0;  // asked for again below, and noted anew
-  queue_holes(q, q.una, q.snd_max, true, Holes::kReadsOnly);
+  queue_holes(q, q.una, q.snd_max, true, true);
   queue_holes(q, q.una, psn_add(q.una, 1), true);
   const uint32_t last = psn_add(q.snd_max, kPsnMask);
   queue_holes(q, last, q.snd_max, true);
@@ -381,6 +380,10 @@ namespace {
 // that was missing some) acknowledges itself too. Returns true on progress.
 bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
   if (psn_diff(next, q.snd_max) > 0) return false;  // acknowledges what was never sent
+  // What the responder's ACKs and NAKs said it has, though a READ missing responses held una
+  // back then: an ACK may overtake a READ's responses (they take other paths when sprayed),
+  // and none may come again once the READ is done.
+  if (psn_diff(q.peer_epsn, next) > 0 && psn_diff(q.peer_epsn, q.snd_max) <= 0) next = q.peer_epsn;
   for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
     SendWqe& w = q.sq[(i)&q.sq_mask];
     if (!w.started || psn_diff(w.first_psn, next) > 0) break;
@@ -430,7 +433,8 @@ void note_peer_epsn(RcTransport::Qp& q, uint32_t epsn) {
 // (sprayed, or over a fabric that reorders) takes a hole for lost only when `reorder` packets
 // sent after it are known to have arrived (RFC 6675's IsLost, in packets: the sacked PSNs above
 // it, a READ request counting once however many PSNs it spans); the holes nearer `got` wait for
-// a later NAK, a tail for the timeout. So do the packets sent again and still missing.
+// a later NAK, a tail for the timeout. So do the packets sent again and still missing, and a READ
+// request (one past the responder's ePSN that no NAK named never came).
 void take_holes(RcTransport::Qp& q, uint32_t got, uint32_t below) {
   uint32_t from = psn_diff(q.recover_next, q.una) > 0 ? q.recover_next : q.una;
   if (psn_diff(q.peer_epsn, from) > 0 && psn_diff(q.peer_epsn, q.snd_max) <= 0) from = q.peer_epsn;
@@ -454,7 +458,7 @@ void take_holes(RcTransport::Qp& q, uint32_t got, uint32_t below) {
   }
   if (psn_diff(to, below) > 0) to = below;
   if (psn_diff(to, from) > 0) {
-    queue_holes(q, from, to, false, Holes::kNotReads);
+    queue_holes(q, from, to);
     q.recover_next = to;
     resend_lost_again(q, psn_add(to, kPsnMask), false);
   }
