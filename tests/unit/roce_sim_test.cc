@@ -1189,6 +1189,18 @@ struct Ecmp {
   }
 };
 
+// Both QPs sprayed over four source ports with selective repeat, PMTU 1024, through the fabric
+// `ab` and `ba` describe, with `f`'s faults both ways.
+RoceConfig over_ecmp(Ecmp& ab, Ecmp& ba, const Faults& f = {}) {
+  RoceConfig c = with_faults(f, f);
+  c.pmtu = 1024;
+  c.selective_repeat = true;
+  c.params = {{"spray", "4"}};
+  c.ab.path_delay_if = ab.delay();
+  c.ba.path_delay_if = ba.delay();
+  return c;
+}
+
 // `spray 4`: each request and READ response of a QP takes the next of four source ports (ACKs
 // and NAKs keep one), so the fabric spreads it over its four paths; the receivers take the
 // reordering that makes without sending anything again (the NIC places what overtook, selective
@@ -1207,12 +1219,8 @@ TEST(RoceSim, SprayedQpsSpreadOverTheFabricAndTakeItsReordering) {
   runs[2].params = {};
   for (Run& r : runs) {
     SCOPED_TRACE(r.params.empty() ? "unsprayed" : r.params.size() == 1 ? "sprayed" : "reorder 1");
-    RoceConfig c;
-    c.pmtu = 1024;
-    c.selective_repeat = true;
+    RoceConfig c = over_ecmp(r.ab, r.ba);
     c.params = r.params;
-    c.ab.path_delay_if = r.ab.delay();
-    c.ba.path_delay_if = r.ba.delay();
     RocePair p(seed(40), c);
     run_workload(p, workload(60));
     r.resent = p.a.rc->counters().retransmits + p.b.rc->counters().retransmits;
@@ -1236,8 +1244,6 @@ TEST(RoceSim, SprayedQpsSpreadOverTheFabricAndTakeItsReordering) {
   EXPECT_EQ(runs[2].resent, 0u);
 }
 
-// Sprayed over the reordering fabric, with loss and loss bursts both ways: every request
-// completes with its bytes, the lost ones sent again.
 // A sprayed QP's lost READ request: taken for lost as any hole once `reorder` packets sent after
 // it arrived (a READ request past the responder's ePSN and not named in a NAK never came), and
 // asked again without waiting for the timer; and the packets after it, which the responder's
@@ -1248,13 +1254,10 @@ TEST(RoceSim, SprayedQpsAskAgainForALostReadRequestWithoutATimeout) {
   for (int variant = 0; variant < 4; variant++) {
     SCOPED_TRACE("variant " + std::to_string(variant));
     Ecmp ab, ba;
-    RoceConfig c;
-    c.pmtu = 1024;
-    c.selective_repeat = true;
-    if ((variant & 1) == 0) {
-      c.params = {{"spray", "4"}};
-      c.ab.path_delay_if = ab.delay();
-      c.ba.path_delay_if = ba.delay();
+    RoceConfig c = over_ecmp(ab, ba);
+    if ((variant & 1) != 0) {  // unsprayed, on one path
+      c.params.clear();
+      c.ab.path_delay_if = c.ba.path_delay_if = nullptr;
     }
     if ((variant & 2) == 0) c.ab.drop_if = first_copies(kReadRequest, kReadRequest, 1);
     RocePair p(seed(41), c);
@@ -1269,6 +1272,8 @@ TEST(RoceSim, SprayedQpsAskAgainForALostReadRequestWithoutATimeout) {
   }
 }
 
+// Sprayed over the reordering fabric, with loss and loss bursts both ways: every request
+// completes with its bytes, the lost ones sent again.
 TEST(RoceSim, SprayedQpsRecoverLossAmongTheReordering) {
   for (uint64_t s = 500; s < 504; s++) {
     SCOPED_TRACE("seed " + std::to_string(s));
@@ -1276,13 +1281,7 @@ TEST(RoceSim, SprayedQpsRecoverLossAmongTheReordering) {
     Faults f;
     f.loss = 0.01;
     f.loss_burst = 0.2;
-    RoceConfig c = with_faults(f, f);
-    c.pmtu = 1024;
-    c.selective_repeat = true;
-    c.params = {{"spray", "4"}};
-    c.ab.path_delay_if = ab.delay();
-    c.ba.path_delay_if = ba.delay();
-    RocePair p(seed(s), c);
+    RocePair p(seed(s), over_ecmp(ab, ba, f));
     run_workload(p, workload(60));
     EXPECT_GT(p.a.rc->counters().retransmits, 0u);
     EXPECT_EQ(ab.used(), 4u);
