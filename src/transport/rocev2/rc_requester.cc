@@ -383,7 +383,7 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
   // What the responder's ACKs and NAKs said it has, though a READ missing responses held una
   // back then: an ACK may overtake a READ's responses (they take other paths when sprayed),
   // and none may come again once the READ is done.
-  if (psn_diff(q.peer_epsn, next) > 0 && psn_diff(q.peer_epsn, q.snd_max) <= 0) next = q.peer_epsn;
+  if (psn_diff(q.peer_epsn, next) > 0) next = q.peer_epsn;
   for (uint64_t i = q.sq_head; i != q.sq_tail; i++) {
     SendWqe& w = q.sq[(i)&q.sq_mask];
     if (!w.started || psn_diff(w.first_psn, next) > 0) break;
@@ -411,6 +411,8 @@ bool ack_upto(RcTransport::Qp& q, uint32_t next, Context& ctx) {
       set_bit(q.sacked, p, false);  // the bits are reused for PSNs kSrWindow later
   }
   q.una = next;
+  // peer_epsn stays in [una, snd_max], never 2^23 PSNs stale (READ responses move una alone).
+  if (psn_diff(q.una, q.peer_epsn) > 0) q.peer_epsn = q.una;
   if (!q.outstanding()) q.again.n = q.rereads.n = 0;
   if (q.timing && psn_diff(q.una, q.rtt_end) >= 0) rtt_sample(q, ctx.now_ns());
   // Acknowledged while being sent again (an ACK that overtook a rewind): resume past it.
@@ -429,43 +431,34 @@ void note_peer_epsn(RcTransport::Qp& q, uint32_t epsn) {
 }
 
 // Selective repeat: a NAK says the responder has PSNs up to `got` (and not those between the last
-// NAK and `below`). The holes below it go again, once. A QP whose packets take several paths
-// (sprayed, or over a fabric that reorders) takes a hole for lost only when `reorder` packets
-// sent after it are known to have arrived (RFC 6675's IsLost, in packets: the sacked PSNs above
-// it, a READ request counting once however many PSNs it spans); the holes nearer `got` wait for
-// a later NAK, a tail for the timeout. So do the packets sent again and still missing, and a READ
-// request (one past the responder's ePSN that no NAK named never came).
+// NAK and `below`). The holes below it go again, once, when `reorder` packets sent after them are
+// known to have arrived (RFC 6675's IsLost, in packets: the sacked PSNs from the K-th one down
+// from `got`, a READ request counting once however many PSNs it spans; K = 1: `got` itself, the
+// holes go at once). A QP whose packets take several paths (sprayed, or over a fabric that
+// reorders) so gives a hole that long to fill; the holes nearer `got` wait for a later NAK, a
+// tail for the timeout. So do the packets sent again and still missing, and a READ request
+// (one past the responder's ePSN that no NAK named never came).
 void take_holes(RcTransport::Qp& q, uint32_t got, uint32_t below) {
-  uint32_t from = psn_diff(q.recover_next, q.una) > 0 ? q.recover_next : q.una;
-  if (psn_diff(q.peer_epsn, from) > 0 && psn_diff(q.peer_epsn, q.snd_max) <= 0) from = q.peer_epsn;
-  if (q.reorder == 1) {
-    queue_holes(q, from, below);
-    if (psn_diff(psn_add(got, 1), q.recover_next) > 0) q.recover_next = psn_add(got, 1);
-    resend_lost_again(q, got, false);
-    return;
-  }
-  // Down from `got` to the PSN with `reorder` sacked ones at or above it (the sacked set covers
-  // a window of PSNs).
-  uint32_t to = from;
-  uint32_t seen = 0;
-  const int32_t span = std::min(psn_diff(got, from), int32_t(kSrWindow) - 1);
-  for (int32_t i = 0; i <= span; i++) {
-    const uint32_t p = psn_add(got, kPsnMask + 1 - uint32_t(i));
-    if (bit(q.sacked, p) && ++seen == q.reorder) {
-      to = p;
-      break;
+  uint32_t from = psn_diff(q.recover_next, q.peer_epsn) > 0 ? q.recover_next : q.peer_epsn;
+  uint32_t kth = got;
+  if (q.reorder > 1) {
+    uint32_t seen = 0;
+    const int32_t span = std::min(psn_diff(got, from), int32_t(kSrWindow) - 1);
+    int32_t i = 0;
+    for (; i <= span; i++) {  // the sacked set covers a window of PSNs
+      kth = psn_add(got, kPsnMask + 1 - uint32_t(i));
+      if (bit(q.sacked, kth) && ++seen == q.reorder) break;
     }
+    if (i > span) return;  // fewer than K known to have arrived past the holes
   }
-  if (psn_diff(to, below) > 0) to = below;
-  if (psn_diff(to, from) > 0) {
-    queue_holes(q, from, to);
-    q.recover_next = to;
-    resend_lost_again(q, psn_add(to, kPsnMask), false);
-  }
+  queue_holes(q, from, psn_diff(kth, below) < 0 ? kth : below);
+  if (psn_diff(psn_add(kth, 1), q.recover_next) > 0) q.recover_next = psn_add(kth, 1);
+  resend_lost_again(q, kth, false);
 }
 
-// Selective repeat, a QP that tolerates reordering: response `k` of READ `w` came; each gap at
-// least `reorder` responses below it that was not asked for yet is asked for again.
+// Selective repeat: response `k` of READ `w` came; each gap at least `reorder` responses below it
+// (1: any gap it shows) that was not asked for yet is asked for again, from its first response
+// missing up to the next one in.
 void ask_read_gaps(RcTransport::Qp& q, SendWqe& w, uint32_t k, RcCounters& t) {
   const uint32_t upto = k + 1 >= q.reorder ? k + 1 - q.reorder : 0;
   for (uint32_t i = std::max(w.read_asked, w.read_got); i < upto; i++) {
@@ -534,13 +527,7 @@ void on_response(RcTransport::Qp& q, const Rx& x, Context& ctx, RcCounters& t) {
       // that (the responder answers in order): what is still missing of it was lost again.
       if (q.timer_ns != 0) q.timer_ns = now + rto_ns(q);
       reread_lost_again(q, *w, b.psn);
-      if (q.reorder == 1 && k > w->read_max) {
-        q.c.naks_received++;
-        t.naks_received++;
-        queue_resend(q, psn_add(w->first_psn, w->read_max));
-      } else if (q.reorder > 1) {
-        ask_read_gaps(q, *w, k, t);
-      }
+      ask_read_gaps(q, *w, k, t);
       w->read_max = std::max(w->read_max, k + 1);
     }
     if (ahead > 0) {
