@@ -21,12 +21,14 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace cleave::transport {
 
@@ -219,6 +221,15 @@ struct Param {
   std::string_view value;
 };
 using Params = std::span<const Param>;
+
+// A parameter's value as a whole number in [lo, hi] (decimal, nothing before or after it).
+inline bool parse_u32(std::string_view v, uint32_t lo, uint32_t hi, uint32_t& out) {
+  uint32_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) return false;
+  out = x;
+  return true;
+}
 
 // ---- the traffic a transport takes
 // ---------------------------------------------------------------

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <charconv>
 #include <string>
 
 #include "rc_qp.h"
@@ -56,14 +55,9 @@ struct QpOpts {
 };
 
 std::string parse_count(const Param& x, uint32_t max, uint32_t* out) {
-  uint32_t v = 0;
-  const auto [end, ec] = std::from_chars(x.value.data(), x.value.data() + x.value.size(), v);
-  if (ec != std::errc{} || end != x.value.data() + x.value.size() || v == 0 || v > max) {
-    return "rocev2: " + std::string(x.key) + " is a whole number from 1 to " + std::to_string(max) +
-           ", not \"" + std::string(x.value) + "\"";
-  }
-  *out = v;
-  return "";
+  if (parse_u32(x.value, 1, max, *out)) return "";
+  return "rocev2: " + std::string(x.key) + " is a whole number from 1 to " + std::to_string(max) +
+         ", not \"" + std::string(x.value) + "\"";
 }
 
 std::string apply_params(Params params, QpOpts* o) {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <random>
 
@@ -40,14 +39,6 @@ std::string_view state_name(State s) {
 // ---- parameters ---------------------------------------------------------------------------------
 
 namespace {
-
-bool parse_u32(std::string_view v, uint32_t lo, uint32_t hi, uint32_t& out) {
-  uint32_t x = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi) return false;
-  out = x;
-  return true;
-}
 
 bool parse_bool(std::string_view v, bool& out) {
   if (v == "1" || v == "on" || v == "yes" || v == "true") {
