@@ -298,35 +298,6 @@ static bool pick_read(struct blk* b) {
   }
 }
 
-/* Posts I/O `i`; 1 posted, 0 none free, or an error. */
-static int post(struct blk* b, unsigned i) {
-  struct io* io = &b->ios[i];
-  uint64_t s = pick_slot(b);
-  if (s == UINT64_MAX) return 0;
-  io->slot = s;
-  io->read = pick_read(b);
-  const uint64_t bs = b->o->bs;
-  uint8_t* mine = b->buf + (uint64_t)i * bs;
-  int e;
-  if (io->read) {
-    memset(mine, 0xA5, bs); /* stale bytes must not pass for the volume's */
-    e = cl_blk_read(b->qp, i, b->mr, (uint64_t)i * bs, (uint32_t)bs, s * bs);
-  } else {
-    fill(mine, bs, &b->rng);
-    memcpy(b->shadow + s * bs, mine, bs); /* the slot is ours until the write completes */
-    e = cl_blk_write(b->qp, i, b->mr, (uint64_t)i * bs, (uint32_t)bs, s * bs);
-  }
-  if (e < 0) {
-    say("cl_blk_%s: %s", io->read ? "read" : "write", errtext(e));
-    return e;
-  }
-  if (e == 0) return 0;
-  io->busy = true;
-  b->slot_busy[s] = 1;
-  io->sent = now_s();
-  return 1;
-}
-
 static void record_latency(struct blk* b, double us) {
   if (b->nlat == MAX_LAT) { /* halve the sample: keep every other one */
     for (size_t k = 0; k < MAX_LAT / 2; k++)
@@ -336,8 +307,10 @@ static void record_latency(struct blk* b, double us) {
   b->lat_us[b->nlat++] = (float)us;
 }
 
-/* I/O wc->wr_id ended; a read's bytes are at `got`. */
-static void complete(struct blk* b, const struct cl_wc* wc, const uint8_t* got) {
+static uint8_t* io_data(const struct blk* b, unsigned i, bool read);
+
+/* I/O wc->wr_id ended. */
+static void complete(struct blk* b, const struct cl_wc* wc) {
   if (wc->wr_id >= b->o->qd || !b->ios[wc->wr_id].busy) {
     say("a completion for no I/O in flight (wr_id %" PRIu64 ")", wc->wr_id);
     b->failures++;
@@ -356,7 +329,7 @@ static void complete(struct blk* b, const struct cl_wc* wc, const uint8_t* got) 
   record_latency(b, (now_s() - io->sent) * 1e6);
   if (io->read) {
     b->reads++;
-    if (memcmp(got, b->shadow + io->slot * bs, bs) != 0) {
+    if (memcmp(io_data(b, (unsigned)wc->wr_id, true), b->shadow + io->slot * bs, bs) != 0) {
       if (b->mismatches++ < 5)
         say("read at volume offset %" PRIu64 " differs from what was written there", io->slot * bs);
     }
@@ -635,9 +608,34 @@ static int serve_tcp(struct blk* b) {
   }
 }
 
-/* The initiator: posts I/O `i` as a reply receive and a request; 1 posted, 0 none free, or an
- * error. */
+/* The initiator: I/O `i`, its data in place (post), as a receive for the reply and the
+ * request; 1 posted, or an error. */
 static int post_tcp(struct blk* b, unsigned i) {
+  const struct io* io = &b->ios[i];
+  const uint64_t bs = b->o->bs;
+  const struct tcp_hdr q = {.magic = TCP_MAGIC,
+                            .op = io->read ? TCP_READ : TCP_WRITE,
+                            .id = i,
+                            .offset = io->slot * bs,
+                            .len = (uint32_t)bs};
+  memcpy(msg_slot(b, K_REQ, i), &q, sizeof q);
+  int e = post_msg(b, CL_OP_FLOW_RECV, K_REPLY | i, msg_offset(b, K_REPLY, i),
+                   (uint32_t)(TCP_HDR + bs));
+  if (e == 0)
+    e = post_msg(b, CL_OP_FLOW_SEND, K_REQ | i, msg_offset(b, K_REQ, i),
+                 (uint32_t)(TCP_HDR + (io->read ? 0 : bs)));
+  return e == 0 ? 1 : e;
+}
+
+/* Where I/O `i`'s bytes are: a write's before it goes, a read's once it has come. */
+static uint8_t* io_data(const struct blk* b, unsigned i, bool read) {
+  if (!b->o->tcp) return b->buf + (uint64_t)i * b->o->bs;
+  return msg_slot(b, read ? K_REPLY : K_REQ, i) + TCP_HDR;
+}
+
+/* Posts I/O `i`: a slot (random or sequential, none in flight), a read or a write, its bytes
+ * in place, then the transport's requests; 1 posted, 0 none free, or an error. */
+static int post(struct blk* b, unsigned i) {
   struct io* io = &b->ios[i];
   uint64_t s = pick_slot(b);
   if (s == UINT64_MAX) return 0;
@@ -646,25 +644,23 @@ static int post_tcp(struct blk* b, unsigned i) {
   io->tx_done = io->rx_done = false;
   io->status = 0;
   const uint64_t bs = b->o->bs;
-  uint8_t* req = msg_slot(b, K_REQ, i);
-  const struct tcp_hdr q = {.magic = TCP_MAGIC,
-                            .op = io->read ? TCP_READ : TCP_WRITE,
-                            .id = i,
-                            .offset = s * bs,
-                            .len = (uint32_t)bs};
-  memcpy(req, &q, sizeof q);
+  uint8_t* data = io_data(b, i, io->read);
   if (io->read) {
-    memset(msg_slot(b, K_REPLY, i) + TCP_HDR, 0xA5, bs); /* stale bytes must not pass */
+    memset(data, 0xA5, bs); /* stale bytes must not pass for the volume's */
   } else {
-    fill(req + TCP_HDR, bs, &b->rng);
-    memcpy(b->shadow + s * bs, req + TCP_HDR, bs);
+    fill(data, bs, &b->rng);
+    memcpy(b->shadow + s * bs, data, bs); /* the slot is ours until the write completes */
   }
-  int e = post_msg(b, CL_OP_FLOW_RECV, K_REPLY | i, msg_offset(b, K_REPLY, i),
-                   (uint32_t)(TCP_HDR + bs));
-  if (e == 0)
-    e = post_msg(b, CL_OP_FLOW_SEND, K_REQ | i, msg_offset(b, K_REQ, i),
-                 (uint32_t)(TCP_HDR + (io->read ? 0 : bs)));
-  if (e != 0) return e;
+  int e;
+  if (b->o->tcp) {
+    e = post_tcp(b, i);
+  } else {
+    const uint64_t at = (uint64_t)i * bs;
+    e = io->read ? cl_blk_read(b->qp, i, b->mr, at, (uint32_t)bs, s * bs)
+                 : cl_blk_write(b->qp, i, b->mr, at, (uint32_t)bs, s * bs);
+    if (e < 0) say("cl_blk_%s: %s", io->read ? "read" : "write", errtext(e));
+  }
+  if (e <= 0) return e;
   io->busy = true;
   b->slot_busy[s] = 1;
   io->sent = now_s();
@@ -700,7 +696,7 @@ static bool complete_tcp(struct blk* b, const struct cl_wc* wc) {
   }
   if (!io->tx_done || !io->rx_done) return false;
   done.status = io->status;
-  complete(b, &done, msg_slot(b, K_REPLY, i) + TCP_HDR); /* a read's bytes: the reply's */
+  complete(b, &done);
   return true;
 }
 
@@ -758,7 +754,7 @@ static int run_initiator(struct blk* b) {
     if (more && b->failures == 0) {
       for (unsigned i = 0; i < o->qd && (o->ios == 0 || posted < o->ios); i++) {
         if (b->ios[i].busy) continue;
-        int r = o->tcp ? post_tcp(b, i) : post(b, i);
+        int r = post(b, i);
         if (r < 0) return r;
         if (r == 0) break;
         posted++;
@@ -780,7 +776,7 @@ static int run_initiator(struct blk* b) {
       if (o->tcp) {
         if (!complete_tcp(b, &wc[j])) continue;
       } else {
-        complete(b, &wc[j], b->buf + wc[j].wr_id * o->bs);
+        complete(b, &wc[j]);
       }
       done++;
       inflight--;
