@@ -132,12 +132,12 @@ class Checker {
     }
   }
 
-  // A probability in [0, 1), as a decimal number.
+  // A probability in [0, 1], as a decimal number.
   void probability(const YAML::Node& map, std::string_view key, const std::string& path,
                    double& out) {
     YAML::Node v = value(map, key);
     std::string what = join(path, key);
-    const std::string expect = "a probability from 0 up to (not including) 1, such as 0.01";
+    const std::string expect = "a probability from 0 to 1, such as 0.01";
     if (!v.IsDefined() || !scalar(v, what, expect)) return;
     const std::string& s = v.Scalar();
     double x = 0;

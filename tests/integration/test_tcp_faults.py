@@ -69,7 +69,7 @@ class Faults(tcp.Tcp):
         self.assertFalse(r["faults"]["rx"]["enabled"] or r["faults"]["tx"]["enabled"], r)
         seed = SEED + 100
         self.d.ctl("port", "fault", "p0", "loss", "0.01", "reorder", "0.01", "seed", str(seed))
-        code, _, err = self.d.ctl("port", "fault", "p0", "rx", "loss", "1", check=False)
+        code, _, err = self.d.ctl("port", "fault", "p0", "rx", "loss", "1.5", check=False)
         self.assertEqual(code, 2, err)  # refused by cleavectl itself
         self.assertIn("probability", err)
         watch = wg.FlowWatch(self.d)  # flows' last infos, read while they live

@@ -122,6 +122,13 @@ TEST_F(FaultTest, RatesAreRoughlyThoseAskedFor) {
   EXPECT_EQ(got.size(), kFrames - c.dropped + c.duplicated);
 }
 
+TEST_F(FaultTest, LossOneIsACutWire) {
+  FaultStage s;
+  s.configure(FaultParams{1, 0, 0, 3}, FaultDir::kTx);
+  EXPECT_TRUE(run(s, 20000).empty());
+  EXPECT_EQ(s.counters().dropped, 20000u);
+}
+
 TEST_F(FaultTest, EveryFrameNotDroppedComesOutOnceAndDuplicatesTwice) {
   FaultStage s;
   s.configure(FaultParams{0.1, 0.1, 0.1, 3}, FaultDir::kTx);
@@ -216,7 +223,8 @@ TEST(FaultParamsTest, ProbabilitiesAreChecked) {
   using cleave::dp::fault_probability_error;
   EXPECT_FALSE(fault_probability_error(0));
   EXPECT_FALSE(fault_probability_error(0.999));
-  EXPECT_TRUE(fault_probability_error(1));
+  EXPECT_FALSE(fault_probability_error(1));  // a cut wire
+  EXPECT_TRUE(fault_probability_error(1.0001));
   EXPECT_TRUE(fault_probability_error(-0.1));
   EXPECT_TRUE(fault_probability_error(std::numeric_limits<double>::quiet_NaN()));
 }

@@ -671,7 +671,7 @@ TEST_P(NicPair, WireFaultsLoseReorderAndDuplicateAsCounted) {
   using cleave::dp::FaultParams;
   ASSERT_EQ(tx_->set_faults(FaultDir::kTx, FaultParams{0.1, 0.1, 0.1, 5}), 0);
   ASSERT_EQ(rx_->set_faults(FaultDir::kRx, FaultParams{0.1, 0.1, 0.1, 6}), 0);
-  EXPECT_EQ(rx_->set_faults(FaultDir::kRx, FaultParams{1.0, 0, 0, 6}), -EINVAL);
+  EXPECT_EQ(rx_->set_faults(FaultDir::kRx, FaultParams{1.5, 0, 0, 6}), -EINVAL);
   EXPECT_EQ(rx_->faults(FaultDir::kRx), (FaultParams{0.1, 0.1, 0.1, 6})) << "kept";
   EXPECT_EQ(rx_->faults(FaultDir::kTx), FaultParams{}) << "the other direction is off";
 

@@ -713,8 +713,8 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
                           (["p0"], "port fault: give off, or loss/reorder/duplicate P"),
                           (["p0", "rx"], "port fault: give off"),
                           (["p0", "loss"], "port fault: 'loss' needs a value"),
-                          (["p0", "loss", "1"], "loss: expected a probability from 0 up to (not "
-                                                "including) 1, got '1'"),
+                          (["p0", "loss", "1.01"], "loss: expected a probability from 0 to 1, "
+                                                   "got '1.01'"),
                           (["p0", "reorder", "-0.1"], "got '-0.1'"),
                           (["p0", "duplicate", "nan"], "got 'nan'"),
                           (["p0", "loss", "0.1", "loss", "0.2"], "'loss' is given twice"),

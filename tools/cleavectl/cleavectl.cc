@@ -314,9 +314,9 @@ json port_fault_args(const std::vector<std::string>& a,
     } else if (key == "loss" || key == "reorder" || key == "duplicate") {
       double p = -1;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), p);
-      if (ec != std::errc{} || end != value.data() + value.size() || !(p >= 0 && p < 1)) {
+      if (ec != std::errc{} || end != value.data() + value.size() || !(p >= 0 && p <= 1)) {
         std::string msg = "port fault: " + key;
-        msg += ": expected a probability from 0 up to (not including) 1, got '";
+        msg += ": expected a probability from 0 to 1, got '";
         msg += value;
         msg += "'";
         throw usage(msg);
@@ -914,7 +914,7 @@ Objects and verbs (the verb defaults to show; for app, flow, qp, solar and trans
   port fault NAME [rx|tx] [loss P] [reorder P] [duplicate P] [seed S]
   port fault NAME [rx|tx] off
                           seeded wire faults on the cleave side of the port (test equipment):
-                          each P a probability per frame in [0, 1), unset ones 0, seed 1 by
+                          each P a probability per frame in [0, 1], unset ones 0, seed 1 by
                           default; both directions unless rx or tx is given; off clears them
                           e.g. port fault p0 loss 0.01 reorder 0.01 seed 7
   arp show                the neighbour cache

@@ -137,14 +137,14 @@ std::optional<uint64_t> uint_arg(const json& v) {
   return std::nullopt;
 }
 
-// port.fault's probability arguments: a number in [0, 1), 0 when not given.
+// port.fault's probability arguments: a number in [0, 1], 0 when not given.
 double probability_arg(const json& args, const char* key) {
   if (!args.contains(key)) return 0;
   const json& v = args[key];
   if (!v.is_number() || fault_probability_error(v.get<double>())) {
     throw MgmtError(mgmt::kErrBadRequest, std::string("port.fault: argument '") + key +
-                                              "' must be a probability from 0 up to (not "
-                                              "including) 1");
+                                              "' must be a probability from 0 to 1 (1: a cut "
+                                              "wire)");
   }
   return v.get<double>();
 }

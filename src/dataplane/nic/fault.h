@@ -64,7 +64,10 @@ class FaultStage {
   };
 
   uint64_t next();
-  bool roll(uint64_t threshold) { return threshold != 0 && next() < threshold; }
+  // UINT64_MAX is probability 1 (a cut wire): every frame, whatever the draw.
+  bool roll(uint64_t threshold) {
+    return threshold != 0 && (next() < threshold || threshold == UINT64_MAX);
+  }
   uint16_t release(rte_mbuf** out, uint16_t o, uint16_t limit, bool all);
   void update_active() { active_ = params_.enabled() || nheld_ != 0; }
 

@@ -14,7 +14,7 @@ namespace cleave::dp {
 enum class FaultDir : uint8_t { kRx = 0, kTx = 1 };
 inline constexpr unsigned kFaultDirs = 2;
 
-// Probabilities per frame, each in [0, 1). A frame held back for reordering is released after
+// Probabilities per frame, each in [0, 1]. A frame held back for reordering is released after
 // kFaultReorderGap later frames of the same direction, or at the next poll that finds the line
 // idle. Corruption is deliberately absent: the NIC computes and checks checksums behind the
 // stage, so a corrupted frame would be caught by nothing that tests the transport.
@@ -50,8 +50,8 @@ inline std::array<uint64_t, kFaultCounterCount> fault_counter_values(const Fault
 
 // Checks a probability given by an operator: a message saying why it is refused, or nothing.
 inline std::optional<std::string> fault_probability_error(double p) {
-  if (!(p >= 0 && p < 1))
-    return std::string("expected a probability from 0 up to (not including) 1");
+  if (!(p >= 0 && p <= 1))
+    return std::string("expected a probability from 0 to 1");
   return std::nullopt;
 }
 
