@@ -40,6 +40,9 @@ struct QpAttr {
   uint8_t access = 0;               // QpAccess (INIT)
   bool selective_repeat = false;    // IRN-style recovery; both ends must agree (RTR)
   uint64_t rate_limit_kbps = 0;     // the sending rate's ceiling, 0: 100 Gb/s (any state)
+  // Set by the dataplane at RTR, never by the app: the QP's routes to its peer (TxDesc::route),
+  // 1 plus the peer's other addresses it was given ("via"), each through another local port.
+  uint8_t routes = 1;
 };
 
 enum QpAttrMask : uint32_t {
@@ -91,6 +94,9 @@ class QpControl {
   // How the NIC is to place the peer's packets once `flow` moves to RTR by modify_qp(flow,
   // attr, mask): the owner adds the NIC flow before the transport moves.
   virtual NicFlow rtr_nic_flow(FlowId flow, const QpAttr& attr, uint32_t mask) const = 0;
+  // Whether its QPs use several routes to their peer (QpAttr::routes, TxDesc::route); a QP of a
+  // transport that does not may be given no other address than the one it moves to RTR with.
+  virtual bool multi_route() const { return false; }
 
  protected:
   QpControl() = default;

@@ -99,6 +99,7 @@ struct RxHeader {
   Placed placed = Placed::kDeferred;
   Csum l4_csum = Csum::kNotChecked;
   bool out_of_order = false;  // placed past a hole
+  uint8_t route = 0;          // which of the flow's routes it came on (TxDesc::route's numbering)
   FlowId flow = kNoFlow;      // the flow it belongs to, or kNoFlow
   ListenerId listener = 0;    // when flow is kNoFlow: the listener it matched (has_listener)
   bool has_listener = false;
@@ -138,6 +139,9 @@ struct TxDesc {
   uint8_t ecn = 0;     // the IP ECN field to send
   uint8_t flags = 0;   // TxFlag
   uint8_t dscp = 0;    // the IP DSCP to send (0-63), 0: best effort
+  // Which of the flow's routes to the peer it leaves on (a queue pair given several, through
+  // several local ports: QpAttr::routes); 0, the one it was opened on, for every other flow.
+  uint8_t route = 0;
   std::array<uint8_t, kMaxL4Header> l4{};
 };
 

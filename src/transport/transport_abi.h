@@ -30,7 +30,7 @@
 
 #include <stdint.h>
 
-#define CLEAVE_TRANSPORT_ABI_VERSION 7
+#define CLEAVE_TRANSPORT_ABI_VERSION 8
 
 /* The entry point's name, for dlsym(). The _v1 is the shape of the struct below; a change to
  * the struct that old registries cannot read gets a new entry point name. */

@@ -713,8 +713,8 @@ void Host::send_desc(const transport::TxDesc& d) {
   ip[1] = uint8_t((d.dscp & 0x3F) << 2 | (d.ecn & 3));
   store16(ip + 2, uint16_t(std::min<uint64_t>(20 + d.l4_len + uint64_t(d.len), 0xFFFF)));
   store16(ip + 4, fl.ip_id);
-  store16(ip + 6, 0x4000);  // DF
-  ip[8] = 64;
+  store16(ip + 6, 0x4000);        // DF
+  ip[8] = uint8_t(64 - d.route);  // one wire stands for the flow's routes: TTL 64 - route
   ip[9] = fl.tuple.proto;
   store16(ip + 10, 0);
   wire::store32(ip + 12, ip_);
@@ -897,6 +897,7 @@ void Host::rx_frame(Frame f) {
     }
   }
   h.ecn = h.l3[1] & 3;
+  h.route = uint8_t(64 - h.l3[8]);  // the route it came on (send_desc)
 
   // Checksum: the NIC's verdict, else the dataplane's software check. For a placed frame the
   // frame is still at hand here (a real dataplane would trust the NIC, which checked it).

@@ -30,6 +30,7 @@ struct SolarConfig {
   Faults ab;  // initiator -> target: blocks, probes
   Faults ba;  // target -> initiator: ACKs, NACKs, probe replies
   uint16_t paths = 4;
+  uint8_t routes = 1;  // both ends' (QpAttr::routes); the wire tells them apart by TTL (Host)
   uint32_t block_bytes = 1024;
   size_t src_bytes = 8u << 20;
   size_t volume_bytes = 8u << 20;
@@ -81,6 +82,7 @@ class SolarPair {
     }
     transport::solar::ConnConfig c;
     c.paths = cfg.paths;
+    c.routes = cfg.routes;
     c.block_bytes = cfg.block_bytes;
     c.path = cfg.path;
     c.first_seq = cfg.first_seq;
@@ -112,6 +114,7 @@ class SolarPair {
     a.state = transport::QpState::kRtr;
     a.dest_qpn = remote;
     a.pmtu = 4096;
+    a.routes = cfg.routes;
     const uint32_t rtr = transport::kAttrState | transport::kAttrDestQpn | transport::kAttrPmtu;
     if (const int e = t.modify_qp(flow, a, rtr, ctx); e != 0) return e;
     a.state = transport::QpState::kRts;

@@ -614,6 +614,40 @@ TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
   EXPECT_TRUE(r && r->app_ok());
 }
 
+// "via" (a QP's routes through other local ports) is refused at create unless the transport
+// takes several routes, the addresses are IPv4, distinct and not 0, and the daemon has a port
+// for each besides the QP's own (this one has one port: any via is one too many).
+TEST_F(ManagementTest, QpViaIsCheckedAtCreate) {
+  TestApp app(8);
+  ctl::AppAttach attach;
+  attach.app = &app.dp;
+  auto r = (*ctl_)[0].call(CtlRequest::make(attach), std::chrono::seconds(5));
+  ASSERT_TRUE(r && r->app_ok());
+  for (const auto& [params, want] : {std::pair("transport solar paths 2", 0),
+                                     {"via 10.1.0.2", CL_EINVAL},
+                                     {"transport solar via 10.1.0.2", CL_EINVAL},
+                                     {"transport solar via 10.1.0", CL_EINVAL},
+                                     {"transport solar via 10.1.0.2,", CL_EINVAL},
+                                     {"transport solar via 0.0.0.0", CL_EINVAL},
+                                     {"transport solar via 10.1.0.2,10.1.0.2", CL_EINVAL},
+                                     {"transport solar via 10.1.0.2 via 10.2.0.2", CL_EINVAL}}) {
+    SCOPED_TRACE(params);
+    ctl::QpCreate q;
+    q.app_id = app.dp.id;
+    q.cq = TestApp::kCq;
+    q.send_wr = 16;
+    q.recv_wr = 16;
+    q.params = params;
+    r = (*ctl_)[0].call(CtlRequest::make(std::move(q)), std::chrono::seconds(5));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->flow_status(), want);
+  }
+  ctl::AppDetach detach;
+  detach.app_id = app.dp.id;
+  r = (*ctl_)[0].call(CtlRequest::make(detach), std::chrono::seconds(5));
+  EXPECT_TRUE(r && r->app_ok());
+}
+
 // A listing of many flows is built a page at a time, so the lcore's time on it is bounded
 // between packets: every flow comes exactly once, no page holds more than kFlowListPageRows
 // rows, and between pages pings are answered and a new app is attached. (Built in one go, a

@@ -482,9 +482,9 @@ TEST(RegistryLoad, RefusesBrokenPlugins) {
   EXPECT_HAS(load("CLEAVE_TEST_BAD_PLUGIN_WRONG_ABI"),
              "built for transport ABI version 999, this build of Cleave has version " +
                  std::to_string(CLEAVE_TRANSPORT_ABI_VERSION));
-  // Built against the transport.h of before claims and the RDMA extensions (version 6).
+  // Built against the transport.h of before the routes (TxDesc::route, RxHeader::route: version 7).
   EXPECT_HAS(load("CLEAVE_TEST_BAD_PLUGIN_OLD_ABI"),
-             "built for transport ABI version 6, this build of Cleave has version " +
+             "built for transport ABI version 7, this build of Cleave has version " +
                  std::to_string(CLEAVE_TRANSPORT_ABI_VERSION));
   EXPECT_HAS(load("CLEAVE_TEST_BAD_PLUGIN_SHORT"),
              "its struct cleave_transport_plugin is 8 bytes, at least 32 expected");

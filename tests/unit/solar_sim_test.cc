@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -283,6 +284,67 @@ TEST(SolarSim, PathGoesDownAndComesBack) {
   ASSERT_TRUE(p.run_until_done(kN)) << p.describe();
   EXPECT_GT(p.path(1).blocks_sent, sent_at_up) << p.describe();
   EXPECT_TRUE(p.path(1).up);
+  check(p, pl, kN);
+}
+
+// Two routes (cleaved gives a QP one per local port it reaches the peer's addresses through;
+// the simulated wire tells them apart by TTL): path p leaves on route p % 2, the target answers
+// each path on the route it came on. Cutting route 1 takes down paths 1 and 3 and no other, the
+// I/Os go on over route 0, and the paths come back when the route does.
+TEST(SolarSim, PathsSpreadOverTwoRoutesAndARouteCutTakesDownOnlyItsPaths) {
+  const uint64_t seed = SimNet::seed_from_env(53);
+  SolarConfig cfg;
+  cfg.link.rate_bps = 1'000'000'000;
+  cfg.link.queue_bytes = 256 * 1024;
+  cfg.routes = 2;
+  cfg.via_qp = true;  // the routes reach the transport at RTR, as from cleaved
+  SolarPair p(seed, cfg);
+  ASSERT_TRUE(p.ok);
+  constexpr size_t kFirst = 120;
+  constexpr size_t kN = 128;
+  p.fill(0, kN * kIoBytes, seed);
+  const Plan pl = plan(kN, cfg.volume_bytes, seed);
+  // Every frame, both ways: its route (TTL) is its path's (UDP source port) modulo 2.
+  bool cut = false;
+  std::array<std::array<uint64_t, 2>, 2> on_route{};  // [direction][route]
+  uint64_t astray = 0;
+  auto watch = [&](int dir) {
+    return [&, dir](std::span<const uint8_t> f) {
+      const unsigned route = 64u - f[14 + 8];
+      const unsigned path = wire::load16(f.data() + 14 + 20) & 0x3FFF;
+      if (route > 1 || route != path % 2) astray++;
+      on_route[dir][route & 1]++;
+      return cut && route == 1;
+    };
+  };
+  p.net->faults(Dir::kAtoB).drop_if = watch(0);
+  p.net->faults(Dir::kBtoA).drop_if = watch(1);
+
+  submit(p, pl, 0, kFirst / 2);
+  ASSERT_TRUE(p.run_until_done(kFirst / 2)) << p.describe();
+  for (uint16_t i = 0; i < 4; i++) {
+    EXPECT_EQ(p.path(i).route, i % 2);
+    EXPECT_EQ(p.tgt_path(i).route, i % 2);  // learned from what came
+    EXPECT_GT(p.path(i).blocks_sent, 0u) << i;
+  }
+  EXPECT_GT(std::min({on_route[0][0], on_route[0][1], on_route[1][0], on_route[1][1]}), 0u);
+
+  cut = true;
+  submit(p, pl, kFirst / 2, kFirst);
+  ASSERT_TRUE(p.net->run_until([&] { return !p.path(1).up && !p.path(3).up; }, 1'000'000'000))
+      << p.describe();
+  ASSERT_TRUE(p.run_until_done(kFirst)) << p.describe();
+  EXPECT_TRUE(p.path(0).up && p.path(2).up);
+  EXPECT_EQ(p.path(0).downs + p.path(2).downs, 0u);
+
+  cut = false;
+  ASSERT_TRUE(p.net->run_until([&] { return p.path(1).up && p.path(3).up; }, 1'000'000'000))
+      << p.describe();
+  const uint64_t sent_at_up = p.path(1).blocks_sent;
+  submit(p, pl, kFirst, kN);
+  ASSERT_TRUE(p.run_until_done(kN)) << p.describe();
+  EXPECT_GT(p.path(1).blocks_sent, sent_at_up) << p.describe();
+  EXPECT_EQ(astray, 0u);
   check(p, pl, kN);
 }
 

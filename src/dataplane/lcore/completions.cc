@@ -105,10 +105,7 @@ void FlowPath::deliver(std::span<const transport::Event> events) {
             // What the transport keeps of the flow now (TIME-WAIT) is its own: not in the app's
             // quota, and nothing the NIC places into the app's memory.
             uncharge(f);
-            if (f.on_nic) {
-              nic_cmd(ports_[f.port].nic->flow_remove(e.flow));
-              f.on_nic = false;
-            }
+            nic_off(f, e.flow);
           }
         }
         break;

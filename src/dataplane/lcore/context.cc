@@ -14,27 +14,38 @@ namespace cleave::dp {
 // ---- the Context
 // ------------------------------------------------------------------------------------
 
+// Placement commands go to the NIC of each port the flow's packets come in on: its own, and a
+// QP's other routes' (each places what arrives there). The answer is its own port's.
+template <typename Cmd>
+int FlowPath::Ctx::each_nic(FlowId flow, Cmd cmd) {
+  const Flow& f = fp_.flows_[flow];
+  const int rc = fp_.nic_cmd(cmd(*fp_.ports_[f.port].nic));
+  if (f.alt != nullptr) {
+    for (uint8_t i = 0; i < f.alt->count; i++) {
+      if (f.alt->route[i].on_nic) fp_.nic_cmd(cmd(*fp_.ports_[f.alt->route[i].port].nic));
+    }
+  }
+  return rc;
+}
+
 int FlowPath::Ctx::ms_post(FlowId flow, uint16_t mr, uint64_t offset, uint32_t len, uint32_t msg) {
   const Flow& f = fp_.flows_[flow];
   // A message flow's MSs mean something only to a NIC flow that places by message; otherwise
   // the transport keeps to the copy path (not an error).
   if (f.msg_flow && !f.nic_msg) return -EOPNOTSUPP;
-  return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_post(flow, mr, offset, len, msg));
+  return each_nic(flow, [&](Nic& n) { return n.ms_post(flow, mr, offset, len, msg); });
 }
 
 int FlowPath::Ctx::cursor_update(FlowId flow, uint32_t cursor) {
-  const Flow& f = fp_.flows_[flow];
-  return fp_.nic_cmd(fp_.ports_[f.port].nic->cursor_update(flow, cursor));
+  return each_nic(flow, [&](Nic& n) { return n.cursor_update(flow, cursor); });
 }
 
 int FlowPath::Ctx::ms_retire(FlowId flow, uint32_t count) {
-  const Flow& f = fp_.flows_[flow];
-  return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_retire(flow, count));
+  return each_nic(flow, [&](Nic& n) { return n.ms_retire(flow, count); });
 }
 
 int FlowPath::Ctx::ms_retire_msg(FlowId flow, uint32_t msg) {
-  const Flow& f = fp_.flows_[flow];
-  return fp_.nic_cmd(fp_.ports_[f.port].nic->ms_retire_msg(flow, msg));
+  return each_nic(flow, [&](Nic& n) { return n.ms_retire_msg(flow, msg); });
 }
 
 bool FlowPath::Ctx::copy_in(const uint8_t* src, uint32_t len, uint16_t mr, uint64_t offset) {

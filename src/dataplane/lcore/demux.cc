@@ -397,11 +397,20 @@ FlowPath::Tp* FlowPath::find_numbered(const rte_mbuf* m, const ClaimEntry& c, ui
   if ((m->ol_flags & RTE_MBUF_F_RX_FDIR_ID) != 0) id = m->hash.fdir.hi;
   if (id >= flows_.size() || c.tp < 0) return nullptr;
   const Flow& f = flows_[id];
-  if (!f.qp || f.qpn != number || f.state != Flow::State::kOpen || f.gone || f.tp != c.tp ||
-      f.tuple.remote.ip.v4_host() != rip) {
+  if (!f.qp || f.qpn != number || f.state != Flow::State::kOpen || f.gone || f.tp != c.tp) {
     return nullptr;
   }
+  // From the peer's address, or from one of its others a route of the QP's goes to.
+  uint8_t route = 0;
+  if (f.tuple.remote.ip.v4_host() != rip) {
+    const uint8_t n = f.alt != nullptr ? f.alt->count : 0;
+    while (route < n && f.alt->route[route].remote_ip != rip)
+      route++;
+    if (route == n) return nullptr;
+    route++;
+  }
   h->flow = id;
+  h->route = route;
   return transports_[f.tp].get();
 }
 

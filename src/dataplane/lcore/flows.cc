@@ -142,7 +142,7 @@ void FlowPath::free_flow(uint32_t id) {
   Flow& f = flows_[id];
   uncharge(f);
   release(f, f.outstanding + f.events_left);
-  if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(id));
+  nic_off(f, id);
   if (!f.qp) hash_remove(id);  // a QP is found by its number, never in the tuple hash
   f = Flow{};
   f.next_free = free_head_;
@@ -174,23 +174,42 @@ void FlowPath::established(Flow& f) {
 }
 
 bool FlowPath::fill_l2(Flow& f, uint64_t now) {
-  const FlowPort& port = ports_[f.port];
-  const Mac* mac = arp_.resolve(f.port, Ipv4{f.next_hop}, now);
+  f.l2_ready = fill_hdr(f.port, f.next_hop, f.tuple.local.ip.v4_host(), f.tuple.remote.ip.v4_host(),
+                        f.tuple.proto, f.hdr.data(), now);
+  return f.l2_ready;
+}
+
+// An Ethernet and IPv4 header template from `port` to `rip` (lip ours), once the next hop's MAC
+// is known; false, and ARP asked, until then.
+bool FlowPath::fill_hdr(uint8_t port, uint32_t next_hop, uint32_t lip, uint32_t rip, uint8_t proto,
+                        uint8_t* hdr, uint64_t now) {
+  const Mac* mac = arp_.resolve(port, Ipv4{next_hop}, now);
   if (mac == nullptr) return false;
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(f.hdr.data());
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(hdr);
   std::memcpy(eth->dst_addr.addr_bytes, mac->b.data(), RTE_ETHER_ADDR_LEN);
-  eth->src_addr = port.mac;
+  eth->src_addr = ports_[port].mac;
   eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
   auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
   ip->version_ihl = RTE_IPV4_VHL_DEF;
   ip->type_of_service = 0;
   ip->fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG);
   ip->time_to_live = 64;
-  ip->next_proto_id = f.tuple.proto;
-  ip->src_addr = rte_cpu_to_be_32(f.tuple.local.ip.v4_host());
-  ip->dst_addr = rte_cpu_to_be_32(f.tuple.remote.ip.v4_host());
-  f.l2_ready = true;
+  ip->next_proto_id = proto;
+  ip->src_addr = rte_cpu_to_be_32(lip);
+  ip->dst_addr = rte_cpu_to_be_32(rip);
   return true;
+}
+
+// The flow's NIC flows off every port that has one (its own, and a QP's other routes').
+void FlowPath::nic_off(Flow& f, uint32_t id) {
+  if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(id));
+  f.on_nic = f.nic_msg = false;
+  if (f.alt == nullptr) return;
+  for (uint8_t i = 0; i < f.alt->count; i++) {
+    AltRoute& r = f.alt->route[i];
+    if (r.on_nic) nic_cmd(ports_[r.port].nic->flow_remove(id));
+    r.on_nic = false;
+  }
 }
 
 // Flows their transport released, once no event in a transport's ring names them any more.
@@ -537,10 +556,7 @@ void FlowPath::app_detached(DpApp& a) {
     }
     // Whatever remains (a close going on, TIME-WAIT) needs no placement: off the NIC, so its
     // MRs can go.
-    if (f.on_nic && !f.gone) {
-      nic_cmd(ports_[f.port].nic->flow_remove(id));
-      f.on_nic = false;
-    }
+    if (!f.gone) nic_off(f, id);
   }
   reap();
   for (uint32_t mr = 0; mr < a.mrs.size(); mr++) {
@@ -739,6 +755,13 @@ uint32_t FlowPath::rows(std::vector<FlowRow>& out, uint32_t only, uint32_t start
     r.app = f.app != nullptr ? f.owner : 0;
     r.transport = transports_[f.tp]->name;
     r.tuple = f.tuple;
+    // A QP's routes past its first (the tuple's): "port P: local > remote".
+    for (uint8_t i = 0; f.alt != nullptr && i < f.alt->count; i++) {
+      const AltRoute& a = f.alt->route[i];
+      r.text.emplace_back("route" + std::to_string(i + 1), "port " + std::to_string(a.port) + ": " +
+                                                               Ipv4{ports_[a.port].ip}.str() +
+                                                               " > " + Ipv4{a.remote_ip}.str());
+    }
     if (f.state == Flow::State::kResolving) {
       r.text.emplace_back("state", "resolving");
     } else {

@@ -298,12 +298,17 @@ class FlowPath final : public FlowHandler {
   Tp* qp_transport(std::string_view name, std::string& error);
   transport::QpControl& qp_control(const Flow& f) const;
   void free_qp(uint32_t id);
+  int qp_routes(Flow& f, uint32_t id, uint32_t pmtu, const rte_pmd_cleave_flow& spec, uint64_t now);
+  void qp_unroute(Flow& f, uint32_t id);
   bool reserve(DpApp& a, uint16_t cq, uint32_t n);
   bool charge(DpApp& a);
   void uncharge(Flow& f);
   void established(Flow& f);
   void release(Flow& f, uint32_t n);
   bool fill_l2(Flow& f, uint64_t now);
+  bool fill_hdr(uint8_t port, uint32_t next_hop, uint32_t lip, uint32_t rip, uint8_t proto,
+                uint8_t* hdr, uint64_t now);
+  void nic_off(Flow& f, uint32_t id);
   void start_connect(uint32_t id);
   void fail_connect(uint32_t id, int32_t status);
   void post_data(Flow& f);

@@ -46,6 +46,7 @@ inline constexpr size_t kRing = 64;
 inline constexpr uint32_t kResolveCheckUs = 1000;
 inline constexpr uint32_t kMaxQpWr = 4096;  // a QP's send or receive queue
 inline constexpr uint32_t kQpnBits = 24;  // a QP number's (the verbs ABI's, abi::QpAttr::dest_qpn)
+inline constexpr uint8_t kMaxRoutes = 4;  // a QP's routes to its peer: its own and 3 "via"
 // IP-level faults of a frame the NIC matched to a flow (rx_ipv4 checks the others) count here,
 // as they always did, whatever the transport.
 inline constexpr Drop kFrameMalformed = Drop::kTcpMalformed;
@@ -75,6 +76,25 @@ inline rte_pmd_cleave_flow nic_spec(const transport::NicFlow& n, uint32_t src_ip
   spec.pmtu = n.pmtu;
   return spec;
 }
+
+// A queue pair's route to its peer's other address ("via" at create) through another local
+// port: its own next hop, header template and NIC flow there.
+struct AltRoute {
+  uint8_t port = 0;
+  bool l2_ready = false;
+  bool on_nic = false;
+  uint32_t remote_ip = 0;  // host order
+  uint32_t next_hop = 0;
+  alignas(8) std::array<uint8_t, kHdrTemplate> hdr{};
+};
+
+// A QP's routes past its first: the addresses its app gave, resolved at RTR.
+struct AltRoutes {
+  uint8_t via_count = 0;
+  std::array<uint32_t, kMaxRoutes - 1> via{};  // host order
+  uint8_t count = 0;                           // resolved (RTR): via_count, else 0
+  std::array<AltRoute, kMaxRoutes - 1> route;
+};
 
 }  // namespace flowpath
 
@@ -108,6 +128,7 @@ struct FlowPath::Flow {
   uint32_t qpn = 0;  // qp: its number
   transport::FlowTuple tuple;
   alignas(8) std::array<uint8_t, kHdrTemplate> hdr{};
+  std::unique_ptr<AltRoutes> alt;  // a QP given "via" addresses; null for every other flow
 };
 
 struct FlowPath::Listener {
@@ -165,6 +186,8 @@ class FlowPath::Ctx final : public transport::Context, public transport::RdmaCon
 
  private:
   Nic* flow_nic(FlowId flow) const;
+  template <typename Cmd>
+  int each_nic(FlowId flow, Cmd cmd);
 
   std::array<transport::TxDesc, kRing> tx_{};
   std::array<transport::Event, kRing> ev_{};

@@ -5,6 +5,8 @@
 #include <cleave/cleave.h>
 #include <rte_cycles.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <charconv>
 #include <string>
@@ -38,6 +40,24 @@ static_assert(uint32_t(transport::kAttrState) == abi::kQpAttrState &&
 // The bytes a transport's packet may take above an IP header of ours.
 uint32_t l4_mtu(uint32_t ip_mtu) {
   return ip_mtu > kIpLen ? ip_mtu - kIpLen : 0;
+}
+
+// "via A,B,...": the peer's other addresses (dotted IPv4, at most kMaxRoutes - 1, none 0 or
+// given twice) into `out`; false when `v` is not that.
+bool parse_via(std::string_view v, AltRoutes& out) {
+  out.via_count = 0;
+  for (;;) {
+    const size_t comma = std::min(v.find(','), v.size());
+    const std::string one(v.substr(0, comma));
+    in_addr a{};
+    if (out.via_count == out.via.size() || inet_pton(AF_INET, one.c_str(), &a) != 1) return false;
+    const uint32_t ip = ntohl(a.s_addr);
+    const auto end = out.via.begin() + out.via_count;
+    if (ip == 0 || std::find(out.via.begin(), end, ip) != end) return false;
+    out.via[out.via_count++] = ip;
+    if (comma == v.size()) return true;
+    v.remove_prefix(comma + 1);
+  }
 }
 
 }  // namespace
@@ -87,10 +107,11 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   if (cq >= a.pipes.size() || a.pipes[cq].kind != abi::PipeKind::kCompletion) return CL_ENOENT;
   // Room for 4 generation bits at least.
   if (ports_.empty() || qpn_bits_ > kQpnBits - 4) return CL_ENOSPC;
-  // "key value key value ...": views into `params`, which outlives the call. Two keys are the
-  // daemon's: "transport" (the QP's) and "volume" (an MR of the app's its peer reaches by offset:
-  // a Solar target's volume); the rest are the transport's, after the operator's defaults for
-  // it (the config's), which they override.
+  // "key value key value ...": views into `params`, which outlives the call. Three keys are the
+  // daemon's: "transport" (the QP's), "volume" (an MR of the app's its peer reaches by offset:
+  // a Solar target's volume) and "via" (the peer's other addresses, each reached through
+  // another local port: routes for a transport that takes several); the rest are the
+  // transport's, after the operator's defaults for it (the config's), which they override.
   std::vector<std::string_view> words;
   for (size_t i = 0; i < params.size();) {
     const size_t end = std::min(params.find(' ', i), params.size());
@@ -100,10 +121,11 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   if (words.size() % 2 != 0) return CL_EINVAL;
   std::string_view name;
   std::string_view volume;
+  std::string_view via;
   std::vector<transport::Param> own;
   for (size_t i = 0; i < words.size(); i += 2) {
-    if (words[i] == "transport" || words[i] == "volume") {
-      std::string_view& v = words[i] == "transport" ? name : volume;
+    if (words[i] == "transport" || words[i] == "volume" || words[i] == "via") {
+      std::string_view& v = words[i] == "transport" ? name : words[i] == "volume" ? volume : via;
       if (!v.empty()) return CL_EINVAL;  // given twice
       v = words[i + 1];
     } else {
@@ -120,6 +142,13 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   }
   p.insert(p.end(), own.begin(), own.end());
   if (!tp->t->check_params(p).empty()) return CL_EINVAL;
+  std::unique_ptr<AltRoutes> alt;
+  if (!via.empty()) {
+    alt = std::make_unique<AltRoutes>();
+    if (!qc.multi_route() || !parse_via(via, *alt) || alt->via_count >= ports_.size()) {
+      return CL_EINVAL;
+    }
+  }
   transport::QpCaps caps;
   caps.max_send_wr = max_send_wr;
   caps.max_recv_wr = max_recv_wr;
@@ -162,6 +191,7 @@ int FlowPath::qp_create(DpApp& a, uint16_t cq, uint32_t max_send_wr, uint32_t ma
   f.cq = cq;
   f.tp = tp->index;
   f.msg_flow = true;
+  f.alt = std::move(alt);
   f.tuple.proto = claim != nullptr ? claim->claim.proto : 0;
   f.tuple.local = {transport::IpAddr::v4(ports_[0].ip),
                    claim != nullptr ? claim->port() : uint16_t(0)};
@@ -208,7 +238,6 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
   // To RTR: the route to the peer, its MAC, and the NIC flow that places its packets, first.
   const bool to_rtr = (mask & abi::kQpAttrState) != 0 && attr.state == abi::kQpRtr &&
                       cur.state == transport::QpState::kInit;
-  bool added = false;
   if (to_rtr) {
     if ((mask & abi::kQpAttrRemoteIp) == 0 || attr.remote_ip == 0 ||
         (mask & abi::kQpAttrPmtu) == 0) {
@@ -230,26 +259,67 @@ int FlowPath::qp_modify(uint32_t app_id, uint32_t qp, const abi::QpAttr& attr, u
     spec.owner = f.owner;
     // Without a NIC flow the QP still works: every payload takes the copy path, and READ and
     // WRITE targets are refused (the NIC holds the MR table).
-    if (f.on_nic) nic_cmd(ports_[f.port].nic->flow_remove(qp));
+    nic_off(f, qp);
     f.on_nic = nic_cmd(ports_[f.port].nic->flow_add(qp, spec)) == 0;
     f.nic_msg = f.on_nic;
-    added = f.on_nic;
+    if (f.alt != nullptr) {
+      if (const int e = qp_routes(f, qp, attr.pmtu, spec, now); e != 0) {
+        qp_unroute(f, qp);
+        return e;
+      }
+      x.routes = uint8_t(1 + f.alt->count);
+    }
   }
   tp.ctx->at(rte_rdtsc());
   const int rc_status = qc.modify_qp(qp, x, tmask, *tp.ctx);
   tp.ctx->flush();
   if (rc_status != 0) {
-    if (added) {
-      nic_cmd(ports_[f.port].nic->flow_remove(qp));
-      f.on_nic = f.nic_msg = false;
-    }
+    if (to_rtr) qp_unroute(f, qp);
     return CL_EINVAL;
   }
-  // Back to RESET: the peer is forgotten, and so is the NIC flow.
-  if ((mask & abi::kQpAttrState) != 0 && attr.state == abi::kQpReset && f.on_nic) {
-    nic_cmd(ports_[f.port].nic->flow_remove(qp));
-    f.on_nic = f.nic_msg = false;
+  // Back to RESET: the peer is forgotten, and so are the NIC flows and the routes.
+  if ((mask & abi::kQpAttrState) != 0 && attr.state == abi::kQpReset) {
+    qp_unroute(f, qp);
     f.tuple.remote = {};
+  }
+  return 0;
+}
+
+// A QP's NIC flows off every port, and its routes past the first forgotten (their addresses
+// kept for the next RTR).
+void FlowPath::qp_unroute(Flow& f, uint32_t id) {
+  nic_off(f, id);
+  if (f.alt != nullptr) f.alt->count = 0;
+}
+
+// A QP's routes to its peer's other addresses (f.alt's "via"), each through a local port of its
+// own (not the first route's): header template, ARP asked, NIC flow added as `spec` with that
+// route's addresses. CL_ENETUNREACH for an address no port reaches, CL_EINVAL for one reached
+// through a port another route takes or too small for `pmtu`; the caller then takes them off.
+int FlowPath::qp_routes(Flow& f, uint32_t id, uint32_t pmtu, const rte_pmd_cleave_flow& spec,
+                        uint64_t now) {
+  AltRoutes& alt = *f.alt;
+  transport::QpControl& qc = qp_control(f);
+  alt.count = 0;
+  for (uint8_t i = 0; i < alt.via_count; i++) {
+    const auto hop = routes_.lookup(Ipv4{alt.via[i]});
+    if (!hop || hop->port >= ports_.size()) return CL_ENETUNREACH;
+    bool taken = hop->port == f.port;
+    for (uint8_t j = 0; j < i; j++)
+      taken = taken || alt.route[j].port == hop->port;
+    if (taken || pmtu > qc.max_pmtu(l4_mtu(ports_[hop->port].mtu))) return CL_EINVAL;
+    AltRoute& r = alt.route[i];
+    r = AltRoute{};
+    r.port = hop->port;
+    r.remote_ip = alt.via[i];
+    r.next_hop = hop->addr.host;
+    r.l2_ready = fill_hdr(r.port, r.next_hop, ports_[r.port].ip, r.remote_ip, f.tuple.proto,
+                          r.hdr.data(), now);
+    rte_pmd_cleave_flow s = spec;
+    s.src_ip = r.remote_ip;
+    s.dst_ip = ports_[r.port].ip;
+    r.on_nic = nic_cmd(ports_[r.port].nic->flow_add(id, s)) == 0;
+    alt.count = uint8_t(i + 1);
   }
   return 0;
 }

@@ -28,7 +28,22 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
       stats_.tx_bad_desc++;
       continue;
     }
-    if (!f.l2_ready && !fill_l2(f, now)) {
+    // Its route: the flow's own, or one of a QP's others (TxDesc::route, modulo their number).
+    uint8_t port = f.port;
+    const uint8_t* hdr = f.hdr.data();
+    if (const uint8_t r = f.alt != nullptr ? d.route % (1 + f.alt->count) : 0; r != 0) {
+      AltRoute& a = f.alt->route[r - 1];
+      if (!a.l2_ready) {
+        a.l2_ready = fill_hdr(a.port, a.next_hop, ports_[a.port].ip, a.remote_ip, f.tuple.proto,
+                              a.hdr.data(), now);
+      }
+      if (!a.l2_ready) {
+        stats_.tx_no_neighbour++;
+        continue;
+      }
+      port = a.port;
+      hdr = a.hdr.data();
+    } else if (!f.l2_ready && !fill_l2(f, now)) {
       stats_.tx_no_neighbour++;
       continue;
     }
@@ -53,7 +68,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
       continue;
     }
     auto* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(h, uint16_t(kHdrTemplate + d.l4_len)));
-    std::memcpy(p, f.hdr.data(), kHdrTemplate);
+    std::memcpy(p, hdr, kHdrTemplate);
     std::memcpy(p + kHdrTemplate, d.l4.data(), d.l4_len);
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen);
     const bool tso = tcp && d.mss != 0 && d.len > d.mss;
@@ -89,7 +104,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
         auto* uh = reinterpret_cast<rte_udp_hdr*>(p + kHdrTemplate);
         uh->dgram_cksum = rte_ipv4_phdr_cksum(ip, h->ol_flags);
       }
-      io_.flow_stage(f.port, h);
+      io_.flow_stage(port, h);
       continue;
     }
     if (!tcp) {
@@ -101,7 +116,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
         auto* uh = reinterpret_cast<rte_udp_hdr*>(p + kHdrTemplate);
         uh->dgram_cksum = rte_ipv4_phdr_cksum(ip, h->ol_flags);
       }
-      io_.flow_stage(f.port, h);
+      io_.flow_stage(port, h);
       continue;
     }
     h->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM;
@@ -112,7 +127,7 @@ void FlowPath::send(std::span<transport::TxDesc> descs) {
     // DPDK's convention for checksum offload: the pseudo-header sum in the TCP checksum field.
     auto* th = reinterpret_cast<rte_tcp_hdr*>(p + kHdrTemplate);
     th->cksum = rte_ipv4_phdr_cksum(ip, h->ol_flags);
-    io_.flow_stage(f.port, h);
+    io_.flow_stage(port, h);
   }
 }
 

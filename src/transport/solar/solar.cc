@@ -118,6 +118,7 @@ struct SolarTransport::Path {
   uint64_t rto_at = 0;  // 0: not armed
   uint32_t probe_echo = 0;
   uint64_t probe_sent_at = 0;
+  uint8_t route = 0;  // where its packets leave (ConnConfig::routes)
   // Receiver: what arrived, for the ACKs it sends.
   bool rx_any = false;
   uint32_t rx_largest = 0;
@@ -261,6 +262,8 @@ int SolarTransport::open(FlowId flow, const ConnConfig& cfg, Context& ctx) {
   for (uint16_t p = 0; p < cfg.paths; p++) {
     c->paths.push_back(std::make_unique<Path>(pc, ctx.now_ns()));
     c->paths.back()->next_seq = cfg.first_seq;
+    // The initiator spreads the paths over the routes; the target learns them (rx_burst).
+    if (cfg.initiator) c->paths.back()->route = uint8_t(p % std::max<uint8_t>(cfg.routes, 1));
   }
   if (!cfg.initiator) {
     // The volume as one byte stream from offset 0: the NIC places every block by its offset.
@@ -349,6 +352,7 @@ int SolarTransport::modify_qp(FlowId flow, const QpAttr& attr, uint32_t mask, Co
     q.attr.pmtu = m;
     q.attr.dest_qpn = attr.dest_qpn;
     q.cfg.remote_conn = attr.dest_qpn;
+    q.cfg.routes = std::max<uint8_t>(attr.routes, 1);
     if (!q.block_given) q.cfg.block_bytes = std::max(m, kMinBlock);
   }
   if (from == QpState::kRtr && to == QpState::kRts) {
@@ -401,6 +405,7 @@ void SolarTransport::emit(Conn& c, const Header& sh, uint16_t mr, uint64_t offse
   d.offset = offset;
   d.len = len;
   d.l4_len = kL4Len;
+  d.route = c.paths[sh.path]->route;  // the caller's path is one of ours
   uint8_t* u = d.l4.data();
   wire::store16(u, udp_sport(sh.path));
   wire::store16(u + 2, kUdpPort);
@@ -590,6 +595,8 @@ void SolarTransport::rx_burst(std::span<const RxHeader> hdrs, Context& ctx) {
       c.stats.bad_headers++;
       continue;
     }
+    // The initiator chose each path's route; the target answers a path on the one it came on.
+    if (!c.cfg.initiator) c.paths[sh.path]->route = h.route;
     switch (sh.type) {
       case Type::kAck:
         if ((sh.flags & kFlagAckReq) != 0) {  // a probe: answer at once, on the same path
@@ -991,9 +998,11 @@ bool SolarTransport::path_info(FlowId flow, uint16_t path, PathInfo* out) const 
   if (it == conns_.end() || path >= it->second->paths.size()) return false;
   const Path& p = *it->second->paths[path];
   *out = p.info;
+  out->route = p.route;
   out->up = p.st.up();
   out->cwnd = p.st.cwnd();
   out->srtt_ns = p.st.srtt_ns();
+  out->rto_ns = p.st.rto_ns();
   out->inflight = p.st.inflight();
   return true;
 }
@@ -1012,6 +1021,7 @@ bool SolarTransport::flow_info(FlowId flow, InfoSink& out) const {
   out.number("peer_conn", c.cfg.remote_conn);
   out.number("block_bytes", c.cfg.block_bytes);
   out.number("paths", c.paths.size());
+  out.number("routes", c.cfg.routes);
   out.number("ios_in_flight", c.ios.size());
   out.number("ios_done", c.stats.ios_done);
   out.number("blocks_acked", c.stats.blocks_acked);
@@ -1030,11 +1040,15 @@ bool SolarTransport::flow_info(FlowId flow, InfoSink& out) const {
     };
     std::snprintf(key.data(), key.size(), "path%u_state", unsigned(i));
     out.text(key.data(), pi.up ? "up" : "down");
+    put("route", pi.route);
     put("cwnd", pi.cwnd);
     put("srtt_ns", pi.srtt_ns);
+    put("rto_ns", pi.rto_ns);
     put("sent", pi.blocks_sent);
     put("resent", pi.blocks_resent);
     put("timeouts", pi.timeouts);
+    put("downs", pi.downs);
+    put("ups", pi.ups);
   }
   return true;
 }

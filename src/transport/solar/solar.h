@@ -41,6 +41,10 @@ struct ConnConfig {
   uint32_t local_conn = 0;   // our number for it: the peer's packets carry it
   uint32_t remote_conn = 0;  // the peer's number: ours carry it
   uint16_t paths = 1;        // 1 to kMaxPaths; path p leaves from UDP source port 0xC000 | p
+  // The flow's routes to the peer (QpAttr::routes: through as many local ports). The initiator
+  // sends path p on route p % routes; the target sends each path's packets on the route that
+  // path's last packet came on (route 0 until one has).
+  uint8_t routes = 1;
   uint32_t block_bytes = 4096;
   uint32_t first_seq = 1;  // every path's first transmit sequence (tests start near 2^32)
   // Target: the volume, one MR, posted to the NIC at open() so blocks land by their offsets.
@@ -55,8 +59,10 @@ struct ConnConfig {
 // One path of a connection, for tests and management.
 struct PathInfo {
   bool up = true;
+  uint8_t route = 0;  // the route its packets leave on (ConnConfig::routes)
   uint64_t cwnd = 0;
   uint64_t srtt_ns = 0;
+  uint64_t rto_ns = 0;
   uint64_t inflight = 0;
   uint64_t blocks_sent = 0;    // WRITE_BLKs sent on it, resends included
   uint64_t blocks_resent = 0;  // of those, resends (RETX)
@@ -103,7 +109,8 @@ class SolarTransport final : public Transport, public QpControl {
   // initiator. The QP number is the connection number the peer's packets carry.
   int create_qp(FlowId flow, uint32_t qpn, const QpCaps& caps, Params params) override;
   // RESET->INIT; INIT->RTR needs the peer's number (kAttrDestQpn) and a path MTU (kAttrPmtu)
-  // that holds a block; RTR->RTS opens the connection; ERR and RESET close it, its I/Os
+  // that holds a block, and takes the routes the dataplane found (attr.routes); RTR->RTS opens
+  // the connection; ERR and RESET close it, its I/Os
   // completing with -ECANCELED. RoCE's attributes (PSNs, timers, retries, access, selective
   // repeat, rate) are taken and ignored: Solar keeps its own per path.
   int modify_qp(FlowId flow, const QpAttr& attr, uint32_t mask, Context& ctx) override;
@@ -111,6 +118,7 @@ class SolarTransport final : public Transport, public QpControl {
   int destroy_qp(FlowId flow, Context& ctx) override;
   uint32_t max_pmtu(uint32_t l4_mtu) const override;
   NicFlow rtr_nic_flow(FlowId flow, const QpAttr& attr, uint32_t mask) const override;
+  bool multi_route() const override { return true; }
 
   static constexpr uint16_t kMaxQpPaths = 64;
   static constexpr uint32_t kMinBlock = 256;

@@ -436,7 +436,8 @@ struct cl_qp_init_attr {
   uint32_t max_send_wr; /* 1..4096 */
   uint32_t max_recv_wr; /* 1..4096 */
   const char* params;   /* NULL, or "key value ...": "transport solar" picks the QP's transport
-                           (default rocev2), "volume <MR id>" a Solar target's volume (cl_blk_*);
+                           (default rocev2), "volume <MR id>" a Solar target's volume (cl_blk_*),
+                           "via A,B" the peer's other addresses (Solar: routes, cl_blk_create);
                            the others are the transport's (rocev2: "dcqcn on",
                            "spray 8" with CL_QP_SELECTIVE_REPEAT) */
 };
@@ -534,9 +535,13 @@ CL_API int cl_qp_connect(cl_qp* qp, const struct cl_qp_dest* local, const struct
  * was not done io_timeout_ms after it was posted (every path down that long). Blocks lost,
  * corrupted or on a path that went down are sent again: an I/O does not fail for them.
  *
- * params: NULL or "paths N block B io_timeout_ms T": paths 1..64 (default 1), block 256..4096
- * bytes and at most the path MTU (default the path MTU), io_timeout_ms 0 (never) to 3600000
- * (default 30000). depth (1..4096): I/Os in flight at most (the QP's
+ * params: NULL or "paths N block B io_timeout_ms T via A,B": paths 1..64 (default 1), block
+ * 256..4096 bytes and at most the path MTU (default the path MTU), io_timeout_ms 0 (never) to
+ * 3600000 (default 30000); via: the peer's other addresses (at most 3; its first is the one
+ * cl_qp_connect gives), each reached through another of cleaved's ports: the connection gets a
+ * route to each (CL_EINVAL at create past the daemon's ports less one, at connect for one reached
+ * through a port another route takes; CL_ENETUNREACH for none), and path p goes over route
+ * p % routes, so a cut wire takes down only the paths on it. The peer gives ours likewise. depth (1..4096): I/Os in flight at most (the QP's
  * max_send_wr); the CQ needs room for depth + 1 completions. It is cl_qp_create with params
  * "transport solar volume <cl_mr_id(volume)> " + params.
  * cl_blk_write, cl_blk_read: 1 when posted, 0 when `depth` I/Os are in flight, or an error as
