@@ -36,6 +36,8 @@ class CleaveBlkCommandLine(unittest.TestCase):
                 (["--export", "80", "--mix", "101"], "bad value '101' for --mix"),
                 (["--export", "80", "--paths", "0"], "bad value '0' for --paths"),
                 (["--export", "80", "--paths", "65"], "bad value '65' for --paths"),
+                (["--export", "80", "--routes", "0"], "bad value '0' for --routes"),
+                (["--export", "80", "--routes", "5"], "bad value '5' for --routes"),
                 (["--export", "80", "--block", "255"], "bad value '255' for --block"),
                 (["--export", "80", "--block", "8192"], "bad value '8192' for --block"),
                 (["--export", "80", "--time", "0"], "bad value '0' for --time"),
@@ -58,9 +60,10 @@ class CleaveBlkCommandLine(unittest.TestCase):
         self.assertEqual(p.stderr, "")
         for want in ["--export PORT", "--connect IP:PORT", "--socket PATH", "--ctl PATH",
                      "--volume SIZE", "--bs SIZE", "--qd N", "--rw MODE", "--mix PCT",
-                     "--paths N", "--block B", "--time SEC", "--ios N", "--seed N",
+                     "--paths N", "--routes N", "--block B", "--time SEC", "--ios N", "--seed N",
                      "--timeout SEC", "--json", "--transport T",
-                     "write, read, randwrite, randread or randrw",
+                     "write, read, randwrite, randread, randrw (default), or",
+                     "writeread: random writes for the first half",
                      "Exit status: 0"]:
             self.assertIn(want, p.stdout)
 

@@ -484,8 +484,11 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
         keys = ["role", "conn", "peer_conn", "block_bytes", "paths", "ios_in_flight", "ios_done",
                 "blocks_acked", "blocks_received", "crc_drops", "nacks_received"]
         info = dict(zip(keys, ["initiator", 0x21, 0x35, 1024, 2, 3, 400, 1600, 0, 0, 1]))
-        for p, vals in enumerate([("up", 71680, 265261, 900, 2, 1), ("down", 1024, 0, 700, 9, 4)]):
-            for k, v in zip(["state", "cwnd", "srtt_ns", "sent", "resent", "timeouts"], vals):
+        info["route1"] = "port 1: 10.99.1.1 > 10.99.1.2"
+        for p, vals in enumerate([("up", 0, 71680, 265261, 900, 2, 1, 0),
+                                  ("down", 1, 1024, 0, 700, 9, 4, 1)]):
+            for k, v in zip(["state", "route", "cwnd", "srtt_ns", "sent", "resent", "timeouts",
+                             "downs"], vals):
                 info[f"path{p}_{k}"] = v
         conn = {"id": 4, "app": 3, "transport": "solar", "local": "10.99.0.1:7000",
                 "remote": "10.99.0.2:7000", "info": info, "info_keys": list(info)}
@@ -500,11 +503,12 @@ class CleavectlAgainstFakeDaemon(unittest.TestCase):
             "solar", "4:", "initiator", "conn", "33", "->", "10.99.0.2", "conn", "53", "app", "3",
             "block", "1024", "I/Os", "in", "flight", "3,", "done", "400", "blocks", "acked",
             "1600,", "received", "0", "crc", "drops", "0", "nacks", "1"])
-        self.assertEqual(lines[1].split(),
-                         ["PATH", "STATE", "CWND", "SRTT-US", "SENT", "RESENT", "TIMEOUTS"])
-        self.assertEqual(lines[2].split(), ["0", "up", "71680", "265.3", "900", "2", "1"])
-        self.assertEqual(lines[3].split(), ["1", "down", "1024", "0.0", "700", "9", "4"])
-        self.assertEqual(lines[4], "1 Solar connection(s)")
+        self.assertEqual(lines[1], "  route 1: port 1: 10.99.1.1 > 10.99.1.2")
+        self.assertEqual(lines[2].split(), ["PATH", "STATE", "ROUTE", "CWND", "SRTT-US", "SENT",
+                                            "RESENT", "TIMEOUTS", "DOWNS"])
+        self.assertEqual(lines[3].split(), ["0", "up", "0", "71680", "265.3", "900", "2", "1", "0"])
+        self.assertEqual(lines[4].split(), ["1", "down", "1", "1024", "0.0", "700", "9", "4", "1"])
+        self.assertEqual(lines[5], "1 Solar connection(s)")
         p = self.ctl(d, "-j", "solar", "list")
         self.assertEqual(json.loads(p.stdout), [conn])
 

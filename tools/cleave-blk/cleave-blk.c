@@ -3,16 +3,17 @@
  * latency percentiles, the connection's paths as cleaved counts them, and verifies every byte.
  *
  * Written in C against <cleave/cleave.h> (cl_blk_*). Each side: a context, the PD, one CQ with a
- * doorbell, one memfd MR, one Solar QP; the two connect over a kernel TCP side channel
- * (cl_qp_local_dest, cl_qp_exchange, cl_qp_connect), the target offering its volume (the
- * exchanged MR length is the volume's size). The initiator keeps a shadow of the volume: a write
- * puts fresh bytes both in its buffer and in the shadow, a read is compared with the shadow when
- * it completes, and two I/Os in flight never share a slot (offsets are multiples of --bs), so
- * every comparison is exact. At the end the initiator says "done", the target answers with the
- * SHA-256 of its whole volume, and the initiator compares it with its shadow's. Every wait is
- * bounded by --timeout but the target's for the initiator's "done", which lasts while the side
- * channel stays open (the target cannot know how long the initiator runs). The integration
- * tests and the demo use it as their Solar app. --transport tcp moves the same I/Os as
+ * doorbell, one memfd MR, one Solar QP; the two connect over a kernel TCP side channel, first
+ * swapping their cleaveds' addresses (a routes line: the QP's "via", one route per port both
+ * have), then the QP halves (cl_qp_local_dest, cl_qp_exchange, cl_qp_connect), the target
+ * offering its volume (the exchanged MR length is the volume's size). The initiator keeps a shadow
+ * of the volume: a write puts fresh bytes both in its buffer and in the shadow, a read is compared
+ * with the shadow when it completes, and two I/Os in flight never share a slot (offsets are
+ * multiples of --bs), so every comparison is exact. At the end the initiator says "done", the
+ * target answers with the SHA-256 of its whole volume, and the initiator compares it with its
+ * shadow's. Every wait is bounded by --timeout but the target's for the initiator's "done", which
+ * lasts while the side channel stays open (the target cannot know how long the initiator runs). The
+ * integration tests and the demo use it as their Solar app. --transport tcp moves the same I/Os as
  * messages over one cleave TCP flow instead (tests/bench/blk_qd.py's baseline). */
 #include <arpa/inet.h>
 #include <cleave/cleave.h>
@@ -49,12 +50,15 @@ static const char usage[] =
     "                        retried until --timeout while nobody listens)\n"
     "  -s, --socket PATH     cleaved's app socket (default $CLEAVE_APP_SOCKET, else\n"
     "                        /run/cleave/app.sock)\n"
-    "      --ctl PATH        cleaved's management socket, for the path counters (default\n"
-    "                        $CLEAVE_SOCKET, else /run/cleave/cleaved.sock)\n"
+    "      --ctl PATH        cleaved's management socket, for the path counters and the\n"
+    "                        ports' addresses (default $CLEAVE_SOCKET, else\n"
+    "                        /run/cleave/cleaved.sock)\n"
     "      --volume SIZE     the target's volume (default 64m; k, m, g suffixes)\n"
     "      --bs SIZE         bytes per I/O, a multiple of 512 up to 16m (default 4k)\n"
     "      --qd N            I/Os in flight, 1-1024 (default 16)\n"
-    "      --rw MODE         write, read, randwrite, randread or randrw (default randrw)\n"
+    "      --rw MODE         write, read, randwrite, randread, randrw (default), or\n"
+    "                        writeread: random writes for the first half of the I/Os (of\n"
+    "                        --ios, or of --time), then random reads\n"
     "      --mix PCT         randrw: the share of reads, 0-100 (default 50)\n"
     "      --transport T     solar (default), or tcp: the same I/Os as messages over one\n"
     "                        cleave TCP flow (CL_FLOW_MESSAGE), for comparison: a request\n"
@@ -63,11 +67,17 @@ static const char usage[] =
     "                        sides, with the same --bs and --qd (at most 512); the target\n"
     "                        needs --ctl (to learn its cleaved's address)\n"
     "      --paths N         the connection's paths, 1-64 (default 4); both sides\n"
+    "      --routes N        the connection's routes, 1-4: with several ports on both\n"
+    "                        cleaveds (their addresses from --ctl, swapped on the side\n"
+    "                        channel), path p goes over route p % N, each through a port\n"
+    "                        of its own (default: as many as both have)\n"
     "      --block B         Solar's block (one packet), 256-4096 bytes within the path MTU\n"
     "                        (default the path MTU); both sides\n"
     "      --time SEC        run this long (default 5)\n"
     "      --ios N           stop after N I/Os instead (0: by --time)\n"
     "      --seed N          the offsets' and the data's seed (default 1)\n"
+    "      --interval MS     the initiator: with --json, a line {\"t\":SEC,\"ios\":N} every\n"
+    "                        MS ms (1-10000) before the result, N the I/Os done by then\n"
     "      --timeout SEC     the longest wait for the peer, a completion or a line (default\n"
     "                        30); the target waits for the initiator's end while it runs\n"
     "      --json            one JSON object at the end instead of the text lines\n"
@@ -79,10 +89,12 @@ static const char usage[] =
 #define OOB_LINE_MAX 160
 #define MAX_QD 1024
 #define MAX_PATHS 64
+#define MAX_ROUTES 4       /* cleaved's: a QP's own route and 3 "via" */
 #define MAX_LAT (1u << 22) /* latencies kept (4 Mi); past that, every other one is dropped */
 
-enum mode { M_WRITE, M_READ, M_RANDWRITE, M_RANDREAD, M_RANDRW };
-static const char* const mode_names[] = {"write", "read", "randwrite", "randread", "randrw"};
+enum mode { M_WRITE, M_READ, M_RANDWRITE, M_RANDREAD, M_RANDRW, M_WRITEREAD };
+static const char* const mode_names[] = {"write",    "read",   "randwrite",
+                                         "randread", "randrw", "writeread"};
 
 struct opts {
   bool target, json, tcp;
@@ -92,7 +104,7 @@ struct opts {
   struct sockaddr_in peer;
   char peer_text[32];
   uint64_t volume, bs;
-  unsigned qd, mix, paths, block;
+  unsigned qd, mix, paths, block, routes, interval_ms;
   enum mode mode;
   double time, timeout;
   uint64_t ios, seed;
@@ -147,6 +159,8 @@ struct blk {
   uint8_t* slot_busy;
   struct io ios[MAX_QD];
   uint64_t rng, next_seq_slot;
+  uint64_t posted; /* I/Os posted so far */
+  double half_at;  /* --rw writeread by --time: when the reads start */
   float* lat_us;
   size_t nlat;
   uint64_t reads, writes, mismatches, failures;
@@ -231,15 +245,49 @@ static int set_up(struct blk* b) {
       return say("cl_sq_create: %s", errtext(e)), e;
     return 0;
   }
-  char params[64];
-  int n = snprintf(params, sizeof params, "paths %u", o->paths);
-  if (o->block != 0) snprintf(params + n, sizeof params - (size_t)n, " block %u", o->block);
-  e = cl_blk_create(b->pd, b->cq, o->target ? b->mr : NULL, o->qd, params, &b->qp);
-  if (e != 0) {
-    say("cl_blk_create (%s): %s", params, errtext(e));
-    return e;
-  }
   return 0;
+}
+
+static int daemon_ips(const struct blk* b, char ips[][32], int max);
+
+/* The Solar QP, its routes agreed first: each side says "routes R A B ..." (its --routes and its
+ * cleaved's addresses); both take N = the least of the two R and the two address counts, and
+ * give their QP the peer's addresses 2..N as "via" (its first is the QP's own, the GID's). */
+static int make_qp(struct blk* b) {
+  const struct opts* o = b->o;
+  char own[MAX_ROUTES][32], peer[MAX_ROUTES][32];
+  const int n_own = daemon_ips(b, own, MAX_ROUTES);
+  char line[OOB_LINE_MAX];
+  int k = snprintf(line, sizeof line, "routes %u", o->routes);
+  for (int i = 0; i < n_own; i++)
+    k += snprintf(line + k, sizeof line - (size_t)k, " %s", own[i]);
+  snprintf(line + k, sizeof line - (size_t)k, "\n");
+  int e = oob_send(b, line);
+  if (e == 0 && (e = oob_recv(b, line, o->timeout)) != 0)
+    say("no routes line from the peer: %s", errtext(e));
+  if (e != 0) return e;
+  unsigned r_peer = 0;
+  int used = 0, n_peer = 0;
+  if (sscanf(line, "routes %u%n", &r_peer, &used) != 1 || r_peer == 0 || r_peer > MAX_ROUTES)
+    return say("expected the peer's routes, got '%.80s'", line), CL_EPROTO;
+  for (const char* p = line + used;
+       n_peer < MAX_ROUTES && sscanf(p, " %31s%n", peer[n_peer], &used) == 1; p += used) {
+    struct in_addr a;
+    if (inet_pton(AF_INET, peer[n_peer], &a) != 1)
+      return say("the peer's routes line names '%s', not an IPv4 address", peer[n_peer]), CL_EPROTO;
+    n_peer++;
+  }
+  unsigned n = o->routes < r_peer ? o->routes : r_peer;
+  if ((unsigned)n_own < n) n = (unsigned)n_own;
+  if ((unsigned)n_peer < n) n = (unsigned)n_peer;
+  char params[128];
+  k = snprintf(params, sizeof params, "paths %u", o->paths);
+  if (o->block != 0) k += snprintf(params + k, sizeof params - (size_t)k, " block %u", o->block);
+  for (unsigned i = 1; i < n; i++)
+    k += snprintf(params + k, sizeof params - (size_t)k, "%s%s", i == 1 ? " via " : ",", peer[i]);
+  e = cl_blk_create(b->pd, b->cq, o->target ? b->mr : NULL, o->qd, params, &b->qp);
+  if (e != 0) say("cl_blk_create (%s): %s", params, errtext(e));
+  return e;
 }
 
 static int connect_qp(struct blk* b) {
@@ -247,6 +295,7 @@ static int connect_qp(struct blk* b) {
               ? sc_listen("cleave-blk", b->o->port, b->o->timeout, &b->sock)
               : sc_connect("cleave-blk", &b->o->peer, b->o->peer_text, b->o->timeout, &b->sock);
   if (e != 0) return e;
+  if ((e = make_qp(b)) != 0) return e;
   if ((e = cl_qp_local_dest(b->qp, b->o->target ? b->mr : NULL, &b->local)) != 0)
     return say("cl_qp_local_dest: %s", errtext(e)), e;
   if ((e = cl_qp_exchange(b->sock, &b->local, &b->remote, (int)(b->o->timeout * 1000))) != 0) {
@@ -293,6 +342,8 @@ static bool pick_read(struct blk* b) {
       return true;
     case M_RANDRW:
       return xorshift(&b->rng) % 100 < b->o->mix;
+    case M_WRITEREAD:
+      return b->o->ios != 0 ? b->posted >= b->o->ios / 2 : now_s() >= b->half_at;
     default:
       return false;
   }
@@ -353,7 +404,7 @@ static double pct(const float* v, size_t n, double p) {
 
 struct path_row {
   char state[8];
-  uint64_t cwnd, srtt_ns, sent, resent, timeouts;
+  uint64_t route, cwnd, srtt_ns, sent, resent, timeouts, downs, ups;
 };
 
 static bool json_number(const char* s, const char* key, uint64_t* out) {
@@ -409,10 +460,11 @@ static int query_paths(const struct blk* b, struct path_row* rows, uint64_t* crc
     if (p == NULL) break;
     p += strlen(key);
     snprintf(rows[k].state, sizeof rows[k].state, "%.*s", (int)strcspn(p, "\""), p);
-    const char* fields[] = {"cwnd", "srtt_ns", "sent", "resent", "timeouts"};
-    uint64_t* dst[] = {&rows[k].cwnd, &rows[k].srtt_ns, &rows[k].sent, &rows[k].resent,
-                       &rows[k].timeouts};
-    for (int f = 0; f < 5; f++) {
+    const char* fields[] = {"route",  "cwnd",     "srtt_ns", "sent",
+                            "resent", "timeouts", "downs",   "ups"};
+    uint64_t* dst[] = {&rows[k].route,  &rows[k].cwnd,     &rows[k].srtt_ns, &rows[k].sent,
+                       &rows[k].resent, &rows[k].timeouts, &rows[k].downs,   &rows[k].ups};
+    for (int f = 0; f < 8; f++) {
       snprintf(key, sizeof key, "path%d_%s", k, fields[f]);
       *dst[f] = 0;
       json_number(ans, key, dst[f]);
@@ -479,16 +531,19 @@ static int wait_flow_event(struct blk* b, uint32_t want, cl_flow* flow) {
   return CL_ETIMEDOUT;
 }
 
-/* The target's cleaved's first address, from its management socket's port list. */
-static bool daemon_ip(const struct blk* b, char* out, size_t size) {
+/* The addresses of our cleaved's ports, first port first (from --ctl's port.show); how many, 0
+ * when the management socket does not answer. */
+static int daemon_ips(const struct blk* b, char ips[][32], int max) {
   static char ans[1 << 16];
-  if (!mgmt_call(b, "port.show", "{}", ans, sizeof ans)) return false;
-  const char* p = strstr(ans, "\"ipv4\":\"");
-  if (p == NULL) return false;
-  p += strlen("\"ipv4\":\"");
-  snprintf(out, size, "%.*s", (int)strcspn(p, "/\""), p);
-  struct in_addr a;
-  return inet_pton(AF_INET, out, &a) == 1;
+  if (!mgmt_call(b, "port.show", "{}", ans, sizeof ans)) return 0;
+  int n = 0;
+  for (const char* p = ans; n < max && (p = strstr(p, "\"ipv4\":\"")) != NULL;) {
+    p += strlen("\"ipv4\":\"");
+    snprintf(ips[n], 32, "%.*s", (int)strcspn(p, "/\""), p);
+    struct in_addr a;
+    if (inet_pton(AF_INET, ips[n], &a) == 1) n++;
+  }
+  return n;
 }
 
 static int connect_tcp(struct blk* b) {
@@ -499,7 +554,7 @@ static int connect_tcp(struct blk* b) {
   if (e != 0) return e;
   snprintf(line, sizeof line, "tcp %" PRIu64 " %u\n", o->bs, o->qd);
   if (o->target) {
-    char got[OOB_LINE_MAX], ip[32];
+    char got[OOB_LINE_MAX], ip[1][32];
     if ((e = oob_recv(b, got, o->timeout)) != 0)
       return say("no line from the initiator: %s", errtext(e)), e;
     strcat(got, "\n");
@@ -509,7 +564,7 @@ static int connect_tcp(struct blk* b) {
           (int)strcspn(got, "\n"), got);
       return CL_EINVAL;
     }
-    if (!daemon_ip(b, ip, sizeof ip)) {
+    if (daemon_ips(b, ip, 1) != 1) {
       say("cleaved's management socket %s did not give its address (--transport tcp needs it)",
           o->ctl);
       return CL_EINVAL;
@@ -518,7 +573,7 @@ static int connect_tcp(struct blk* b) {
     uint32_t listener = 0;
     if ((e = cl_listen_ex(b->ctx, b->cq, &any, "tcp", CL_FLOW_MESSAGE, &listener)) != 0)
       return say("cl_listen_ex on port %u: %s", o->port, errtext(e)), e;
-    snprintf(line, sizeof line, "tcp %s %u %" PRIu64 "\n", ip, o->port, o->volume);
+    snprintf(line, sizeof line, "tcp %s %u %" PRIu64 "\n", ip[0], o->port, o->volume);
     if ((e = oob_send(b, line)) == 0) e = wait_flow_event(b, CL_EV_ACCEPTED, &b->flow);
     cl_unlisten(b->ctx, listener);
     if (e != 0) return e;
@@ -746,18 +801,25 @@ static int run_initiator(struct blk* b) {
   b->rng = o->seed * 0x9E3779B97F4A7C15ull + 1;
   const double start = now_s();
   const double end = start + o->time;
-  uint64_t posted = 0, done = 0, inflight = 0;
+  b->half_at = start + o->time / 2;
+  uint64_t done = 0, inflight = 0;
   double last_progress = start;
+  double next_report = start + o->interval_ms / 1e3;
   int e = 0;
   for (;;) {
-    const bool more = o->ios != 0 ? posted < o->ios : now_s() < end;
+    if (o->interval_ms != 0 && o->json && now_s() >= next_report) {
+      printf("{\"t\":%.4f,\"ios\":%" PRIu64 "}\n", now_s() - start, done);
+      fflush(stdout); /* read as it comes (tests/bench/blk_wires.py) */
+      next_report += o->interval_ms / 1e3;
+    }
+    const bool more = o->ios != 0 ? b->posted < o->ios : now_s() < end;
     if (more && b->failures == 0) {
-      for (unsigned i = 0; i < o->qd && (o->ios == 0 || posted < o->ios); i++) {
+      for (unsigned i = 0; i < o->qd && (o->ios == 0 || b->posted < o->ios); i++) {
         if (b->ios[i].busy) continue;
         int r = post(b, i);
         if (r < 0) return r;
         if (r == 0) break;
-        posted++;
+        b->posted++;
         inflight++;
       }
     }
@@ -825,10 +887,11 @@ static int run_initiator(struct blk* b) {
            b->writes, secs, iops, mbps, p50, p99, p999, b->failures, b->first_error, b->mismatches,
            same ? "true" : "false", crc_drops);
     for (int k = 0; k < np; k++) {
-      printf("%s{\"state\":\"%s\",\"cwnd\":%" PRIu64 ",\"srtt_ns\":%" PRIu64 ",\"sent\":%" PRIu64
-             ",\"resent\":%" PRIu64 ",\"timeouts\":%" PRIu64 "}",
-             k == 0 ? "" : ",", rows[k].state, rows[k].cwnd, rows[k].srtt_ns, rows[k].sent,
-             rows[k].resent, rows[k].timeouts);
+      printf("%s{\"state\":\"%s\",\"route\":%" PRIu64 ",\"cwnd\":%" PRIu64 ",\"srtt_ns\":%" PRIu64
+             ",\"sent\":%" PRIu64 ",\"resent\":%" PRIu64 ",\"timeouts\":%" PRIu64
+             ",\"downs\":%" PRIu64 ",\"ups\":%" PRIu64 "}",
+             k == 0 ? "" : ",", rows[k].state, rows[k].route, rows[k].cwnd, rows[k].srtt_ns,
+             rows[k].sent, rows[k].resent, rows[k].timeouts, rows[k].downs, rows[k].ups);
     }
     printf("],\"ok\":%s}\n", ok ? "true" : "false");
   } else {
@@ -846,12 +909,13 @@ static int run_initiator(struct blk* b) {
     if (np < 0) {
       printf("  paths: cleaved's management socket %s did not answer\n", o->ctl);
     } else if (!o->tcp) {
-      printf("  %-5s %-5s %10s %10s %10s %8s %8s\n", "PATH", "STATE", "CWND", "SRTT-US", "SENT",
-             "RESENT", "TIMEOUTS");
+      printf("  %-5s %-5s %5s %10s %10s %10s %8s %8s %5s\n", "PATH", "STATE", "ROUTE", "CWND",
+             "SRTT-US", "SENT", "RESENT", "TIMEOUTS", "DOWNS");
       for (int k = 0; k < np; k++)
-        printf("  %-5d %-5s %10" PRIu64 " %10.1f %10" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n", k,
-               rows[k].state, rows[k].cwnd, (double)rows[k].srtt_ns / 1000, rows[k].sent,
-               rows[k].resent, rows[k].timeouts);
+        printf("  %-5d %-5s %5" PRIu64 " %10" PRIu64 " %10.1f %10" PRIu64 " %8" PRIu64 " %8" PRIu64
+               " %5" PRIu64 "\n",
+               k, rows[k].state, rows[k].route, rows[k].cwnd, (double)rows[k].srtt_ns / 1000,
+               rows[k].sent, rows[k].resent, rows[k].timeouts, rows[k].downs);
     }
     printf("  verify: %" PRIu64 " failed, %" PRIu64 " reads differed, volume sha256 %s\n",
            b->failures, b->mismatches, same ? "matches" : "DIFFERS");
@@ -897,6 +961,7 @@ int main(int argc, char** argv) {
                    .qd = 16,
                    .mix = 50,
                    .paths = 4,
+                   .routes = MAX_ROUTES,
                    .mode = M_RANDRW,
                    .time = 5,
                    .timeout = 30,
@@ -912,6 +977,8 @@ int main(int argc, char** argv) {
     O_RW,
     O_MIX,
     O_PATHS,
+    O_ROUTES,
+    O_INTERVAL,
     O_BLOCK,
     O_TIME,
     O_IOS,
@@ -930,6 +997,8 @@ int main(int argc, char** argv) {
                                         {"rw", required_argument, 0, O_RW},
                                         {"mix", required_argument, 0, O_MIX},
                                         {"paths", required_argument, 0, O_PATHS},
+                                        {"routes", required_argument, 0, O_ROUTES},
+                                        {"interval", required_argument, 0, O_INTERVAL},
                                         {"block", required_argument, 0, O_BLOCK},
                                         {"time", required_argument, 0, O_TIME},
                                         {"ios", required_argument, 0, O_IOS},
@@ -975,9 +1044,10 @@ int main(int argc, char** argv) {
         break;
       case O_RW: {
         int m = -1;
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < 6; k++)
           if (strcmp(optarg, mode_names[k]) == 0) m = k;
-        if (m < 0) return bad("rw", optarg, "write, read, randwrite, randread or randrw");
+        if (m < 0)
+          return bad("rw", optarg, "write, read, randwrite, randread, randrw or writeread");
         o.mode = (enum mode)m;
         break;
       }
@@ -988,6 +1058,14 @@ int main(int argc, char** argv) {
       case O_PATHS:
         if (!parse_uint(optarg, 1, MAX_PATHS, &v)) return bad("paths", optarg, "1-64");
         o.paths = (unsigned)v;
+        break;
+      case O_INTERVAL:
+        if (!parse_uint(optarg, 1, 10000, &v)) return bad("interval", optarg, "1-10000 ms");
+        o.interval_ms = (unsigned)v;
+        break;
+      case O_ROUTES:
+        if (!parse_uint(optarg, 1, MAX_ROUTES, &v)) return bad("routes", optarg, "1-4");
+        o.routes = (unsigned)v;
         break;
       case O_BLOCK:
         if (!parse_uint(optarg, 256, 4096, &v)) return bad("block", optarg, "256-4096");

@@ -757,10 +757,16 @@ void show_solar(const json& rows) {
         std::snprintf(b, sizeof b, "%.1f", i[key].get<double>() / 1000);
         srtt = b;
       }
-      table.push_back({"  " + std::to_string(p), path("state"), path("cwnd"), srtt, path("sent"),
-                       path("resent"), path("timeouts")});
+      table.push_back({"  " + std::to_string(p), path("state"), path("route"), path("cwnd"), srtt,
+                       path("sent"), path("resent"), path("timeouts"), path("downs")});
     }
-    print_table({"  PATH", "STATE", "CWND", "SRTT-US", "SENT", "RESENT", "TIMEOUTS"}, table);
+    // The routes past the first (the flow's own addresses): another local port each.
+    for (unsigned r = 1; i.contains("route" + std::to_string(r)); r++) {
+      std::printf("  route %u: %s\n", r, info(f, ("route" + std::to_string(r)).c_str()).c_str());
+    }
+    print_table(
+        {"  PATH", "STATE", "ROUTE", "CWND", "SRTT-US", "SENT", "RESENT", "TIMEOUTS", "DOWNS"},
+        table);
   }
   std::printf("%zu Solar connection(s)\n", rows.size());
 }
@@ -956,8 +962,10 @@ Objects and verbs (the verb defaults to show; for app, flow, qp, solar and trans
   qp show ID              one queue pair (ID: its flow id): every value it reports, by theme
   solar list              Solar connections (the flows of transport solar): role, both
                           connection numbers, peer, block size, I/Os in flight and done,
-                          blocks acknowledged and received, CRC drops, NACKs; then each path:
-                          up or down, cwnd, smoothed RTT, blocks sent and resent, timeouts
+                          blocks acknowledged and received, CRC drops, NACKs; its routes
+                          past the first (another local port each); then each path: up or
+                          down, route, cwnd, smoothed RTT, blocks sent and resent, timeouts,
+                          times down
   transport list          transports cleaved knows (built-in and plugins), which run, and
                           their flows and listeners; then each running transport's counters
                           over all its flows (tcp: segments, retransmits, placed_bytes and
