@@ -27,9 +27,10 @@ ninja -C build-asan
 # The same code paths with fewer bytes through the sanitizers (the normal build above moves the
 # defaults): the RoCE test's largest move 256 MiB instead of 1 GiB, the simulated TCP fault
 # matrix 25 MB a case instead of 100, the TCP streams 32 MiB instead of 64, 1000 messages a
-# message test instead of 2000.
+# message test instead of 2000, Solar's two-wire cases 128 MiB each way instead of 1 GiB.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   CLEAVE_RDMA_BIG=256m CLEAVE_TCP_SIM_MB=25 CLEAVE_TCP_BYTES=33554432 CLEAVE_MSG_COUNT=1000 \
+  CLEAVE_SOLAR_BYTES=128m \
   meson test -C build-asan --print-errorlogs
 
 stage "notification pipes and libcleave under ThreadSanitizer (build-tsan/)"

@@ -130,19 +130,27 @@ class Net:
             sh(["ip", "netns", "add", ns])
             _cleanups.append(lambda ns=ns: sh(["ip", "netns", "del", ns], check=False))
             sh(["ip", "link", "set", "lo", "up"], ns=ns)
-        sh(["ip", "link", "add", self.va, "netns", self.a, "type", "veth", "peer", "name",
-            self.vb, "netns", self.b])
-        sh(["ip", "link", "set", self.va, "up"], ns=self.a)
-        sh(["ip", "link", "set", self.vb, "up"], ns=self.b)
+        self._veth(self.va, self.vb)
         if peer_addr:
             sh(["ip", "addr", "add", peer_addr, "dev", self.vb], ns=self.b)
-        # af_packet hands over what the kernel gives it: no offloads that make frames larger
-        # than the MTU or leave checksums for later (reference/DPDK.md).
-        sh(["ethtool", "-K", self.va, "tso", "off", "gso", "off", "gro", "off"], ns=self.a)
-        sh(["ethtool", "-K", self.vb, "tso", "off", "gso", "off", "gro", "off", "tx", "off"],
-           ns=self.b)
         self.peer_mac = json.loads(sh(["ip", "-j", "link", "show", self.vb], ns=self.b).stdout)[0][
             "address"]
+
+    def _veth(self, va, vb):
+        sh(["ip", "link", "add", va, "netns", self.a, "type", "veth", "peer", "name", vb, "netns",
+            self.b])
+        sh(["ip", "link", "set", va, "up"], ns=self.a)
+        sh(["ip", "link", "set", vb, "up"], ns=self.b)
+        # af_packet hands over what the kernel gives it: no offloads that make frames larger
+        # than the MTU or leave checksums for later (reference/DPDK.md).
+        sh(["ethtool", "-K", va, "tso", "off", "gso", "off", "gro", "off"], ns=self.a)
+        sh(["ethtool", "-K", vb, "tso", "off", "gso", "off", "gro", "off", "tx", "off"], ns=self.b)
+
+    def add_wire(self, n):
+        """Another veth pair between a and b (a second wire): its two interface names."""
+        va, vb = f"{self.va}{n}", f"{self.vb}{n}"
+        self._veth(va, vb)
+        return va, vb
 
     def close(self):
         for ns in (self.a, self.b):
