@@ -38,6 +38,7 @@ class CleaveBlkCommandLine(unittest.TestCase):
                 (["--export", "80", "--paths", "65"], "bad value '65' for --paths"),
                 (["--export", "80", "--routes", "0"], "bad value '0' for --routes"),
                 (["--export", "80", "--routes", "5"], "bad value '5' for --routes"),
+                (["--connect", "1.2.3.4:5", "--interval", "0"], "bad value '0' for --interval"),
                 (["--export", "80", "--block", "255"], "bad value '255' for --block"),
                 (["--export", "80", "--block", "8192"], "bad value '8192' for --block"),
                 (["--export", "80", "--time", "0"], "bad value '0' for --time"),
@@ -60,7 +61,7 @@ class CleaveBlkCommandLine(unittest.TestCase):
         self.assertEqual(p.stderr, "")
         for want in ["--export PORT", "--connect IP:PORT", "--socket PATH", "--ctl PATH",
                      "--volume SIZE", "--bs SIZE", "--qd N", "--rw MODE", "--mix PCT",
-                     "--paths N", "--routes N", "--block B", "--time SEC", "--ios N", "--seed N",
+                     "--paths N", "--routes N", "--block B", "--interval MS", "--time SEC", "--ios N", "--seed N",
                      "--timeout SEC", "--json", "--transport T",
                      "write, read, randwrite, randread, randrw (default), or",
                      "writeread: random writes for the first half",
