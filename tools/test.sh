@@ -56,7 +56,7 @@ fi
 ninja -C build-fuzz fuzzers
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 
-stage "format (.clang-format), layers (docs/architecture.md) and static checks (.clang-tidy, without the analyzer: tools/lint.sh --deep has it)"
+stage "format (.clang-format), layers (docs/architecture.md) and static checks (.clang-tidy, without the analyzer and the tests' harnesses: tools/lint.sh --deep has them)"
 git ls-files '*.cc' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 python3 tools/check_layers.py build
 tools/lint.sh
