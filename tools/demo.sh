@@ -23,16 +23,21 @@ RUN2=/run/cleave-demo2
 CTL2=(build/tools/cleavectl -s "$RUN2/cleaved.sock")
 CONF2=$(mktemp /tmp/cleave-demo2.XXXXXX.yaml)
 LOG2=$(mktemp /tmp/cleave-demo2.XXXXXX.log)
+pid3=""
+RUN3=/run/cleave-demo3
+CTL3=(build/tools/cleavectl -s "$RUN3/cleaved.sock")
+CONF3=$(mktemp /tmp/cleave-demo3.XXXXXX.yaml)
+LOG3=$(mktemp /tmp/cleave-demo3.XXXXXX.log)
 
 cleanup() {
-  for p in "$pid2" "$pid"; do
+  for p in "$pid3" "$pid2" "$pid"; do
     if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
       kill -TERM "$p" 2>/dev/null || true
       wait "$p" 2>/dev/null || true
     fi
   done
   ip netns del "$NS" 2>/dev/null || true
-  rm -f "$CONF2" "$LOG2"
+  rm -f "$CONF2" "$LOG2" "$CONF3" "$LOG3"
 }
 trap cleanup EXIT
 
@@ -248,8 +253,9 @@ PY
 step "TCP between two cleave daemons: a second cleaved joins the wire"
 say "A second cleaved starts in the same namespace on its own port, 198.18.0.3, whose wire is a"
 say "second tap, cleave1; a kernel bridge joins cleave0 and cleave1 (the switch between two"
-say "hosts) and keeps 198.18.0.2. The second daemon polls the other core with two shards (lcores"
-say "0 and 2, both on CPU 0: each polls its own queue of the port, whose NIC steers by RSS):"
+say "hosts) and keeps 198.18.0.2 (its second port, 198.18.1.3 on tap cleave2, waits for Solar)."
+say "The second daemon polls the other core with two shards (lcores 0 and 2, both on CPU 0: each"
+say "polls its own queue of every port, whose NIC steers by RSS, and sleeps 20 us when idle):"
 cat >"$CONF2" <<EOF
 runtime_dir: $RUN2
 log:
@@ -259,11 +265,16 @@ eal:
   file_prefix: cleave-demo2
 dataplane:
   lcores: [0, "2@0"]
+  idle_sleep_us: 20
 ports:
   - name: nic0
     device: net_cleave1,wire=net_tap1,wire_args=iface=cleave1
     mac: 02:c1:ea:0e:00:03
     ipv4: 198.18.0.3/24
+  - name: nic1
+    device: net_cleave2,wire=net_tap2,wire_args=iface=cleave2
+    mac: 02:c1:ea:0e:01:03
+    ipv4: 198.18.1.3/24
 EOF
 grep -E "device|ipv4|lcore" "$CONF2" | sed 's/^/      /'
 ip netns exec "$NS" build/src/dataplane/cleaved -c "$CONF2" >"$LOG2" 2>&1 &
@@ -490,6 +501,74 @@ say "cleave-blk on the first daemon (the initiator):"
 sed 's/^/    /' "$BLK_OUT"
 "${CTL[@]}" port fault nic0 off | sed 's/^/      /'
 rm -f "$BLK_OUT" "$BLK_SRV"
+
+step "Solar over two wires: a third daemon, two ports each, and a wire cut mid-run"
+say "A third cleaved starts with two ports: 198.18.0.4 on tap cleave3, bridged with the others"
+say "(br0), and 198.18.1.4 on tap cleave4, which a second bridge (br1) joins with the second"
+say "daemon's second port (198.18.1.3, tap cleave2): two hosts with two wires between them."
+cat >"$CONF3" <<EOF
+runtime_dir: $RUN3
+log:
+  format: plain
+eal:
+  main_lcore: 0
+  file_prefix: cleave-demo3
+dataplane:
+  lcore: 1
+  idle_sleep_us: 20
+ports:
+  - name: nic0
+    device: net_cleave3,wire=net_tap3,wire_args=iface=cleave3
+    mac: 02:c1:ea:0e:00:05
+    ipv4: 198.18.0.4/24
+  - name: nic1
+    device: net_cleave4,wire=net_tap4,wire_args=iface=cleave4
+    mac: 02:c1:ea:0e:01:05
+    ipv4: 198.18.1.4/24
+EOF
+ip netns exec "$NS" build/src/dataplane/cleaved -c "$CONF3" >"$LOG3" 2>&1 &
+pid3=$!
+wait_daemon "$RUN3/cleaved.sock" "$pid3" "$LOG3"
+ns ip link add br1 type bridge
+# The kernel's end of each tap gets a MAC of its own, as cleave1's did.
+for tap in cleave2=02:c1:ea:0e:01:04=br1 cleave3=02:c1:ea:0e:00:06=br0 \
+  cleave4=02:c1:ea:0e:01:06=br1; do
+  IFS== read -r dev mac br <<<"$tap"
+  ns ip link set "$dev" address "$mac"
+  ns ip link set "$dev" txqueuelen 4096
+  ns ip link set "$dev" up
+  ns ip link set "$dev" master "$br"
+done
+ns ip link set br1 up
+say "cleave-blk on each side learns its cleaved's addresses (port show) and the two swap them on"
+say "their side channel; each gives its QP the peer's second address (via), so the connection has"
+say "two routes, one per wire: path p goes over route p % 2. The third daemon's cleave-blk writes"
+say "64 KiB at random offsets of the second's 64 MiB volume for 2 s, then reads for 2 s; 1 s in,"
+say "the third daemon's second wire is cut (port fault nic1 loss 1), and restored 1.5 s later:"
+build/tools/cleave-blk -s "$RUN2/app.sock" --ctl "$RUN2/cleaved.sock" --export 18521 \
+  --volume 64m --paths 4 --timeout 30 >"$BLK_SRV" &
+blk_srv=$!
+wait_kernel_listener 18521 here
+build/tools/cleave-blk -s "$RUN3/app.sock" --ctl "$RUN3/cleaved.sock" --connect 127.0.0.1:18521 \
+  --rw writeread --bs 64k --qd 16 --paths 4 --time 4 --timeout 30 >"$BLK_OUT" &
+blk_cli=$!
+sleep 1
+"${CTL3[@]}" port fault nic1 loss 1 | sed 's/^/      /'
+sleep 0.7
+say "0.7 s after the cut, the connection as the third daemon shows it (cleavectl solar list):"
+"${CTL3[@]}" solar list | sed 's/^/      /'
+sleep 0.8
+"${CTL3[@]}" port fault nic1 off | sed 's/^/      /'
+wait "$blk_cli" || { cat "$BLK_OUT"; echo "demo.sh: cleave-blk --connect failed" >&2; exit 1; }
+wait "$blk_srv" || { cat "$BLK_SRV"; echo "demo.sh: cleave-blk --export failed" >&2; exit 1; }
+say "cleave-blk on the third daemon: the paths on the cut wire (1 and 3, route 1) went down and"
+say "came back, the others carried the blocks meanwhile, and no I/O failed:"
+sed 's/^/    /' "$BLK_OUT"
+rm -f "$BLK_OUT" "$BLK_SRV"
+kill -TERM "$pid3"
+wait "$pid3" || { cat "$LOG3"; echo "demo.sh: the third cleaved did not stop cleanly" >&2; exit 1; }
+pid3=""
+say "the third cleaved stopped (SIGTERM, exit code 0)"
 
 kill -TERM "$pid2"
 wait "$pid2" || { cat "$LOG2"; echo "demo.sh: the second cleaved did not stop cleanly" >&2; exit 1; }
