@@ -93,6 +93,8 @@ std::pair<std::string, std::string> error_of(Management& m, std::string_view cmd
 #define EXPECT_HAS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
 
+struct TestApp;
+
 class ManagementTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -169,6 +171,12 @@ class ManagementTest : public ::testing::Test {
     std::memcpy(p, frame.data(), frame.size());
     ASSERT_EQ(rte_ring_enqueue(in_, m), 0);
   }
+
+  // `app` attached to shard 0 for the test (ASSERTs it), and detached at its end.
+  void attach_app(TestApp& app);
+  void detach_app(TestApp& app);
+  // A QP of the attached `app` with `params` (QpCreate, 16 requests each way): the answer.
+  std::unique_ptr<CtlRequest> create_qp(const TestApp& app, const std::string& params);
 
   json handle(std::string_view cmd, const json& args = json::object()) {
     return mgmt_->handle(cmd, args);
@@ -512,6 +520,31 @@ struct TestApp {
   ipc::PipeConsumer<abi::Completion> cq_in;
 };
 
+void ManagementTest::attach_app(TestApp& app) {
+  ctl::AppAttach attach;
+  attach.app = &app.dp;
+  auto r = (*ctl_)[0].call(CtlRequest::make(attach), std::chrono::seconds(5));
+  ASSERT_TRUE(r && r->app_ok());
+}
+
+void ManagementTest::detach_app(TestApp& app) {
+  ctl::AppDetach detach;
+  detach.app_id = app.dp.id;
+  auto r = (*ctl_)[0].call(CtlRequest::make(detach), std::chrono::seconds(5));
+  EXPECT_TRUE(r && r->app_ok());
+}
+
+std::unique_ptr<CtlRequest> ManagementTest::create_qp(const TestApp& app,
+                                                      const std::string& params) {
+  ctl::QpCreate q;
+  q.app_id = app.dp.id;
+  q.cq = TestApp::kCq;
+  q.send_wr = 16;
+  q.recv_wr = 16;
+  q.params = params;
+  return (*ctl_)[0].call(CtlRequest::make(std::move(q)), std::chrono::seconds(5));
+}
+
 // A plugin's descriptor longer than transport::kMaxTxLen is refused and counted, and the lcore
 // carries on: the descriptor's extbuf segments live on its stack, sized for kMaxTxLen (before
 // the limit, 4 of them, and a 200 KiB send overflowed them: ASan's stack-buffer-overflow).
@@ -590,28 +623,16 @@ class ManagementRoceTest : public ManagementTest {
 
 TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
   TestApp app(8);
-  ctl::AppAttach attach;
-  attach.app = &app.dp;
-  auto r = (*ctl_)[0].call(CtlRequest::make(attach), std::chrono::seconds(5));
-  ASSERT_TRUE(r && r->app_ok());
+  ASSERT_NO_FATAL_FAILURE(attach_app(app));
   for (const auto& [params, want] : {std::pair("", 26), {"dcqcn_cnp_dscp 10", 10}}) {
     SCOPED_TRACE(params);
-    ctl::QpCreate q;
-    q.app_id = app.dp.id;
-    q.cq = TestApp::kCq;
-    q.send_wr = 16;
-    q.recv_wr = 16;
-    q.params = params;
-    r = (*ctl_)[0].call(CtlRequest::make(std::move(q)), std::chrono::seconds(5));
+    auto r = create_qp(app, params);
     ASSERT_TRUE(r);
     ASSERT_EQ(r->flow_status(), 0);
     json f = handle("flow.show", {{"id", r->as<ctl::QpCreate>().qp}});
     EXPECT_EQ(f["info"]["cnp_dscp"], want) << f.dump();
   }
-  ctl::AppDetach detach;
-  detach.app_id = app.dp.id;
-  r = (*ctl_)[0].call(CtlRequest::make(detach), std::chrono::seconds(5));
-  EXPECT_TRUE(r && r->app_ok());
+  detach_app(app);
 }
 
 // "via" (a QP's routes through other local ports) is refused at create unless the transport
@@ -619,10 +640,7 @@ TEST_F(ManagementRoceTest, ConfiguredCnpDscpIsEveryQpsUnlessItSaysOtherwise) {
 // for each besides the QP's own (this one has one port: any via is one too many).
 TEST_F(ManagementTest, QpViaIsCheckedAtCreate) {
   TestApp app(8);
-  ctl::AppAttach attach;
-  attach.app = &app.dp;
-  auto r = (*ctl_)[0].call(CtlRequest::make(attach), std::chrono::seconds(5));
-  ASSERT_TRUE(r && r->app_ok());
+  ASSERT_NO_FATAL_FAILURE(attach_app(app));
   for (const auto& [params, want] : {std::pair("transport solar paths 2", 0),
                                      {"via 10.1.0.2", CL_EINVAL},
                                      {"transport solar via 10.1.0.2", CL_EINVAL},
@@ -632,20 +650,11 @@ TEST_F(ManagementTest, QpViaIsCheckedAtCreate) {
                                      {"transport solar via 10.1.0.2,10.1.0.2", CL_EINVAL},
                                      {"transport solar via 10.1.0.2 via 10.2.0.2", CL_EINVAL}}) {
     SCOPED_TRACE(params);
-    ctl::QpCreate q;
-    q.app_id = app.dp.id;
-    q.cq = TestApp::kCq;
-    q.send_wr = 16;
-    q.recv_wr = 16;
-    q.params = params;
-    r = (*ctl_)[0].call(CtlRequest::make(std::move(q)), std::chrono::seconds(5));
+    auto r = create_qp(app, params);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->flow_status(), want);
   }
-  ctl::AppDetach detach;
-  detach.app_id = app.dp.id;
-  r = (*ctl_)[0].call(CtlRequest::make(detach), std::chrono::seconds(5));
-  EXPECT_TRUE(r && r->app_ok());
+  detach_app(app);
 }
 
 // A listing of many flows is built a page at a time, so the lcore's time on it is bounded
