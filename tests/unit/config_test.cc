@@ -110,10 +110,9 @@ TEST(Config, PortFaultsAreRead) {
 }
 
 TEST(Config, PortFaultsAreChecked) {
-  expect_error(
-      std::string(kPort) + "    faults: {rx: {loss: 1.5}}\n", 5, 25,
-      "ports[0].faults.rx.loss: expected a probability from 0 to 1, such "
-      "as 0.01, got '1.5'");
+  expect_error(std::string(kPort) + "    faults: {rx: {loss: 1.5}}\n", 5, 25,
+               "ports[0].faults.rx.loss: expected a probability from 0 to 1, such "
+               "as 0.01, got '1.5'");
   expect_error(std::string(kPort) + "    faults: {tx: {reorder: -0.1}}\n", 5, 28,
                "ports[0].faults.tx.reorder: expected a probability");
   expect_error(std::string(kPort) + "    faults: {tx: {duplicate: lots}}\n", 5, 30, "got 'lots'");

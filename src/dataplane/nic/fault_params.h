@@ -50,8 +50,7 @@ inline std::array<uint64_t, kFaultCounterCount> fault_counter_values(const Fault
 
 // Checks a probability given by an operator: a message saying why it is refused, or nothing.
 inline std::optional<std::string> fault_probability_error(double p) {
-  if (!(p >= 0 && p <= 1))
-    return std::string("expected a probability from 0 to 1");
+  if (!(p >= 0 && p <= 1)) return std::string("expected a probability from 0 to 1");
   return std::nullopt;
 }
 

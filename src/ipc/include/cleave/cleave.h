@@ -541,8 +541,9 @@ CL_API int cl_qp_connect(cl_qp* qp, const struct cl_qp_dest* local, const struct
  * cl_qp_connect gives), each reached through another of cleaved's ports: the connection gets a
  * route to each (CL_EINVAL at create past the daemon's ports less one, at connect for one reached
  * through a port another route takes; CL_ENETUNREACH for none), and path p goes over route
- * p % routes, so a cut wire takes down only the paths on it. The peer gives ours likewise. depth (1..4096): I/Os in flight at most (the QP's
- * max_send_wr); the CQ needs room for depth + 1 completions. It is cl_qp_create with params
+ * p % routes, so a cut wire takes down only the paths on it. The peer gives ours likewise.
+ * depth (1..4096): I/Os in flight at most (the QP's max_send_wr); the CQ needs room for
+ * depth + 1 completions. It is cl_qp_create with params
  * "transport solar volume <cl_mr_id(volume)> " + params.
  * cl_blk_write, cl_blk_read: 1 when posted, 0 when `depth` I/Os are in flight, or an error as
  * cl_qp_post_send gives (the local MR needs CL_ACCESS_READ to write from, _WRITE to read into). */
