@@ -5,10 +5,9 @@
 #include <cleave/cleave.h>
 #include <rte_cycles.h>
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <string>
 
 namespace cleave::dp {
@@ -48,10 +47,9 @@ bool parse_via(std::string_view v, AltRoutes& out) {
   out.via_count = 0;
   for (;;) {
     const size_t comma = std::min(v.find(','), v.size());
-    const std::string one(v.substr(0, comma));
-    in_addr a{};
-    if (out.via_count == out.via.size() || inet_pton(AF_INET, one.c_str(), &a) != 1) return false;
-    const uint32_t ip = ntohl(a.s_addr);
+    const std::optional<Ipv4> a = Ipv4::parse(v.substr(0, comma));
+    if (out.via_count == out.via.size() || !a) return false;
+    const uint32_t ip = a->host;
     const auto end = out.via.begin() + out.via_count;
     if (ip == 0 || std::find(out.via.begin(), end, ip) != end) return false;
     out.via[out.via_count++] = ip;
