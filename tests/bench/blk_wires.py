@@ -36,15 +36,9 @@ import cleavetest as ct  # noqa: E402
 import test_solar as ts  # noqa: E402  the daemons' configuration
 
 BLK = os.environ.get("CLEAVE_BLK", "build/tools/cleave-blk")
-BYTES = {"k": 1 << 10, "m": 1 << 20}
-
-
-def size(text):
-    return int(text[:-1]) * BYTES[text[-1]] if text[-1] in BYTES else int(text)
-
-
 def run_case(d, case, a):
-    """One run: (goodput MB/s over the run, ms from the cut to full goodput or None, RTO ms)."""
+    """One run: goodput (MB/s over the run), the cut (cut: its time on cleave-blk's clock and the
+    ticks, else None), the cut paths' RTO in ms (cut, else None), and cleave-blk's result row."""
     port = ts.free_port()
 
     def tool(side, *args):
@@ -81,17 +75,14 @@ def run_case(d, case, a):
     if ini.returncode != 0 or len(rows) != 1 or not rows[0]["ok"]:
         raise SystemExit(f"cleave-blk {case} failed: {ini.stderr.read()} {rows}")
     r = rows[0]
-    goodput = r["mb_per_s"]
-    if case != "cut":
-        return goodput, None, None, r
-    return goodput, (cut_t, ticks), rto_ms, r
+    return r["mb_per_s"], (cut_t, ticks) if case == "cut" else None, rto_ms, r
 
 
 def time_to_full(cut, target_mbps, a):
     """ms from the cut to the end of the first window of a.window ms after it whose goodput is
     at least 90 % of target_mbps; None when none is."""
     cut_t, ticks = cut
-    bs = size(a.bs)
+    bs = ct.size_bytes(a.bs)
     w = a.window / 1e3
     after = [(t, n) for t, n in ticks if t >= cut_t]
     for i, (t0, n0) in enumerate(after):

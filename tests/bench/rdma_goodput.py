@@ -32,7 +32,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import cleavetest as ct  # noqa: E402
-import test_roce as tr  # noqa: E402  the daemons' configuration and size parsing
+import test_roce as tr  # noqa: E402  the daemons' configuration
 
 RDMA = os.environ.get("CLEAVE_RDMA", "build/tools/cleave-rdma")
 TCP = os.environ.get("CLEAVE_TCP", "build/tools/cleave-tcp")
@@ -92,7 +92,7 @@ def main():
     if not set(recoveries) <= {"gbn", "sr"} or not set(ops) <= {"write", "read", "send"}:
         raise SystemExit("rdma_goodput.py: --recovery takes gbn, sr; --ops write, read, send")
     ct.require_root()
-    sizes = [tr.size_bytes(s) for s in a.sizes.split(",")]
+    sizes = [ct.size_bytes(s) for s in a.sizes.split(",")]
     net = ct.Net("g", peer_addr=None)
     try:
         ifaces, nss = {"a": net.va, "b": net.vb}, {"a": net.a, "b": net.b}

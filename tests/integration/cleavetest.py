@@ -68,6 +68,13 @@ def sh(cmd, check=True, ns=None, timeout=30, **kw):
     return p
 
 
+def size_bytes(text):
+    """A size as the tools take it (cleave-rdma --sizes, cleave-blk --bs): a number with k, m or
+    g (powers of 1024)."""
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1].lower(), 1)
+    return int(text[:-1] if scale != 1 else text) * scale
+
+
 def wait_until(fn, timeout=30.0, interval=0.02, what="condition"):
     """Polls fn until it returns something true, and returns that. The timeout only bounds a
     hang: a loaded machine (two polling daemons and a compile on two cores) may take seconds

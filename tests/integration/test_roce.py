@@ -86,12 +86,6 @@ CONFIG = ct.CONFIG_HEAD + RDMA_APPS + ct.port_yaml(
     "net_cleave0,wire=net_af_packet0,wire_args=iface=%(iface)s,framecnt=4096", "%(mac)s", "%(ip)s")
 
 
-def size_bytes(text):
-    """A size as cleave-rdma --sizes takes it: a number with k, m or g (powers of 1024)."""
-    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1].lower(), 1)
-    return int(text[:-1] if scale != 1 else text) * scale
-
-
 def pattern_seed(op, size):
     """The seed of the bytes cleave-rdma moves for operation `op` (a name of OPS) and `size`
     bytes, as its --help gives it: SIZE * 8 + K + 1, K the op's number in OPS."""
@@ -187,7 +181,7 @@ class Roce(ct.TestCase):
                 continue
             r = json.loads(line)
             if "op" in r:
-                key = r["op"], size_bytes(str(r["size"]))  # bytes, or as --sizes wrote it
+                key = r["op"], ct.size_bytes(str(r["size"]))  # bytes, or as --sizes wrote it
                 self.assertNotIn(key, rows, line)
                 rows[key] = r
         return p.returncode, rows, err
@@ -221,7 +215,7 @@ class Roce(ct.TestCase):
         both = self.why(f"requester (a): {err_a.strip()}\nresponder (b): {err_b.strip()}",
                         {"a": rows_a, "b": rows_b})
         self.assertEqual((code_a, code_b), (0, 0), both)
-        want = {(op, size_bytes(s)) for op in ops for s in sizes}
+        want = {(op, ct.size_bytes(s)) for op in ops for s in sizes}
         self.assertEqual(set(rows_a), want, self.why(err_a))
         self.assertEqual(set(rows_b), want, self.why(err_b))
         for key in sorted(want):
@@ -251,7 +245,7 @@ class Roce(ct.TestCase):
             flows = self.d[side].ctl("flow", "list")[1]["flows"]
             self.assertEqual([f for f in flows if f["transport"] == "rocev2"], [], side)
         # The requester (a) sends the payload of SENDs and WRITEs, the responder (b) that of READs.
-        total = sum(size_bytes(s) for s in sizes)
+        total = sum(ct.size_bytes(s) for s in sizes)
         payload = {"a": total * sum(op != "read" for op in ops), "b": total * ("read" in ops)}
         for side in ("a", "b"):
             t = self.roce_stats(side)
@@ -271,7 +265,7 @@ class Roce(ct.TestCase):
 
     def test_one_gib(self):
         ops = ["send", "write", "read"]
-        big = size_bytes(BIG)
+        big = ct.size_bytes(BIG)
         for op in ops:
             expected_sha256(op, big)  # before the clock starts
         rows, _ = self.run_pair(ops, [BIG], timeout=60 + 3 * big // 10_000_000)

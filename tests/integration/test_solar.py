@@ -58,9 +58,7 @@ import test_solar_golden as golden  # noqa: E402  our reading of a frame, tshark
 
 BLK = os.environ.get("CLEAVE_BLK", "build/tools/cleave-blk")
 # The two-wire cases' bytes written (and as many read): 1 GiB unless told otherwise.
-_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-_b = os.environ.get("CLEAVE_SOLAR_BYTES", "1g").lower()
-BYTES = int(_b[:-1]) * _UNITS[_b[-1]] if _b[-1:] in _UNITS else int(_b)
+BYTES = ct.size_bytes(os.environ.get("CLEAVE_SOLAR_BYTES", "1g"))
 IP = {"a": "10.99.0.1", "b": "10.99.0.2"}
 MAC = {"a": "02:c1:ea:0e:0a:01", "b": "02:c1:ea:0e:0b:01"}
 
