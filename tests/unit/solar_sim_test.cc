@@ -77,6 +77,14 @@ void check(SolarPair& p, const Plan& pl, size_t n) {
   }
 }
 
+// A 1 Gb/s link with a 256 KiB queue: the cases that cut a path or a route.
+SolarConfig gigabit() {
+  SolarConfig c;
+  c.link.rate_bps = 1'000'000'000;
+  c.link.queue_bytes = 256 * 1024;
+  return c;
+}
+
 // Runs `n` I/Os through `cfg`, all submitted at once, and checks them.
 void transfer(const SolarConfig& cfg, uint64_t seed, size_t n, SolarPair** out = nullptr) {
   static std::unique_ptr<SolarPair> keep;
@@ -243,9 +251,7 @@ uint16_t udp_sport(std::span<const uint8_t> f) {
 // queue keeps the transfer long and the RTT short, so the cut lands mid-transfer.
 TEST(SolarSim, PathGoesDownAndComesBack) {
   const uint64_t seed = SimNet::seed_from_env(51);
-  SolarConfig cfg;
-  cfg.link.rate_bps = 1'000'000'000;
-  cfg.link.queue_bytes = 256 * 1024;
+  SolarConfig cfg = gigabit();
   cfg.ab.loss = 0.001;
   SolarPair p(seed, cfg);
   ASSERT_TRUE(p.ok);
@@ -293,9 +299,7 @@ TEST(SolarSim, PathGoesDownAndComesBack) {
 // I/Os go on over route 0, and the paths come back when the route does.
 TEST(SolarSim, PathsSpreadOverTwoRoutesAndARouteCutTakesDownOnlyItsPaths) {
   const uint64_t seed = SimNet::seed_from_env(53);
-  SolarConfig cfg;
-  cfg.link.rate_bps = 1'000'000'000;
-  cfg.link.queue_bytes = 256 * 1024;
+  SolarConfig cfg = gigabit();
   cfg.routes = 2;
   cfg.via_qp = true;  // the routes reach the transport at RTR, as from cleaved
   SolarPair p(seed, cfg);
@@ -426,9 +430,7 @@ INSTANTIATE_TEST_SUITE_P(
 // brings the path back. Every READ completes with the volume's bytes.
 TEST(SolarSim, ReadsSurviveAPathGoingDownAtTheTarget) {
   const uint64_t seed = SimNet::seed_from_env(91);
-  SolarConfig cfg;
-  cfg.link.rate_bps = 1'000'000'000;
-  cfg.link.queue_bytes = 256 * 1024;
+  SolarConfig cfg = gigabit();
   SolarPair p(seed, cfg);
   ASSERT_TRUE(p.ok);
   constexpr size_t kN = 120;
