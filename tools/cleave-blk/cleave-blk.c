@@ -464,7 +464,7 @@ static int query_paths(const struct blk* b, struct path_row* rows, uint64_t* crc
                             "resent", "timeouts", "downs",   "ups"};
     uint64_t* dst[] = {&rows[k].route,  &rows[k].cwnd,     &rows[k].srtt_ns, &rows[k].sent,
                        &rows[k].resent, &rows[k].timeouts, &rows[k].downs,   &rows[k].ups};
-    for (int f = 0; f < 8; f++) {
+    for (size_t f = 0; f < sizeof fields / sizeof *fields; f++) {
       snprintf(key, sizeof key, "path%d_%s", k, fields[f]);
       *dst[f] = 0;
       json_number(ans, key, dst[f]);
@@ -1044,7 +1044,7 @@ int main(int argc, char** argv) {
         break;
       case O_RW: {
         int m = -1;
-        for (int k = 0; k < 6; k++)
+        for (int k = 0; k < (int)(sizeof mode_names / sizeof *mode_names); k++)
           if (strcmp(optarg, mode_names[k]) == 0) m = k;
         if (m < 0)
           return bad("rw", optarg, "write, read, randwrite, randread, randrw or writeread");
