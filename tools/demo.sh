@@ -55,6 +55,12 @@ wait_daemon() {
   echo "demo.sh: cleaved ($1) did not start" >&2
   exit 1
 }
+# stop_daemon PID LOG WHICH: SIGTERM to a cleaved started here, which must exit 0 (its log if not).
+stop_daemon() {
+  kill -TERM "$1"
+  wait "$1" || { cat "$2"; echo "demo.sh: the $3 cleaved did not stop cleanly" >&2; exit 1; }
+  say "the $3 cleaved stopped (SIGTERM, exit code 0)"
+}
 # wait_listener SOCKET PORT: until the cleaved behind SOCKET lists a listener on PORT.
 wait_listener() {
   for _ in $(seq 250); do
@@ -565,15 +571,11 @@ say "cleave-blk on the third daemon: the paths on the cut wire (1 and 3, route 1
 say "came back, the others carried the blocks meanwhile, and no I/O failed:"
 sed 's/^/    /' "$BLK_OUT"
 rm -f "$BLK_OUT" "$BLK_SRV"
-kill -TERM "$pid3"
-wait "$pid3" || { cat "$LOG3"; echo "demo.sh: the third cleaved did not stop cleanly" >&2; exit 1; }
+stop_daemon "$pid3" "$LOG3" third
 pid3=""
-say "the third cleaved stopped (SIGTERM, exit code 0)"
 
-kill -TERM "$pid2"
-wait "$pid2" || { cat "$LOG2"; echo "demo.sh: the second cleaved did not stop cleanly" >&2; exit 1; }
+stop_daemon "$pid2" "$LOG2" second
 pid2=""
-say "the second cleaved stopped (SIGTERM, exit code 0)"
 
 step "TCP through a lossy wire: 1 % loss and 1 % reordering on cleaved's side"
 say "cleavectl port fault injects seeded faults between the NIC and the wire, both directions"
